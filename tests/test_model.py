@@ -1,0 +1,224 @@
+"""The attention and layers equal torch's own modules, and the identities of W_o hold exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from tests.conftest import make_model
+from tfviz import ModelConfig
+from tfviz.model import EncoderLayer, MultiHeadAttention
+
+ATOL = 1e-5
+
+
+def _torch_mha(attn: MultiHeadAttention, D: int, H: int) -> nn.MultiheadAttention:
+    ref = nn.MultiheadAttention(D, H, dropout=0.0, batch_first=True)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([attn.W_q.weight, attn.W_k.weight, attn.W_v.weight]))
+        ref.in_proj_bias.copy_(torch.cat([attn.W_q.bias, attn.W_k.bias, attn.W_v.bias]))
+        ref.out_proj.weight.copy_(attn.W_o.weight)
+        ref.out_proj.bias.copy_(attn.W_o.bias)
+    return ref.eval()
+
+
+@pytest.mark.parametrize("with_padding", [False, True])
+def test_attention_equals_torch_multihead_attention(with_padding):
+    model = make_model(d_model=24, n_heads=3)
+    attn = model.layers[0].attn
+    x = torch.randn(2, 6, 24, generator=torch.Generator().manual_seed(0))
+    pad = torch.tensor([[False] * 6, [False] * 4 + [True] * 2]) if with_padding else None
+    ref = _torch_mha(attn, 24, 3)
+    want, want_w = ref(x, x, x, key_padding_mask=pad, average_attn_weights=False)
+    for trace in (False, True):
+        got, parts = attn(x, pad, "learned", None, trace)
+        torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
+    torch.testing.assert_close(parts["attn"], want_w, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_layer_equals_torch_transformer_encoder_layer(norm):
+    cfg = ModelConfig(vocab_size=5, n_out=2, d_model=16, n_heads=4, d_ff=40, dropout=0.0, norm=norm)
+    torch.manual_seed(3)
+    layer = EncoderLayer(cfg).eval()
+    ref = nn.TransformerEncoderLayer(
+        16, 4, dim_feedforward=40, dropout=0.0, batch_first=True, norm_first=(norm == "pre")
+    ).eval()
+    with torch.no_grad():
+        a = layer.attn
+        ref.self_attn.in_proj_weight.copy_(torch.cat([a.W_q.weight, a.W_k.weight, a.W_v.weight]))
+        ref.self_attn.in_proj_bias.copy_(torch.cat([a.W_q.bias, a.W_k.bias, a.W_v.bias]))
+        ref.self_attn.out_proj.load_state_dict(a.W_o.state_dict())
+        ref.linear1.load_state_dict(layer.ff.fc1.state_dict())
+        ref.linear2.load_state_dict(layer.ff.fc2.state_dict())
+        ref.norm1.load_state_dict(layer.norm1.state_dict())
+        ref.norm2.load_state_dict(layer.norm2.state_dict())
+    x = torch.randn(3, 5, 16)
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2, [False] * 4 + [True]])
+    with torch.no_grad():
+        # torch's fused fast path differs only in padded rows, which it fills arbitrarily.
+        want = ref(x, src_key_padding_mask=pad)
+        got, lt = layer(x, pad, "learned", None, True)
+        got_fast, _ = layer(x, pad, "learned", None, False)
+    keep = ~pad
+    torch.testing.assert_close(got[keep], want[keep], atol=ATOL, rtol=0)
+    torch.testing.assert_close(got_fast[keep], want[keep], atol=ATOL, rtol=0)
+    torch.testing.assert_close(lt.resid_out, got)
+
+
+def test_attention_rows_sum_to_one_and_padded_keys_get_zero(model, ids):
+    pad = torch.zeros_like(ids, dtype=torch.bool)
+    pad[1, 5:] = True
+    pad[2, :] = True  # a fully padded row must not produce NaN
+    out = model(ids, pad)
+    assert torch.isfinite(out.logits).all()
+    for lt in out.trace.layers:
+        assert torch.isfinite(lt.attn).all() and torch.isfinite(lt.resid_out).all()
+        sums = lt.attn.sum(-1)  # (B, H, T)
+        torch.testing.assert_close(sums[:2], torch.ones_like(sums[:2]))
+        assert (lt.attn[1, :, :, 5:] == 0).all()
+        assert (lt.attn[2] == 0).all()
+    fast = model(ids, pad, trace=False).logits
+    assert torch.isfinite(fast).all()
+    torch.testing.assert_close(fast[:2], out.logits[:2], atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("w_o", ["learned", "identity", "zero", {1: "identity"}])
+def test_head_contributions_sum_to_attn_out(model, ids, w_o):
+    for lt in model(ids, w_o=w_o, ablate_heads={(0, 1)}).trace.layers:
+        contrib = lt.head_contributions()
+        assert contrib.shape == (*lt.z.shape[:3], lt.concat.shape[-1])
+        torch.testing.assert_close(contrib.sum(1) + lt.b_o, lt.attn_out, atol=ATOL, rtol=0)
+
+
+def test_head_contribution_reads_only_its_own_block(model, ids):
+    lt = model(ids).trace.layers[0]
+    H, d_k = lt.z.shape[1], lt.z.shape[-1]
+    W = model.layers[0].attn.W_o.weight
+    for h in range(H):
+        want = lt.concat[..., h * d_k : (h + 1) * d_k] @ W[:, h * d_k : (h + 1) * d_k].T
+        torch.testing.assert_close(lt.head_contributions()[:, h], want, atol=ATOL, rtol=0)
+
+
+def test_identity_mode_passes_concat_unchanged_and_zero_adds_nothing(model, ids):
+    learned = model(ids).trace.layers
+    ident = model(ids, w_o="identity").trace.layers
+    zero = model(ids, w_o="zero").trace.layers
+    for lt in ident:
+        assert lt.w_o_mode == "identity"
+        assert torch.equal(lt.attn_out, lt.concat)
+    for lt in zero:
+        assert (lt.attn_out == 0).all()
+    # Layer 0 sees the same input in every mode, so its heads agree; only W_o's output differs.
+    torch.testing.assert_close(learned[0].concat, ident[0].concat)
+    assert not torch.allclose(learned[0].attn_out, ident[0].attn_out)
+
+
+def test_per_layer_switch_changes_only_that_layer_and_after(model, ids):
+    base = model(ids).trace.layers
+    one = model(ids, w_o={1: "identity"}).trace.layers
+    torch.testing.assert_close(one[0].resid_out, base[0].resid_out)
+    assert [lt.w_o_mode for lt in one] == ["learned", "identity"]
+    assert not torch.allclose(one[1].resid_out, base[1].resid_out)
+
+
+def test_ablated_head_has_zero_z_and_others_unchanged(model, ids):
+    base = model(ids).trace.layers[0]
+    lt = model(ids, ablate_heads=[(0, 2)]).trace.layers[0]
+    assert (lt.z[:, 2] == 0).all()
+    torch.testing.assert_close(lt.z[:, [0, 1, 3]], base.z[:, [0, 1, 3]])
+    assert (lt.concat[..., 8:12] == 0).all()  # d_k = 4: head 2 owns dims 8..11
+
+
+def test_big_projection_then_view_equals_separate_head_projections(model, ids):
+    """Seed 004: one D x D W_q, then view/transpose, equals H separate D x d_k projections."""
+    attn = model.layers[0].attn
+    x = model(ids).trace.layers[0].resid_pre
+    B, T, D = x.shape
+    H, d_k = attn.n_heads, attn.d_k
+    big = attn.W_q(x).view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
+    for h in range(H):
+        rows = slice(h * d_k, (h + 1) * d_k)
+        separate = nn.Linear(D, d_k)
+        with torch.no_grad():
+            separate.weight.copy_(attn.W_q.weight[rows])
+            separate.bias.copy_(attn.W_q.bias[rows])
+        torch.testing.assert_close(big[:, h], separate(x), atol=ATOL, rtol=0)
+
+
+def test_forward_with_any_switch_changes_no_weight_or_attribute(model, ids):
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    attrs = {name: dict(vars(m)) for name, m in model.named_modules()}
+    pad = torch.zeros_like(ids, dtype=torch.bool)
+    pad[0, -2:] = True
+    for w_o in ("learned", "identity", "zero", {0: "zero"}, {1: "identity"}):
+        for ablate in ((), [(0, 0), (1, 3)]):
+            for trace in (True, False):
+                model(ids, pad, w_o=w_o, ablate_heads=ablate, trace=trace)
+    after = model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # bit-identical
+    assert {name: dict(vars(m)) for name, m in model.named_modules()} == attrs
+
+
+def test_trace_false_keeps_nothing(model, ids):
+    out = model(ids, trace=False)
+    assert out.trace is None
+    torch.testing.assert_close(out.logits, model(ids).logits, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"w_o": "off"}, "w_o must be one of"),
+        ({"w_o": {5: "identity"}}, "this model has layers 0..1"),
+        ({"w_o": {0: "nope"}}, "mode for layer 0"),
+        ({"ablate_heads": [(0, 9)]}, "head 9 out of range"),
+        ({"ablate_heads": [(3, 0)]}, "layer 3 out of range"),
+        ({"ablate_heads": [7]}, "(layer, head) pairs"),
+    ],
+)
+def test_bad_switches_get_clear_errors(model, ids, bad, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        model(ids, **bad)
+
+
+def test_too_long_input_is_refused(model):
+    with pytest.raises(ValueError, match="only 10"):
+        model(torch.zeros(1, 11, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(d_model=30, n_heads=4), "divisible by n_heads"),
+        (dict(norm="middle"), "norm must be one of"),
+        (dict(dropout=1.5), "dropout"),
+        (dict(n_layers=0), "n_layers must be between"),
+        (dict(d_model=4096), "d_model must be between"),
+    ],
+)
+def test_config_is_validated(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ModelConfig(vocab_size=5, n_out=2, **kwargs)
+
+
+def test_config_is_frozen():
+    cfg = ModelConfig(vocab_size=5, n_out=2)
+    with pytest.raises(AttributeError):
+        cfg.d_model = 64
+    assert ModelConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="unknown config keys: colour"):
+        ModelConfig.from_dict({**cfg.to_dict(), "colour": 1})
+
+
+def test_zeroing_after_w_o_differs_from_ablating_the_head(model, ids):
+    """After W_o a head-sized slice of attn_out carries every head: zeroing it is not ablation."""
+    before = model(ids, ablate_heads=[(0, 1)]).trace.layers[0]
+    after = model(ids, ablate_after_w_o=[(0, 1)]).trace.layers[0]
+    assert (after.attn_out[..., 4:8] == 0).all()
+    assert not torch.allclose(before.attn_out, after.attn_out)
+    torch.testing.assert_close(after.z, model(ids).trace.layers[0].z)  # heads untouched
+    torch.testing.assert_close(
+        after.head_contributions().sum(1) + after.b_o, after.attn_out, atol=ATOL, rtol=0
+    )

@@ -1,0 +1,81 @@
+"""Model configuration: one frozen, validated dataclass for the model, trainer and checkpoints.
+
+Frozen because a config travels with a shared, cached model: no one may change it under others.
+Validated on construction so a bad size fails at once with a message that says what to fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+NORMS = ("post", "pre")
+POOLS = ("none", "mean", "first")
+EMBEDS = ("token", "value")
+
+# Upper bounds keep an uploaded or hand-made config from asking for a model that would not fit a
+# classroom server; they are far above every bundled model.
+LIMITS = {
+    "vocab_size": 256,
+    "n_out": 1024,
+    "d_model": 1024,
+    "n_heads": 64,
+    "d_ff": 4096,
+    "n_layers": 12,
+    "max_len": 512,
+}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of an encoder: sizes, norm placement, input embedding and output pooling."""
+
+    vocab_size: int  # number of token ids (alphabet + BOS if any + PAD)
+    n_out: int  # outputs per position (pool="none") or per sequence
+    d_model: int = 32  # D: width of the residual stream (seed 002: 32)
+    n_heads: int = 4  # H: heads per layer; d_k = D / H
+    d_ff: int = 64  # hidden width of the position-wise feed-forward net
+    n_layers: int = 2  # L: encoder layers
+    max_len: int = 16  # T_max: positions with a learned embedding (BOS included)
+    dropout: float = 0.1  # on attention weights and on each residual branch, as in the seeds
+    norm: str = (
+        "post"  # "post": x = LN(x + sublayer(x)) as in the paper; "pre": x + sublayer(LN(x))
+    )
+    pool: str = "none"  # "none": one output per token; "mean" over real tokens; "first" token
+    embed: str = "token"  # "token": nn.Embedding; "value": Linear(1, D) on the id (seed 002)
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type == "int" and (not isinstance(value, int) or isinstance(value, bool)):
+                raise ValueError(f"{f.name} must be an integer, got {value!r}")
+            if f.name in LIMITS and not 1 <= value <= LIMITS[f.name]:
+                raise ValueError(f"{f.name} must be between 1 and {LIMITS[f.name]}, got {value}")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}): "
+                f"each head gets d_model / n_heads dimensions"
+            )
+        if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
+        for name, allowed in (("norm", NORMS), ("pool", POOLS), ("embed", EMBEDS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+
+    @property
+    def d_k(self) -> int:
+        """Width of one head."""
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ModelConfig:
+        """Build from a JSON dict, refusing unknown keys (a typo must not pass silently)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"config must be a JSON object, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown config keys: {', '.join(unknown)}")
+        return cls(**data)

@@ -1,0 +1,160 @@
+"""Training: a plain loop over freshly drawn batches that reports through a callback.
+
+`train()` knows neither the CLI (tfviz/train.py) nor the app: both watch it through `on_step`,
+which may also stop it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tfviz.config import ModelConfig
+from tfviz.model import Encoder
+from tfviz.tasks import Task, get_task
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """What on_step receives after each optimiser step."""
+
+    step: int  # 1-based
+    steps: int
+    loss: float
+    lr: float
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """ "auto" takes CUDA, then Apple's MPS, then the CPU; anything else is passed to torch."""
+    if str(device) != "auto":
+        return torch.device(device)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def learning_rate(step: int, steps: int, lr: float, schedule: str) -> float:
+    """Linear warm-up over the first 5% then cosine decay to 10% of lr; or constant (seed 002)."""
+    if schedule == "constant":
+        return lr
+    warm = max(1, steps // 20)
+    if step < warm:
+        return lr * (step + 1) / warm
+    progress = (step - warm) / max(1, steps - warm)
+    return lr * (0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def train(
+    task: Task | str,
+    model_config: ModelConfig | None = None,
+    steps: int = 1000,
+    batch_size: int = 64,
+    lr: float = 1e-3,
+    seed: int = 0,
+    device: str = "auto",
+    w_o: str = "learned",
+    on_step: Callable[[StepInfo], bool | None] | None = None,
+    min_len: int | None = None,
+    max_len: int | None = None,
+    schedule: str = "cosine",
+    clip: float | None = 1.0,
+) -> tuple[Encoder, dict]:
+    """Train a fresh encoder on a task.
+
+    Args:
+        task: a Task or its name.
+        model_config: sizes; None takes the task's defaults (task.model_config()).
+        w_o: "learned", or "identity"/"zero" to train with W_o switched off throughout. The model
+            returned then holds that map as its W_o (identity matrix or zeros, no bias), so its
+            "learned" W_o is exactly the one it was trained with.
+        on_step: called after every step with a StepInfo; returning False stops training early.
+        min_len, max_len: range of training lengths (default: the task's whole range).
+        schedule: "cosine" (warm-up then cosine decay) or "constant" (plain Adam, as seed 002).
+        clip: gradient-norm clip, or None.
+    Returns:
+        (model in eval mode on its device, history dict with the loss per step and the settings).
+    """
+    task = get_task(task) if isinstance(task, str) else task
+    config = model_config or task.model_config()
+    task.check_config(config)
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    if not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
+        raise ValueError(f"batch_size must be an integer in 1..4096, got {batch_size!r}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and 0 < lr <= 1):
+        raise ValueError(f"lr must be a number in (0, 1], got {lr!r}")
+    if w_o not in ("learned", "identity", "zero"):
+        raise ValueError(f"w_o must be 'learned', 'identity' or 'zero', got {w_o!r}")
+    if schedule not in ("cosine", "constant"):
+        raise ValueError(f"schedule must be 'cosine' or 'constant', got {schedule!r}")
+    dev = resolve_device(device)
+    rng = np.random.default_rng(seed)
+    losses: list[float] = []
+    start = time.perf_counter()
+    # fork_rng keeps the caller's global RNG untouched while we seed init and dropout.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Encoder(config).to(dev)
+        if w_o != "learned":
+            _set_w_o(model, w_o)
+        model.train()
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        for step in range(steps):
+            rate = learning_rate(step, steps, lr, schedule)
+            for group in opt.param_groups:
+                group["lr"] = rate
+            batch = task.sample(batch_size, rng, min_len, max_len)
+            ids, pad = batch.ids.to(dev), batch.pad_mask.to(dev)
+            logits = model(ids, pad, w_o=w_o, trace=False).logits
+            loss = task.loss(logits, batch.target.to(dev))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if clip is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            opt.step()
+            value = loss.item()
+            losses.append(value)
+            if not math.isfinite(value):
+                raise FloatingPointError(
+                    f"training diverged at step {step + 1} (loss {value}); "
+                    f"try a smaller learning rate"
+                )
+            if on_step is not None and on_step(StepInfo(step + 1, steps, value, rate)) is False:
+                break
+    if w_o != "learned":
+        _set_w_o(model, w_o)  # Adam moved W_o although it was never used: put the real map back
+    model.eval()
+    history = {
+        "loss": losses,
+        "steps_done": len(losses),
+        "steps": steps,
+        "cancelled": len(losses) < steps,
+        "seconds": time.perf_counter() - start,
+        "batch_size": batch_size,
+        "lr": lr,
+        "seed": seed,
+        "w_o": w_o,
+        "schedule": schedule,
+        "device": str(dev),
+        "min_len": task.min_len if min_len is None else min_len,
+        "max_len": task.max_len if max_len is None else max_len,
+    }
+    return model, history
+
+
+@torch.no_grad()
+def _set_w_o(model: Encoder, w_o: str) -> None:
+    for layer in model.layers:
+        W = layer.attn.W_o
+        if w_o == "identity":
+            W.weight.copy_(torch.eye(W.weight.shape[0]))
+        else:
+            W.weight.zero_()
+        W.bias.zero_()
