@@ -11,6 +11,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import torch
+
 from tfviz.tasks import get_task
 from tfviz.trainer import StepInfo, train
 
@@ -65,7 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--w-o", choices=["learned", "identity", "zero"])
     p.add_argument("--all", action="store_true", help="rebuild every bundled model in models/")
     p.add_argument("--models", type=Path, default=Path(__file__).resolve().parent.parent / "models")
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = p.parse_args(argv)
+    # One thread: these models are too small to gain from more, and two processes each
+    # spinning two threads on a 2-core machine slow to a crawl (seen here: 60 -> 1.4 steps/s).
+    torch.set_num_threads(args.threads)
     if args.all:
         results = {}
         for name, recipe in RECIPES.items():

@@ -1,0 +1,169 @@
+"""Training and tracing speed, measured side by side in one process; prints ratios.
+
+1. Steps per second of tfviz.train against a plain loop written the way seed 002 writes it (its
+   own small modules, data from torch.randint, Adam 1e-3, batch 64, length 8), same task and sizes.
+   Target: ratio (ours / plain) >= 1.
+2. Forward time with trace=True against trace=False on a bundled model at T=16.
+   Target: ratio <= 1.5.
+
+Each side runs in alternating rounds so machine noise falls on both; the median round is reported.
+Usage: python bench/train_speed.py [--steps 200] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tfviz import get_task, load_checkpoint, train  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# ---- the baseline: seed 002's modules, written plainly -------------------------------------------
+class SeedMHA(nn.Module):
+    def __init__(self, d_model, num_heads, dropout):
+        super().__init__()
+        self.h, self.d_k = num_heads, d_model // num_heads
+        self.W_q, self.W_k = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.W_v, self.W_o = nn.Linear(d_model, d_model), nn.Linear(d_model, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        B, T, D = x.shape
+        q = self.W_q(x).view(B, T, self.h, self.d_k).transpose(1, 2)
+        k = self.W_k(x).view(B, T, self.h, self.d_k).transpose(1, 2)
+        v = self.W_v(x).view(B, T, self.h, self.d_k).transpose(1, 2)
+        w = self.dropout(F.softmax(q @ k.transpose(-2, -1) / math.sqrt(self.d_k), dim=-1))
+        return self.W_o((w @ v).transpose(1, 2).contiguous().view(B, T, D))
+
+
+class SeedLayer(nn.Module):
+    def __init__(self, d_model, num_heads, d_ff, dropout):
+        super().__init__()
+        self.attn = SeedMHA(d_model, num_heads, dropout)
+        self.fc1, self.fc2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        self.norm1, self.norm2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        x = self.norm1(x + self.dropout(self.attn(x)))
+        return self.norm2(x + self.dropout(self.fc2(self.dropout(F.relu(self.fc1(x))))))
+
+
+class SeedModel(nn.Module):
+    def __init__(self, d_model=32, num_heads=4, d_ff=64, num_layers=2, max_len=16, dropout=0.1):
+        super().__init__()
+        self.input_proj = nn.Linear(1, d_model)
+        self.pos = nn.Parameter(torch.randn(1, max_len, d_model) * 0.02)
+        self.layers = nn.ModuleList(
+            SeedLayer(d_model, num_heads, d_ff, dropout) for _ in range(num_layers)
+        )
+        self.regressor = nn.Linear(d_model, 1)
+
+    def forward(self, x):
+        x = self.input_proj(x.unsqueeze(-1)) + self.pos[:, : x.size(1)]
+        for layer in self.layers:
+            x = layer(x)
+        return self.regressor(x.mean(dim=1))
+
+
+def plain_loop(steps: int) -> float:
+    """Seed 002's training loop; returns seconds."""
+    torch.manual_seed(42)
+    model = SeedModel()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    start = time.perf_counter()
+    for _ in range(steps):
+        x = torch.randint(0, 10, (64, 8)).float()
+        y = x.sum(dim=1, keepdim=True) / 10.0
+        loss = F.mse_loss(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return time.perf_counter() - start
+
+
+def ours(steps: int) -> float:
+    """tfviz.train on the same task and sizes (the sum_seed recipe); returns seconds."""
+    task = get_task("sum")
+    cfg = task.model_config(
+        d_model=32, n_heads=4, d_ff=64, n_layers=2, max_len=16, dropout=0.1, embed="value"
+    )
+    start = time.perf_counter()
+    train(
+        task,
+        cfg,
+        steps=steps,
+        batch_size=64,
+        lr=1e-3,
+        seed=42,
+        device="cpu",
+        min_len=8,
+        max_len=8,
+        schedule="constant",
+        clip=None,
+    )
+    return time.perf_counter() - start
+
+
+def forward_times(model, ids, pad, reps: int) -> tuple[float, float]:
+    with torch.no_grad():
+        for trace in (True, False):  # warm-up
+            model(ids, pad, trace=trace)
+        t_on = t_off = 0.0
+        for _ in range(reps):
+            s = time.perf_counter()
+            model(ids, pad, trace=True)
+            t_on += time.perf_counter() - s
+            s = time.perf_counter()
+            model(ids, pad, trace=False)
+            t_off += time.perf_counter() - s
+    return t_on / reps, t_off / reps
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--reps", type=int, default=300)
+    args = p.parse_args()
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+
+    plain, mine = [], []
+    for _ in range(args.rounds):
+        plain.append(args.steps / plain_loop(args.steps))
+        mine.append(args.steps / ours(args.steps))
+    p_med, o_med = statistics.median(plain), statistics.median(mine)
+    print(
+        f"train steps/s  plain seed-002 loop {p_med:7.1f}   tfviz.train {o_med:7.1f}   "
+        f"ratio ours/plain {o_med / p_med:.2f}  (target >= 1.00)"
+    )
+
+    largest = max(ROOT.glob("models/*.safetensors"), key=lambda f: f.stat().st_size)
+    model, meta = load_checkpoint(largest)
+    task = get_task(meta.task)
+    text = (task.alphabet * 16)[: task.max_len]
+    for B in (1, 64):
+        ids, pad = task.encode_batch([text] * B)
+        runs = [forward_times(model, ids, pad, args.reps) for _ in range(args.rounds)]
+        on = statistics.median(r[0] for r in runs)
+        off = statistics.median(r[1] for r in runs)
+        print(
+            f"forward {largest.name} B={B:<3d} T={ids.shape[1]}  trace=True {on * 1e3:.3f} ms  "
+            f"trace=False {off * 1e3:.3f} ms  ratio {on / off:.2f}  (target <= 1.50)"
+        )
+
+
+if __name__ == "__main__":
+    main()
