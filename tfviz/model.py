@@ -99,7 +99,7 @@ class MultiHeadAttention(nn.Module):
         p = self.dropout if self.training else 0.0
         attn = None
         if trace:
-            scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, T, T)
+            scores = (q * (1.0 / math.sqrt(d_k))) @ k.transpose(-2, -1)  # (B, H, T, T)
             if pad_mask is not None:
                 scores = scores.masked_fill(pad_mask[:, None, None, :], float("-inf"))
             attn = F.softmax(scores, dim=-1)
@@ -267,6 +267,8 @@ class Encoder(nn.Module):
             raise ValueError(
                 f"pad_mask has shape {tuple(pad_mask.shape)} but ids {tuple(ids.shape)}"
             )
+        if pad_mask is not None and not pad_mask.any():
+            pad_mask = None  # nothing padded: take the unmasked (faster) attention path
         modes = layer_modes(w_o, cfg.n_layers)
         gates = head_gate_matrix(ablate_heads, head_gates, cfg, self.device)
         out_gates = output_slice_gates(ablate_after_w_o, cfg, self.device)

@@ -105,15 +105,15 @@ def train(
         if w_o != "learned":
             _set_w_o(model, w_o)
         model.train()
-        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        # fused: one kernel for all parameters instead of a loop over them (CPU and CUDA).
+        fused = dev.type in ("cpu", "cuda")
+        opt = torch.optim.Adam(model.parameters(), lr=lr, fused=fused or None)
         for step in range(steps):
             rate = learning_rate(step, steps, lr, schedule)
             for group in opt.param_groups:
                 group["lr"] = rate
             batch = task.sample(batch_size, rng, min_len, max_len)
-            ids = batch.ids.to(dev)
-            # Equal lengths need no mask, and the unmasked attention kernel is faster.
-            pad = batch.pad_mask.to(dev) if batch.pad_mask.any() else None
+            ids, pad = batch.ids.to(dev), batch.pad_mask.to(dev)
             logits = model(ids, pad, w_o=w_o, trace=False).logits
             loss = task.loss(logits, batch.target.to(dev))
             opt.zero_grad(set_to_none=True)
