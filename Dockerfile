@@ -1,0 +1,77 @@
+# tfviz: the Streamlit app in a container, after Streamlit's own Docker deployment guide.
+#
+#   docker build -t tfviz .
+#   docker run -p 8501:8501 -v tfviz-models:/app/user_models tfviz
+#
+# CUDA instead of CPU: pick a CUDA wheel index for torch and run with the GPUs attached. The CUDA
+# wheels bring their own CUDA runtime libraries; the host needs only the NVIDIA driver and the
+# NVIDIA Container Toolkit.
+#
+#   docker build --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu126 -t tfviz:cuda .
+#   docker run --gpus all -p 8501:8501 tfviz:cuda
+#
+# See docs/docker.md. tests/test_docker.py checks the promises made here.
+
+# ---- builder: every Python dependency goes into a venv at /opt/venv ------------------------------
+FROM python:3.11-slim AS builder
+
+# The CPU wheel index by default: the default Linux wheel on PyPI drags in gigabytes of CUDA
+# libraries. TORCH_VERSION must match the torch pin in requirements.txt (the test checks it).
+ARG TORCH_INDEX=https://download.pytorch.org/whl/cpu
+ARG TORCH_VERSION=2.13.0
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+RUN python -m venv /opt/venv
+ENV PATH="/opt/venv/bin:$PATH"
+
+# torch first and on its own, from PyTorch's index; the installed 2.13.0+cpu then satisfies the
+# torch==2.13.0 pin in requirements.txt, so the next step does not fetch torch from PyPI.
+RUN pip install --no-cache-dir --index-url "${TORCH_INDEX}" "torch==${TORCH_VERSION}"
+
+COPY requirements.txt /tmp/requirements.txt
+RUN pip install --no-cache-dir -r /tmp/requirements.txt
+
+# ---- runtime: the venv, the app and its bundled models, run by a non-root user -------------------
+FROM python:3.11-slim AS runtime
+
+# The code in the image never changes, so Streamlit need not watch files; no browser to open.
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PATH="/opt/venv/bin:$PATH" \
+    TFVIZ_USER_MODELS=/app/user_models \
+    STREAMLIT_SERVER_HEADLESS=true \
+    STREAMLIT_SERVER_FILE_WATCHER_TYPE=none \
+    STREAMLIT_BROWSER_GATHER_USAGE_STATS=false
+
+RUN groupadd --system --gid 10001 tfviz \
+    && useradd --system --no-log-init --uid 10001 --gid tfviz \
+        --create-home --home-dir /home/tfviz --shell /usr/sbin/nologin tfviz
+
+COPY --from=builder /opt/venv /opt/venv
+
+WORKDIR /app
+# Only what the app needs; owned by root, so the app cannot modify its own code or bundled models.
+COPY requirements.txt app.py ./
+COPY tfviz/ ./tfviz/
+COPY models/ ./models/
+COPY .streamlit/ ./.streamlit/
+
+# Models trained in the app are saved here: the one folder the app user may write. Mount a named
+# volume on it to keep them across containers.
+RUN mkdir -p /app/user_models && chown 10001:10001 /app/user_models
+VOLUME ["/app/user_models"]
+
+# Numeric, so Kubernetes' runAsNonRoot can verify it (and hadolint DL3066 is satisfied).
+USER 10001:10001
+
+EXPOSE 8501
+
+# No curl in a slim image: ask the venv's Python to fetch Streamlit's health endpoint.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["/opt/venv/bin/python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"]
+
+ENTRYPOINT ["streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0"]
