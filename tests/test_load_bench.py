@@ -1,0 +1,49 @@
+"""Smoke test of the load benchmark: 2 sessions for 5 s against a server of its own.
+
+Takes about 20 s (a real `streamlit run app.py` on a free loopback port). Deselect with
+`-m "not bench"` (or `-k "not load_bench"`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench" / "load.py"
+APP = ROOT / "app.py"
+
+pytestmark = [
+    pytest.mark.bench,
+    pytest.mark.skipif(not APP.exists(), reason="app.py does not exist yet: nothing to load"),
+]
+
+
+def test_two_sessions_run_without_errors_and_report_memory(tmp_path):
+    out = tmp_path / "result.json"
+    cmd = [sys.executable, str(BENCH), "--sessions", "2", "--seconds", "5", "--ramp", "0.5"]
+    cmd += ["--session-ttl", "2", "--json", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text
+
+    requests = re.search(r"^requests: (\d+) \(\d+ page loads, (\d+) reruns\)", text, re.M)
+    assert requests, text
+    assert int(requests.group(1)) > 0 and int(requests.group(2)) > 0, text
+    assert re.search(r"^errors: 0$", text, re.M), text
+    assert re.search(r"^rerun latency: p50 \d+\.\d+ s, p95 \d+\.\d+ s", text, re.M), text
+    for line in ("memory at start: ", "memory at peak: ", "memory after close: "):
+        assert re.search(rf"^{line}\d+\.\d MiB", text, re.M), f"no {line!r} figure in:\n{text}"
+    assert "per session: " in text, text
+
+    result = json.loads(out.read_text())
+    assert result["requests"] > 0 and result["reruns"] > 0
+    assert result["errors"] == 0, result["error_samples"]
+    assert result["warmup_errors"] == 0, result["warmup_samples"]
+    assert result["rss_start"] > 0 and result["rss_peak"] >= result["rss_start"] * 0.5
+    assert result["rss_after"] > 0
