@@ -1,0 +1,830 @@
+"""Numbers that look past raw attention: what each head writes, and what W_o does with it.
+
+Raw attention weights say where a head looks, not what it writes into the residual stream: that
+also depends on the values it reads and on the output projection W_o. Each function here computes
+one published way of measuring that, from a model and/or a Trace, and returns float32 numpy arrays
+(or small frozen dataclasses of them) for plots.py to draw:
+
+1. norm-based attention ||alpha_ij^h f^h(x_j)||           Kobayashi et al., EMNLP 2020
+2. attention rollout (raw and norm-based)                   Abnar & Zuidema, ACL 2020
+3. head importance by ablation and by gate gradients        Michel et al., NeurIPS 2019
+4. ablating a head before W_o versus after it               (the teaching point of this tool)
+5. OV circuits W_V^h W_O^h, effective rank, composition     Elhage et al. 2021; Roy & Vetterli 2007
+6. how W_o mixes heads into each output dimension
+
+Nothing here changes the model: it is shared by every browser session, so interventions go
+through Encoder.forward's arguments (w_o, ablate_heads, head_gates, ablate_after_w_o), never
+hooks or weight edits, and weights keep requires_grad=False. Model weights follow nn.Linear's
+layout (out, in), applied as x @ W.T; per-head matrices below use the papers' row-vector
+convention instead: W_V^h is (D, d_k), W_O^h is (d_k, D), and a head's output is z_h @ W_O^h.
+
+Dimensions: L layers, B batch, H heads, T tokens, D = d_model, d_k = D / H.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tfviz.model import Encoder, LayerTrace, Trace, layer_modes
+from tfviz.tasks import Batch, Task, get_task
+
+ANALYSIS_SEED = 3_000_017  # examples for importance/ablation: fresh, and apart from EVAL_SEED
+
+HELP: dict[str, str] = {
+    "norm_attention": (
+        "Norm-based attention (Kobayashi et al., 'Attention is Not Only a Weight: Analyzing "
+        "Transformers with Vector Norms', EMNLP 2020). A head's output at token i is a weighted "
+        "sum of transformed vectors alpha_ij f(x_j), with f(x) = (x W_V + b_V) W_O: what it "
+        "writes is a vector, not a weight. Its length ||alpha_ij f(x_j)|| shows how much token j "
+        "really contributes to token i through this head. A large weight on a token whose "
+        "transformed vector is short contributes little; a small weight on a long one can matter "
+        "more. W_o is part of f, so switching it off changes these norms but not the raw weights."
+    ),
+    "norm_attention_summed": (
+        "Norm-based attention of the whole layer (Kobayashi et al., EMNLP 2020): "
+        "||sum_h alpha_ij^h f^h(x_j)||, the length of everything token j sends to token i through "
+        "all heads together after W_o. Heads can reinforce or cancel each other, so this is not "
+        "the sum of the per-head norms."
+    ),
+    "attention_rollout": (
+        "Attention rollout (Abnar & Zuidema, 'Quantifying Attention Flow in Transformers', ACL "
+        "2020). Each layer's attention, averaged over heads, is mixed half-and-half with the "
+        "identity for the residual connection (A_hat = 0.5 A + 0.5 I, rows renormalised), and "
+        "these matrices are multiplied through the layers: row i of layer l says how much of "
+        "token i's representation there traces back to each input token. Computed from raw "
+        "weights, or from the norm-based weights (Kobayashi et al. 2020), which also count what "
+        "the values and W_o do. It ignores the feed-forward nets and LayerNorm, so it is an "
+        "approximation of the information flow, not a measurement of it."
+    ),
+    "head_importance": (
+        "Head importance (Michel, Levy & Neubig, 'Are Sixteen Heads Really Better than One?', "
+        "NeurIPS 2019). Two measures on fresh examples: the change in loss and in accuracy when "
+        "one head is removed (its output zeroed before W_o), and Michel et al.'s gradient score "
+        "|dL/d xi_h| averaged over examples, where xi_h is a gate multiplying head h's output "
+        "(1 = untouched). The gradient is a first-order estimate of what removing the head "
+        "would do, at the cost of one backward pass. Michel et al. found many heads can be "
+        "removed with little loss; 'keep the k most important heads' shows how many this model "
+        "needs."
+    ),
+    "accuracy_keeping_top_k": (
+        "Keep only the k most important heads (by the chosen score) and remove every other one "
+        "before W_o, as in the pruning experiments of Michel et al. (NeurIPS 2019); the number "
+        "is the task metric left on fresh examples."
+    ),
+    "compare_ablation": (
+        "Removing a head before W_o versus after it. Zeroing head h's slice of the concatenation "
+        "(before W_o) removes exactly that head's term z_h W_o^h. Zeroing the same dimensions of "
+        "W_o's output instead is a common mistake: because W_o mixes every head into every "
+        "output dimension, it removes those d_k coordinates from every head's term (and the "
+        "bias) while leaving head h's output in the other D - d_k dimensions. The two agree "
+        "only when W_o is switched off (identity) or block-diagonal."
+    ),
+    "ov_circuits": (
+        "The OV circuit of a head, W_OV^h = W_V^h W_O^h (Elhage et al., 'A Mathematical Framework "
+        "for Transformer Circuits', Anthropic 2021): the D x D map from what a token holds to "
+        "what the head writes when it attends to that token. Its rank is at most d_k. Singular "
+        "values show how many directions it really uses; the effective rank is exp of the "
+        "entropy of the normalised singular values (Roy & Vetterli, EUSIPCO 2007): 1 when one "
+        "direction dominates, d_k when all are equal. Also shown: the number of singular values "
+        "above 1% of the largest. Biases are left out (they add a constant, not a map)."
+    ),
+    "composition_scores": (
+        "Composition scores (Elhage et al. 2021): how much of head h's output (its OV circuit) "
+        "lands in the subspace head g of the next layer reads through its query, key or value "
+        "projection: ||W_OV^h W_X^g||_F / (||W_OV^h||_F ||W_X^g||_F), between 0 and 1. Unrelated "
+        "random matrices score about 1/sqrt(D), shown as the baseline. Caveat: between the two "
+        "heads lie LayerNorm (and, in post-norm layers, the feed-forward net); the scores fold in "
+        "LayerNorm's centring and per-dimension scale but not its per-token division or the "
+        "feed-forward net, so they are a guide to the weights, not a measurement on data."
+    ),
+    "w_o_mixing": (
+        "How W_o mixes heads: for each output dimension d of W_o, the share of its weight that "
+        "reads each head, ||W_o[d, head block]||^2 / ||W_o[d, :]||^2. The mixing number is the "
+        "mean entropy of these shares divided by log H: 0 when each output dimension reads a "
+        "single head (W_o identity or block-diagonal: heads stay separate), 1 when every "
+        "dimension reads all heads equally. It measures the weights' layout only: a large "
+        "weight on a head whose output is small still counts fully."
+    ),
+}
+
+
+# ---- shared helpers ------------------------------------------------------------------------------
+def _np(x: Tensor | np.ndarray) -> np.ndarray:
+    if isinstance(x, Tensor):
+        x = x.detach().cpu().numpy()
+    return np.asarray(x, dtype=np.float32)
+
+
+def _check_trace(model: Encoder, trace: Trace) -> None:
+    if not isinstance(trace, Trace) or any(lt is None for lt in trace.layers):
+        raise ValueError("a Trace from model(ids, trace=True) is needed")
+    if len(trace.layers) != model.config.n_layers:
+        raise ValueError(
+            f"the trace has {len(trace.layers)} layers but the model {model.config.n_layers}: "
+            f"was it made by another model?"
+        )
+
+
+def _check_eval(model: Encoder) -> None:
+    # Dropout would make every number below random, and switching modes would mutate a shared model.
+    if model.training:
+        raise ValueError("the model is in training mode; analyse a model after model.eval()")
+
+
+def _sample(
+    task: Task, n: int, seed: int, min_len: int | None, max_len: int | None, device
+) -> Batch:
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n (number of examples) must be a positive integer, got {n!r}")
+    b = task.sample(n, np.random.default_rng(seed), min_len, max_len)
+    return Batch(b.ids.to(device), b.pad_mask.to(device), b.target.to(device), b.lengths)
+
+
+def _metric(task: Task, logits: Tensor, target: Tensor) -> float:
+    """The task's headline metric (as tfviz.evaluate reports it) on one batch."""
+    s = task.score(logits.cpu(), target.cpu())
+    total = s["abs_err"] if task.kind == "regress" else s["correct"]
+    return total / max(1, s["count"])
+
+
+def _metric_name(task: Task) -> str:
+    return {"token": "token_accuracy", "classify": "accuracy"}.get(task.kind, "mae")
+
+
+def heads_of(model: Encoder) -> Iterable[tuple[int, int]]:
+    """Every (layer, head) pair of a model, layer-major."""
+    return ((l, h) for l in range(model.config.n_layers) for h in range(model.config.n_heads))
+
+
+def effective_w_o(model: Encoder, layer: int, mode: str = "learned") -> Tensor:
+    """The (D, D) map a layer applies for a w_o mode, nn.Linear layout (out, in)."""
+    W = model.layers[layer].attn.W_o.weight.detach()
+    if mode == "learned":
+        return W
+    if mode == "identity":
+        return torch.eye(W.shape[0], dtype=W.dtype, device=W.device)
+    return torch.zeros_like(W)
+
+
+# ---- 1. norm-based attention (Kobayashi et al. 2020) ---------------------------------------------
+def head_gate_from_trace(lt: LayerTrace) -> Tensor:
+    """The multiplier each head's z carried in this pass, recovered from the trace, shape (H,).
+
+    z = gate_h * (attn @ v), so the least-squares ratio <z, attn @ v> / ||attn @ v||^2 gives the
+    gate exactly (1 for an untouched head, 0 for an ablated one); norm-based attention uses it so
+    that an ablated head writes nothing, as it does in the forward pass.
+    """
+    mixed = lt.attn @ lt.v  # (B, H, T, d_k): z before any gate
+    num = (lt.z * mixed).sum(dim=(0, 2, 3))
+    den = (mixed * mixed).sum(dim=(0, 2, 3))
+    return torch.where(den > 0, num / den.clamp_min(1e-30), torch.ones_like(den))
+
+
+def transformed_values(lt: LayerTrace) -> Tensor:
+    """f^h(x_j) = (x_j W_V^h + b_V^h) W_O^h for every head and token, shape (B, H, T, D).
+
+    Uses the trace's values (bias included) and the W_o the layer actually applied (so it follows
+    the w_o switch), times the head's gate from head_gate_from_trace.
+    """
+    H, d_k = lt.v.shape[1], lt.v.shape[-1]
+    blocks = lt.W_o.T.reshape(H, d_k, -1)  # (H, d_k, D): W_O^h, the rows of W_o^T reading head h
+    f = torch.einsum("bhtk,hkd->bhtd", lt.v, blocks)
+    return f * head_gate_from_trace(lt).view(1, H, 1, 1)
+
+
+def norm_attention(model: Encoder, trace: Trace) -> np.ndarray:
+    """Per-head norm-based attention ||alpha_ij^h f^h(x_j)|| (Kobayashi et al., EMNLP 2020).
+
+    Args:
+        model: the model that made the trace (checked against it).
+        trace: Trace of a forward pass in eval mode; any w_o mode and head ablation.
+    Returns:
+        (L, B, H, T, T) float32: [l, b, h, i, j] is the length of the vector head h of layer l
+        moves from token j into token i (through W_o). Summed over j with signs (as vectors),
+        these terms give head_contributions(); padded keys get 0.
+    """
+    _check_trace(model, trace)
+    out = []
+    for lt in trace.layers:
+        lengths = transformed_values(lt).norm(dim=-1)  # (B, H, T): ||f^h(x_j)||
+        out.append(lt.attn * lengths[:, :, None, :])  # alpha >= 0: ||alpha f|| = alpha ||f||
+    return _np(torch.stack(out))
+
+
+def norm_attention_summed(model: Encoder, trace: Trace) -> np.ndarray:
+    """Layer-level norm-based attention ||sum_h alpha_ij^h f^h(x_j)|| (Kobayashi et al. 2020).
+
+    Args:
+        model: the model that made the trace.
+        trace: Trace of a forward pass in eval mode.
+    Returns:
+        (L, B, T, T) float32: the length of everything token j sends to token i through all heads
+        and W_o together (W_o's bias excluded: it depends on no token).
+    """
+    _check_trace(model, trace)
+    out = []
+    for lt in trace.layers:
+        f = transformed_values(lt)  # (B, H, T, D)
+        vectors = torch.einsum("bhij,bhjd->bijd", lt.attn, f)  # (B, T, T, D): sum over heads
+        out.append(vectors.norm(dim=-1))
+    return _np(torch.stack(out))
+
+
+# ---- 2. attention rollout (Abnar & Zuidema 2020) -------------------------------------------------
+def normalise_rows(weights: np.ndarray | Tensor) -> np.ndarray:
+    """Each row divided by its sum; all-zero rows stay zero (no NaN). Same shape, float32."""
+    w = np.asarray(_np(weights), dtype=np.float64)
+    sums = w.sum(axis=-1, keepdims=True)
+    return np.divide(w, sums, out=np.zeros_like(w), where=sums > 0).astype(np.float32)
+
+
+def attention_rollout(weights: np.ndarray | Tensor) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema, 'Quantifying Attention Flow in Transformers', ACL 2020).
+
+    A_hat_l = 0.5 A_l + 0.5 I with rows renormalised (the identity stands for the residual
+    connection), then rollout_0 = A_hat_0 and rollout_l = A_hat_l @ rollout_{l-1}.
+
+    Args:
+        weights: (L, B, T, T) attention per layer, heads already combined (e.g. averaged), rows
+            indexed by query. Rows need not sum to 1; an all-zero row (a query that attends to
+            nothing, e.g. an all-padding example) becomes the identity row after the residual
+            mix, so no NaN appears.
+    Returns:
+        (L, B, T, T) float32: layer l is the rollout through layers 0..l; every row sums to 1.
+    """
+    w = np.asarray(_np(weights), dtype=np.float64)
+    if w.ndim != 4 or w.shape[-1] != w.shape[-2]:
+        raise ValueError(f"weights must have shape (L, B, T, T), got {w.shape}")
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError("attention weights must be finite and non-negative")
+    T = w.shape[-1]
+    a_hat = 0.5 * w + 0.5 * np.eye(T)
+    a_hat /= a_hat.sum(axis=-1, keepdims=True)  # >= 0.5 on the diagonal, so never zero
+    out = np.empty_like(a_hat)
+    out[0] = a_hat[0]
+    for layer in range(1, w.shape[0]):
+        out[layer] = a_hat[layer] @ out[layer - 1]
+    return out.astype(np.float32)
+
+
+def rollout_from_trace(model: Encoder, trace: Trace, method: str = "raw") -> np.ndarray:
+    """Attention rollout of a traced pass, from raw or from norm-based weights.
+
+    Args:
+        model, trace: as for norm_attention.
+        method: "raw" averages the heads' attention weights (Abnar & Zuidema); "norm" uses
+            norm_attention_summed with each row normalised to sum 1 (Kobayashi et al.'s weights).
+    Returns:
+        (L, B, T, T) float32, as attention_rollout.
+    """
+    _check_trace(model, trace)
+    if method == "raw":
+        weights = _np(torch.stack([lt.attn.mean(dim=1) for lt in trace.layers]))
+    elif method == "norm":
+        weights = normalise_rows(norm_attention_summed(model, trace))
+    else:
+        raise ValueError(f"method must be 'raw' or 'norm', got {method!r}")
+    return attention_rollout(weights)
+
+
+# ---- 3. head importance (Michel et al. 2019) -----------------------------------------------------
+@dataclass(frozen=True)
+class HeadImportance:
+    """Per-head importance on fresh examples; arrays are (L, H) float32."""
+
+    metric: str  # "token_accuracy", "accuracy" or "mae" (the task's headline metric)
+    higher_is_better: bool  # True for accuracies, False for MAE
+    base_loss: float
+    base_metric: float
+    loss_change: np.ndarray  # loss with the head ablated before W_o, minus base_loss
+    metric_change: np.ndarray  # metric with the head ablated, minus base_metric
+    gradient: np.ndarray  # Michel et al.: mean over examples of |dL/d xi_h|
+    n: int
+    seed: int
+
+    def scores(self, kind: str) -> np.ndarray:
+        """(L, H) float32 where higher means more important: kind "loss", "metric" or "gradient"."""
+        if kind == "loss":
+            return self.loss_change
+        if kind == "metric":
+            return -self.metric_change if self.higher_is_better else self.metric_change
+        if kind == "gradient":
+            return self.gradient
+        raise ValueError(f"kind must be 'loss', 'metric' or 'gradient', got {kind!r}")
+
+
+def _forward(model: Encoder, batch: Batch, **switches) -> Tensor:
+    with torch.no_grad():
+        return model(batch.ids, batch.pad_mask, trace=False, **switches).logits
+
+
+def gate_gradients(model: Encoder, task: Task, batch: Batch, w_o="learned") -> np.ndarray:
+    """Per-example dL/d xi for the (L, H) head gates at xi = 1, shape (B, L, H) float32.
+
+    Michel et al. average |dL/d xi| over examples, which needs one gradient per example (the
+    gradient of the batch mean would let examples cancel), so each example gets its own backward
+    pass. Only the gate tensor requires grad: it enters through Encoder.forward's head_gates
+    argument, and the model's weights keep requires_grad=False. (torch.func.vmap cannot batch
+    this: the forward pass branches on the padding mask; forward-mode AD could, but its first use
+    in a process costs seconds of set-up.)
+    """
+    cfg = model.config
+    grads = torch.empty(len(batch.ids), cfg.n_layers, cfg.n_heads)
+    for i in range(len(batch.ids)):
+        gates = torch.ones(cfg.n_layers, cfg.n_heads, device=model.device, requires_grad=True)
+        one = slice(i, i + 1)
+        logits = model(
+            batch.ids[one], batch.pad_mask[one], w_o=w_o, head_gates=gates, trace=False
+        ).logits
+        (grad,) = torch.autograd.grad(task.loss(logits, batch.target[one]), gates)
+        grads[i] = grad.cpu()
+    return _np(grads)
+
+
+def head_importance(
+    model: Encoder,
+    task: Task | str,
+    n: int = 256,
+    seed: int = ANALYSIS_SEED,
+    min_len: int | None = None,
+    max_len: int | None = None,
+    w_o="learned",
+) -> HeadImportance:
+    """Importance of every head: ablation effect on loss and metric, and Michel et al.'s score.
+
+    Args:
+        model: a model in eval mode (never changed).
+        task: the task (or its name) the model was trained on.
+        n, seed, min_len, max_len: the fresh examples (task.sample with rng seed).
+        w_o: the w_o switch for every pass (as Encoder.forward).
+    Returns:
+        HeadImportance with (L, H) arrays loss_change, metric_change and gradient.
+    """
+    _check_eval(model)
+    task = get_task(task) if isinstance(task, str) else task
+    task.check_config(model.config)
+    batch = _sample(task, n, seed, min_len, max_len, model.device)
+    logits = _forward(model, batch, w_o=w_o)
+    base_loss = task.loss(logits, batch.target).item()
+    base_metric = _metric(task, logits, batch.target)
+    L, H = model.config.n_layers, model.config.n_heads
+    loss_change = np.zeros((L, H), np.float32)
+    metric_change = np.zeros((L, H), np.float32)
+    for layer in range(L):
+        for head in range(H):
+            ablated = _forward(model, batch, w_o=w_o, ablate_heads=[(layer, head)])
+            loss_change[layer, head] = task.loss(ablated, batch.target).item() - base_loss
+            metric_change[layer, head] = _metric(task, ablated, batch.target) - base_metric
+    gradient = np.abs(gate_gradients(model, task, batch, w_o)).mean(axis=0)
+    return HeadImportance(
+        metric=_metric_name(task),
+        higher_is_better=task.kind != "regress",
+        base_loss=base_loss,
+        base_metric=base_metric,
+        loss_change=loss_change,
+        metric_change=metric_change,
+        gradient=gradient.astype(np.float32),
+        n=n,
+        seed=seed,
+    )
+
+
+def top_k_heads(scores: np.ndarray, k: int) -> list[tuple[int, int]]:
+    """The k (layer, head) pairs with the highest scores; ties go to the lower index."""
+    scores = np.asarray(scores)
+    if scores.ndim != 2:
+        raise ValueError(f"scores must be an (L, H) array, got shape {scores.shape}")
+    if not isinstance(k, (int, np.integer)) or not 0 <= k <= scores.size:
+        raise ValueError(f"k must be an integer in 0..{scores.size}, got {k!r}")
+    if not np.isfinite(scores).all():
+        raise ValueError("scores must be finite")
+    order = np.argsort(-scores.ravel(), kind="stable")[:k]
+    return [divmod(int(i), scores.shape[1]) for i in order]
+
+
+def accuracy_keeping_top_k(
+    model: Encoder,
+    task: Task | str,
+    scores: np.ndarray,
+    k: int,
+    n: int = 256,
+    seed: int = ANALYSIS_SEED,
+    min_len: int | None = None,
+    max_len: int | None = None,
+    w_o="learned",
+) -> float:
+    """The task metric left when only the k highest-scoring heads are kept (Michel et al. 2019).
+
+    Args:
+        scores: (L, H), higher = more important (e.g. HeadImportance.scores("gradient")).
+        k: heads kept, 0..L*H; every other head is ablated before W_o.
+        n, seed, min_len, max_len, w_o: as head_importance.
+    Returns:
+        The metric on the fresh examples: accuracy (token accuracy for token tasks), or the MAE
+        for the regression task (lower is better there).
+    """
+    _check_eval(model)
+    task = get_task(task) if isinstance(task, str) else task
+    cfg = model.config
+    task.check_config(cfg)
+    if np.shape(scores) != (cfg.n_layers, cfg.n_heads):
+        raise ValueError(f"scores must have shape ({cfg.n_layers}, {cfg.n_heads})")
+    kept = set(top_k_heads(scores, k))
+    removed = [pair for pair in heads_of(model) if pair not in kept]
+    batch = _sample(task, n, seed, min_len, max_len, model.device)
+    return _metric(task, _forward(model, batch, w_o=w_o, ablate_heads=removed), batch.target)
+
+
+def keep_top_k_curve(model: Encoder, task: Task | str, scores: np.ndarray, **kwargs) -> np.ndarray:
+    """accuracy_keeping_top_k for every k = 0..L*H, shape (L*H + 1,) float32 (a slider's curve)."""
+    n_heads = model.config.n_layers * model.config.n_heads
+    return np.array(
+        [accuracy_keeping_top_k(model, task, scores, k, **kwargs) for k in range(n_heads + 1)],
+        dtype=np.float32,
+    )
+
+
+# ---- 4. ablation before W_o versus after it ------------------------------------------------------
+@dataclass(frozen=True)
+class AblationComparison:
+    """One head removed two ways: before W_o (right) and after it (the common mistake)."""
+
+    layer: int
+    head: int
+    metric: str
+    higher_is_better: bool
+    base_metric: float
+    metric_before: float  # head's slice of concat zeroed (ablate_heads)
+    metric_after: float  # same slice of W_o's output zeroed (ablate_after_w_o)
+    base_loss: float
+    loss_before: float
+    loss_after: float
+    attn_out_change_before: np.ndarray  # (B, T) ||attn_out - base|| at the layer; 0 at padding
+    attn_out_change_after: np.ndarray  # (B, T)
+    attn_out_gap: np.ndarray  # (B, T) ||attn_out_before - attn_out_after||
+    logits_change_before: np.ndarray  # (B,) ||logits - base||, averaged over real positions
+    logits_change_after: np.ndarray  # (B,)
+    logits_gap: np.ndarray  # (B,) ||logits_before - logits_after||
+    prediction_changed_before: float  # share of answers (tokens or sequences) that changed
+    prediction_changed_after: float
+    removed_share_after: np.ndarray  # (H,) share of each head's output energy the after-W_o zeroing
+    # removes (before W_o this is 1 for the head and 0 for the rest)
+
+    @property
+    def metric_difference(self) -> float:
+        """metric_after - metric_before: what the mistake gets wrong about the head's role."""
+        return self.metric_after - self.metric_before
+
+    @property
+    def loss_difference(self) -> float:
+        return self.loss_after - self.loss_before
+
+
+def compare_ablation(
+    model: Encoder,
+    task: Task | str,
+    layer: int,
+    head: int,
+    batch: Batch | None = None,
+    n: int = 256,
+    seed: int = ANALYSIS_SEED,
+    min_len: int | None = None,
+    max_len: int | None = None,
+    w_o="learned",
+) -> AblationComparison:
+    """Remove head (layer, head) before W_o and after it, and measure both effects.
+
+    Args:
+        model: a model in eval mode.
+        task: its task (or name).
+        layer, head: the head.
+        batch: examples to use (e.g. task.batch_from_texts([text])), else n fresh ones drawn as
+            in head_importance (seed, min_len, max_len).
+        w_o: the w_o switch for all three passes.
+    Returns:
+        AblationComparison; its (B, T) and (B,) arrays follow the batch's examples.
+    """
+    _check_eval(model)
+    task = get_task(task) if isinstance(task, str) else task
+    cfg = model.config
+    task.check_config(cfg)
+    if not (isinstance(layer, int) and 0 <= layer < cfg.n_layers):
+        raise ValueError(f"layer must be in 0..{cfg.n_layers - 1}, got {layer!r}")
+    if not (isinstance(head, int) and 0 <= head < cfg.n_heads):
+        raise ValueError(f"head must be in 0..{cfg.n_heads - 1}, got {head!r}")
+    if batch is None:
+        batch = _sample(task, n, seed, min_len, max_len, model.device)
+    else:
+        batch = Batch(
+            batch.ids.to(model.device),
+            batch.pad_mask.to(model.device),
+            batch.target.to(model.device),
+            batch.lengths,
+        )
+    pair = [(layer, head)]
+    with torch.no_grad():
+        base = model(batch.ids, batch.pad_mask, w_o=w_o)
+        before = model(batch.ids, batch.pad_mask, w_o=w_o, ablate_heads=pair)
+        after = model(batch.ids, batch.pad_mask, w_o=w_o, ablate_after_w_o=pair)
+    real = (~batch.pad_mask).to(torch.float32)  # (B, T)
+    a0, a1, a2 = (o.trace.layers[layer].attn_out for o in (base, before, after))
+
+    def token_change(x: Tensor, y: Tensor) -> np.ndarray:
+        return _np((x - y).norm(dim=-1) * real)
+
+    def logit_change(x: Tensor, y: Tensor) -> np.ndarray:
+        d = (x - y).norm(dim=-1)
+        if d.dim() == 2:  # token task: average over the real positions of each example
+            d = (d * real).sum(1) / real.sum(1).clamp_min(1.0)
+        return _np(d)
+
+    def changed(x: Tensor, y: Tensor) -> float:
+        px, py = task.output_classes(x), task.output_classes(y)
+        if task.kind == "regress":  # answers are rounded sums
+            px, py = torch.round(px * task.scale), torch.round(py * task.scale)
+        diff = px != py
+        if diff.dim() == 2:
+            keep = real.bool()
+            if task.bos:
+                keep[:, 0] = False  # BOS has no answer
+            return diff[keep].float().mean().item() if keep.any() else 0.0
+        return diff.float().mean().item()
+
+    # Share of each head's term z_h W_o^h that lies in the zeroed output dims (real tokens only).
+    contrib = base.trace.layers[layer].head_contributions()  # (B, H, T, D)
+    energy = (contrib**2).sum(-1) * real[:, None, :]  # (B, H, T)
+    dims = slice(head * cfg.d_k, (head + 1) * cfg.d_k)
+    in_slice = (contrib[..., dims] ** 2).sum(-1) * real[:, None, :]
+    total = energy.sum(dim=(0, 2))
+    removed = torch.where(total > 0, in_slice.sum(dim=(0, 2)) / total.clamp_min(1e-30), 0.0)
+
+    t = batch.target
+    return AblationComparison(
+        layer=layer,
+        head=head,
+        metric=_metric_name(task),
+        higher_is_better=task.kind != "regress",
+        base_metric=_metric(task, base.logits, t),
+        metric_before=_metric(task, before.logits, t),
+        metric_after=_metric(task, after.logits, t),
+        base_loss=task.loss(base.logits, t).item(),
+        loss_before=task.loss(before.logits, t).item(),
+        loss_after=task.loss(after.logits, t).item(),
+        attn_out_change_before=token_change(a1, a0),
+        attn_out_change_after=token_change(a2, a0),
+        attn_out_gap=token_change(a1, a2),
+        logits_change_before=logit_change(before.logits, base.logits),
+        logits_change_after=logit_change(after.logits, base.logits),
+        logits_gap=logit_change(before.logits, after.logits),
+        prediction_changed_before=changed(before.logits, base.logits),
+        prediction_changed_after=changed(after.logits, base.logits),
+        removed_share_after=_np(removed),
+    )
+
+
+# ---- 5. OV circuits and composition (Elhage et al. 2021) -----------------------------------------
+def head_block(W: Tensor | np.ndarray, head: int, n_heads: int, side: str) -> np.ndarray:
+    """Head h's part of a D x D nn.Linear weight (out, in), in row-vector convention.
+
+    side="in": for W_q/W_k/W_v, whose *outputs* h*d_k..(h+1)*d_k belong to head h: returns
+    W[rows].T, shape (D, d_k), so x @ result is head h's query/key/value.
+    side="out": for W_o, whose *inputs* from head h are columns h*d_k..: returns W[:, cols].T,
+    shape (d_k, D), so z_h @ result is head h's term of attn_out.
+    """
+    W = np.asarray(_np(W), dtype=np.float64)
+    d_k = W.shape[0] // n_heads
+    block = slice(head * d_k, (head + 1) * d_k)
+    if side == "in":
+        return W[block, :].T
+    if side == "out":
+        return W[:, block].T
+    raise ValueError(f"side must be 'in' or 'out', got {side!r}")
+
+
+def ov_matrix(W_v: Tensor | np.ndarray, W_o: Tensor | np.ndarray, head: int, n_heads: int):
+    """W_OV^h = W_V^h W_O^h, (D, D) float64, from nn.Linear weights of W_v and W_o.
+
+    x @ W_OV^h is what head h writes (bias aside) for a token x it attends to with weight 1.
+    """
+    return head_block(W_v, head, n_heads, "in") @ head_block(W_o, head, n_heads, "out")
+
+
+def singular_values(M: np.ndarray) -> np.ndarray:
+    """Singular values of a matrix, largest first (float64 for the rank tests)."""
+    return np.linalg.svd(np.asarray(M, dtype=np.float64), compute_uv=False)
+
+
+def effective_rank(s: np.ndarray) -> float:
+    """Entropy effective rank (Roy & Vetterli, 'The effective rank: a measure of effective
+    dimensionality', EUSIPCO 2007): exp(-sum p_i log p_i) with p = s / sum(s).
+
+    1 for a rank-1 matrix, r for r equal singular values; 0 for the zero matrix.
+    """
+    s = np.abs(np.asarray(s, dtype=np.float64))
+    total = s.sum()
+    if total <= 0:
+        return 0.0
+    p = s[s > 0] / total
+    return float(np.exp(-(p * np.log(p)).sum()))
+
+
+def numerical_rank(s: np.ndarray, rtol: float = 0.01) -> int:
+    """How many singular values exceed rtol times the largest (default: 1% of it)."""
+    s = np.abs(np.asarray(s, dtype=np.float64))
+    if s.size == 0 or s.max() <= 0:
+        return 0
+    return int((s > rtol * s.max()).sum())
+
+
+@dataclass(frozen=True)
+class OVCircuits:
+    """The OV circuit of every head and what its spectrum says."""
+
+    ov: np.ndarray  # (L, H, D, D) W_V^h W_O^h, row-vector convention
+    singular_values: np.ndarray  # (L, H, d_k) the top d_k (the rest are 0: rank <= d_k)
+    effective_rank: np.ndarray  # (L, H) Roy & Vetterli entropy effective rank, 0..d_k
+    numerical_rank: np.ndarray  # (L, H) int: singular values above rtol * the largest
+    frobenius: np.ndarray  # (L, H) ||W_OV^h||_F: how strongly the head can write
+    rtol: float
+
+
+def ov_circuits(model: Encoder, w_o="learned", rtol: float = 0.01) -> OVCircuits:
+    """OV circuits of every head, with the W_o each layer applies for the w_o switch.
+
+    Args:
+        model: any Encoder.
+        w_o: "learned", "identity", "zero" or {layer: mode}, as Encoder.forward.
+        rtol: threshold of numerical_rank, relative to the largest singular value.
+    Returns:
+        OVCircuits with arrays of shapes (L, H, D, D), (L, H, d_k) and (L, H).
+    """
+    cfg = model.config
+    modes = layer_modes(w_o, cfg.n_layers)
+    L, H, D, d_k = cfg.n_layers, cfg.n_heads, cfg.d_model, cfg.d_k
+    ov = np.zeros((L, H, D, D))
+    sv = np.zeros((L, H, d_k))
+    eff = np.zeros((L, H))
+    num = np.zeros((L, H), dtype=np.int64)
+    for layer in range(L):
+        W_v = model.layers[layer].attn.W_v.weight
+        W_o = effective_w_o(model, layer, modes[layer])
+        for h in range(H):
+            ov[layer, h] = ov_matrix(W_v, W_o, h, H)
+            s = singular_values(ov[layer, h])[:d_k]
+            sv[layer, h] = s
+            eff[layer, h] = effective_rank(s)
+            num[layer, h] = numerical_rank(s, rtol)
+    return OVCircuits(
+        ov=ov.astype(np.float32),
+        singular_values=sv.astype(np.float32),
+        effective_rank=eff.astype(np.float32),
+        numerical_rank=num,
+        frobenius=np.linalg.norm(ov, axis=(-2, -1)).astype(np.float32),
+        rtol=rtol,
+    )
+
+
+def composition_score(writer: np.ndarray, reader: np.ndarray) -> float:
+    """||writer @ reader||_F / (||writer||_F ||reader||_F), in [0, 1]; 0 if either is zero.
+
+    writer: (D, D) a head's OV circuit (row-vector convention); reader: (D, k) the matrix a later
+    head reads the residual stream with (its W_Q^g, W_K^g or W_V^g). 1 means everything the
+    writer can write lies where the reader looks (and both are rank-1 aligned); 0 means the
+    reader is blind to it.
+    """
+    writer, reader = np.asarray(writer, np.float64), np.asarray(reader, np.float64)
+    denom = np.linalg.norm(writer) * np.linalg.norm(reader)
+    return float(np.linalg.norm(writer @ reader) / denom) if denom > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Composition:
+    """Composition scores from each head of layer l to each head of layer l + 1."""
+
+    q: np.ndarray  # (L-1, H, H): [l, h, g] head h of layer l into the query of head g of l+1
+    k: np.ndarray  # (L-1, H, H) into its key
+    v: np.ndarray  # (L-1, H, H) into its value
+    baseline: float  # what unrelated random matrices score: about 1/sqrt(D)
+    fold_layernorm: bool
+
+
+def layernorm_fold(model: Encoder, layer: int) -> np.ndarray:
+    """(D, D) linear part of the LayerNorms between layer's attention output and layer+1's input.
+
+    LayerNorm(y) = gamma * (y - mean(y)) / sigma + beta: in row-vector form
+    y @ P diag(gamma) / sigma + beta, with P = I - 11^T/D the centring. sigma depends on the token
+    (a common factor that cancels in the composition ratio) and beta adds a constant, so both are
+    left out. Post-norm: norm1 then norm2 of this layer lie on the residual path; pre-norm: the
+    next layer's norm1. The post-norm path also crosses the feed-forward net, which no matrix
+    captures.
+    """
+    D = model.config.d_model
+    P = np.eye(D) - np.full((D, D), 1.0 / D)
+
+    def ln(norm) -> np.ndarray:
+        return P @ np.diag(norm.weight.detach().cpu().double().numpy())
+
+    if model.config.norm == "post":
+        return ln(model.layers[layer].norm1) @ ln(model.layers[layer].norm2)
+    return ln(model.layers[layer + 1].norm1)
+
+
+def composition_scores(model: Encoder, w_o="learned", fold_layernorm: bool = True) -> Composition:
+    """Q-, K- and V-composition of each head with each head of the next layer (Elhage et al. 2021).
+
+    score[l, h, g] = ||W_OV^{l,h} N W_X^{l+1,g}||_F / (||W_OV^{l,h}||_F ||N W_X^{l+1,g}||_F), X in
+    {Q, K, V}, where N is layernorm_fold (or the identity when fold_layernorm is False).
+
+    Args:
+        model: any Encoder (a single-layer model gives arrays with a first axis of 0).
+        w_o: the w_o switch used for the writer's OV circuit.
+        fold_layernorm: fold the LayerNorms' centring and gamma into the readers.
+    Returns:
+        Composition with (L-1, H, H) arrays q, k, v and the random baseline 1/sqrt(D).
+    """
+    cfg = model.config
+    L, H, D = cfg.n_layers, cfg.n_heads, cfg.d_model
+    ovs = ov_circuits(model, w_o).ov.astype(np.float64)
+    scores = {x: np.zeros((max(L - 1, 0), H, H)) for x in "qkv"}
+    for layer in range(L - 1):
+        fold = layernorm_fold(model, layer) if fold_layernorm else np.eye(D)
+        nxt = model.layers[layer + 1].attn
+        for x, lin in (("q", nxt.W_q), ("k", nxt.W_k), ("v", nxt.W_v)):
+            for g in range(H):
+                reader = fold @ head_block(lin.weight, g, H, "in")  # (D, d_k)
+                for h in range(H):
+                    scores[x][layer, h, g] = composition_score(ovs[layer, h], reader)
+    return Composition(
+        q=scores["q"].astype(np.float32),
+        k=scores["k"].astype(np.float32),
+        v=scores["v"].astype(np.float32),
+        baseline=1.0 / math.sqrt(D),
+        fold_layernorm=fold_layernorm,
+    )
+
+
+# ---- 6. how W_o mixes heads ----------------------------------------------------------------------
+def head_shares(W_o: Tensor | np.ndarray, n_heads: int) -> np.ndarray:
+    """share[d, h] = ||W_o[d, head h's columns]||^2 / ||W_o[d, :]||^2, shape (D, H) float32.
+
+    W_o in nn.Linear layout (out, in): row d is output dimension d, and columns h*d_k..(h+1)*d_k
+    read head h. A zero row (nothing reaches that output) gets shares of 0.
+    """
+    W = np.asarray(_np(W_o), dtype=np.float64)
+    D_out, D_in = W.shape
+    if D_in % n_heads:
+        raise ValueError(f"W_o has {D_in} input columns, not divisible into {n_heads} heads")
+    energy = (W.reshape(D_out, n_heads, D_in // n_heads) ** 2).sum(-1)  # (D, H)
+    return normalise_rows(energy)
+
+
+def mixing_index(shares: np.ndarray) -> float:
+    """Mean over output dims of entropy(shares[d]) / log H: 0 = no mixing, 1 = uniform.
+
+    Zero rows are left out; a W_o with no non-zero row, or a single head, mixes nothing (0).
+    """
+    shares = np.asarray(shares, dtype=np.float64)
+    H = shares.shape[-1]
+    rows = shares[shares.sum(-1) > 0]
+    if H < 2 or len(rows) == 0:
+        return 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(rows > 0, -rows * np.log(rows), 0.0)
+    return float(terms.sum(-1).mean() / math.log(H))
+
+
+@dataclass(frozen=True)
+class WoMixing:
+    """How each layer's W_o combines heads."""
+
+    shares: np.ndarray  # (L, D, H): share of output dim d that reads head h
+    mixing: np.ndarray  # (L,) mixing_index per layer, 0..1
+    head_weight: np.ndarray  # (L, H): share of all of W_o's squared weight that reads head h
+
+
+def w_o_mixing(model: Encoder, w_o="learned") -> WoMixing:
+    """Head shares and the mixing number of every layer's W_o (for the w_o switch given).
+
+    Returns:
+        WoMixing with shares (L, D, H), mixing (L,), head_weight (L, H), all float32.
+    """
+    cfg = model.config
+    modes = layer_modes(w_o, cfg.n_layers)
+    shares, mixing, weight = [], [], []
+    for layer in range(cfg.n_layers):
+        W = effective_w_o(model, layer, modes[layer])
+        shares.append(head_shares(W, cfg.n_heads))
+        mixing.append(mixing_index(shares[-1]))
+        energy = (_np(W).astype(np.float64).reshape(cfg.d_model, cfg.n_heads, -1) ** 2).sum((0, 2))
+        weight.append(energy / energy.sum() if energy.sum() > 0 else np.zeros(cfg.n_heads))
+    return WoMixing(
+        shares=np.stack(shares).astype(np.float32),
+        mixing=np.array(mixing, dtype=np.float32),
+        head_weight=np.stack(weight).astype(np.float32),
+    )
