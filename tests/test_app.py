@@ -1,0 +1,290 @@
+"""The Streamlit app, driven headless through AppTest: start, type, switch W_o, bad input, train."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import streamlit as st
+import torch
+from streamlit.testing.v1 import AppTest
+
+from tfviz import get_task
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch, tmp_path):
+    """Empty caches (they outlive AppTest instances) and a private user models folder."""
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    monkeypatch.setenv("TFVIZ_USER_MODELS", str(tmp_path / "user_models"))
+    threads = torch.get_num_threads()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    # The app sets torch's thread count for the process (new threads take it up); put it back,
+    # so tests that run later compute as they would on their own.
+    torch.set_num_threads(threads)
+
+
+def start(view: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    if view is not None:
+        at.session_state["view"] = view
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def prediction(at: AppTest) -> str:
+    return at.code[0].value
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def array(value) -> np.ndarray:
+    """A plotly data array from figure JSON: a list, or {dtype, bdata[, shape]} typed array."""
+    if isinstance(value, dict):
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        if shape:
+            dims = [int(d) for d in str(shape).split(",")]
+            return flat.reshape(dims)
+        return flat
+    return np.asarray(value)
+
+
+def test_starts_on_a_bundled_model_with_its_first_example():
+    at = start()
+    assert at.selectbox(key="model").value == "bundled:reverse"
+    example = get_task("reverse").examples[0]
+    assert at.text_input(key="sequence").value == example
+    assert not at.error
+    table = prediction(at)
+    assert "right answer" in table and " ".join(reversed(example)) in table
+    figures = charts(at)
+    assert len(figures) == 2  # the grid (heads and their mean), one head enlarged
+    titles = [a["text"] for a in figures[0]["layout"]["annotations"]]
+    assert titles == [f"L{lay} {h}" for lay in range(2) for h in ("H0", "H1", "H2", "H3", "mean")]
+    assert figures[0]["data"][0]["x"][0] == "H0 key BOS"
+    assert any("Device: CPU" in t.value for t in at.text)
+
+
+def test_typing_a_sequence_changes_the_prediction():
+    at = start()
+    before = prediction(at)
+    at.text_input(key="sequence").set_value("jjiihh").run()
+    assert not at.exception
+    after = prediction(at)
+    assert after != before
+    assert "h h i i j j" in after
+    assert charts(at)[0]["layout"]["yaxis"]["ticktext"][:7] == ["BOS"] + [
+        f"{ch}·{i + 1}" for i, ch in enumerate("jjiihh")
+    ]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda at: at.radio(key="w_o_mode").set_value("identity"),
+        lambda at: at.radio(key="w_o_mode").set_value("zero"),
+        lambda at: at.multiselect(key="ablate").set_value(["L1H0", "L1H1", "L1H2", "L1H3"]),
+    ],
+    ids=["identity", "zero", "ablate"],
+)
+def test_switches_change_what_reverse_predicts(change):
+    at = start()
+    learned = prediction(at)
+    change(at).run()
+    assert not at.exception
+    switched = prediction(at)
+    assert switched != learned
+    assert "learned W_o" in switched and "^" in switched
+
+
+def test_w_o_off_makes_concat_and_attn_out_equal():
+    at = start("Before/after W_o")
+    cosine = [f for f in charts(at) if f["data"][0]["type"] == "bar"][0]
+    assert array(cosine["data"][0]["y"]).min() < 0.99  # the learned W_o turns vectors
+    at.radio(key="w_o_mode").set_value("identity").run()
+    assert not at.exception
+    figures = charts(at)
+    cosine = [f for f in figures if f["data"][0]["type"] == "bar"][0]
+    np.testing.assert_allclose(array(cosine["data"][0]["y"]), 1.0, atol=1e-5)
+    concat, attn_out = (array(f["data"][0]["z"]) for f in figures[:2])
+    np.testing.assert_array_equal(concat, attn_out)
+    check = [m for m in at.metric if m.label.startswith("max |")][0]
+    assert float(check.value) < 1e-5
+
+
+def test_compare_tab_shows_accuracy_with_and_without_the_switch():
+    at = start("W_o off: compare")
+    assert any("Nothing is switched" in i.value for i in at.info)
+    at.radio(key="w_o_mode").set_value("identity").run()
+    assert not at.exception
+    accuracy = [m for m in at.metric if "256 random examples" in m.label]
+    assert len(accuracy) == 2
+    learned, switched = (float(m.value.rstrip("%")) for m in accuracy)
+    assert learned > 95 and switched < learned
+    titles = [f["layout"]["title"]["text"] for f in charts(at)]
+    assert "learned W_o" in titles and "switched" in titles
+    assert "Residual stream after each layer" in titles
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("", "input is empty"),
+        ("abz", "not allowed"),
+        ("a" * 17, "17 characters long"),
+        ("<b>x</b>", "U+003C"),
+    ],
+    ids=["empty", "unknown-char", "too-long", "markup"],
+)
+def test_bad_input_shows_an_error_and_no_chart(text, expected):
+    at = start()
+    at.text_input(key="sequence").set_value(text).run()
+    assert not at.exception
+    assert len(at.error) == 1
+    message = at.error[0].value.replace("\\", "")  # markdown escapes
+    assert expected in message
+    assert "abcdefghij" in message and "1 to 16" in message
+    assert not at.get("plotly_chart")
+    assert not at.code  # no prediction either
+
+
+def test_changing_the_model_resets_the_sequence():
+    at = start()
+    at.text_input(key="sequence").set_value("jihg").run()
+    at.selectbox(key="model").set_value("bundled:sort").run()
+    assert not at.exception and not at.error
+    assert at.text_input(key="sequence").value == get_task("sort").examples[0]
+    assert "1 1 2 3 4 5 6 9" in prediction(at)
+
+
+def test_example_and_random_buttons_fill_the_sequence():
+    at = start()
+    at.button(key="example_1").click().run()
+    assert at.text_input(key="sequence").value == get_task("reverse").examples[1]
+    at.button(key="random_example").click().run()
+    text = at.text_input(key="sequence").value
+    assert get_task("reverse").validate(text) == text
+    assert not at.exception and not at.error
+
+
+def test_one_session_switches_do_not_touch_another():
+    first, second = start(), start()
+    learned = prediction(second)
+    first.radio(key="w_o_mode").set_value("zero").run()
+    assert prediction(first) != learned
+    second.run()
+    assert prediction(second) == learned
+    assert second.radio(key="w_o_mode").value == "learned"
+
+
+def test_unreadable_user_model_is_skipped_with_a_warning(tmp_path):
+    folder = tmp_path / "user_models"
+    folder.mkdir()
+    (folder / "broken.safetensors").write_bytes(b"not a checkpoint at all")
+    at = start()
+    assert any("broken.safetensors" in w.value.replace("\\", "") for w in at.warning)
+    assert "yours:broken" not in at.selectbox(key="model").options
+
+
+def submit_training(at: AppTest, name: str, steps: int) -> None:
+    at.selectbox(key="train_d_model").set_value(16)
+    at.selectbox(key="train_heads").set_value(2)
+    at.selectbox(key="train_layers").set_value(1)
+    at.selectbox(key="train_d_ff").set_value(32)
+    at.number_input(key="train_steps").set_value(steps)
+    at.text_input(key="train_name").set_value(name)
+    at.button(key="train_submit").click().run()
+    assert not at.exception and not at.error
+
+
+def test_training_through_the_form_makes_a_selectable_model(tmp_path):
+    at = start("Train")
+    submit_training(at, "tiny20", 20)
+    end = time.monotonic() + 60
+    while not at.success:
+        assert time.monotonic() < end, "training did not finish in 60 s"
+        time.sleep(0.2)
+        at.run()
+        assert not at.exception and not at.error
+    assert "tiny20" in at.success[0].value.replace("\\", "")
+    assert (tmp_path / "user_models" / "tiny20.safetensors").is_file()
+    assert "tiny20 (yours)" in at.selectbox(key="model").options
+    at.button(key="open_trained").click().run()
+    assert not at.exception
+    assert at.selectbox(key="model").value == "yours:tiny20"
+    at.session_state["view"] = "Attention"
+    at.run()
+    assert not at.exception and not at.error
+    titles = [a["text"] for a in charts(at)[0]["layout"]["annotations"]]
+    assert titles == ["L0 H0", "L0 H1", "L0 mean"]  # the new model: 1 layer, 2 heads
+
+
+def test_training_refuses_a_bad_name_with_a_message():
+    at = start("Train")
+    at.text_input(key="train_name").set_value("../x")
+    at.button(key="train_submit").click().run()
+    assert not at.exception
+    assert "may only hold letters" in at.error[0].value.replace("\\", "")
+
+
+def test_a_user_model_that_disappears_falls_back_to_the_default(tmp_path):
+    folder = tmp_path / "user_models"
+    folder.mkdir()
+    mine = folder / "mine.safetensors"
+    mine.write_bytes((Path(APP).parent / "models" / "sort.safetensors").read_bytes())
+    at = start()
+    at.selectbox(key="model").set_value("yours:mine").run()
+    assert not at.exception
+    assert "1 1 2 3 4 5 6 9" in prediction(at)
+    mine.unlink()
+    at.run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="model").value == "bundled:reverse"
+    assert at.text_input(key="sequence").value == get_task("reverse").examples[0]
+
+
+def test_markup_in_an_error_is_escaped_for_markdown():
+    at = start()
+    at.text_input(key="sequence").set_value("<b>x</b>").run()
+    assert "'\\<'" in at.error[0].value  # shown as typed, never as HTML or markdown
+
+
+def test_attention_csv_download_is_offered():
+    at = start()
+    assert [b.label for b in at.get("download_button")] == ["Download attention weights (CSV)"]
+
+
+def test_a_job_over_the_cap_waits_with_its_place_shown_and_can_be_cancelled(monkeypatch):
+    monkeypatch.setenv("TFVIZ_MAX_JOBS", "1")
+    first, second = start("Train"), start("Train")
+    submit_training(first, "long_one", 20_000)
+    submit_training(second, "waiting_one", 20)
+    assert any("position 1 in the queue" in i.value for i in second.info)
+    second.button(key="cancel_training").click().run()
+    assert any("never started" in w.value for w in second.warning)
+    first.button(key="cancel_training").click().run()
+    end = time.monotonic() + 30
+    while not first.warning:
+        assert time.monotonic() < end, "the running job did not stop"
+        time.sleep(0.1)
+        first.run()
+    assert "not saved" in first.warning[0].value
+
+
+def test_a_bad_job_limit_setting_is_reported_not_raised(monkeypatch):
+    monkeypatch.setenv("TFVIZ_MAX_JOBS", "lots")
+    at = start("Train")
+    assert "TFVIZ_MAX_JOBS must be an integer" in at.error[0].value.replace("\\", "")

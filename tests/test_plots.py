@@ -1,0 +1,181 @@
+"""tfviz.plots: figures hold the right data, validate shapes, and show tokens literally."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tfviz import plots
+
+LABELS = ["BOS", "a·1", "b·2", "c·3"]
+
+
+def attn(L=2, H=3, T=4, seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    w = rng.random((L, H, T, T))
+    return w / w.sum(-1, keepdims=True)
+
+
+def block(fig, row: str, col: str, words=("query", "key")) -> np.ndarray:
+    """The block of a mosaic figure whose hover names start with row and col (e.g. L1, H2)."""
+    trace = fig.data[0]
+    y_prefix, x_prefix = f"{row} {words[0]} ".lstrip(), f"{col} {words[1]} ".lstrip()
+    ys = [i for i, name in enumerate(trace.y) if name.startswith(y_prefix)]
+    xs = [i for i, name in enumerate(trace.x) if name.startswith(x_prefix)]
+    return np.asarray(trace.z, dtype=np.float64)[np.ix_(ys, xs)]
+
+
+def test_attention_grid_is_one_mosaic_of_every_layer_and_head():
+    a = attn()
+    fig = plots.attention_grid(a, LABELS)
+    assert len(fig.data) == 1 and fig.data[0].type == "heatmap"
+    for lay in range(2):
+        for h in range(3):
+            np.testing.assert_allclose(block(fig, f"L{lay}", f"H{h}"), a[lay, h], rtol=1e-6)
+    z = np.asarray(fig.data[0].z, dtype=np.float64)
+    assert z.shape == (2 * 4 + 2, 3 * 4 + 2)  # two empty rows between layers, one between heads
+    assert np.isnan(z[4:6]).all() and np.isnan(z[:, 4]).all()
+    titles = [ann.text for ann in fig.layout.annotations]
+    assert titles == ["L0 H0", "L0 H1", "L0 H2", "L1 H0", "L1 H1", "L1 H2"]
+    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0.0, 1.0)
+    # Hover names say layer, head, query and key; the ticks show only the token.
+    assert fig.data[0].y[1] == "L0 query a·1" and fig.data[0].x[5] == "H1 key BOS"
+    assert list(fig.layout.xaxis.ticktext) == LABELS  # under the first block column only
+    assert list(fig.layout.yaxis.ticktext) == LABELS * 2
+    assert "weight %{z" in fig.data[0].hovertemplate and fig.data[0].hoverongaps is False
+
+
+def test_attention_is_sent_as_float32():
+    spec = json.loads(plots.attention_grid(attn(), LABELS).to_json())
+    assert spec["data"][0]["z"]["dtype"] == "f4"
+
+
+def test_attention_grid_titles_a_slice_of_layers():
+    fig = plots.attention_grid(attn(L=1), LABELS, layer_ids=[3])
+    assert fig.layout.annotations[0].text == "L3 H0"
+    assert fig.data[0].y[0] == "L3 query BOS"
+    with pytest.raises(ValueError, match="1 layers but 2 layer ids"):
+        plots.attention_grid(attn(L=1), LABELS, layer_ids=[0, 1])
+
+
+@pytest.mark.parametrize(
+    "shape, message",
+    [
+        ((2, 3, 4, 5), "attention has 5 keys but 4 tokens were given"),
+        ((2, 3, 5, 4), "attention has 5 queries but 4 tokens were given"),
+        ((3, 4, 4), "attention must be 4-d"),
+    ],
+)
+def test_attention_grid_refuses_mismatched_shapes(shape, message):
+    with pytest.raises(ValueError, match=message):
+        plots.attention_grid(np.zeros(shape), LABELS)
+
+
+def test_attention_map_and_the_head_mean():
+    a = attn()
+    one = plots.attention_map(a[1, 0], LABELS, title="L1 H0")
+    np.testing.assert_allclose(one.data[0].z, a[1, 0], rtol=1e-6)
+    assert list(one.data[0].x) == LABELS
+    grid = plots.attention_grid(a, LABELS, with_mean=True)
+    np.testing.assert_allclose(block(grid, "L1", "mean"), a[1].mean(0), rtol=1e-6)
+    np.testing.assert_allclose(block(grid, "L0", "H2"), a[0, 2], rtol=1e-6)
+    assert [ann.text for ann in grid.layout.annotations][:4] == [
+        "L0 H0",
+        "L0 H1",
+        "L0 H2",
+        "L0 mean",
+    ]
+    with pytest.raises(ValueError, match="attention has 4 keys but 3 tokens"):
+        plots.attention_map(a[0, 0], LABELS[:3])
+
+
+def test_markup_tokens_are_shown_literally():
+    labels = ["<b>x</b>", "&amp;", "a"]
+    fig = plots.attention_grid(np.full((1, 1, 3, 3), 1 / 3), labels)
+    ticks = list(fig.layout.xaxis.ticktext)
+    assert ticks[0] == "&lt;b&gt;x&lt;/b&gt;"
+    assert ticks[1] == "&amp;amp;"
+    assert fig.data[0].x[0] == "H0 key &lt;b&gt;x&lt;/b&gt;"
+    assert "<b>" not in fig.to_json()
+    one = plots.attention_map(np.eye(3), labels)
+    assert list(one.data[0].y)[0] == "&lt;b&gt;x&lt;/b&gt;"
+    bars = plots.cosine_bars(np.zeros(3), labels)
+    assert list(bars.data[0].x)[0] == "&lt;b&gt;x&lt;/b&gt;"
+    contrib = plots.head_contributions(np.zeros((2, 4)), "<i>t</i>")
+    assert "<i>" not in contrib.layout.title.text
+
+
+def test_labels_that_would_merge_are_refused():
+    with pytest.raises(ValueError, match="unique"):
+        plots.attention_map(np.eye(2), ["a", "a"])
+
+
+def test_activation_map_marks_head_blocks():
+    values = np.arange(4 * 8, dtype=np.float32).reshape(4, 8) - 10
+    fig = plots.activation_map(values, LABELS, n_heads=4)
+    np.testing.assert_array_equal(fig.data[0].z, values)
+    assert [s.x0 for s in fig.layout.shapes] == [1.5, 3.5, 5.5]
+    assert [a.text for a in fig.layout.annotations] == ["H0", "H1", "H2", "H3"]
+    # Colours centred on 0: the same colour means the same sign everywhere.
+    assert fig.layout.coloraxis.cmin == -fig.layout.coloraxis.cmax == -21
+    plain = plots.activation_map(values, LABELS)
+    assert not plain.layout.shapes
+    with pytest.raises(ValueError, match="cannot be split into 3"):
+        plots.activation_map(values, LABELS, n_heads=3)
+    with pytest.raises(ValueError, match="activation has 4 rows but 3 tokens"):
+        plots.activation_map(values, LABELS[:3])
+
+
+def test_w_o_matrix():
+    W = np.random.default_rng(0).normal(size=(8, 8))
+    fig = plots.w_o_matrix(W, n_heads=2)
+    np.testing.assert_allclose(fig.data[0].z, W, rtol=1e-6)
+    assert [s.x0 for s in fig.layout.shapes] == [3.5]
+    with pytest.raises(ValueError, match="square"):
+        plots.w_o_matrix(np.zeros((8, 4)), n_heads=2)
+
+
+def test_all_zero_values_still_get_a_colour_range():
+    fig = plots.activation_map(np.zeros((4, 4)), LABELS)
+    assert fig.layout.coloraxis.cmax == 1.0
+
+
+def test_head_contributions_rows_are_heads():
+    c = np.random.default_rng(1).normal(size=(3, 6))
+    fig = plots.head_contributions(c, "a·1")
+    assert list(fig.data[0].y) == ["H0", "H1", "H2"]
+    np.testing.assert_allclose(fig.data[0].z, c, rtol=1e-6)
+
+
+def test_cosine_bars_validate_length():
+    fig = plots.cosine_bars(np.array([1.0, 0.5, -0.5, 0.0]), LABELS)
+    assert tuple(fig.layout.yaxis.range) == (-1.05, 1.05)
+    with pytest.raises(ValueError, match="cosine has 3 values but 4 tokens"):
+        plots.cosine_bars(np.zeros(3), LABELS)
+
+
+def test_residual_pair_puts_learned_left_and_switched_right():
+    rng = np.random.default_rng(2)
+    base, switched = rng.normal(size=(2, 4, 6)), rng.normal(size=(2, 4, 6))
+    fig = plots.residual_pair(base, switched, LABELS)
+    words = ("token", "dim")
+    np.testing.assert_allclose(block(fig, "L0 out", "learned W_o", words), base[0], rtol=1e-6)
+    np.testing.assert_allclose(block(fig, "L1 out", "switched", words), switched[1], rtol=1e-6)
+    assert fig.layout.annotations[1].text == "L0 out switched"
+    assert fig.layout.coloraxis.cmin == -fig.layout.coloraxis.cmax
+    with pytest.raises(ValueError, match="differ in shape"):
+        plots.residual_pair(base, switched[:1], LABELS)
+    with pytest.raises(ValueError, match="4 tokens but 3 tokens were given"):
+        plots.residual_pair(base, switched, LABELS[:3])
+
+
+def test_drift_bars_and_loss_curve():
+    drift = plots.drift_bars(np.array([0.1, 1.5]))
+    assert list(drift.data[0].x) == ["L0", "L1"]
+    assert drift.layout.yaxis.range[1] >= 1.5
+    loss = plots.loss_curve([2.0, 1.0, 0.5], every=10, total_steps=100)
+    assert list(loss.data[0].x) == [10, 20, 30]
+    assert loss.layout.yaxis.type == "log"
+    assert plots.loss_curve([0.0, 1.0]).layout.yaxis.type == "linear"
