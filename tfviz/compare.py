@@ -125,7 +125,7 @@ def run_trace(
         resid_out=stack(lt.resid_out[0] for lt in layers),
         W_o=stack(lt.W_o for lt in layers),
         b_o=stack(lt.b_o for lt in layers),
-        prediction=task.predict_tokens(model, text, w_o=w_o, ablate_heads=ablate),
+        prediction=task.answer_from_logits(out.logits[0], len(text)),
         answer=task.solve_tokens(text),
     )
 

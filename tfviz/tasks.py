@@ -227,13 +227,16 @@ class Task:
         """Predicted classes (or values) from logits: argmax, or the regressed number."""
         return logits.argmax(dim=-1)
 
+    def answer_from_logits(self, logits: Tensor, length: int) -> list[str]:
+        """The answer tokens one example's logits stand for: (n_out,), or (T, n_out) per token."""
+        return self._answer_from_target(self.output_classes(logits), length)
+
     def predict_tokens(self, model, text: str, **switches) -> list[str]:
         """The model's answer, one token per answer position; switches as in Encoder.forward."""
         ids, pad = self.encode_batch([text], device=model.device)
         with torch.no_grad():
             logits = model(ids, pad, trace=False, **switches).logits
-        pred = self.output_classes(logits)[0]
-        return self._answer_from_target(pred, len(text))
+        return self.answer_from_logits(logits[0], len(text))
 
     def predict(self, model, text: str, **switches) -> str:
         """The model's answer, written as solve() writes the right one."""
