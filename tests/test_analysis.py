@@ -511,3 +511,15 @@ def test_help_cites_a_paper_for_every_method():
         ("composition_scores", "Elhage"),
     ):
         assert author in A.HELP[key] and author in getattr(A, key).__doc__ + A.__doc__
+
+
+def test_attention_flow_matches_the_methods_on_one_trace():
+    model, meta = load_checkpoint(MODELS / "reverse.safetensors")
+    flow = A.attention_flow(model, meta.task, "abcdef", w_o={1: "identity"})
+    ids, pad = get_task(meta.task).encode_batch(["abcdef"])
+    trace = model(ids, pad, w_o={1: "identity"}).trace
+    np.testing.assert_array_equal(flow["norm"], A.norm_attention(model, trace)[:, 0])
+    np.testing.assert_array_equal(
+        flow["rollout_norm"], A.rollout_from_trace(model, trace, "norm")[:, 0]
+    )
+    assert flow["norm_summed"].shape == (2, 7, 7) and flow["rollout_raw"].shape == (2, 7, 7)

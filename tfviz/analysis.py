@@ -237,6 +237,30 @@ def norm_attention_summed(model: Encoder, trace: Trace) -> np.ndarray:
 
 
 # ---- 2. attention rollout (Abnar & Zuidema 2020) -------------------------------------------------
+@torch.no_grad()
+def attention_flow(
+    model: Encoder, task: Task | str, text: str, **switches
+) -> dict[str, np.ndarray]:
+    """Norm-based attention and rollout of one typed sequence, batch dimension dropped.
+
+    Args:
+        model: the encoder (not changed); task: its task; text: the typed sequence.
+        switches: forward arguments (w_o, ablate_heads) applied to the traced pass.
+    Returns:
+        {"norm": (L, H, T, T), "norm_summed": (L, T, T), "rollout_raw": (L, T, T),
+         "rollout_norm": (L, T, T)}, float32.
+    """
+    task = get_task(task) if isinstance(task, str) else task
+    ids, pad_mask = task.encode_batch([text], device=model.device)
+    trace = model(ids, pad_mask, trace=True, **switches).trace
+    return {
+        "norm": norm_attention(model, trace)[:, 0],
+        "norm_summed": norm_attention_summed(model, trace)[:, 0],
+        "rollout_raw": rollout_from_trace(model, trace, "raw")[:, 0],
+        "rollout_norm": rollout_from_trace(model, trace, "norm")[:, 0],
+    }
+
+
 def normalise_rows(weights: np.ndarray | Tensor) -> np.ndarray:
     """Each row divided by its sum; all-zero rows stay zero (no NaN). Same shape, float32."""
     w = np.asarray(_np(weights), dtype=np.float64)
@@ -342,7 +366,11 @@ def gate_gradients(model: Encoder, task: Task, batch: Batch, w_o="learned") -> n
         logits = model(
             batch.ids[one], batch.pad_mask[one], w_o=w_o, head_gates=gates, trace=False
         ).logits
-        (grad,) = torch.autograd.grad(task.loss(logits, batch.target[one]), gates)
+        loss = task.loss(logits, batch.target[one])
+        if not loss.requires_grad:  # W_o zeroed in every layer: no gate reaches the loss
+            grads[i] = 0.0
+            continue
+        (grad,) = torch.autograd.grad(loss, gates)
         grads[i] = grad.cpu()
     return _np(grads)
 

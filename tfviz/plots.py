@@ -444,3 +444,393 @@ def _head_blocks(D: int, n_heads: int) -> dict:
         for h in range(n_heads)
     ]
     return dict(shapes=shapes, annotations=annotations)
+
+
+# ---- analysis views: W_o-aware attention, head importance, OV circuits, the experiment --------
+
+NORM_SCALE = "Purples"  # norms are lengths (>= 0, no fixed top): a sequential scale of its own
+CONDITION_COLOURS = {"learned": "31, 119, 180", "identity": "214, 39, 40"}  # RGB, experiment plot
+
+
+def norm_attention_grid(
+    norms: np.ndarray, summed: np.ndarray, labels: Sequence[str], layer: int, title: str = ""
+) -> go.Figure:
+    """Norm-based attention of one layer: one block per head, and one for all heads together.
+
+    Args:
+        norms: (H, T, T) ||alpha_ij^h f^h(x_j)|| per head (queries on rows, keys on columns).
+        summed: (T, T) ||sum_h alpha_ij^h f^h(x_j)||: everything j sends to i through the layer.
+        labels: T token labels.
+        layer: the layer's number (names the blocks).
+        title: figure title.
+    The colour scale runs from 0 to the largest value shown, shared by every block (they are all
+    lengths in the same residual-stream space), so heads that write little look faint.
+    """
+    norms = _token_square(norms, labels, "per-head norm-based attention", "(heads, queries, keys)")
+    summed = _token_square(summed, labels, "summed norm-based attention", "(queries, keys)")
+    blocks = np.concatenate([norms, summed[None]], axis=0)[None]  # (1, H+1, T, T)
+    if not np.isfinite(blocks).all() or (blocks < 0).any():
+        raise ValueError("norm-based attention is a length: it must be finite and non-negative")
+    top = float(blocks.max(initial=0.0)) or 1.0  # all zero (W_o zeroed): still a valid scale
+    H = norms.shape[0]
+    return _mosaic(
+        blocks,
+        labels,
+        labels,
+        rows=[f"L{layer}"],
+        cols=[f"H{h}" for h in range(H)] + ["all heads"],
+        words=("query", "key", "norm"),
+        coloraxis=dict(
+            colorscale=NORM_SCALE, cmin=0.0, cmax=top, colorbar=dict(title=dict(text="‖αf(x)‖"))
+        ),
+        title=title,
+    )
+
+
+def rollout_grid(
+    raw: np.ndarray,
+    norm: np.ndarray,
+    labels: Sequence[str],
+    names: tuple[str, str] = ("from raw attention", "from norm-based"),
+    title: str = "Attention rollout through the layers",
+) -> go.Figure:
+    """Attention rollout per layer (rows) from two kinds of weights (columns), colours 0..1.
+
+    Args:
+        raw, norm: (L, T, T) rollout after each layer; row i of layer l says how much of token i's
+            representation there traces back to each input token (rows sum to 1).
+        labels: T token labels.
+        names: the two columns' names.
+    """
+    raw = _token_square(raw, labels, "raw rollout", "(layers, tokens, inputs)")
+    norm = _token_square(norm, labels, "norm-based rollout", "(layers, tokens, inputs)")
+    if raw.shape != norm.shape:
+        raise ValueError(f"the two rollouts differ in shape: {raw.shape} and {norm.shape}")
+    L = raw.shape[0]
+    return _mosaic(
+        np.stack([raw, norm], axis=1),  # (L, 2, T, T)
+        labels,
+        labels,
+        rows=[f"after L{lay}" for lay in range(L)],
+        cols=[_escape(n) for n in names],
+        words=("token", "input", "share"),
+        coloraxis=dict(
+            colorscale=ATTENTION_SCALE, cmin=0.0, cmax=1.0, colorbar=dict(title=dict(text="share"))
+        ),
+        title=title,
+    )
+
+
+def head_score_map(scores: np.ndarray, title: str = "", value: str = "score") -> go.Figure:
+    """One number per head: (L, H) as a heatmap, layers on rows, heads on columns, values written.
+
+    Signed scores (loss or accuracy change) get a diverging scale centred on 0.
+    """
+    scores = _float32(scores, "head scores", ndim=2)
+    L, H = scores.shape
+    if not np.isfinite(scores).all():
+        raise ValueError("head scores must be finite")
+    trace = _heatmap(
+        scores,
+        [f"H{h}" for h in range(H)],
+        [f"L{lay}" for lay in range(L)],
+        f"%{{y}} %{{x}}<br>{_escape(value)} %{{z:.4g}}",
+    )
+    trace.update(texttemplate="%{z:.3g}", textfont=dict(size=12))
+    layout = dict(
+        title=dict(text=title),
+        height=max(220, 48 * L + 140),
+        margin=MARGIN,
+        coloraxis=_diverging(scores),
+        xaxis=dict(type="category", side="top"),
+        yaxis=dict(type="category", autorange="reversed"),
+    )
+    return _figure(trace, layout)
+
+
+def keep_top_k_plot(
+    curve: np.ndarray, k: int, metric: str = "accuracy", title: str = ""
+) -> go.Figure:
+    """The task metric left when only the k most important heads are kept, for every k.
+
+    Args:
+        curve: (N + 1,) metric for k = 0..N heads kept (N = L * H).
+        k: the k to mark.
+        metric: the metric's name, for the axis and hover.
+    """
+    curve = _float32(curve, "keep-top-k curve", ndim=1)
+    if len(curve) < 2:
+        raise ValueError("the keep-top-k curve needs a value for k = 0 and at least one head")
+    if not 0 <= k < len(curve):
+        raise ValueError(f"k must be in 0..{len(curve) - 1}, got {k}")
+    name = _escape(metric)
+    ks = np.arange(len(curve))
+    line = dict(
+        type="scatter",
+        x=ks,
+        y=curve,
+        mode="lines+markers",
+        name=name,
+        hovertemplate=f"{len(curve) - 1} heads, keep %{{x}}<br>{name} %{{y:.4g}}<extra></extra>",
+    )
+    mark = dict(
+        type="scatter",
+        x=[k],
+        y=[curve[k]],
+        mode="markers",
+        name=f"k = {k}",
+        marker=dict(size=14, symbol="circle-open", line=dict(width=3)),
+        hoverinfo="skip",
+    )
+    layout = dict(
+        title=dict(text=title),
+        height=320,
+        margin=MARGIN,
+        showlegend=False,
+        xaxis=dict(title=dict(text="heads kept (k most important)"), dtick=1),
+        yaxis=dict(title=dict(text=name)),
+    )
+    return _figure_of([line, mark], layout)
+
+
+def ablation_change_bars(
+    before: np.ndarray,
+    after: np.ndarray,
+    labels: Sequence[str],
+    names: tuple[str, str] = ("zeroed before W_o (right)", "zeroed after W_o (mistake)"),
+    title: str = "",
+) -> go.Figure:
+    """Per token, how far attn_out moved under two ways of removing a head: grouped bars.
+
+    Args:
+        before, after: (T,) ||attn_out - attn_out without ablation|| per token.
+        labels: T token labels.
+    """
+    before = _float32(before, "change before W_o", ndim=1)
+    after = _float32(after, "change after W_o", ndim=1)
+    if before.shape != after.shape:
+        raise ValueError(f"the two changes differ in shape: {before.shape} and {after.shape}")
+    x = _token_axis(labels, len(before), "the change", "tokens")
+    traces = [
+        dict(
+            type="bar",
+            x=x,
+            y=values,
+            name=_escape(name),
+            hovertemplate=f"{_escape(name)}<br>token %{{x}}<br>change %{{y:.3f}}<extra></extra>",
+        )
+        for values, name in ((before, names[0]), (after, names[1]))
+    ]
+    layout = dict(
+        title=dict(text=title),
+        height=320,
+        margin=MARGIN,
+        barmode="group",
+        legend=dict(orientation="h", y=-0.25),
+        xaxis=dict(type="category"),
+        yaxis=dict(title=dict(text="‖Δ attn_out‖"), rangemode="tozero"),
+    )
+    return _figure_of(traces, layout)
+
+
+def singular_value_lines(sv: np.ndarray, title: str = "") -> go.Figure:
+    """Singular values of every head's OV circuit: one line per (layer, head), largest first.
+
+    Args:
+        sv: (L, H, d_k) singular values, descending along the last axis.
+    """
+    sv = _float32(sv, "singular values", ndim=3)
+    if (sv < 0).any() or not np.isfinite(sv).all():
+        raise ValueError("singular values must be finite and non-negative")
+    L, H, d_k = sv.shape
+    x = np.arange(1, d_k + 1)
+    traces = [
+        dict(
+            type="scatter",
+            x=x,
+            y=sv[lay, h],
+            mode="lines+markers",
+            name=f"L{lay}H{h}",
+            line=dict(dash="solid" if lay % 2 == 0 else "dot"),
+            hovertemplate=f"L{lay}H{h}<br>σ_%{{x}} = %{{y:.4g}}<extra></extra>",
+        )
+        for lay in range(L)
+        for h in range(H)
+    ]
+    layout = dict(
+        title=dict(text=title),
+        height=360,
+        margin=MARGIN,
+        xaxis=dict(title=dict(text="singular value index (1 = largest)"), dtick=max(1, d_k // 8)),
+        yaxis=dict(title=dict(text="singular value"), rangemode="tozero"),
+    )
+    return _figure_of(traces, layout)
+
+
+def composition_grid(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, baseline: float, title: str = ""
+) -> go.Figure:
+    """Q-, K- and V-composition from each head of layer l to each head of layer l + 1.
+
+    Args:
+        q, k, v: (L-1, H, H) scores; [l, h, g] is head h of layer l (rows, "writer") into head g
+            of layer l + 1 (columns, "reader"), in [0, 1].
+        baseline: what unrelated random matrices score (about 1/sqrt(D)), named in the title.
+    """
+    q = _float32(q, "Q-composition", ndim=3)
+    k = _float32(k, "K-composition", ndim=3)
+    v = _float32(v, "V-composition", ndim=3)
+    if not q.shape == k.shape == v.shape:
+        raise ValueError(f"Q, K and V scores differ in shape: {q.shape}, {k.shape}, {v.shape}")
+    pairs, H, H2 = q.shape
+    if pairs == 0:
+        raise ValueError("composition needs at least two layers (scores have 0 layer pairs)")
+    if H != H2:
+        raise ValueError(f"scores must be (layer pairs, H, H), got {q.shape}")
+    heads = [f"H{h}" for h in range(H)]
+    blocks = np.stack([q, k, v], axis=1)  # (L-1, 3, H, H)
+    top = max(float(blocks.max(initial=0.0)), 2.0 * baseline, 1e-6)
+    return _mosaic(
+        blocks,
+        heads,
+        heads,
+        rows=[f"L{lay}→L{lay + 1}" for lay in range(pairs)],
+        cols=["Q", "K", "V"],
+        words=("writer", "reader", "score"),
+        coloraxis=dict(
+            colorscale="Viridis", cmin=0.0, cmax=top, colorbar=dict(title=dict(text="score"))
+        ),
+        title=title or f"Composition scores (random baseline ≈ {baseline:.3f})",
+    )
+
+
+def head_shares_map(shares: np.ndarray, title: str = "") -> go.Figure:
+    """(D, H) share of each W_o output dimension's weight that reads each head, colours 0..1.
+
+    A W_o that keeps heads apart (identity or block-diagonal) shows one coloured head per row:
+    a staircase of blocks; a W_o that mixes shows colour across every row.
+    """
+    shares = _float32(shares, "head shares", ndim=2)
+    D, H = shares.shape
+    if not np.isfinite(shares).all() or (shares < 0).any():
+        raise ValueError("head shares must be finite and non-negative")
+    trace = _heatmap(
+        shares,
+        [f"H{h}" for h in range(H)],
+        np.arange(D),
+        "output dim %{y}<br>reads %{x}<br>share %{z:.3f}",
+    )
+    layout = dict(
+        title=dict(text=title),
+        height=max(300, min(640, 6 * D + 140)),
+        margin=MARGIN,
+        coloraxis=dict(
+            colorscale=ATTENTION_SCALE, cmin=0.0, cmax=1.0, colorbar=dict(title=dict(text="share"))
+        ),
+        xaxis=dict(type="category", side="top"),
+        yaxis=dict(title=dict(text="output dim of W_o"), autorange="reversed"),
+    )
+    return _figure(trace, layout)
+
+
+def experiment_curves(
+    step: np.ndarray,
+    mean: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    conditions: Sequence[str] = ("learned", "identity"),
+    names: Sequence[str] = ("with W_o", "without W_o"),
+    title: str = "Training loss: mean over seeds, band = mean ± 1 std",
+) -> go.Figure:
+    """Mean loss curve of each condition with a shaded band (e.g. mean ± std across seeds).
+
+    Args:
+        step: (S,) step numbers.
+        mean, lower, upper: (C, S) per condition.
+        conditions: C condition keys (pick the colours); names: their legend names.
+    The y axis is logarithmic when every value drawn is positive, else linear.
+    """
+    step = _float32(step, "steps", ndim=1)
+    mean = _float32(mean, "mean loss", ndim=2)
+    lower = _float32(lower, "band lower edge", ndim=2)
+    upper = _float32(upper, "band upper edge", ndim=2)
+    if not mean.shape == lower.shape == upper.shape:
+        raise ValueError(
+            f"mean, lower and upper differ in shape: {mean.shape}, {lower.shape}, {upper.shape}"
+        )
+    C, S = mean.shape
+    if S != len(step):
+        raise ValueError(f"the curves have {S} points but {len(step)} steps were given")
+    if len(conditions) != C or len(names) != C:
+        raise ValueError(f"{C} curves need {C} conditions and names")
+    traces = []
+    for c, (cond, name) in enumerate(zip(conditions, names, strict=True)):
+        rgb = CONDITION_COLOURS.get(cond, "99, 99, 99")
+        name = _escape(name)
+        traces.append(
+            dict(
+                type="scatter",
+                x=step,
+                y=upper[c],
+                mode="lines",
+                line=dict(width=0),
+                legendgroup=name,
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+        traces.append(
+            dict(
+                type="scatter",
+                x=step,
+                y=lower[c],
+                mode="lines",
+                line=dict(width=0),
+                fill="tonexty",
+                fillcolor=f"rgba({rgb}, 0.2)",
+                legendgroup=name,
+                showlegend=False,
+                hoverinfo="skip",
+            )
+        )
+        traces.append(
+            dict(
+                type="scatter",
+                x=step,
+                y=mean[c],
+                mode="lines",
+                name=name,
+                legendgroup=name,
+                line=dict(color=f"rgb({rgb})", width=2),
+                hovertemplate=f"{name}<br>step %{{x}}<br>mean loss %{{y:.4g}}<extra></extra>",
+            )
+        )
+    positive = bool((lower > 0).all() and (mean > 0).all())
+    layout = dict(
+        title=dict(text=title),
+        height=380,
+        margin=MARGIN,
+        legend=dict(orientation="h", y=-0.2),
+        xaxis=dict(title=dict(text="step")),
+        yaxis=dict(title=dict(text="training loss"), type="log" if positive else "linear"),
+    )
+    return _figure_of(traces, layout)
+
+
+def _figure_of(traces: list[dict], layout: dict) -> go.Figure:
+    """Like _figure, for several traces."""
+    for axis in ("xaxis", "yaxis"):
+        layout[axis] = {"automargin": True, **layout.get(axis, {})}
+    return go.Figure(data=traces, layout=layout)
+
+
+def _token_square(values, labels: Sequence[str], what: str, axes: str) -> np.ndarray:
+    """float32 (..., T, T) with T = len(labels), or a ValueError naming the axes expected."""
+    values = np.asarray(values, dtype=np.float32)
+    ndim = axes.count(",") + 1
+    if values.ndim != ndim:
+        raise ValueError(f"{what} must be {ndim}-d {axes}, got shape {values.shape}")
+    for n, axis in zip(values.shape[-2:], ("rows", "columns"), strict=True):
+        if n != len(labels):
+            raise ValueError(f"{what} has {n} {axis} but {len(labels)} tokens were given")
+    return values

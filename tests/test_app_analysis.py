@@ -1,0 +1,323 @@
+"""The Analysis and "Does W_o matter?" tabs, driven headless through AppTest; the rerun job."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import streamlit as st
+import torch
+from streamlit.testing.v1 import AppTest
+
+from tfviz import Encoder, analysis, experiment, experiment_jobs, get_task, save_checkpoint
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+ANALYSIS, EXPERIMENT = "Analysis", "Does W_o matter?"
+SECTIONS = (
+    "Norm-based attention",
+    "Attention rollout",
+    "Head importance",
+    "Ablate before vs after W_o",
+    "OV circuits",
+    "How W_o mixes heads",
+)
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch, tmp_path):
+    """Empty caches (they outlive AppTest instances) and a private user models folder."""
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    monkeypatch.setenv("TFVIZ_USER_MODELS", str(tmp_path / "user_models"))
+    threads = torch.get_num_threads()
+    yield
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    torch.set_num_threads(threads)  # the app sets it for the process; put it back
+
+
+def start(view: str, model: str | None = None) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["view"] = view
+    at.run()
+    assert not at.exception, at.exception
+    if model is not None:
+        at.selectbox(key="model").set_value(model).run()
+        assert not at.exception, at.exception
+    return at
+
+
+def show(at: AppTest, section: str) -> AppTest:
+    at.segmented_control(key="analysis_section").set_value(section).run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def charts(at: AppTest) -> list[dict]:
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def titled(at: AppTest, start_of_title: str) -> dict:
+    found = [f for f in charts(at) if f["layout"]["title"]["text"].startswith(start_of_title)]
+    assert len(found) == 1, [f["layout"]["title"]["text"] for f in charts(at)]
+    return found[0]
+
+
+def array(value) -> np.ndarray:
+    """A plotly data array from figure JSON: a list, or a {dtype, bdata[, shape]} typed array."""
+    if isinstance(value, dict):
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        return flat.reshape([int(d) for d in str(shape).split(",")]) if shape else flat
+    return np.asarray(value, dtype=np.float64)
+
+
+def metric(at: AppTest, start_of_label: str) -> list:
+    return [m for m in at.metric if m.label.startswith(start_of_label)]
+
+
+def unescape(text: str) -> str:
+    return text.replace("\\", "")
+
+
+# ---- the Analysis tab ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", [None, "bundled:max_position", "bundled:sum"])
+def test_every_analysis_section_draws_its_charts(model):
+    at = start(ANALYSIS, model)
+    cfg = dict(L=2, H=4)
+
+    show(at, "Norm-based attention")
+    raw, norm = titled(at, "Raw attention"), titled(at, "Norm-based attention")
+    names = [a["text"] for a in norm["layout"]["annotations"]]
+    assert names == [f"L0 H{h}" for h in range(cfg["H"])] + ["L0 all heads"]
+    assert [a["text"] for a in raw["layout"]["annotations"]][-1] == "L0 mean"
+    assert at.expander  # "What is this?" with the paper's explanation
+
+    show(at, "Attention rollout")
+    rollout = titled(at, "Attention rollout")
+    z = array(rollout["data"][0]["z"])
+    rows = z[~np.isnan(z).all(axis=1)]  # the token rows of every block
+    # Each block's rows sum to 1 (two blocks side by side per layer row).
+    np.testing.assert_allclose(np.nansum(rows, axis=1), 2.0, atol=1e-4)
+
+    show(at, "Head importance")
+    score_map = titled(at, "Loss change")
+    assert array(score_map["data"][0]["z"]).size == cfg["L"] * cfg["H"]
+    curve = [f for f in charts(at) if [d["type"] for d in f["data"]] == ["scatter", "scatter"]]
+    assert len(curve) == 1 and len(array(curve[0]["data"][0]["y"])) == cfg["L"] * cfg["H"] + 1
+    assert len(at.dataframe) == 1
+
+    show(at, "Ablate before vs after W_o")
+    bars = titled(at, "How far attn_out of L0 moved")
+    assert [d["type"] for d in bars["data"]] == ["bar", "bar"]
+
+    show(at, "OV circuits")
+    lines = titled(at, "Singular values")
+    assert len(lines["data"]) == cfg["L"] * cfg["H"]
+    comp = titled(at, "Composition")
+    assert [a["text"] for a in comp["layout"]["annotations"]] == ["L0→L1 Q", "L0→L1 K", "L0→L1 V"]
+
+    show(at, "How W_o mixes heads")
+    shares = titled(at, "W_o of L0")
+    assert shares["data"][0]["x"] == [f"H{h}" for h in range(cfg["H"])]
+    assert len(metric(at, "Mixing number")) == cfg["L"]
+
+
+def test_norm_based_attention_follows_the_w_o_switch_and_raw_attention_does_not():
+    at = show(start(ANALYSIS), "Norm-based attention")
+    raw = array(titled(at, "Raw attention")["data"][0]["z"])
+    norm = array(titled(at, "Norm-based attention")["data"][0]["z"])
+    assert np.nanmax(norm) > 0
+    at.radio(key="w_o_mode").set_value("zero").run()
+    assert not at.exception
+    # W_o is part of f(x): zeroed, nothing is written, though layer 0 still looks the same way.
+    np.testing.assert_array_equal(array(titled(at, "Raw attention")["data"][0]["z"]), raw)
+    assert np.nanmax(array(titled(at, "Norm-based attention")["data"][0]["z"])) == 0
+
+
+def test_the_importance_slider_reads_the_curve_without_recomputing(monkeypatch):
+    calls = []
+    curve = analysis.keep_top_k_curve
+    monkeypatch.setattr(
+        analysis, "keep_top_k_curve", lambda *a, **k: calls.append(1) or curve(*a, **k)
+    )
+    at = show(start(ANALYSIS), "Head importance")
+    every = metric(at, "Token accuracy keeping 8 of 8 heads")
+    assert len(every) == 1 and float(every[0].value.rstrip("%")) > 95
+    at.slider(key="importance_k").set_value(1).run()
+    assert not at.exception
+    one = metric(at, "Token accuracy keeping 1 of 8 heads")
+    assert len(one) == 1 and float(one[0].value.rstrip("%")) < 50
+    assert "points" in one[0].delta and one[0].delta.startswith("-")
+    marked = [f for f in charts(at) if len(f["data"]) == 2 and f["data"][1]["mode"] == "markers"]
+    assert marked[0]["data"][1]["x"] == [1]
+    assert len(calls) == 1  # the slider only indexes the cached curve
+    at.radio(key="importance_rank").set_value("gradient").run()
+    assert not at.exception
+    assert metric(at, "Token accuracy keeping 1 of 8 heads")
+    assert "Gradient score" in titled(at, "Gradient")["layout"]["title"]["text"]
+    assert any(unescape(c.value).startswith("Kept: L") for c in at.caption)
+    assert len(calls) == 2  # a new ranking: its curve, once
+
+
+def test_head_importance_with_w_o_zeroed_everywhere_scores_every_head_zero():
+    # No head reaches the output then: every score is 0 (the gate gradient used to raise).
+    at = show(start(ANALYSIS), "Head importance")
+    at.radio(key="w_o_mode").set_value("zero").run()
+    assert not at.exception
+    at.radio(key="importance_rank").set_value("gradient").run()
+    assert not at.exception
+    assert not array(titled(at, "Gradient")["data"][0]["z"]).any()
+    table = at.dataframe[0].value
+    assert (table["gradient score"] == 0).all() and (table["loss change"] == 0).all()
+
+
+def test_ablating_before_and_after_w_o_shows_both_numbers_and_agrees_with_w_o_off():
+    at = show(start(ANALYSIS), "Ablate before vs after W_o")
+    at.selectbox(key="ablation_layer").set_value(1)
+    at.selectbox(key="ablation_head").set_value(2).run()
+    assert not at.exception
+    before = metric(at, "Token accuracy, L1H2 zeroed before W_o")
+    after = metric(at, "Token accuracy, same dims zeroed after W_o")
+    assert len(before) == len(after) == 2  # your sequence, and 256 random examples
+    assert before[1].value != after[1].value  # W_o mixes heads: the two removals differ
+    assert any("common mistake" in unescape(i.value) for i in at.info)
+    # With W_o off (identity) the head's slice is the same before and after: they agree.
+    at.radio(key="w_o_mode").set_value("identity").run()
+    assert not at.exception
+    before = metric(at, "Token accuracy, L1H2 zeroed before W_o")
+    after = metric(at, "Token accuracy, same dims zeroed after W_o")
+    assert [m.value for m in before] == [m.value for m in after]
+
+
+def test_a_one_layer_model_after_a_two_layer_one(tmp_path):
+    folder = tmp_path / "user_models"
+    folder.mkdir()
+    task = get_task("reverse")
+    config = task.model_config(d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0)
+    torch.manual_seed(0)
+    save_checkpoint(folder / "one.safetensors", Encoder(config).eval(), "reverse")
+    at = show(start(ANALYSIS), "How W_o mixes heads")
+    at.selectbox(key="mixing_layer").set_value(1).run()  # a layer the next model lacks
+    at.selectbox(key="model").set_value("yours:one").run()
+    assert not at.exception
+    assert at.selectbox(key="mixing_layer").value == 0
+    assert titled(at, "W_o of L0")["data"][0]["x"] == ["H0", "H1"]
+    show(at, "OV circuits")
+    assert any("one layer" in i.value for i in at.info)
+
+
+def test_sections_that_need_a_sequence_say_so():
+    at = start(ANALYSIS)
+    at.text_input(key="sequence").set_value("").run()
+    at.segmented_control(key="analysis_section").set_value("Attention rollout").run()
+    assert not at.exception
+    assert any("Type a valid sequence" in i.value for i in at.info)
+    assert not at.get("plotly_chart")
+    at.segmented_control(key="analysis_section").set_value("OV circuits").run()
+    assert not at.exception  # from the weights alone: still drawn
+    assert titled(at, "Singular values")
+
+
+# ---- the "Does W_o matter?" tab ------------------------------------------------------------------
+
+
+def test_the_shipped_experiment_shows_curves_a_table_and_the_verdict():
+    at = start(EXPERIMENT)
+    result = experiment.load_precomputed("reverse")
+    curves = titled(at, "Training loss")
+    assert [d.get("name") for d in curves["data"] if d.get("showlegend") is not False] == [
+        "with W_o",
+        "without W_o",
+    ]
+    assert len(curves["data"]) == 6  # a band (two edges) and a mean line per condition
+    table = at.dataframe[0].value
+    assert len(table) == 3 and "95% CI" in table.columns
+    assert table["runs"].tolist() == ["5 + 5"] * 3
+    verdicts = [unescape(m.value) for m in at.markdown if "What these runs show" in m.value]
+    assert len(verdicts) == 1 and experiment.verdict(result) in verdicts[0]
+
+
+def test_the_experiment_follows_the_model_task():
+    at = start(EXPERIMENT, "bundled:sum")
+    text = " ".join(unescape(m.value) for m in at.markdown)
+    assert "Task sum:" in text and "MAE on fresh data" in at.dataframe[0].value["quantity"].tolist()
+
+
+def test_a_tiny_rerun_completes_and_stays_in_the_session(tmp_path):
+    shipped = Path(experiment.default_path("reverse"))
+    before = shipped.read_bytes()
+    at = start(EXPERIMENT)
+    at.number_input(key="exp_seeds").set_value(1)
+    at.number_input(key="exp_steps").set_value(10)
+    at.button(key="exp_submit").click().run()
+    assert not at.exception and not at.error
+    end = time.monotonic() + 60
+    while not at.success:
+        assert time.monotonic() < end, "the rerun did not finish in 60 s"
+        time.sleep(0.2)
+        at.run()
+        assert not at.exception and not at.error
+    assert at.radio(key="exp_source").value == "rerun"
+    text = " ".join(unescape(m.value) for m in at.markdown)
+    assert "1 seed with W_o and 1 without, 10 steps" in text
+    assert "too few runs for a confidence interval" in text
+    assert at.dataframe[0].value["runs"].tolist() == ["1 + 1"] * 3
+    at.radio(key="exp_source").set_value("shipped").run()
+    assert "5 seeds with W_o" in " ".join(unescape(m.value) for m in at.markdown)
+    assert shipped.read_bytes() == before  # the shipped result is never overwritten
+    assert not list(tmp_path.rglob("*.json"))
+
+
+def test_a_rerun_can_be_cancelled():
+    at = start(EXPERIMENT)
+    at.number_input(key="exp_seeds").set_value(5)
+    at.number_input(key="exp_steps").set_value(2000)
+    at.button(key="exp_submit").click().run()
+    assert not at.exception and not at.error
+    assert at.get("progress")
+    at.button(key="cancel_experiment").click().run()
+    end = time.monotonic() + 30
+    while not at.warning:
+        assert time.monotonic() < end, "the rerun did not stop"
+        time.sleep(0.1)
+        at.run()
+    assert "cancelled" in at.warning[0].value
+
+
+# ---- the job behind the rerun --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        (experiment_jobs.ExperimentSpec("reverse", seeds=0), "seeds must be a whole number"),
+        (experiment_jobs.ExperimentSpec("reverse", seeds=6), "from 1 to 5"),
+        (experiment_jobs.ExperimentSpec("reverse", steps=2001), "from 1 to 2,000"),
+        (experiment_jobs.ExperimentSpec("nope"), "nope"),
+    ],
+)
+def test_the_runner_refuses_settings_out_of_range(spec, message):
+    with pytest.raises(ValueError, match=message):
+        experiment_jobs.ExperimentRunner().submit(spec)
+
+
+def test_the_runner_caps_running_experiments_and_frees_the_slot():
+    runner = experiment_jobs.ExperimentRunner(max_running=1)
+    job = runner.submit(experiment_jobs.ExperimentSpec("balanced", seeds=1, steps=5))
+    try:
+        with pytest.raises(experiment_jobs.RunnerBusy, match="1 of 1 experiment slots"):
+            runner.submit(experiment_jobs.ExperimentSpec("balanced", seeds=1, steps=5))
+    finally:
+        assert job.wait(60)
+    snap = job.snapshot()
+    assert snap.status == experiment_jobs.DONE and snap.fraction == 1.0
+    assert [r.condition for r in snap.result.runs] == list(experiment.CONDITIONS)
+    assert runner.running() == 0
