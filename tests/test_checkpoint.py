@@ -186,3 +186,13 @@ def test_two_writers_of_one_name_leave_a_loadable_file(tmp_path):
 def test_write_atomic_creates_folders(tmp_path):
     write_atomic(tmp_path / "a" / "b.bin", b"xyz")
     assert (tmp_path / "a" / "b.bin").read_bytes() == b"xyz"
+
+
+def test_huge_model_named_in_a_small_file_is_refused_before_it_is_built(saved, monkeypatch):
+    model, _ = saved
+    huge = {**model.config.to_dict(), "d_model": 1024, "d_ff": 4096, "n_layers": 12}
+    monkeypatch.setattr("tfviz.checkpoint.Encoder", lambda cfg: pytest.fail("built the model"))
+    with pytest.raises(
+        CheckpointError, match=r"has 151,\d{3},\d{3} parameters; .* at most 5,000,000"
+    ):
+        load_checkpoint(_with_meta(model, _meta(model, config=huge)))

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import subprocess
 import sys
 import time
+from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +178,75 @@ def test_the_library_never_imports_streamlit():
         "assert 'streamlit' not in sys.modules, 'streamlit was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# ---- losing nothing ----------------------------------------------------------------------------
+
+SORT = (Path(__file__).resolve().parent.parent / "models" / "sort.safetensors").read_bytes()
+
+
+def test_a_failed_save_is_reported_and_every_saved_model_is_kept(manager, tmp_path, monkeypatch):
+    kept = tmp_path / "kept.safetensors"
+    kept.write_bytes(SORT)
+
+    def disk_full(fd):  # after the bytes went to the temporary file, before the rename
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("tfviz.checkpoint.os.fsync", disk_full)
+    job = manager.submit(spec("new"), tmp_path)
+    assert job.wait(60)
+    snap = job.snapshot()
+    assert snap.status == jobs.FAILED
+    assert "saving new.safetensors failed (No space left on device)" in snap.message
+    assert "nothing was written" in snap.message
+    assert [p.name for p in tmp_path.iterdir()] == ["kept.safetensors"]  # no part, no temp file
+    assert kept.read_bytes() == SORT
+    assert load_checkpoint(kept)[1].task == "sort"
+    assert manager.counts() == (0, 0)
+
+
+def test_a_model_saved_under_the_same_name_meanwhile_is_not_overwritten(manager, tmp_path):
+    target = tmp_path / "same.safetensors"
+
+    def someone_saves_it() -> bool:  # asked during training: another writer gets there first
+        if not target.exists():
+            target.write_bytes(SORT)
+        return True
+
+    job = manager.submit(spec("same"), tmp_path, is_alive=someone_saves_it)
+    assert job.wait(60)
+    snap = job.snapshot()
+    assert snap.status == jobs.FAILED
+    assert "appeared while this one trained" in snap.message and "not saved" in snap.message
+    assert target.read_bytes() == SORT
+    assert load_checkpoint(target)[1].task == "sort"
+
+
+def test_models_over_the_parameter_budget_are_refused(manager, tmp_path):
+    big = jobs.JobSpec(task="reverse", name="big", d_model=1024, n_heads=8, d_ff=4096, n_layers=4)
+    with pytest.raises(ValueError, match=r"has [\d,]+ parameters; .* at most 5,000,000"):
+        manager.submit(big, tmp_path)
+    largest_in_the_form = replace(big, d_model=256, d_ff=512)
+    assert largest_in_the_form.model_config().n_params < jobs.MAX_PARAMS
+
+
+@pytest.mark.parametrize(
+    "sizes",
+    [
+        dict(),
+        dict(d_model=16, n_heads=2, n_layers=1, d_ff=32),
+        dict(d_model=96, n_heads=3, n_layers=3, d_ff=40, norm="pre"),
+        dict(d_model=8, n_heads=1, n_layers=2, d_ff=8, max_len=30),
+    ],
+)
+@pytest.mark.parametrize("task", ["reverse", "sum", "balanced", "histogram"])
+def test_count_parameters_matches_a_real_model(task, sizes):
+    from tfviz import Encoder, get_task
+
+    t = get_task(task)
+    configs = [t.model_config(**sizes)]
+    if task == "sum":  # digits without BOS: the "value" embedding is possible too
+        configs.append(replace(configs[0], embed="value"))
+    for config in configs:
+        real = sum(p.numel() for p in Encoder(config).parameters())
+        assert config.n_params == real, config

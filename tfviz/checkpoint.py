@@ -28,6 +28,7 @@ from tfviz.tasks import get_task
 
 FORMAT = "tfviz/1"
 META_KEY = "tfviz"
+MAX_PARAMS = 5_000_000  # a parameter budget for one model on a shared classroom server
 MAX_BYTES = 64 * 1024 * 1024  # no bundled model is over 1 MB; a larger file is refused unread
 MAX_HEADER = 1024 * 1024
 MAX_LOSS_POINTS = 500  # loss curve kept in the metadata, averaged down to this many points
@@ -106,7 +107,10 @@ def file_digest(path: str | Path) -> str:
 
 
 def load_checkpoint(
-    source: str | Path | bytes, max_bytes: int = MAX_BYTES, device: str | torch.device = "cpu"
+    source: str | Path | bytes,
+    max_bytes: int = MAX_BYTES,
+    device: str | torch.device = "cpu",
+    max_params: int = MAX_PARAMS,
 ) -> tuple[Encoder, CheckpointMeta]:
     """Load a checkpoint from a path or from bytes (an upload), checking everything first.
 
@@ -116,6 +120,12 @@ def load_checkpoint(
     data = _read(source, max_bytes)
     header = _parse_header(data)
     meta = _parse_meta(header)
+    # Checked before anything is built: a small file may name a huge model in its metadata.
+    if meta.config.n_params > max_params:
+        raise CheckpointError(
+            f"the model has {meta.config.n_params:,} parameters; this server takes models of at "
+            f"most {max_params:,} (make d_model, d_ff or the number of layers smaller)"
+        )
     tensors = _load_tensors(data)
     model = Encoder(meta.config)
     expected = model.state_dict()

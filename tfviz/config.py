@@ -62,6 +62,24 @@ class ModelConfig:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
 
     @property
+    def n_params(self) -> int:
+        """Parameters of an Encoder of this config, from its sizes alone: nothing is allocated.
+
+        Lets a loader refuse an over-large model named in a small file before building it.
+        tests/test_jobs.py checks the formula against real Encoders of every kind.
+        """
+
+        def linear(n_in: int, n_out: int) -> int:
+            return n_in * n_out + n_out  # weight + bias
+
+        D, F = self.d_model, self.d_ff
+        norm = 2 * D  # LayerNorm: weight + bias
+        embed = self.vocab_size * D if self.embed == "token" else linear(1, D)
+        layer = 4 * linear(D, D) + linear(D, F) + linear(F, D) + 2 * norm  # W_q,k,v,o; FFN; norms
+        final_norm = norm if self.norm == "pre" else 0
+        return embed + self.max_len * D + self.n_layers * layer + final_norm + linear(D, self.n_out)
+
+    @property
     def d_k(self) -> int:
         """Width of one head."""
         return self.d_model // self.n_heads

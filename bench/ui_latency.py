@@ -1,0 +1,643 @@
+"""UI latency in a real Chromium: keystroke -> every chart redrawn; server start -> first render.
+
+What a student feels. For each configuration (default model at T=8 and T=16, the largest bundled
+model at T=16) the script types distinct valid sequences of length T into "Sequence", alternating
+so that every edit really changes every chart, and measures in the page, with performance.now():
+
+  start  the Enter keydown (a capture listener on the document, before Streamlit sees it);
+  end    the script state went running -> notRunning after it (a fast run may never show
+         "running": then the two next conditions stand for it), the prediction block shows the
+         new input, every plotly chart on the page has re-rendered after the keydown
+         (plotly_afterplot / plotly_react on each graph div), nothing more was drawn for
+         QUIET_MS, and two animation frames have passed after the last redraw (it is painted).
+
+Per configuration it prints the median and p95 over --edits edits (after --warmup unrecorded
+ones), and where the time went: Enter -> the app shows "running" (the request reaching the
+server), running -> notRunning (the script run, its elements drawn as they arrive), notRunning ->
+last chart painted (plotly finishing). The same edits are then timed over a bare websocket, without
+a browser (the server's share: the request, the script run, the elements serialised), so the
+browser's share is the difference.
+
+Time to first render: from spawning `streamlit run` to the first page showing the prediction and
+every chart drawn, over --starts fresh servers (a fresh browser context each time).
+
+Targets (2 CPU cores): p95 under 300 ms at T=16; first render under 5 s. Met / not met is printed;
+the exit status is 0 either way (a benchmark, not a test) unless nothing could be measured.
+
+Needs Debian's Chromium at /usr/bin/chromium. Talks only to the servers it starts on 127.0.0.1.
+
+Usage: python bench/ui_latency.py [--edits 30] [--warmup 3] [--starts 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODELS = ROOT / "models"
+DEFAULT_MODEL = "reverse"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+VIEWPORT = {"width": 1400, "height": 1000}
+TARGET_P95_MS = 300.0  # at T=16
+TARGET_FIRST_RENDER_S = 5.0
+QUIET_MS = 250  # no redraw for this long after the last one: the edit is done
+EDIT_TIMEOUT_MS = 20_000
+SERVER_START_S = 60
+ALPHABET_RE = re.compile(r"Alphabet: (\S+)\s+Length: (\d+) to (\d+)")
+
+# Installed before any page script runs (add_init_script): it records, in page time,
+#  - the Enter keydown (t0), the script state changes of stApp, websocket messages (time, bytes);
+#  - for every plotly graph div, the time of its last redraw and of the paint after it.
+HARNESS_JS = """
+(() => {
+  const tf = window.__tfviz = {t0: -1, states: [], ws: [], draws: [], long: [], hooked: 0};
+  // Main-thread tasks over 50 ms (what makes a page feel stuck), where the browser reports them.
+  try {
+    new PerformanceObserver((list) => {
+      for (const e of list.getEntries()) tf.long.push([e.startTime, e.duration]);
+      if (tf.long.length > 1000) tf.long.splice(0, 500);
+    }).observe({type: 'longtask', buffered: false});
+  } catch (e) { /* no longtask support: the column stays empty */ }
+  const OrigWS = window.WebSocket;
+  window.WebSocket = class extends OrigWS {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener('message', (e) => {
+        const d = e.data;
+        tf.ws.push([performance.now(), d.byteLength ?? d.size ?? d.length ?? 0]);
+        if (tf.ws.length > 5000) tf.ws.splice(0, 2500);
+      });
+    }
+  };
+  document.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') tf.t0 = performance.now();
+  }, true);
+  tf.changed = performance.now();  // the last DOM change anywhere
+  new MutationObserver((records) => {
+    tf.changed = performance.now();
+    for (const r of records) {
+      if (r.type !== 'attributes' || r.attributeName !== 'data-test-script-state') continue;
+      tf.states.push([performance.now(), r.target.getAttribute('data-test-script-state')]);
+    }
+    if (tf.states.length > 1000) tf.states.splice(0, 500);
+  }).observe(document, {attributes: true, childList: true, characterData: true, subtree: true});
+  const painted = (gd) => requestAnimationFrame(() => requestAnimationFrame(() => {
+    gd.__tfPainted = performance.now();
+  }));
+  tf.hook = () => {
+    for (const gd of document.querySelectorAll('.js-plotly-plot')) {
+      if (gd.__tfHooked || typeof gd.on !== 'function') continue;
+      gd.__tfHooked = performance.now();
+      tf.hooked++;
+      if (gd.querySelector('.main-svg')) {  // drawn before we could listen: count it as drawn now
+        gd.__tfLast = gd.__tfHooked;
+        painted(gd);
+      }
+      gd.on('plotly_beforeplot', () => { gd.__tfBegin = performance.now(); });
+      gd.on('plotly_afterplot', () => {
+        const now = performance.now();
+        if (gd.__tfBegin) tf.draws.push([gd.__tfBegin, now]);
+        gd.__tfBegin = 0;
+      });
+      for (const ev of ['plotly_afterplot', 'plotly_react', 'plotly_redraw']) {
+        gd.on(ev, () => { gd.__tfLast = performance.now(); painted(gd); });
+      }
+    }
+  };
+  const start = () => {
+    new MutationObserver(tf.hook).observe(document.body, {childList: true, subtree: true});
+    tf.hook();
+  };
+  if (document.body) start(); else document.addEventListener('DOMContentLoaded', start);
+
+  // Resolves when the edit started by the last Enter is fully drawn (see the module docstring).
+  tf.waitEdit = (expected, quietMs, timeoutMs) => new Promise((resolve, reject) => {
+    const began = performance.now();
+    const app = () => document.querySelector('[data-testid="stApp"]');
+    const inputShown = () => {
+      const code = document.querySelector('[data-testid="stCode"]');
+      if (!code) return false;
+      const first = code.textContent.split('\\n')[0];
+      return first.replace(/^input\\s+/, '').replace(/\\s+/g, '') === expected;
+    };
+    const check = () => {
+      tf.hook();
+      const t0 = tf.t0;
+      // A fast run may never show "running" (React batches it away): then the new input on
+      // the page and every chart redrawn after the keydown say that this run's output is in.
+      const running = tf.states.find(([t, v]) => t >= t0 && v === 'running');
+      const finished = running && tf.states.find(([t, v]) => t >= running[0] && v === 'notRunning');
+      const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
+      const drawn = plots.length > 0 && plots.every((gd) => (gd.__tfLast || -1) > t0
+          && (gd.__tfPainted || -1) > gd.__tfLast);
+      const idle = app() && app().getAttribute('data-test-script-state') === 'notRunning';
+      const now = performance.now();
+      if (t0 >= 0 && (finished || !running) && idle && drawn && inputShown()) {
+        const lastDraw = Math.max(...plots.map((gd) => gd.__tfLast));
+        const finishedAt = finished ? finished[0] : null;
+        if (now - Math.max(lastDraw, finishedAt ?? 0) >= quietMs) {
+          const end = Math.max(finishedAt ?? 0, ...plots.map((gd) => gd.__tfPainted));
+          const msgs = tf.ws.filter(([t]) => t >= t0 && t <= end);
+          const draws = tf.draws.filter(([b]) => b >= t0 && b <= end);
+          const long = tf.long.filter(([b]) => b >= t0 && b <= end);
+          tf.draws = tf.draws.filter(([b]) => b > end);
+          tf.long = tf.long.filter(([b]) => b > end);
+          resolve({
+            total: end - t0,
+            to_running: running ? running[0] - t0 : null,
+            running: finished ? finished[0] - running[0] : null,
+            after_run: finished ? end - finished[0] : null,
+            ws_bytes: msgs.reduce((s, [, b]) => s + b, 0),
+            ws_last: msgs.length ? msgs[msgs.length - 1][0] - t0 : null,
+            plots: plots.length,
+            draws: draws.length,
+            draw_ms: draws.reduce((a, [b, e]) => a + e - b, 0),
+            long_ms: long.reduce((a, [, d]) => a + d, 0),
+          });
+          return;
+        }
+      }
+      if (now - began > timeoutMs) {
+        reject(new Error(`edit not finished after ${timeoutMs} ms: ` + JSON.stringify({
+          t0, running: !!running, finished: !!finished, idle, drawn, input: inputShown(),
+          plots: plots.map((gd) => [gd.__tfLast, gd.__tfPainted]),
+        })));
+        return;
+      }
+      setTimeout(check, 5);
+    };
+    check();
+  });
+})();
+"""
+
+# True (as a page timestamp in epoch ms) once the first run has drawn the prediction and every
+# chart it sent: the very first load may read notRunning before its run started, hence the code.
+FIRST_RENDER_JS = """
+() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+  if (!document.querySelector('[data-testid="stCode"]')) return false;
+  const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]').length;
+  const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
+  if (plots.length === 0 || plots.length < charts) return false;
+  const drawn = plots.every((gd) => gd.querySelector('.main-svg')
+      && (gd.querySelectorAll('g.hm image').length > 0 || gd.querySelector('g.trace')));
+  return drawn ? performance.timeOrigin + performance.now() : false;
+}
+"""
+
+# When, in epoch ms, the first page load reached each step (see first_renders).
+FIRST_RENDER_MARKS_JS = """
+() => {
+  const o = performance.timeOrigin, tf = window.__tfviz;
+  const nav = performance.getEntriesByType('navigation')[0];
+  const last = tf.ws.length ? tf.ws[tf.ws.length - 1][0] : null;
+  return {
+    page_ready: nav ? o + nav.domContentLoadedEventEnd : null,
+    first_message: tf.ws.length > 2 ? o + tf.ws[2][0] : null,
+    last_message: last === null ? null : o + last,
+  };
+}
+"""
+
+# ---- figures ---------------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0..100), nearest rank; nan when there is no value."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+@dataclass
+class Config:
+    """One measured configuration: a model and a sequence length."""
+
+    model: str
+    T: int
+    target_ms: float | None  # p95 target, or None where none is set
+    alphabet: str = ""  # read from the sidebar once the model is shown
+    edits: list[dict] = field(default_factory=list)  # what waitEdit resolved with, per edit
+    server_ms: list[float] = field(default_factory=list)  # websocket-only rerun times
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return f"{self.model} T={self.T}"
+
+    def col(self, key: str) -> list[float]:
+        return [e[key] for e in self.edits if e.get(key) is not None]
+
+
+# ---- the server --------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+            return r.status == 200 and r.read().strip() == b"ok"
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+class Server:
+    """`streamlit run app.py` on a free loopback port with a private user models folder."""
+
+    def __init__(self, workdir: Path, extra: list[str] = ()):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = workdir / f"server_{self.port}.log"
+        env = dict(os.environ, TFVIZ_USER_MODELS=str(workdir / f"user_models_{self.port}"))
+        cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py")]
+        cmd += [f"--server.port={self.port}", "--server.address=127.0.0.1"]
+        cmd += ["--server.headless=true", "--browser.gatherUsageStats=false"]
+        cmd += ["--server.fileWatcherType=none", *extra]
+        self.spawned = time.time()  # epoch seconds: compared with the page's clock
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
+
+    def wait_healthy(self, poll: float = 0.05) -> float:
+        """Seconds from spawn until /_stcore/health answers ok; raises if it never does."""
+        deadline = time.monotonic() + SERVER_START_S
+        while not healthy(self.url):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                tail = self.log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"server on port {self.port} did not come up:\n{tail}")
+            time.sleep(poll)
+        return time.time() - self.spawned
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+# ---- the browser side ------------------------------------------------------------------------
+
+
+def wait_quiet(page, quiet_ms: int = QUIET_MS) -> None:
+    """Wait until the app is idle and nothing on the page has changed for quiet_ms."""
+    page.wait_for_function(
+        """q => document.querySelector('[data-testid="stApp"]')
+                  ?.getAttribute('data-test-script-state') === 'notRunning'
+               && performance.now() - window.__tfviz.changed > q""",
+        arg=quiet_ms,
+        polling=50,
+        timeout=EDIT_TIMEOUT_MS,
+    )
+
+
+def open_page(context, url: str):
+    page = context.new_page()
+    page.goto(url)
+    page.wait_for_function(FIRST_RENDER_JS, polling="raf", timeout=60_000)
+    wait_quiet(page)
+    return page
+
+
+def task_facts(page) -> tuple[str, int, int]:
+    """(alphabet, min length, max length) from the sidebar's "Alphabet: ... Length: a to b"."""
+    text = page.locator('[data-testid="stSidebar"]').inner_text()
+    match = ALPHABET_RE.search(text)
+    if match is None:
+        raise RuntimeError("no 'Alphabet: ... Length: a to b' text in the sidebar")
+    return match.group(1), int(match.group(2)), int(match.group(3))
+
+
+def pick_model(page, name: str) -> None:
+    """Choose "NAME (bundled)" in the sidebar's Model picker and wait for the new model's run."""
+    label = f"{name} (bundled)"
+    picker = page.locator('[data-testid="stSidebar"]').get_by_role("combobox", name="Model")
+    if picker.input_value() == label:
+        return
+    picker.click()
+    page.get_by_role("option", name=label, exact=True).click()
+    page.wait_for_function(
+        "name => document.querySelector('[data-testid=\"stSidebar\"]').innerText"
+        ".includes('Task: ' + name)",
+        arg=name,
+        timeout=EDIT_TIMEOUT_MS,
+    )
+    wait_quiet(page)
+    page.wait_for_function(FIRST_RENDER_JS, polling="raf", timeout=EDIT_TIMEOUT_MS)
+
+
+def sequences(alphabet: str, T: int, n: int, seed: int) -> list[str]:
+    """n distinct sequences of length T; neighbours differ, so every edit changes the charts."""
+    rng = random.Random(seed)
+    seen: list[str] = []
+    while len(seen) < n:
+        s = "".join(rng.choice(alphabet) for _ in range(T))
+        if s not in seen:
+            seen.append(s)
+    return seen
+
+
+def one_edit(page, text: str) -> dict:
+    box = page.get_by_role("textbox", name="Sequence")
+    box.fill(text)
+    page.evaluate("window.__tfviz.t0 = -1")
+    box.press("Enter")
+    return page.evaluate(
+        "([s, q, t]) => window.__tfviz.waitEdit(s, q, t)", [text, QUIET_MS, EDIT_TIMEOUT_MS]
+    )
+
+
+def measure_edits(page, cfg: Config, n: int, warmup: int, seed: int) -> list[str]:
+    """Time n edits (after `warmup` unrecorded ones); returns the sequences typed, in order."""
+    pick_model(page, cfg.model)
+    alphabet, lo, hi = task_facts(page)
+    cfg.alphabet = alphabet
+    if not lo <= cfg.T <= hi:
+        raise RuntimeError(f"{cfg.model} takes lengths {lo}..{hi}, not {cfg.T}")
+    texts = sequences(alphabet, cfg.T, warmup + n, seed)
+    for i, text in enumerate(texts):
+        try:
+            result = one_edit(page, text)
+        except Exception as e:  # noqa: BLE001 - a failed edit is counted and reported, not fatal
+            cfg.failures.append(f"{text}: {' '.join(str(e).split())[:300]}")
+            continue
+        if i >= warmup:
+            cfg.edits.append(result)
+    return texts[warmup:]
+
+
+def first_renders(browser, workdir: Path, starts: int, extra: list[str]) -> list[dict]:
+    """Spawn -> healthy -> first complete render, over `starts` fresh servers."""
+    results = []
+    for _ in range(starts):
+        context = browser.new_context(viewport=VIEWPORT)
+        context.add_init_script(HARNESS_JS)
+        page = context.new_page()  # ready before the spawn: only the server's time counts
+        server = Server(workdir, extra)
+        try:
+            healthy_s = server.wait_healthy()
+            page.goto(server.url)
+            shown_ms = page.wait_for_function(FIRST_RENDER_JS, polling="raf", timeout=60_000)
+            marks = page.evaluate(FIRST_RENDER_MARKS_JS)  # epoch ms, or null
+            spawned_ms = 1000 * server.spawned
+            result = {"healthy_s": healthy_s, "first_render_s": shown_ms.json_value() / 1000}
+            result["first_render_s"] -= server.spawned
+            for key, value in marks.items():
+                result[f"{key}_s"] = None if value is None else (value - spawned_ms) / 1000
+            results.append(result)
+        finally:
+            context.close()
+            server.stop()
+    return results
+
+
+# ---- the server side alone, over the websocket -----------------------------------------------
+
+
+async def server_only(url: str, plan: list[tuple[Config, list[str]]], timeout: float) -> None:
+    """Time the same edits without a browser: rerun_script sent -> script_finished received."""
+    import websockets
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    ok = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_SUCCESSFULLY")
+    states: dict[str, WidgetState] = {}
+    ids: dict[str, str] = {}  # user key -> widget id
+
+    async def request(ws) -> float:
+        msg = BackMsg()
+        client = msg.rerun_script
+        client.query_string = ""
+        client.page_script_hash = ""
+        client.widget_states.SetInParent()
+        client.widget_states.widgets.extend(states.values())
+        started = time.perf_counter()
+        await ws.send(msg.SerializeToString())
+        run_id = None
+        while True:
+            left = started + timeout - time.perf_counter()
+            if left <= 0:
+                raise TimeoutError(f"no script_finished within {timeout} s")
+            fwd = ForwardMsg()
+            fwd.ParseFromString(await asyncio.wait_for(ws.recv(), left))
+            kind = fwd.WhichOneof("type")
+            if kind == "new_session":
+                run_id = fwd.metadata.run.script_run_id
+            elif kind == "delta" and run_id and fwd.delta.WhichOneof("type") == "new_element":
+                element = fwd.delta.new_element
+                proto = getattr(element, element.WhichOneof("type") or "empty", None)
+                wid = getattr(proto, "id", "")
+                if isinstance(wid, str) and wid.startswith("$$ID-"):
+                    ids[wid.split("-", 2)[-1]] = wid
+            elif kind == "script_finished" and run_id and fwd.script_finished == ok:
+                return time.perf_counter() - started
+
+    ws_url = url.replace("http://", "ws://") + "/_stcore/stream"
+    async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None) as ws:
+        await request(ws)  # the page load
+        for cfg, texts in plan:
+            states[ids["model"]] = WidgetState(
+                id=ids["model"], string_value=f"{cfg.model} (bundled)"
+            )
+            await request(ws)  # the model change (it resets the sequence)
+            for text in texts:
+                states[ids["sequence"]] = WidgetState(id=ids["sequence"], string_value=text)
+                cfg.server_ms.append(1000 * await request(ws))
+
+
+# ---- report ----------------------------------------------------------------------------------
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def report(configs: list[Config], starts: list[dict], edits: int) -> None:
+    print(f"\nKeystroke (Enter) -> every chart redrawn and painted, {edits} edits each (ms)")
+    head = f"{'configuration':<22} {'median':>7} {'p95':>7} {'max':>7}  target"
+    print(head)
+    print("-" * (len(head) + 24))
+    for c in configs:
+        total = c.col("total")
+        med, p95 = median(total), percentile(total, 95)
+        target = "-"
+        if c.target_ms is not None:
+            target = f"p95 < {c.target_ms:.0f} ms: {verdict(p95 < c.target_ms)}"
+        print(f"{c.name:<22} {med:7.0f} {p95:7.0f} {max(total, default=math.nan):7.0f}  {target}")
+    print("\nWhere the time goes (medians per edit; ms unless said)")
+    head = (
+        f"{'configuration':<22} {'to running':>10} {'run':>5} {'after run':>9} "
+        f"{'server only':>11} {'(p95)':>5} {'plotly draws':>12} {'draw ms':>7} "
+        f"{'long tasks':>10} {'KiB in':>6}"
+    )
+    print(head)
+    print("-" * len(head))
+    for c in configs:
+        print(
+            f"{c.name:<22} {median(c.col('to_running')):10.0f} {median(c.col('running')):5.0f} "
+            f"{median(c.col('after_run')):9.0f} {median(c.server_ms):11.0f} "
+            f"{percentile(c.server_ms, 95):5.0f} "
+            f"{median(c.col('draws')):6.0f} of {median(c.col('plots')):<3.0f} "
+            f"{median(c.col('draw_ms')):7.0f} {median(c.col('long_ms')):10.0f} "
+            f"{median(c.col('ws_bytes')) / 1024:6.1f}"
+        )
+    print(
+        "to running: Enter -> the app shows 'running'. run: running -> notRunning (the script run;"
+        " elements are drawn\nas they arrive). after run: notRunning -> last chart painted. "
+        "server only: the same kind of edit over a\nbare websocket, no browser (request -> "
+        "script_finished). plotly draws: full plotly redraws per edit, of\nhow many charts; "
+        "draw ms: time inside them. long tasks: main-thread tasks over 50 ms, summed. KiB in:\n"
+        "websocket bytes received per edit."
+    )
+    for c in configs:
+        unseen = sum(e.get("running") is None for e in c.edits)
+        if unseen:
+            print(f"{c.name}: 'running' never showed in {unseen} edits (left out of those columns)")
+        for f in c.failures:
+            print(f"FAILED edit ({c.name}): {f}")
+    if starts:
+        times = [s["first_render_s"] for s in starts]
+        print(f"\nServer spawn -> first complete render, {len(starts)} fresh starts (s)")
+        for i, s in enumerate(starts, 1):
+            steps = [("healthy", "healthy_s"), ("page JS ready", "page_ready_s")]
+            steps += [("script output starts", "first_message_s")]
+            steps += [("ends", "last_message_s"), ("charts drawn", "first_render_s")]
+            shown = ", ".join(f"{name} {s[k]:.2f}" for name, k in steps if s.get(k) is not None)
+            print(f"  start {i}: {shown}")
+        print(
+            f"  median {median(times):.2f}, max {max(times):.2f}  "
+            f"target < {TARGET_FIRST_RENDER_S:.0f} s (every start): "
+            f"{verdict(max(times) < TARGET_FIRST_RENDER_S)}"
+        )
+
+
+# ---- main ------------------------------------------------------------------------------------
+
+
+def largest_bundled() -> str:
+    files = sorted(MODELS.glob("*.safetensors"), key=lambda p: (-p.stat().st_size, p.name))
+    if not files:
+        raise RuntimeError(f"no bundled model in {MODELS}")
+    return files[0].stem
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--edits", type=int, default=30, help="timed edits per configuration")
+    p.add_argument("--warmup", type=int, default=3, help="untimed edits first, per configuration")
+    p.add_argument("--starts", type=int, default=3, help="fresh server starts for first render")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--no-server-only", action="store_true", help="skip the websocket-only timing")
+    p.add_argument("--json", type=Path, help="also write every figure here")
+    p.add_argument(
+        "--server-arg",
+        action="append",
+        default=[],
+        help="extra `streamlit run` option for every server (repeatable), "
+        "e.g. --server-arg=--runner.postScriptGC=false",
+    )
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from playwright.sync_api import sync_playwright
+
+    largest = largest_bundled()
+    configs = [
+        Config(DEFAULT_MODEL, 8, None),
+        Config(DEFAULT_MODEL, 16, TARGET_P95_MS),
+        Config(largest, 16, TARGET_P95_MS),
+    ]
+    print(f"largest bundled model: {largest}; {os.cpu_count()} CPUs seen; chromium {CHROMIUM}")
+    if args.server_arg:
+        print(f"server options: {' '.join(args.server_arg)}")
+    plan: list[tuple[Config, list[str]]] = []
+    with tempfile.TemporaryDirectory(prefix="tfviz_ui_latency_") as tmp, sync_playwright() as pw:
+        workdir = Path(tmp)
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            starts = first_renders(browser, workdir, args.starts, args.server_arg)
+            server = Server(workdir, args.server_arg)
+            try:
+                server.wait_healthy()
+                context = browser.new_context(viewport=VIEWPORT)
+                context.add_init_script(HARNESS_JS)
+                page = open_page(context, server.url)
+                for i, cfg in enumerate(configs):
+                    texts = measure_edits(page, cfg, args.edits, args.warmup, args.seed + i)
+                    plan.append((cfg, texts))
+                    print(f"measured {cfg.name}: {len(cfg.edits)} edits", flush=True)
+                context.close()
+                if not args.no_server_only:
+                    # Fresh sequences, so the server's trace cache does not answer from memory.
+                    fresh = []
+                    for i, (cfg, texts) in enumerate(plan):
+                        more = sequences(cfg.alphabet, cfg.T, 2 * len(texts), 1000 + args.seed + i)
+                        fresh.append((cfg, [s for s in more if s not in texts][: len(texts)]))
+                    # Playwright's sync API owns this thread's event loop: use another thread.
+                    with ThreadPoolExecutor(1) as pool:
+                        run = partial(
+                            asyncio.run, server_only(server.url, fresh, EDIT_TIMEOUT_MS / 1000)
+                        )
+                        pool.submit(run).result()
+            finally:
+                server.stop()
+        finally:
+            browser.close()
+    report(configs, starts, args.edits)
+    if args.json:
+        out = {"configs": [asdict(c) for c in configs], "first_renders": starts}
+        args.json.write_text(json.dumps(out, indent=1))
+    return 0 if any(c.edits for c in configs) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,393 @@
+"""Browser tests: the real app in a real Chromium, driven by Playwright.
+
+One `streamlit run app.py` on a free loopback port and one Chromium serve the whole module; every
+test gets a fresh browser context (a new Streamlit session). What is checked is what a student
+sees: the typed sequence's answer in the prediction block, heatmaps drawn with real SVG and image
+content, the W_o switch changing the prediction and switching back restoring it, a clear error for
+bad input, every tab opening without an exception element. Full-page screenshots are kept in
+artifacts/ (git-ignored) for a human to look at.
+
+Needs Debian's Chromium at /usr/bin/chromium (Playwright's own browser download is not used).
+Without it, or when Playwright cannot launch it, the tests are skipped, except under CI=true,
+where they fail: CI installs Chromium, so a skip there would hide a broken setup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+try:
+    from playwright.sync_api import Error as PlaywrightError
+    from playwright.sync_api import Page, expect, sync_playwright
+except ImportError:  # reported by the fixture: skip, or fail under CI
+    sync_playwright = None
+    PlaywrightError = Exception
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "app.py"
+ARTIFACTS = ROOT / "artifacts"
+CHROMIUM = Path("/usr/bin/chromium")
+# The background-networking flags matter: without them Chromium keeps dialling out, and on a
+# closed network those refused connections slow it down.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+IN_CI = os.environ.get("CI", "").lower() == "true"
+TIMEOUT_MS = 30_000  # one action on 2 shared cores; a healthy run takes well under a second
+SERVER_START_S = 60
+
+APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+CODE = '[data-testid="stCode"]'
+EXCEPTION = '[data-testid="stException"]'
+ALERT = '[data-testid="stAlert"]'
+PLOT = ".js-plotly-plot"
+
+# Counts finished script runs (the script state turning back to notRunning) and notes the time of
+# the last DOM change. Installed before the page loads, on the document, so it sees stApp once it
+# exists. A fast run may never show "running" (React can batch it away), so waits also accept
+# the run's expected outcome, and then require the page to stay quiet for a moment.
+WATCH_JS = """
+window.__tfvizRuns = 0;
+window.__tfvizChanged = performance.now();
+new MutationObserver((records) => {
+  window.__tfvizChanged = performance.now();
+  for (const r of records) {
+    if (r.type === 'attributes' && r.attributeName === 'data-test-script-state'
+        && r.target.getAttribute('data-test-script-state') === 'notRunning') window.__tfvizRuns++;
+  }
+}).observe(document, {attributes: true, childList: true, characterData: true, subtree: true});
+"""
+QUIET_MS = 300  # no DOM change for this long after a run: it is drawn
+
+# What each plotly chart on the page holds: SVG layers, heatmap images (data URLs) and traces.
+PLOTS_JS = """
+() => Array.from(document.querySelectorAll('.js-plotly-plot')).map((gd) => {
+  const svg = gd.querySelector('.main-svg');
+  const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+  const images = Array.from(gd.querySelectorAll('g.hm image'));
+  return {
+    width: box.width,
+    height: box.height,
+    heatmaps: images.length,
+    heatmap_bytes: Math.min(...images.map((im) => (im.getAttribute('href') || '').length), 1e9),
+    traces: gd.querySelectorAll('g.trace, g.hm, g.heatmaplayer > g').length,
+    yticks: Array.from(gd.querySelectorAll('.ytick text')).map((t) => t.textContent),
+  };
+})
+"""
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not APP.exists(), reason="app.py does not exist yet: nothing to open"),
+]
+
+
+def unavailable(reason: str):
+    """Skip: no browser here. Under CI=true, fail: CI installs Chromium, so it must be there."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: the browser tests must run there)")
+    pytest.skip(reason)
+
+
+# ---- fixtures: one server, one browser, a fresh session per test -------------------------------
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if sync_playwright is None:
+        unavailable("the playwright package is not installed")
+    if not CHROMIUM.exists():
+        unavailable(f"no Chromium at {CHROMIUM} (Debian: apt-get install chromium)")
+    pw = sync_playwright().start()
+    try:
+        try:
+            chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        except PlaywrightError as e:
+            unavailable(f"playwright cannot launch {CHROMIUM}: {' '.join(str(e).split())[:400]}")
+        yield chromium
+        chromium.close()
+    finally:
+        pw.stop()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
+            return r.status == 200 and r.read().strip() == b"ok"
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`streamlit run app.py` on a free loopback port, with a private user models folder."""
+    tmp = tmp_path_factory.mktemp("browser_server")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, TFVIZ_USER_MODELS=str(tmp / "user_models"))
+    cmd = [sys.executable, "-m", "streamlit", "run", str(APP), f"--server.port={port}"]
+    cmd += ["--server.address=127.0.0.1", "--server.headless=true"]
+    cmd += ["--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
+    log_path = tmp / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while not healthy(url):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the server did not come up:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def page(browser, server):
+    """A new session on the app's first page, fully rendered; collects uncaught page errors."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.set_default_timeout(TIMEOUT_MS)
+    context.add_init_script(WATCH_JS)
+    page = context.new_page()
+    page.page_errors = []
+    page.on("pageerror", lambda e: page.page_errors.append(str(e)))
+    try:
+        page.goto(server)
+        # On the very first load the state may read notRunning before the first run started:
+        # the prediction block only exists once a run has drawn it.
+        page.wait_for_selector(CODE)
+        page.wait_for_selector(APP_IDLE)
+        page.wait_for_selector(f"{PLOT} .main-svg")
+        yield page
+        assert page.page_errors == [], f"uncaught errors in the page: {page.page_errors}"
+    finally:
+        context.close()
+
+
+# ---- helpers -------------------------------------------------------------------------------
+
+
+def rerun(page: Page, action, outcome: str) -> None:
+    """Do `action` (a click, a keystroke) and wait until the run it caused is drawn.
+
+    outcome: a JS predicate that holds once the run's result is on the page; the wait ends when a
+    run finished (or the outcome shows), the app is idle and the page has been quiet a moment.
+    """
+    before = page.evaluate("window.__tfvizRuns")
+    action()
+    page.wait_for_function(f"n => window.__tfvizRuns > n || ({outcome})()", arg=before)
+    page.wait_for_function(
+        """q => document.querySelector('[data-testid="stApp"]')
+                  ?.getAttribute('data-test-script-state') === 'notRunning'
+               && performance.now() - window.__tfvizChanged > q""",
+        arg=QUIET_MS,
+        polling=50,
+    )
+
+
+def type_sequence(page: Page, text: str, valid: bool = True) -> None:
+    box = page.get_by_role("textbox", name="Sequence")
+    box.fill(text)
+    if valid:  # the outcome: the prediction's input row shows the text
+        outcome = f"""() => {{
+            const code = document.querySelector('{CODE}');
+            const first = code ? code.textContent.split('\\n')[0] : '';
+            return first.replace(/^input\\s+/, '').replace(/\\s+/g, '') === {json.dumps(text)};
+        }}"""
+    else:  # the outcome: an error is up and the prediction is gone
+        outcome = f"""() => document.querySelector('{ALERT}') !== null
+                         && document.querySelector('{CODE}') === null"""
+    rerun(page, lambda: box.press("Enter"), outcome)
+
+
+def set_w_o(page: Page, label: str) -> None:
+    # The radio's <input> is covered by its styled circle: click the label text instead.
+    radio = page.locator('[data-testid="stSidebar"] [data-testid="stRadio"]').filter(has_text="W_o")
+    switched = "true" if label != "learned" else "false"
+    outcome = f"""() => {{
+        const code = document.querySelector('{CODE}');
+        return code !== null && code.textContent.includes('switched') === {switched};
+    }}"""
+    rerun(page, lambda: radio.get_by_text(label, exact=True).click(), outcome)
+
+
+def open_tab(page: Page, label: str) -> None:
+    """Click a tab; its panel is filled by the run the click starts (only the open tab runs)."""
+    tab = page.get_by_role("tab", name=label, exact=True)
+    if tab.get_attribute("aria-selected") == "true":
+        return
+    outcome = """() => {
+        const panel = document.querySelector('[role="tabpanel"]:not([hidden])');
+        return panel !== null && panel.querySelector('[data-testid="stElementContainer"]') !== null;
+    }"""
+    rerun(page, tab.click, outcome)
+    expect(tab).to_have_attribute("aria-selected", "true")
+
+
+def prediction(page: Page) -> dict[str, str]:
+    """The prediction block as {row name: tokens}, e.g. {"input": "a b c", "model": "c b a"}."""
+    text = page.locator(CODE).first.inner_text()
+    rows = {}
+    for line in text.splitlines():
+        name, sep, tokens = line.partition("  ")  # the name column is padded with 2+ spaces
+        if sep and name.strip():
+            rows[name.strip()] = tokens.strip()
+    return rows
+
+
+def assert_no_exception(page: Page) -> None:
+    shown = page.locator(EXCEPTION)
+    assert shown.count() == 0, f"an exception is shown: {shown.first.inner_text()[:2000]}"
+
+
+def assert_charts_drawn(page: Page, at_least: int = 1, heatmaps: bool = False) -> list[dict]:
+    """Every plotly chart on the page has a sized SVG with traces; heatmaps carry their image.
+
+    Plotly draws after the script's elements arrive, so this polls (bounded) before asserting.
+    """
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while True:
+        plots = page.evaluate(PLOTS_JS)
+        drawn = all(p["width"] > 100 and p["traces"] > 0 for p in plots)
+        if heatmaps:
+            drawn = drawn and all(p["heatmap_bytes"] > 100 for p in plots)
+        if (len(plots) >= at_least and drawn) or time.monotonic() > deadline:
+            break
+        page.wait_for_timeout(100)
+    assert len(plots) >= at_least, f"expected {at_least}+ charts, found {len(plots)}"
+    for i, p in enumerate(plots):
+        assert p["width"] > 100 and p["height"] > 100, f"chart {i} has no size: {p}"
+        assert p["traces"] > 0, f"chart {i} draws no trace: {p}"
+        if heatmaps:
+            assert p["heatmaps"] > 0, f"chart {i} has no heatmap image: {p}"
+            # A drawn heatmap is a PNG data URL of some length, not an empty href.
+            assert p["heatmap_bytes"] > 100, f"chart {i} has an empty heatmap image: {p}"
+    return plots
+
+
+def screenshot(page: Page, name: str) -> Path:
+    """A full-page PNG in artifacts/: the main area scrolls inside itself, so grow the viewport."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    height = page.evaluate(
+        """() => Math.max(...['stMain', 'stSidebarContent'].map((id) => {
+              const el = document.querySelector(`[data-testid="${id}"]`);
+              return el ? el.scrollHeight : 0;
+           }))"""
+    )
+    size = page.viewport_size
+    page.set_viewport_size({"width": size["width"], "height": min(max(height, 600), 8000)})
+    try:
+        page.wait_for_timeout(300)  # plotly relayouts on resize
+        path = ARTIFACTS / name
+        page.screenshot(path=path, full_page=True)
+    finally:
+        page.set_viewport_size(size)
+    return path
+
+
+def spaced(text: str) -> str:
+    return " ".join(text)
+
+
+# ---- tests ---------------------------------------------------------------------------------
+
+SEQUENCE = "jacebdi"  # reverse task (the default model): not one of its example buttons
+
+
+def test_sequence_heatmaps_and_w_o_switch_round_trip(page):
+    type_sequence(page, SEQUENCE)
+    answer = spaced(SEQUENCE[::-1])
+    expect(page.locator(CODE).first).to_contain_text(answer)
+    rows = prediction(page)
+    assert rows["input"] == spaced(SEQUENCE)
+    assert rows["right answer"] == answer
+    assert rows["model"] == answer, "the bundled reverse model gets this sequence right"
+
+    plots = assert_charts_drawn(page, at_least=2, heatmaps=True)
+    # The attention grid is labelled with the typed tokens (BOS, then "j·1", "a·2", ...).
+    tokens = [t.strip()[0] for t in plots[0]["yticks"] if t.strip() and t.strip() != "BOS"]
+    assert "".join(tokens).startswith(SEQUENCE), plots[0]["yticks"]
+    learned_text = page.locator(CODE).first.inner_text()
+    assert_no_exception(page)
+
+    set_w_o(page, "off (identity)")
+    expect(page.locator(CODE).first).to_contain_text("switched")
+    switched = prediction(page)
+    assert page.locator(CODE).first.inner_text() != learned_text
+    assert switched["input"] == spaced(SEQUENCE) and switched["right answer"] == answer
+    assert switched["learned W_o"] == answer  # the learned row is still the learned model's
+    assert "model" not in switched
+    assert_charts_drawn(page, at_least=2, heatmaps=True)
+    assert_no_exception(page)
+
+    set_w_o(page, "learned")
+    expect(page.locator(CODE).first).not_to_contain_text("switched")
+    assert page.locator(CODE).first.inner_text() == learned_text
+    assert_charts_drawn(page, at_least=2, heatmaps=True)
+    assert_no_exception(page)
+    screenshot(page, "browser_attention.png")
+
+
+def test_bad_input_shows_a_clear_error_and_the_app_recovers(page):
+    type_sequence(page, "xyz!", valid=False)
+    alert = page.locator(ALERT).filter(has_text="not allowed")
+    expect(alert).to_be_visible()
+    message = alert.inner_text()
+    assert "'x'" in message, message  # names the offending character...
+    assert "abcdefghij" in message, message  # ...and what is allowed
+    assert page.locator(CODE).count() == 0, "a stale prediction is shown for a bad sequence"
+    assert page.locator(PLOT).count() == 0, "stale charts are shown for a bad sequence"
+    assert_no_exception(page)
+    screenshot(page, "browser_bad_input.png")
+
+    type_sequence(page, "abc")
+    expect(page.locator(CODE).first).to_contain_text("c b a")
+    assert page.locator(ALERT).filter(has_text="not allowed").count() == 0
+    assert_charts_drawn(page, at_least=2, heatmaps=True)
+    assert_no_exception(page)
+
+
+# Tabs that must draw at least this many charts (with W_o switched off, so the compare tab draws).
+CHARTS_PER_TAB = {"Attention": 2, "Before/after W_o": 4, "W_o off: compare": 2, "Train": 0}
+
+
+def test_every_tab_opens_without_an_exception(page):
+    set_w_o(page, "off (identity)")
+    expect(page.locator(CODE).first).to_contain_text("switched")
+    labels = page.get_by_role("tab").all_inner_texts()
+    assert set(CHARTS_PER_TAB) <= set(labels), labels
+    for label in labels:
+        open_tab(page, label)
+        assert_no_exception(page)
+        assert_charts_drawn(page, at_least=CHARTS_PER_TAB.get(label, 0))
+        slug = "".join(c if c.isalnum() else "_" for c in label.lower()).strip("_")
+        screenshot(page, f"browser_tab_{slug}.png")

@@ -1,0 +1,225 @@
+"""A training job stops when the browser session that started it closes (jobs.py and app.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import streamlit as st
+import torch
+from streamlit import config as st_config
+from streamlit.runtime.runtime import Runtime
+from streamlit.testing.v1 import AppTest
+
+from tfviz import jobs
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16)
+
+
+def spec(name: str, steps: int = jobs.MAX_STEPS) -> jobs.JobSpec:
+    return jobs.JobSpec(task="reverse", name=name, steps=steps, **TINY)
+
+
+def wait_until(condition, timeout: float = 30.0) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.01)
+
+
+class Owner:
+    """A stand-in for a browser session: open until closed; counts how often it was asked."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+        self.open.set()
+        self.asked = 0
+
+    def __call__(self) -> bool:
+        self.asked += 1
+        return self.open.is_set()
+
+    def close(self) -> None:
+        self.open.clear()
+
+
+@pytest.fixture
+def manager():
+    m = jobs.JobManager(max_jobs=1, max_queue=2, device="cpu")
+    yield m
+    for job in m._running + m._queue:  # nothing a failed test started outlives it
+        job.cancel()
+        job.wait(30)
+
+
+# ---- jobs.py ---------------------------------------------------------------------------------
+
+
+def test_a_running_job_stops_unsaved_when_its_session_closes(manager, tmp_path):
+    owner = Owner()
+    job = manager.submit(spec("mine"), tmp_path, is_alive=owner)
+    wait_until(lambda: job.snapshot().step >= 3)
+    assert job.snapshot().status == jobs.RUNNING and owner.asked >= 3  # asked between steps
+    owner.close()
+    assert job.wait(30), "the job did not stop after its session closed"
+    snap = job.snapshot()
+    assert snap.status == jobs.CANCELLED and not snap.active
+    assert jobs.OWNER_GONE in snap.message and "not saved" in snap.message
+    assert 3 <= snap.step < jobs.MAX_STEPS
+    assert list(tmp_path.iterdir()) == []  # nothing saved, no temporary file either
+    assert manager.counts() == (0, 0)  # its slot is free again
+
+
+def test_an_open_session_lets_the_job_finish_and_save(manager, tmp_path):
+    owner = Owner()
+    job = manager.submit(spec("kept", steps=20), tmp_path, is_alive=owner)
+    assert job.wait(60)
+    assert job.snapshot().status == jobs.DONE, job.snapshot().message
+    assert (tmp_path / "kept.safetensors").is_file() and owner.asked >= 20
+
+
+def test_a_failing_check_does_not_stop_training(manager, tmp_path):
+    def broken() -> bool:
+        raise RuntimeError("the runtime is gone")
+
+    job = manager.submit(spec("robust", steps=20), tmp_path, is_alive=broken)
+    assert job.wait(60)
+    assert job.snapshot().status == jobs.DONE, job.snapshot().message
+
+
+def test_a_queued_job_whose_session_closed_gives_its_place_up(manager, tmp_path):
+    running = manager.submit(spec("running"), tmp_path)
+    owner = Owner()
+    waiting = manager.submit(spec("waiting", steps=20), tmp_path, is_alive=owner)
+    other = manager.submit(spec("other", steps=20), tmp_path)
+    assert (waiting.snapshot().position, other.snapshot().position) == (1, 2)
+    with pytest.raises(jobs.QueueFull):
+        manager.submit(spec("refused", steps=20), tmp_path)
+    owner.close()
+    # The queue forgets it at once: the next job moves up and a new one fits again.
+    assert other.snapshot().position == 1
+    assert waiting.wait(1)
+    snap = waiting.snapshot()
+    assert snap.status == jobs.CANCELLED and snap.step == 0
+    assert "never started" in snap.message and jobs.OWNER_GONE in snap.message
+    third = manager.submit(spec("third", steps=20), tmp_path)
+    assert manager.counts() == (1, 2)
+    for job in (third, other, running):
+        job.cancel()
+        assert job.wait(30)
+    assert not (tmp_path / "waiting.safetensors").exists()
+
+
+def test_a_job_whose_session_closed_while_queued_is_skipped_when_a_slot_frees(manager, tmp_path):
+    running = manager.submit(spec("running"), tmp_path)
+    owner = Owner()
+    waiting = manager.submit(spec("waiting", steps=20), tmp_path, is_alive=owner)
+    behind = manager.submit(spec("behind"), tmp_path)
+    owner.close()  # nobody looks at the queue until the running job ends
+    running.cancel()
+    assert running.wait(30)
+    wait_until(lambda: behind.status == jobs.RUNNING)
+    assert waiting.wait(1)
+    assert waiting.status == jobs.CANCELLED and waiting.snapshot().step == 0
+    behind.cancel()
+    assert behind.wait(30)
+
+
+def test_alive_with_grace_waits_out_a_short_disconnect():
+    now = [0.0]
+    connected = [True]
+    check = jobs.alive_with_grace(lambda: connected[0], grace_s=10, clock=lambda: now[0])
+    assert check()
+    connected[0] = False
+    assert check()  # gone for 0 s
+    now[0] = 9.9
+    assert check()  # still within the grace time: a reconnect may come
+    connected[0] = True
+    now[0] = 15
+    assert check()  # it came back: the clock starts again at the next drop
+    connected[0] = False
+    now[0] = 16
+    assert check()
+    now[0] = 26
+    assert not check()  # gone 10 s in a row
+
+
+# ---- app.py ----------------------------------------------------------------------------------
+
+
+class FakeRuntime:
+    """Stands in for Streamlit's Runtime: knows which session ids are connected."""
+
+    def __init__(self) -> None:
+        self.closed: set[str] = set()
+        self.asked: set[str] = set()
+
+    def is_active_session(self, session_id: str) -> bool:
+        self.asked.add(session_id)
+        return session_id not in self.closed
+
+
+@pytest.fixture
+def app_env(monkeypatch, tmp_path):
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    monkeypatch.setenv("TFVIZ_USER_MODELS", str(tmp_path / "user_models"))
+    ttl = st_config.get_option("server.disconnectedSessionTTL")
+    threads = torch.get_num_threads()
+    yield tmp_path / "user_models"
+    st_config.set_option("server.disconnectedSessionTTL", ttl)
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    torch.set_num_threads(threads)
+
+
+def submit(at: AppTest, name: str, steps: int) -> jobs.Job:
+    at.selectbox(key="train_d_model").set_value(16)
+    at.selectbox(key="train_heads").set_value(2)
+    at.selectbox(key="train_layers").set_value(1)
+    at.selectbox(key="train_d_ff").set_value(32)
+    at.number_input(key="train_steps").set_value(steps)
+    at.text_input(key="train_name").set_value(name)
+    at.button(key="train_submit").click().run()
+    assert not at.exception and not at.error
+    return at.session_state["train_job"]
+
+
+def test_the_app_stops_a_job_once_its_browser_session_is_gone(monkeypatch, app_env):
+    st_config.set_option("server.disconnectedSessionTTL", 1)  # seconds a session may come back
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["view"] = "Train"
+    at.run()
+    job = submit(at, "closing", jobs.MAX_STEPS)
+    wait_until(lambda: job.snapshot().step >= 3)
+    fake = FakeRuntime()
+    monkeypatch.setattr(Runtime, "_instance", fake)  # a server is running now
+    try:
+        wait_until(lambda: fake.asked)
+        assert fake.asked == {"test session id"}  # AppTest's session: the app asks about its own
+        fake.closed.add("test session id")  # the tab is closed
+        time.sleep(0.3)
+        assert job.status == jobs.RUNNING  # within the grace time a reconnect could come
+        assert job.wait(30), "the job did not stop after its session went away"
+    finally:
+        monkeypatch.setattr(Runtime, "_instance", None)
+    snap = job.snapshot()
+    assert snap.status == jobs.CANCELLED and jobs.OWNER_GONE in snap.message
+    assert not (app_env / "closing.safetensors").exists()
+    at.run()  # (were the session still there) the page says what happened
+    assert not at.exception
+    assert any("closed" in w.value for w in at.warning)
+
+
+def test_without_a_server_runtime_the_session_counts_as_open(app_env):
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["view"] = "Train"
+    at.run()
+    job = submit(at, "no_runtime", 20)
+    assert job._is_alive is not None and job.owner_alive()
+    assert job.wait(60)
+    assert job.snapshot().status == jobs.DONE, job.snapshot().message
