@@ -13,6 +13,7 @@ A new view is one function taking a View, added to TABS.
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import os
 import re
@@ -63,7 +64,13 @@ def setup_process() -> str:
     # These models are tiny and run fastest on one thread; then each training job and each page
     # request takes about one core, which is what the jobs-per-core cap assumes.
     jobs.limit_torch_threads(1)
-    return str(resolve_device("auto"))
+    device = str(resolve_device("auto"))
+    # Streamlit runs a full gc.collect() after every script run; with torch and plotly imported
+    # that walk took ~90 ms of each keystroke (bench/README.md). Freezing what exists now (the
+    # libraries, never garbage) leaves only each run's own objects for it to scan.
+    gc.collect()
+    gc.freeze()
+    return device
 
 
 @st.cache_resource(show_spinner=False)
@@ -270,7 +277,9 @@ class Switches:
         return "; ".join(parts) or "learned W_o"
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
+# ~120 KB a trace: 96 keep every open session's current pair (learned, switched) of a class of
+# 40 without letting the cache grow past ~12 MB (bench/load.py measures memory after sessions).
+@st.cache_data(show_spinner=False, max_entries=96)
 def cached_trace(
     digest: str, task_name: str, text: str, w_o: str, layer: int | None, ablate: tuple, _model
 ) -> compare.TraceArrays:
@@ -414,7 +423,6 @@ def switch_controls(meta: CheckpointMeta) -> Switches:
         W_O_MODES,
         format_func=W_O_LABELS.get,
         key="w_o_mode",
-        horizontal=True,
         help="learned: the trained W_o. off (identity): concat goes on unmixed, no bias. "
         "zero: attention adds nothing to the residual stream.",
     )
@@ -470,14 +478,7 @@ def sequence_input(task: Task) -> str | None:
     try:
         return task.validate(text)
     except ValueError as e:
-        st.error(
-            md_escape(str(e))
-            + "\n\n"
-            + md_escape(
-                f"The {task.name} task takes {task.min_len} to {task.max_len} characters "
-                f"from: {task.alphabet}"
-            )
-        )
+        st.error(md_escape(str(e)))
         return None
 
 
@@ -490,7 +491,8 @@ def show_prediction(view: View) -> None:
         rows.append(("switched", trace.prediction))
     else:
         rows.append(("model", trace.prediction))
-    st.code(compare.prediction_table(rows, trace.answer), language=None)
+    with st.container(key="prediction"):  # a stable hook for browser tests
+        st.code(compare.prediction_table(rows, trace.answer), language=None)
     wrong = compare.changed_tokens(trace.prediction, trace.answer)
     note = f"{len(wrong)} of {len(trace.answer)} answer tokens wrong (marked ^)."
     if view.switches.active:
@@ -662,17 +664,15 @@ def compare_tab(view: View) -> None:
             "Attention of the later layers: a switch acts after a layer's attention, so only "
             "the layers above it can attend differently."
         )
-        a, b = st.columns(2)
-        with a:
-            chart(
-                plots.attention_grid(base.attn[later], base.labels, later, title="learned W_o"),
-                key="compare_attention_base",
-            )
-        with b:
-            chart(
-                plots.attention_grid(sw.attn[later], sw.labels, later, title="switched"),
-                key="compare_attention_switched",
-            )
+        # Full width, one above the other: side by side the cells are too small to label.
+        chart(
+            plots.attention_grid(base.attn[later], base.labels, later, title="learned W_o"),
+            key="compare_attention_base",
+        )
+        chart(
+            plots.attention_grid(sw.attn[later], sw.labels, later, title="switched"),
+            key="compare_attention_switched",
+        )
     else:
         st.caption(
             "The switch acts in the last layer, after its attention: no later layer's attention "
@@ -683,8 +683,9 @@ def compare_tab(view: View) -> None:
     with left:
         chart(plots.drift_bars(compare.drift_per_layer(base, sw)), key="drift")
         st.caption(
-            "How far the residual stream moved: 0 = the same direction at every token, 1 = "
-            "unrelated. A switch in one layer moves every layer above it too."
+            "Drift = 1 - mean cosine(learned, switched) of the residual stream: 0 = the same "
+            "direction at every token, 1 = unrelated, above 1 = pointing partly the opposite way "
+            "(2 = opposite). A switch in one layer moves every layer above it too."
         )
 
 
@@ -700,7 +701,8 @@ def train_tab(view: View) -> None:
         train_form(manager, folder, default_task=view.task.name)
     with status_col:
         running, queued = manager.counts()
-        shown = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder
+        # A path outside the app folder is the server's business, not every student's.
+        shown = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder.name
         st.caption(
             md_escape(
                 f"Training slots: {running} of {manager.max_jobs} busy, {queued} waiting. "

@@ -142,7 +142,7 @@ HARNESS_JS = """
     const began = performance.now();
     const app = () => document.querySelector('[data-testid="stApp"]');
     const inputShown = () => {
-      const code = document.querySelector('[data-testid="stCode"]');
+      const code = document.querySelector('.st-key-prediction [data-testid="stCode"]');
       if (!code) return false;
       const first = code.textContent.split('\\n')[0];
       return first.replace(/^input\\s+/, '').replace(/\\s+/g, '') === expected;
@@ -204,7 +204,7 @@ FIRST_RENDER_JS = """
 () => {
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-  if (!document.querySelector('[data-testid="stCode"]')) return false;
+  if (!document.querySelector('.st-key-prediction [data-testid="stCode"]')) return false;
   const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]').length;
   const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
   if (plots.length === 0 || plots.length < charts) return false;

@@ -53,7 +53,7 @@ TIMEOUT_MS = 30_000  # one action on 2 shared cores; a healthy run takes well un
 SERVER_START_S = 60
 
 APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
-CODE = '[data-testid="stCode"]'
+CODE = '.st-key-prediction [data-testid="stCode"]'  # st.container(key="prediction")
 EXCEPTION = '[data-testid="stException"]'
 ALERT = '[data-testid="stAlert"]'
 PLOT = ".js-plotly-plot"

@@ -183,8 +183,8 @@ def check_sequence_result(at: AppTest, task, text: str, errors: list[str]) -> bo
     except ValueError as e:
         assert len(errors) == 1, (text[:50], errors)
         message = plain(errors[0])
-        assert message.startswith(str(e)), (text[:50], message)
-        assert f"takes {task.min_len} to {task.max_len} characters" in message
+        assert message == str(e), (text[:50], message)
+        assert f"takes {task.min_len} to {task.max_len} characters from: {task.alphabet}" in message
         assert len(message) < 400  # a 10,000-character paste is never echoed back
         assert not at.code and not at.get("plotly_chart")  # no result for a bad input
         return False

@@ -112,7 +112,7 @@ def test_encode_decode_roundtrip_and_bos(name):
     [
         ("", "input is empty"),
         ("abz", r"character 'z' \(U\+007A LATIN SMALL LETTER Z\) at position 3 .* abcdefghij"),
-        ("a" * 17, "17 characters long; reverse accepts 1 to 16"),
+        ("a" * 17, "17 characters long; reverse takes 1 to 16 characters from: abcdefghij"),
         ("ab c", "U\\+0020 SPACE at position 3"),
         ("a\x00", "U\\+0000 at position 2"),
         ("<b>", "'<' .* at position 1"),

@@ -231,7 +231,7 @@ def drift_bars(drift: np.ndarray) -> go.Figure:
     )
     top = max(1.0, float(drift.max(initial=0.0)) * 1.05)
     layout = dict(
-        title=dict(text="Drift of the residual stream: 1 - mean cosine(learned, switched)"),
+        title=dict(text="Residual-stream drift per layer"),
         height=300,
         margin=MARGIN,
         yaxis=dict(range=[0, top], title=dict(text="drift")),

@@ -99,16 +99,14 @@ class Task:
         """Return text if this task accepts it, else raise ValueError saying what is wrong."""
         if not isinstance(text, str):
             raise ValueError(f"input must be text, got {type(text).__name__}")
-        allowed = f"allowed characters for {self.name}: {self.alphabet}"
+        # Every refusal ends by saying what is allowed, so one message is enough to fix the input.
+        allowed = (
+            f"{self.name} takes {self.min_len} to {self.max_len} characters from: {self.alphabet}"
+        )
         if not text:
-            raise ValueError(
-                f"input is empty: type {self.min_len} to {self.max_len} characters ({allowed})"
-            )
+            raise ValueError(f"input is empty; {allowed}")
         if len(text) > self.max_len:
-            raise ValueError(
-                f"input is {len(text)} characters long; {self.name} accepts "
-                f"{self.min_len} to {self.max_len}"
-            )
+            raise ValueError(f"input is {len(text)} characters long; {allowed}")
         for i, ch in enumerate(text):
             if ch not in self.alphabet:
                 raise ValueError(
