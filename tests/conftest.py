@@ -39,3 +39,39 @@ def model() -> Encoder:
 def ids() -> torch.Tensor:
     g = torch.Generator().manual_seed(1)
     return torch.randint(0, 11, (3, 7), generator=g)
+
+
+APP = str(ROOT / "app.py")
+
+
+@pytest.fixture
+def fresh_app(monkeypatch, tmp_path):
+    """For AppTest: empty Streamlit caches (they outlive AppTest instances), a private user
+    models folder, no upload-limit override, and torch's thread count put back afterwards (the
+    app sets it for the whole process, and later tests must compute as they would alone)."""
+    import streamlit as st
+
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    monkeypatch.setenv("TFVIZ_USER_MODELS", str(tmp_path / "user_models"))
+    monkeypatch.delenv("TFVIZ_MAX_UPLOAD_MB", raising=False)
+    threads = torch.get_num_threads()
+    yield tmp_path / "user_models"
+    st.cache_data.clear()
+    st.cache_resource.clear()
+    torch.set_num_threads(threads)
+
+
+def start_app(view: str | None = None, model: str | None = None):
+    """A fresh AppTest session, run once (on a tab and model if given), with no exception."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=60)
+    if view:
+        at.session_state["view"] = view
+    at.run()
+    assert not at.exception, at.exception
+    if model is not None:
+        at.selectbox(key="model").set_value(model).run()
+        assert not at.exception, at.exception
+    return at

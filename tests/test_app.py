@@ -9,37 +9,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import streamlit as st
-import torch
 from streamlit.testing.v1 import AppTest
 
+from tests.conftest import start_app
 from tfviz import get_task
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
-@pytest.fixture(autouse=True)
-def fresh(monkeypatch, tmp_path):
-    """Empty caches (they outlive AppTest instances) and a private user models folder."""
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    monkeypatch.setenv("TFVIZ_USER_MODELS", str(tmp_path / "user_models"))
-    threads = torch.get_num_threads()
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    # The app sets torch's thread count for the process (new threads take it up); put it back,
-    # so tests that run later compute as they would on their own.
-    torch.set_num_threads(threads)
-
-
-def start(view: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    if view is not None:
-        at.session_state["view"] = view
-    at.run()
-    assert not at.exception, at.exception
-    return at
+pytestmark = pytest.mark.usefixtures("fresh_app")
+start = start_app
 
 
 def prediction(at: AppTest) -> str:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import streamlit as st
 import torch
 from streamlit.testing.v1 import AppTest
 
+from tests.conftest import start_app
 from tfviz import Encoder, analysis, experiment, experiment_jobs, get_task, save_checkpoint
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -27,28 +27,8 @@ SECTIONS = (
 )
 
 
-@pytest.fixture(autouse=True)
-def fresh(monkeypatch, tmp_path):
-    """Empty caches (they outlive AppTest instances) and a private user models folder."""
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    monkeypatch.setenv("TFVIZ_USER_MODELS", str(tmp_path / "user_models"))
-    threads = torch.get_num_threads()
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    torch.set_num_threads(threads)  # the app sets it for the process; put it back
-
-
-def start(view: str, model: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state["view"] = view
-    at.run()
-    assert not at.exception, at.exception
-    if model is not None:
-        at.selectbox(key="model").set_value(model).run()
-        assert not at.exception, at.exception
-    return at
+pytestmark = pytest.mark.usefixtures("fresh_app")
+start = start_app
 
 
 def show(at: AppTest, section: str) -> AppTest:

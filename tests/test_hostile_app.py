@@ -18,10 +18,9 @@ import time
 from pathlib import Path
 
 import pytest
-import streamlit as st
-import torch
 from streamlit.testing.v1 import AppTest
 
+from tests.conftest import start_app
 from tfviz import get_task, jobs, list_tasks
 from tfviz.checkpoint import safe_model_path
 
@@ -58,25 +57,8 @@ MARKUP = set("<>*_[]`$&#|~\\!")  # characters that can start markup in Streamlit
 TAG = re.compile(r"<\s*/?\s*[A-Za-z!?]")
 
 
-@pytest.fixture(autouse=True)
-def fresh(monkeypatch, tmp_path):
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    monkeypatch.setenv("TFVIZ_USER_MODELS", str(tmp_path / "user_models"))
-    threads = torch.get_num_threads()
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    torch.set_num_threads(threads)
-
-
-def start(view: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    if view:
-        at.session_state["view"] = view
-    at.run()
-    assert not at.exception, at.exception
-    return at
+pytestmark = pytest.mark.usefixtures("fresh_app")
+start = start_app
 
 
 def plain(text: str) -> str:

@@ -10,12 +10,12 @@ import re
 from pathlib import Path
 
 import pytest
-import streamlit as st
 import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from streamlit.testing.v1 import AppTest
 
+from tests.conftest import start_app
 from tfviz import CheckpointError, jobs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -25,24 +25,8 @@ REVERSE = (ROOT / "models" / "reverse.safetensors").read_bytes()
 MIME = "application/octet-stream"
 
 
-@pytest.fixture(autouse=True)
-def fresh(monkeypatch, tmp_path):
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    monkeypatch.setenv("TFVIZ_USER_MODELS", str(tmp_path / "user_models"))
-    monkeypatch.delenv("TFVIZ_MAX_UPLOAD_MB", raising=False)
-    threads = torch.get_num_threads()
-    yield
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    torch.set_num_threads(threads)
-
-
-def start() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    assert not at.exception, at.exception
-    return at
+pytestmark = pytest.mark.usefixtures("fresh_app")
+start = start_app
 
 
 def upload(at: AppTest, name: str, data: bytes) -> AppTest:
