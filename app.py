@@ -1319,8 +1319,8 @@ def analysis_tab(view: View) -> None:
 
 @st.cache_resource(show_spinner=False)
 def experiment_runner() -> experiment_jobs.ExperimentRunner:
-    """One runner for the process, so its cap on concurrent experiments holds for everyone."""
-    return experiment_jobs.ExperimentRunner(max_running=jobs.default_max_jobs())
+    """One runner for the process; its reruns take slots of the one training JobManager."""
+    return experiment_jobs.ExperimentRunner(job_manager())
 
 
 @st.cache_data(show_spinner=False, max_entries=16)

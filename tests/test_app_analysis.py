@@ -13,7 +13,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
-from tfviz import Encoder, analysis, experiment, experiment_jobs, get_task, save_checkpoint
+from tfviz import Encoder, analysis, experiment, experiment_jobs, get_task, jobs, save_checkpoint
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 ANALYSIS, EXPERIMENT = "Analysis", "Does W_o matter?"
@@ -285,19 +285,31 @@ def test_a_rerun_can_be_cancelled():
     ],
 )
 def test_the_runner_refuses_settings_out_of_range(spec, message):
+    manager = jobs.JobManager(max_jobs=1, max_queue=0, device="cpu")
     with pytest.raises(ValueError, match=message):
-        experiment_jobs.ExperimentRunner().submit(spec)
+        experiment_jobs.ExperimentRunner(manager).submit(spec)
+    assert manager.counts() == (0, 0)  # a refused rerun holds no slot
 
 
-def test_the_runner_caps_running_experiments_and_frees_the_slot():
-    runner = experiment_jobs.ExperimentRunner(max_running=1)
+def test_reruns_and_training_share_the_servers_slots(tmp_path):
+    manager = jobs.JobManager(max_jobs=1, max_queue=1, device="cpu")
+    runner = experiment_jobs.ExperimentRunner(manager)
     job = runner.submit(experiment_jobs.ExperimentSpec("balanced", seeds=1, steps=5))
     try:
-        with pytest.raises(experiment_jobs.RunnerBusy, match="1 of 1 experiment slots"):
+        assert manager.counts() == (1, 0)
+        with pytest.raises(experiment_jobs.RunnerBusy, match="all 1 training slots"):
             runner.submit(experiment_jobs.ExperimentSpec("balanced", seeds=1, steps=5))
+        # A training job submitted now waits for the rerun's slot instead of running beside it.
+        spec = jobs.JobSpec(
+            task="balanced", name="after_rerun", steps=5, d_model=16, n_heads=2, d_ff=32, n_layers=1
+        )
+        training = manager.submit(spec, tmp_path)
+        assert training.status in (jobs.QUEUED, jobs.RUNNING)
+        assert manager.counts()[0] == 1
     finally:
         assert job.wait(60)
     snap = job.snapshot()
     assert snap.status == experiment_jobs.DONE and snap.fraction == 1.0
     assert [r.condition for r in snap.result.runs] == list(experiment.CONDITIONS)
-    assert runner.running() == 0
+    assert training.wait(60) and training.status == jobs.DONE  # started once the slot came back
+    assert manager.counts() == (0, 0)

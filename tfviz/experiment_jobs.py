@@ -3,8 +3,8 @@
 Streamlit aborts work done in the script thread whenever the user touches a widget, so a rerun of
 tfviz.experiment runs in a worker thread started here, as training does in tfviz.jobs. The worker
 never calls Streamlit (this module does not import it): it writes its progress into its
-ExperimentJob under a lock, and the page polls `snapshot()`. One ExperimentRunner serves the
-process and caps how many experiments run at once, so a crowd of reruns cannot take every core.
+ExperimentJob under a lock, and the page polls `snapshot()`. Each rerun runs in a slot borrowed
+from the training JobManager, so training and reruns together never take more than its cap.
 The result stays in memory (the caller keeps it in its session); nothing is written to disk, so
 the shipped results in models/experiments/ are never overwritten.
 """
@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from tfviz import experiment
+from tfviz.jobs import JobManager
 from tfviz.tasks import get_task
 
 MAX_SEEDS = 5  # per condition; the shipped results use 5
@@ -166,15 +167,13 @@ class ExperimentJob:
 
 
 class ExperimentRunner:
-    """Starts experiment jobs in worker threads, at most max_running at once (no queue)."""
+    """Starts experiment reruns in worker threads, each in a slot borrowed from the training
+    JobManager: reruns train too, so together with training jobs they use at most its max_jobs
+    cores. A rerun does not queue; when no slot is free it is refused with a message."""
 
-    def __init__(self, max_running: int = 1, device: str = "cpu"):
-        if max_running < 1:
-            raise ValueError("max_running must be >= 1")
-        self.max_running = max_running
+    def __init__(self, slots: JobManager, device: str = "cpu"):
+        self.slots = slots
         self.device = device  # "cpu" keeps reruns comparable with the shipped results
-        self._lock = threading.Lock()
-        self._running: list[ExperimentJob] = []
         self._ids = itertools.count(1)
 
     def submit(self, spec: ExperimentSpec) -> ExperimentJob:
@@ -182,25 +181,18 @@ class ExperimentRunner:
 
         Raises:
             ValueError: a setting is out of range (the message says which and what is allowed).
-            RunnerBusy: max_running experiments are running already.
+            RunnerBusy: every slot of the training JobManager is busy.
         """
         spec.check()
-        with self._lock:
-            if len(self._running) >= self.max_running:
-                raise RunnerBusy(
-                    f"{len(self._running)} of {self.max_running} experiment slots are busy; "
-                    f"try again when one has finished"
-                )
-            job = ExperimentJob(next(self._ids), spec, self.device, on_end=self._release)
-            self._running.append(job)
+        if not self.slots.borrow_slot():
+            busy, queued = self.slots.counts()
+            raise RunnerBusy(
+                f"all {self.slots.max_jobs} training slots of this server are busy ({busy} in use, "
+                f"{queued} waiting; training and experiment reruns share them); try again later"
+            )
+        job = ExperimentJob(next(self._ids), spec, self.device, on_end=self._release)
         threading.Thread(target=job._run, name=f"tfviz-experiment-{job.id}", daemon=True).start()
         return job
 
-    def running(self) -> int:
-        with self._lock:
-            return len(self._running)
-
     def _release(self, job: ExperimentJob) -> None:
-        with self._lock:
-            if job in self._running:
-                self._running.remove(job)
+        self.slots.return_slot()

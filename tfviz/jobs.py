@@ -412,6 +412,7 @@ class JobManager:
         self._lock = threading.Lock()
         self._running: list[Job] = []
         self._queue: list[Job] = []
+        self._borrowed = 0  # slots lent to other CPU-bound work (experiment reruns)
         self._ids = itertools.count(1)
 
     def submit(
@@ -443,14 +444,14 @@ class JobManager:
                     f"a model named {path.stem!r} already exists or is being trained; "
                     f"choose another name"
                 )
-            if len(self._running) >= self.max_jobs and len(self._queue) >= self.max_queue:
+            if self._busy() >= self.max_jobs and len(self._queue) >= self.max_queue:
                 self._finish_abandoned(gone)
                 raise QueueFull(
                     f"all {self.max_jobs} training slots are busy and {len(self._queue)} jobs "
                     f"are waiting already; try again when one has finished"
                 )
             job = Job(next(self._ids), spec, config, path, self, is_alive=is_alive)
-            if len(self._running) < self.max_jobs:
+            if self._busy() < self.max_jobs:
                 self._start(job)
             else:
                 self._queue.append(job)
@@ -466,12 +467,41 @@ class JobManager:
         return place
 
     def counts(self) -> tuple[int, int]:
-        """(running, queued) right now."""
+        """(busy slots, queued jobs) right now; lent slots count as busy."""
         with self._lock:
             gone = self._drop_abandoned()
-            counts = len(self._running), len(self._queue)
+            counts = self._busy(), len(self._queue)
         self._finish_abandoned(gone)
         return counts
+
+    def borrow_slot(self) -> bool:
+        """Take one slot for other CPU-bound work if one is free now (no queueing); True if taken.
+
+        Experiment reruns train too: sharing the cap keeps all training on the server to
+        max_jobs cores, however it was started. Give the slot back with return_slot().
+        """
+        with self._lock:
+            if self._busy() >= self.max_jobs or self._queue:
+                return False
+            self._borrowed += 1
+            return True
+
+    def return_slot(self) -> None:
+        """Give back a borrowed slot; the next waiting training job may start in it."""
+        with self._lock:
+            self._borrowed = max(0, self._borrowed - 1)
+            gone = self._drop_abandoned()
+            self._start_waiting()
+        self._finish_abandoned(gone)
+
+    def _busy(self) -> int:
+        """Slots in use; caller holds self._lock."""
+        return len(self._running) + self._borrowed
+
+    def _start_waiting(self) -> None:
+        """Start queued jobs while slots are free; caller holds self._lock."""
+        while self._queue and self._busy() < self.max_jobs:
+            self._start(self._queue.pop(0))
 
     def _drop_abandoned(self) -> list[Job]:
         """Take queued jobs whose owner is gone out of the queue; caller holds self._lock."""
@@ -507,6 +537,5 @@ class JobManager:
             if job in self._running:
                 self._running.remove(job)
             gone = self._drop_abandoned()
-            while self._queue and len(self._running) < self.max_jobs:
-                self._start(self._queue.pop(0))
+            self._start_waiting()
         self._finish_abandoned(gone)
