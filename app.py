@@ -4,7 +4,9 @@ Run with `streamlit run app.py`. This script only composes widgets, library call
 numbers come from tfviz.compare, figures from tfviz.plots, training from tfviz.jobs; it holds no
 torch code. Each checkpoint is loaded once per process (st.cache_resource) and shared by every
 browser session, so it is never changed: the W_o switch and head ablation are forward arguments.
-Traces are cached per (checkpoint digest, sequence, switches) and hold numpy only.
+Traces are cached per (checkpoint digest, sequence, switches) and hold numpy only. An uploaded
+checkpoint is validated before use and kept in its session only; training and experiment reruns
+run in worker threads under one server-wide cap (tfviz.jobs).
 
 The tabs are lazy (only the open one runs), so a keystroke redraws only the view being looked at.
 A new view is one function taking a View, added to TABS.
