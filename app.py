@@ -279,8 +279,8 @@ class Switches:
         return "; ".join(parts) or "learned W_o"
 
 
-# ~120 KB a trace: 96 keep every open session's current pair (learned, switched) of a class of
-# 40 without letting the cache grow past ~12 MB (bench/load.py measures memory after sessions).
+# ~50 KB a trace (W_o and the per-head terms are derived when shown, not stored): 96 keep every
+# open session's current pair (learned, switched) of a class of 40 in about 5 MB.
 @st.cache_data(show_spinner=False, max_entries=96)
 def cached_trace(
     digest: str, task_name: str, text: str, w_o: str, layer: int | None, ablate: tuple, _model
@@ -290,6 +290,12 @@ def cached_trace(
     return compare.run_trace(
         _model, get_task(task_name), text, switches["w_o"], switches["ablate_heads"]
     )
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_w_o(digest: str, w_o_modes: tuple[str, ...], _model) -> np.ndarray:
+    """The W_o each layer applied, per checkpoint and modes (not per sequence)."""
+    return compare.w_o_used(_model, w_o_modes)
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -579,6 +585,7 @@ def w_o_tab(view: View) -> None:
             "of all of concat, so no block of columns belongs to one head any more."
         )
     cosine = compare.cosine_per_token(tr.concat[layer], tr.attn_out[layer])
+    W_o = cached_w_o(view.entry.digest, tuple(tr.w_o_modes), _model=view.model)  # (L, D, D)
     chart(
         plots.cosine_bars(cosine, tr.labels, title="cosine(concat, attn_out) per token"),
         key="cosine",
@@ -589,7 +596,7 @@ def w_o_tab(view: View) -> None:
     )
     left, right = st.columns(2)
     with left:
-        chart(plots.w_o_matrix(tr.W_o[layer], H, title=f"W_o of L{layer}"), key="w_o")
+        chart(plots.w_o_matrix(W_o[layer], H, title=f"W_o of L{layer}"), key="w_o")
         st.caption(
             "Row i builds output dimension i from all D inputs; the dotted lines split the inputs "
             "into the heads' blocks. Colour in every block of a row: that output draws on every "
@@ -599,7 +606,9 @@ def w_o_tab(view: View) -> None:
         token = st.select_slider("Token", options=tr.labels, key="wo_token")
         t = tr.labels.index(token)
         chart(
-            plots.head_contributions(tr.head_contrib[layer, :, t], token),
+            plots.head_contributions(
+                compare.head_contributions(tr.z[layer], W_o[layer])[:, t], token
+            ),
             key="head_contributions",
         )
         st.caption(
@@ -609,7 +618,7 @@ def w_o_tab(view: View) -> None:
         )
         st.metric(
             "max |Σ_h z_h W_o^h + b_o − attn_out|",
-            f"{compare.decomposition_error(tr, layer):.1e}",
+            f"{compare.decomposition_error(tr, W_o, layer):.1e}",
             help="Float32 rounding only: attn_out is exactly the sum of one term per head + b_o.",
         )
 

@@ -43,9 +43,8 @@ def test_run_trace_shapes_and_dtypes(learned, task):
     assert learned.z.shape == (L, H, T, D // H)
     for name in ("concat", "attn_out", "resid_mid", "resid_out"):
         assert getattr(learned, name).shape == (L, T, D), name
-    assert learned.head_contrib.shape == (L, H, T, D)
-    assert learned.W_o.shape == (L, D, D) and learned.b_o.shape == (L, D)
-    for name in ("attn", "concat", "attn_out", "head_contrib", "resid_out", "W_o"):
+    assert learned.b_o.shape == (L, D)
+    for name in ("attn", "concat", "attn_out", "resid_out", "b_o"):
         assert getattr(learned, name).dtype == np.float32, name
     assert learned.labels == task.labels(TEXT)
     assert learned.answer == list(reversed(TEXT))
@@ -57,7 +56,10 @@ def test_run_trace_matches_the_model(model, task, learned):
     ids, pad = task.encode_batch([TEXT])
     out = model(ids, pad, trace=True)
     np.testing.assert_allclose(learned.attn_out[1], out.trace.layers[1].attn_out[0].numpy())
-    np.testing.assert_allclose(learned.W_o[0], model.layers[0].attn.W_o.weight.numpy())
+    W = compare.w_o_used(model, learned.w_o_modes)
+    np.testing.assert_array_equal(W[0], model.layers[0].attn.W_o.weight.numpy())
+    contrib = out.trace.layers[1].head_contributions()[0].numpy()
+    np.testing.assert_allclose(compare.head_contributions(learned.z[1], W[1]), contrib, atol=1e-6)
     assert learned.prediction == task.predict_tokens(model, TEXT)
 
 
@@ -66,14 +68,17 @@ def test_run_trace_refuses_bad_text(model, task):
         compare.run_trace(model, task, "abz")
 
 
-def test_decomposition_error_is_float32_rounding(learned):
-    assert compare.decomposition_error(learned) < 1e-5
-    assert compare.decomposition_error(learned, layer=0) < 1e-5
+def test_decomposition_error_is_float32_rounding(model, learned):
+    W = compare.w_o_used(model, learned.w_o_modes)
+    assert compare.decomposition_error(learned, W) < 1e-5
+    assert compare.decomposition_error(learned, W, layer=0) < 1e-5
 
 
-def test_decomposition_error_notices_a_missing_bias(learned):
+def test_decomposition_error_notices_a_missing_bias_or_a_wrong_w_o(model, learned):
+    W = compare.w_o_used(model, learned.w_o_modes)
     broken = compare.TraceArrays(**{**learned.__dict__, "b_o": np.zeros_like(learned.b_o)})
-    assert compare.decomposition_error(broken) > 1e-3
+    assert compare.decomposition_error(broken, W) > 1e-3
+    assert compare.decomposition_error(learned, W.transpose(0, 2, 1)) > 1e-3
 
 
 def test_identity_mode_passes_concat_through(model, task):
@@ -81,17 +86,21 @@ def test_identity_mode_passes_concat_through(model, task):
     assert off.w_o_modes == ["identity", "identity"]
     np.testing.assert_array_equal(off.attn_out, off.concat)
     np.testing.assert_allclose(compare.cosine_per_token(off.concat, off.attn_out), 1.0, atol=1e-6)
-    assert compare.decomposition_error(off) < 1e-6
+    W = compare.w_o_used(model, off.w_o_modes)
+    np.testing.assert_array_equal(W[1], np.eye(W.shape[-1], dtype=np.float32))
+    assert compare.decomposition_error(off, W) < 1e-6
     # Without W_o each head writes only into its own block of dims: block-diagonal terms.
     d_k = off.z.shape[-1]
+    contrib = compare.head_contributions(off.z[0], W[0])
     for h in range(off.n_heads):
-        outside = np.delete(off.head_contrib[:, h], np.s_[h * d_k : (h + 1) * d_k], axis=-1)
+        outside = np.delete(contrib[h], np.s_[h * d_k : (h + 1) * d_k], axis=-1)
         assert np.abs(outside).max() == 0.0
 
 
-def test_learned_w_o_spreads_every_head_over_every_dim(learned):
+def test_learned_w_o_spreads_every_head_over_every_dim(model, learned):
     d_k = learned.z.shape[-1]
-    outside = np.delete(learned.head_contrib[0, 0], np.s_[0:d_k], axis=-1)
+    W = compare.w_o_used(model, learned.w_o_modes)
+    outside = np.delete(compare.head_contributions(learned.z[0], W[0])[0], np.s_[0:d_k], axis=-1)
     assert np.abs(outside).max() > 1e-3
 
 
@@ -127,7 +136,8 @@ def test_ablation_zeroes_the_head_before_w_o(model, task):
     ablated = compare.run_trace(model, task, TEXT, ablate_heads=[(0, 2)])
     assert ablated.ablated == ((0, 2),)
     assert np.abs(ablated.z[0, 2]).max() == 0.0
-    assert np.abs(ablated.head_contrib[0, 2]).max() == 0.0
+    W = compare.w_o_used(model, ablated.w_o_modes)
+    assert np.abs(compare.head_contributions(ablated.z[0], W[0])[2]).max() == 0.0
     assert np.abs(ablated.z[0, 1]).max() > 0.0
 
 

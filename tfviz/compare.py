@@ -39,11 +39,9 @@ class TraceArrays:
     z: np.ndarray  # (L, H, T, d_k) each head's output
     concat: np.ndarray  # (L, T, D) heads side by side: the input of W_o
     attn_out: np.ndarray  # (L, T, D) the output of W_o: what attention adds to the residual
-    head_contrib: np.ndarray  # (L, H, T, D) z_h W_o^h: head h's share of attn_out
     resid_mid: np.ndarray  # (L, T, D) residual stream after the attention sublayer
     resid_out: np.ndarray  # (L, T, D) residual stream after the whole layer
-    W_o: np.ndarray  # (L, D, D) the map applied, nn.Linear layout (out, in)
-    b_o: np.ndarray  # (L, D) the bias added
+    b_o: np.ndarray  # (L, D) the bias added (zero when W_o is switched off)
     prediction: list[str]  # the model's answer, one token per answer position
     answer: list[str]  # the right answer, same layout
 
@@ -120,10 +118,8 @@ def run_trace(
         z=stack(lt.z[0] for lt in layers),
         concat=stack(lt.concat[0] for lt in layers),
         attn_out=stack(lt.attn_out[0] for lt in layers),
-        head_contrib=stack(lt.head_contributions()[0] for lt in layers),
         resid_mid=stack(lt.resid_mid[0] for lt in layers),
         resid_out=stack(lt.resid_out[0] for lt in layers),
-        W_o=stack(lt.W_o for lt in layers),
         b_o=stack(lt.b_o for lt in layers),
         prediction=task.answer_from_logits(out.logits[0], len(text)),
         answer=task.solve_tokens(text),
@@ -146,14 +142,44 @@ def cosine_per_token(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.clip(cos, -1.0, 1.0).astype(np.float32)
 
 
-def decomposition_error(trace: TraceArrays, layer: int | None = None) -> float:
+def w_o_used(model, w_o_modes: Sequence[str]) -> np.ndarray:
+    """(L, D, D) the map each layer applied, nn.Linear layout (out, in): the learned W_o, the
+    identity (W_o off) or zeros. Kept out of TraceArrays: it is the same for every sequence."""
+    mats = []
+    for layer, mode in zip(model.layers, w_o_modes, strict=True):
+        W = layer.attn.W_o.weight.detach().to("cpu", torch.float32).numpy()
+        if mode == "identity":
+            W = np.eye(W.shape[0], dtype=np.float32)
+        elif mode == "zero":
+            W = np.zeros_like(W)
+        mats.append(W)
+    return np.stack(mats)
+
+
+def head_contributions(z: np.ndarray, W_o: np.ndarray) -> np.ndarray:
+    """z_h W_o^h for one layer: z (H, T, d_k) and W_o (D, D) -> (H, T, D).
+
+    W_o^h is the block of rows of W_o^T that reads head h's slice of concat; the H terms plus
+    b_o add up to attn_out.
+    """
+    H, _, d_k = z.shape
+    blocks = W_o.T.reshape(H, d_k, -1)  # (H, d_k, D)
+    return np.einsum("htk,hkd->htd", z, blocks).astype(np.float32)
+
+
+def decomposition_error(trace: TraceArrays, W_o: np.ndarray, layer: int | None = None) -> float:
     """max |sum_h z_h W_o^h + b_o - attn_out| over tokens and dims (one layer, or all layers).
 
-    About 1e-6 (float32 rounding): attn_out is exactly the sum of one term per head plus the bias.
+    attn_out comes from the model's own W_o; the sum is rebuilt here from z alone, so this checks
+    the decomposition, and is about 1e-6 (float32 rounding).
     """
-    rebuilt = trace.head_contrib.astype(np.float64).sum(axis=1) + trace.b_o[:, None, :]
-    err = np.abs(rebuilt - trace.attn_out)  # (L, T, D)
-    return float(err.max() if layer is None else err[layer].max())
+    layers = range(trace.n_layers) if layer is None else [layer]
+    err = 0.0
+    for lay in layers:
+        terms = head_contributions(trace.z[lay].astype(np.float64), W_o[lay].astype(np.float64))
+        rebuilt = terms.sum(axis=0) + trace.b_o[lay]
+        err = max(err, float(np.abs(rebuilt - trace.attn_out[lay]).max()))
+    return err
 
 
 def resid_cosine(base: TraceArrays, switched: TraceArrays) -> np.ndarray:
