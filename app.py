@@ -20,7 +20,7 @@ import hashlib
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -1564,21 +1564,23 @@ def main() -> None:
         "Concatenating the heads is not integrating them: the output projection W_o mixes every "
         "head into every output dimension. Type a sequence and look."
     )
-    view = View(entry=entry, model=model, meta=meta, task=task, switches=switches)
+    main_area(View(entry=entry, model=model, meta=meta, task=task, switches=switches))
+
+
+@st.fragment
+def main_area(view: View) -> None:
+    """The sequence, the prediction and the open tab.
+
+    A fragment: typing a sequence or using a tab reruns only this part, so the sidebar is neither
+    recomputed nor redrawn on each keystroke (bench/ui_latency.py). The sidebar's widgets still
+    rerun the whole page.
+    """
+    entry, model, task, switches = view.entry, view.model, view.task, view.switches
     text = sequence_input(task)
     if text is not None:
         trace = trace_for(entry, model, task, text, switches)
         base = trace_for(entry, model, task, text, Switches()) if switches.active else trace
-        view = View(
-            entry=entry,
-            model=model,
-            meta=meta,
-            task=task,
-            switches=switches,
-            text=text,
-            trace=trace,
-            base=base,
-        )
+        view = replace(view, text=text, trace=trace, base=base)
         show_prediction(view)
 
     tabs = st.tabs([label for label, _, _ in TABS], key="view", on_change="rerun")
