@@ -527,22 +527,23 @@ def attention_tab(view: View) -> None:
     )
     left, right = st.columns(2)
     with left:
-        a, b = st.columns(2)
-        layer = a.selectbox(
-            "Layer", range(tr.n_layers), format_func=lambda x: f"L{x}", key="attn_layer"
-        )
-        head = b.selectbox(
-            "Head", range(tr.n_heads), format_func=lambda x: f"H{x}", key="attn_head"
-        )
-        chart(
-            plots.attention_map(tr.attn[layer, head], tr.labels, title=f"L{layer} H{head}"),
-            key="attention_head",
-        )
+        # Off by default: a second heatmap costs the browser a redraw on every keystroke.
+        if st.toggle("Enlarge one head", key="attn_enlarge"):
+            a, b = st.columns(2)
+            layer = a.selectbox(
+                "Layer", range(tr.n_layers), format_func=lambda x: f"L{x}", key="attn_layer"
+            )
+            head = b.selectbox(
+                "Head", range(tr.n_heads), format_func=lambda x: f"H{x}", key="attn_head"
+            )
+            chart(
+                plots.attention_map(tr.attn[layer, head], tr.labels, title=f"L{layer} H{head}"),
+                key="attention_head",
+            )
     with right:
         st.caption(
-            "Pick a layer and a head to see its map large. Every weight shown here, of every "
-            "layer and head, can be downloaded as a table with columns layer, head, query, key, "
-            "weight:"
+            "Every weight shown here, of every layer and head, can be downloaded as a table "
+            "with columns layer, head, query, key, weight:"
         )
         st.download_button(
             "Download attention weights (CSV)",

@@ -50,7 +50,7 @@ def test_starts_on_a_bundled_model_with_its_first_example():
     table = prediction(at)
     assert "right answer" in table and " ".join(reversed(example)) in table
     figures = charts(at)
-    assert len(figures) == 2  # the grid (heads and their mean), one head enlarged
+    assert len(figures) == 1  # the grid (heads and their mean); a head is enlarged on request
     titles = [a["text"] for a in figures[0]["layout"]["annotations"]]
     assert titles == [f"L{lay} {h}" for lay in range(2) for h in ("H0", "H1", "H2", "H3", "mean")]
     assert figures[0]["data"][0]["x"][0] == "H0 key BOS"
@@ -267,3 +267,17 @@ def test_a_bad_job_limit_setting_is_reported_not_raised(monkeypatch):
     monkeypatch.setenv("TFVIZ_MAX_JOBS", "lots")
     at = start("Train")
     assert "TFVIZ_MAX_JOBS must be an integer" in at.error[0].value.replace("\\", "")
+
+
+def test_one_head_is_enlarged_on_choice():
+    at = start()
+    assert len(charts(at)) == 1  # only the grid until a head is asked for
+    at.toggle(key="attn_enlarge").set_value(True).run()
+    at.selectbox(key="attn_layer").set_value(1).run()
+    at.selectbox(key="attn_head").set_value(2).run()
+    assert not at.exception
+    big = charts(at)[1]
+    assert big["layout"]["title"]["text"] == "L1 H2"
+    grid_weights = array(big["data"][0]["z"])
+    assert grid_weights.shape[0] == len(at.text_input(key="sequence").value) + 1  # BOS + tokens
+    np.testing.assert_allclose(grid_weights.sum(axis=1), 1.0, atol=1e-5)  # rows sum to 1
