@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,25 @@ def start_app(view: str | None = None, model: str | None = None):
         at.selectbox(key="model").set_value(model).run()
         assert not at.exception, at.exception
     return at
+
+
+def wait_until(condition, timeout: float = 30.0) -> None:
+    """Poll condition (bounded) until it holds; AssertionError if it never does."""
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.01)
+
+
+def submit_training(at, name: str, steps: int):
+    """Start a tiny training through the app's Train form; returns the session's job."""
+    at.selectbox(key="train_d_model").set_value(16)
+    at.selectbox(key="train_heads").set_value(2)
+    at.selectbox(key="train_layers").set_value(1)
+    at.selectbox(key="train_d_ff").set_value(32)
+    at.number_input(key="train_steps").set_value(steps)
+    at.text_input(key="train_name").set_value(name)
+    at.button(key="train_submit").click().run()
+    assert not at.exception and not at.error
+    return at.session_state["train_job"]

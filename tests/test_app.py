@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import start_app
+from tests.conftest import start_app, submit_training
 from tfviz import get_task
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -176,17 +176,6 @@ def test_unreadable_user_model_is_skipped_with_a_warning(tmp_path):
     at = start()
     assert any("broken.safetensors" in w.value.replace("\\", "") for w in at.warning)
     assert "yours:broken" not in at.selectbox(key="model").options
-
-
-def submit_training(at: AppTest, name: str, steps: int) -> None:
-    at.selectbox(key="train_d_model").set_value(16)
-    at.selectbox(key="train_heads").set_value(2)
-    at.selectbox(key="train_layers").set_value(1)
-    at.selectbox(key="train_d_ff").set_value(32)
-    at.number_input(key="train_steps").set_value(steps)
-    at.text_input(key="train_name").set_value(name)
-    at.button(key="train_submit").click().run()
-    assert not at.exception and not at.error
 
 
 def test_training_through_the_form_makes_a_selectable_model(tmp_path):

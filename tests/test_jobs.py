@@ -5,12 +5,12 @@ from __future__ import annotations
 import errno
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import wait_until
 from tfviz import jobs, load_checkpoint
 
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16)
@@ -18,14 +18,6 @@ TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16)
 
 def spec(name: str, steps: int = 20, **kw) -> jobs.JobSpec:
     return jobs.JobSpec(name=name, steps=steps, **{"task": "reverse", **TINY, **kw})
-
-
-def wait_until(condition, timeout: float = 30.0) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.01)
 
 
 @pytest.fixture

@@ -7,12 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
-import streamlit as st
-import torch
 from streamlit import config as st_config
 from streamlit.runtime.runtime import Runtime
 from streamlit.testing.v1 import AppTest
 
+from tests.conftest import submit_training, wait_until
 from tfviz import jobs
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -21,14 +20,6 @@ TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16)
 
 def spec(name: str, steps: int = jobs.MAX_STEPS) -> jobs.JobSpec:
     return jobs.JobSpec(task="reverse", name=name, steps=steps, **TINY)
-
-
-def wait_until(condition, timeout: float = 30.0) -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError("condition not reached in time")
-        time.sleep(0.01)
 
 
 class Owner:
@@ -164,29 +155,11 @@ class FakeRuntime:
 
 
 @pytest.fixture
-def app_env(monkeypatch, tmp_path):
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    monkeypatch.setenv("TFVIZ_USER_MODELS", str(tmp_path / "user_models"))
+def app_env(fresh_app):
+    """fresh_app, and the session grace time put back (one test shortens it)."""
     ttl = st_config.get_option("server.disconnectedSessionTTL")
-    threads = torch.get_num_threads()
-    yield tmp_path / "user_models"
+    yield fresh_app
     st_config.set_option("server.disconnectedSessionTTL", ttl)
-    st.cache_data.clear()
-    st.cache_resource.clear()
-    torch.set_num_threads(threads)
-
-
-def submit(at: AppTest, name: str, steps: int) -> jobs.Job:
-    at.selectbox(key="train_d_model").set_value(16)
-    at.selectbox(key="train_heads").set_value(2)
-    at.selectbox(key="train_layers").set_value(1)
-    at.selectbox(key="train_d_ff").set_value(32)
-    at.number_input(key="train_steps").set_value(steps)
-    at.text_input(key="train_name").set_value(name)
-    at.button(key="train_submit").click().run()
-    assert not at.exception and not at.error
-    return at.session_state["train_job"]
 
 
 def test_the_app_stops_a_job_once_its_browser_session_is_gone(monkeypatch, app_env):
@@ -194,7 +167,7 @@ def test_the_app_stops_a_job_once_its_browser_session_is_gone(monkeypatch, app_e
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["view"] = "Train"
     at.run()
-    job = submit(at, "closing", jobs.MAX_STEPS)
+    job = submit_training(at, "closing", jobs.MAX_STEPS)
     wait_until(lambda: job.snapshot().step >= 3)
     fake = FakeRuntime()
     monkeypatch.setattr(Runtime, "_instance", fake)  # a server is running now
@@ -219,7 +192,7 @@ def test_without_a_server_runtime_the_session_counts_as_open(app_env):
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["view"] = "Train"
     at.run()
-    job = submit(at, "no_runtime", 20)
+    job = submit_training(at, "no_runtime", 20)
     assert job._is_alive is not None and job.owner_alive()
     assert job.wait(60)
     assert job.snapshot().status == jobs.DONE, job.snapshot().message
