@@ -42,13 +42,10 @@ import math
 import os
 import random
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +58,10 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.server import free_port, healthy, streamlit_command  # noqa: E402
+
 TARGET_SESSIONS = 40
 TARGET_P95_S = 2.0
 TARGET_MEMORY_RATIO = 0.10
@@ -434,37 +435,11 @@ class Session:
 # ---- the server ---------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def healthy(base_url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base_url}/_stcore/health", timeout=2) as r:
-            return r.status == 200 and r.read().strip() == b"ok"
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 def start_server(port: int, ttl: int, log_path: Path, env_dir: Path, app: str) -> subprocess.Popen:
     """`streamlit run app.py` on 127.0.0.1:port, with a private user models folder."""
     env = dict(os.environ)
     env["TFVIZ_USER_MODELS"] = str(env_dir / "user_models")
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        app,
-        f"--server.port={port}",
-        "--server.address=127.0.0.1",
-        "--server.headless=true",
-        "--browser.gatherUsageStats=false",
-        "--server.fileWatcherType=none",
-        f"--server.disconnectedSessionTTL={ttl}",
-    ]
+    cmd = streamlit_command(app, port, f"--server.disconnectedSessionTTL={ttl}")
     with open(log_path, "wb") as log:
         return subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL

@@ -38,20 +38,21 @@ import math
 import os
 import random
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.server import free_port, healthy, streamlit_command  # noqa: E402
+
 MODELS = ROOT / "models"
 DEFAULT_MODEL = "reverse"
 CHROMIUM = "/usr/bin/chromium"
@@ -266,20 +267,6 @@ class Config:
 # ---- the server --------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-            return r.status == 200 and r.read().strip() == b"ok"
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 class Server:
     """`streamlit run app.py` on a free loopback port with a private user models folder."""
 
@@ -288,10 +275,7 @@ class Server:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / f"server_{self.port}.log"
         env = dict(os.environ, TFVIZ_USER_MODELS=str(workdir / f"user_models_{self.port}"))
-        cmd = [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py")]
-        cmd += [f"--server.port={self.port}", "--server.address=127.0.0.1"]
-        cmd += ["--server.headless=true", "--browser.gatherUsageStats=false"]
-        cmd += ["--server.fileWatcherType=none", *extra]
+        cmd = streamlit_command(ROOT / "app.py", self.port, *extra)
         self.spawned = time.time()  # epoch seconds: compared with the page's clock
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(

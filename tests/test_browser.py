@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from bench.server import free_port, healthy, streamlit_command
 
 try:
     from playwright.sync_api import Error as PlaywrightError
@@ -126,20 +124,6 @@ def browser():
         pw.stop()
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-            return r.status == 200 and r.read().strip() == b"ok"
-    except (urllib.error.URLError, OSError):
-        return False
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """`streamlit run app.py` on a free loopback port, with a private user models folder."""
@@ -147,9 +131,7 @@ def server(tmp_path_factory):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, TFVIZ_USER_MODELS=str(tmp / "user_models"))
-    cmd = [sys.executable, "-m", "streamlit", "run", str(APP), f"--server.port={port}"]
-    cmd += ["--server.address=127.0.0.1", "--server.headless=true"]
-    cmd += ["--browser.gatherUsageStats=false", "--server.fileWatcherType=none"]
+    cmd = streamlit_command(APP, port)
     log_path = tmp / "server.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
