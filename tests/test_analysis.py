@@ -11,7 +11,7 @@ import torch
 
 from tests.conftest import MODELS, make_model
 from tfviz import analysis as A
-from tfviz import get_task, load_checkpoint
+from tfviz import get_task, load_checkpoint, wo
 from tfviz.model import layer_modes
 
 ATOL = 1e-5
@@ -85,7 +85,8 @@ def test_norm_attention_is_the_norm_of_each_term_of_head_contributions(w_o, abla
     assert summed.shape == (L, 3, 6, 6) and np.isfinite(summed).all()
     for layer, lt in enumerate(trace.layers):
         # The j-th term of z_h W_o^h, built from the model's weights (not from the trace's W_o).
-        W = A.effective_w_o(model, layer, layer_modes(w_o, L)[layer])
+        lin = model.layers[layer].attn.W_o
+        W = wo.effective(lin.weight.detach(), lin.bias.detach(), layer_modes(w_o, L)[layer])[0]
         blocks = torch.stack([W[:, h * d_k : (h + 1) * d_k].T for h in range(H)])  # (H, d_k, D)
         gate = torch.ones(H)
         for l_, h_ in ablate:
@@ -99,13 +100,19 @@ def test_norm_attention_is_the_norm_of_each_term_of_head_contributions(w_o, abla
         assert (per_head[layer][1, :, :, 4:] == 0).all()  # padded keys receive nothing
 
 
-def test_head_gate_is_recovered_from_the_trace():
+def test_the_trace_records_the_gates_and_interventions_it_ran_with():
     model = make_model()
     ids, _ = _padded_batch(model)
     gates = torch.tensor([[1.0, 0.5, 0.0, 2.0], [1.0, 1.0, 1.0, 0.25]])
-    trace = model(ids, head_gates=gates).trace
+    trace = model(ids, head_gates=gates, ablate_heads=[(1, 2)]).trace
+    assert trace.interventions.ablate_heads == ((1, 2),)
+    want = gates.clone()
+    want[1, 2] = 0.0
     for layer, lt in enumerate(trace.layers):
-        torch.testing.assert_close(A.head_gate_from_trace(lt), gates[layer], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(lt.head_gate, want[layer], atol=0, rtol=0)
+        ungated = lt.attn @ lt.v  # z before the gate
+        torch.testing.assert_close(lt.z, ungated * want[layer].view(1, -1, 1, 1))
+    assert all(lt.head_gate is None for lt in model(ids).trace.layers)
 
 
 def test_norm_attention_refuses_a_trace_of_another_model():

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from tfviz import wo
 from tfviz.model import Encoder, LayerTrace, Trace, layer_modes
 from tfviz.tasks import Batch, Task, get_task
 
@@ -162,40 +163,23 @@ def heads_of(model: Encoder) -> Iterable[tuple[int, int]]:
     return ((l, h) for l in range(model.config.n_layers) for h in range(model.config.n_heads))
 
 
-def effective_w_o(model: Encoder, layer: int, mode: str = "learned") -> Tensor:
-    """The (D, D) map a layer applies for a w_o mode, nn.Linear layout (out, in)."""
-    W = model.layers[layer].attn.W_o.weight.detach()
-    if mode == "learned":
-        return W
-    if mode == "identity":
-        return torch.eye(W.shape[0], dtype=W.dtype, device=W.device)
-    return torch.zeros_like(W)
+def _w_o_of(model: Encoder, layer: int, mode: str) -> Tensor:
+    """The (D, D) map a layer applies in a W_o mode (tfviz.wo), nn.Linear layout (out, in)."""
+    lin = model.layers[layer].attn.W_o
+    return wo.effective(lin.weight.detach(), lin.bias.detach(), mode)[0]
 
 
 # ---- 1. norm-based attention (Kobayashi et al. 2020) ---------------------------------------------
-def head_gate_from_trace(lt: LayerTrace) -> Tensor:
-    """The multiplier each head's z carried in this pass, recovered from the trace, shape (H,).
-
-    z = gate_h * (attn @ v), so the least-squares ratio <z, attn @ v> / ||attn @ v||^2 gives the
-    gate exactly (1 for an untouched head, 0 for an ablated one); norm-based attention uses it so
-    that an ablated head writes nothing, as it does in the forward pass.
-    """
-    mixed = lt.attn @ lt.v  # (B, H, T, d_k): z before any gate
-    num = (lt.z * mixed).sum(dim=(0, 2, 3))
-    den = (mixed * mixed).sum(dim=(0, 2, 3))
-    return torch.where(den > 0, num / den.clamp_min(1e-30), torch.ones_like(den))
-
-
 def transformed_values(lt: LayerTrace) -> Tensor:
     """f^h(x_j) = (x_j W_V^h + b_V^h) W_O^h for every head and token, shape (B, H, T, D).
 
     Uses the trace's values (bias included) and the W_o the layer actually applied (so it follows
-    the w_o switch), times the head's gate from head_gate_from_trace.
+    the w_o switch), times the gate the head carried in that pass (0 for an ablated head).
     """
-    H, d_k = lt.v.shape[1], lt.v.shape[-1]
-    blocks = lt.W_o.T.reshape(H, d_k, -1)  # (H, d_k, D): W_O^h, the rows of W_o^T reading head h
-    f = torch.einsum("bhtk,hkd->bhtd", lt.v, blocks)
-    return f * head_gate_from_trace(lt).view(1, H, 1, 1)
+    f = wo.head_contributions(lt.v, lt.W_o)  # v_h W_O^h: the same algebra as z_h W_O^h
+    if lt.head_gate is not None:
+        f = f * lt.head_gate.view(1, -1, 1, 1)
+    return f
 
 
 def norm_attention(model: Encoder, trace: Trace) -> np.ndarray:
@@ -626,12 +610,11 @@ def head_block(W: Tensor | np.ndarray, head: int, n_heads: int, side: str) -> np
     shape (d_k, D), so z_h @ result is head h's term of attn_out.
     """
     W = np.asarray(_np(W), dtype=np.float64)
-    d_k = W.shape[0] // n_heads
-    block = slice(head * d_k, (head + 1) * d_k)
     if side == "in":
-        return W[block, :].T
+        d_k = W.shape[0] // n_heads
+        return W[head * d_k : (head + 1) * d_k, :].T
     if side == "out":
-        return W[:, block].T
+        return wo.head_block(W, head, n_heads)
     raise ValueError(f"side must be 'in' or 'out', got {side!r}")
 
 
@@ -701,7 +684,7 @@ def ov_circuits(model: Encoder, w_o="learned", rtol: float = 0.01) -> OVCircuits
     num = np.zeros((L, H), dtype=np.int64)
     for layer in range(L):
         W_v = model.layers[layer].attn.W_v.weight
-        W_o = effective_w_o(model, layer, modes[layer])
+        W_o = _w_o_of(model, layer, modes[layer])
         for h in range(H):
             ov[layer, h] = ov_matrix(W_v, W_o, h, H)
             s = singular_values(ov[layer, h])[:d_k]
@@ -804,12 +787,7 @@ def head_shares(W_o: Tensor | np.ndarray, n_heads: int) -> np.ndarray:
     W_o in nn.Linear layout (out, in): row d is output dimension d, and columns h*d_k..(h+1)*d_k
     read head h. A zero row (nothing reaches that output) gets shares of 0.
     """
-    W = np.asarray(_np(W_o), dtype=np.float64)
-    D_out, D_in = W.shape
-    if D_in % n_heads:
-        raise ValueError(f"W_o has {D_in} input columns, not divisible into {n_heads} heads")
-    energy = (W.reshape(D_out, n_heads, D_in // n_heads) ** 2).sum(-1)  # (D, H)
-    return normalise_rows(energy)
+    return normalise_rows(wo.head_energy(W_o, n_heads))  # (D, H)
 
 
 def mixing_index(shares: np.ndarray) -> float:
@@ -846,10 +824,10 @@ def w_o_mixing(model: Encoder, w_o="learned") -> WoMixing:
     modes = layer_modes(w_o, cfg.n_layers)
     shares, mixing, weight = [], [], []
     for layer in range(cfg.n_layers):
-        W = effective_w_o(model, layer, modes[layer])
-        shares.append(head_shares(W, cfg.n_heads))
+        energy = wo.head_energy(_w_o_of(model, layer, modes[layer]), cfg.n_heads)  # (D, H)
+        shares.append(normalise_rows(energy))
         mixing.append(mixing_index(shares[-1]))
-        energy = (_np(W).astype(np.float64).reshape(cfg.d_model, cfg.n_heads, -1) ** 2).sum((0, 2))
+        energy = energy.sum(axis=0)  # (H,)
         weight.append(energy / energy.sum() if energy.sum() > 0 else np.zeros(cfg.n_heads))
     return WoMixing(
         shares=np.stack(shares).astype(np.float32),

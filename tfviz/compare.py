@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from tfviz import wo
 from tfviz.evaluate import evaluate
-from tfviz.model import W_O_MODES
 from tfviz.tasks import Task
 
 ACCURACY_N = 256  # examples behind the "with and without the switch" accuracy
@@ -64,8 +64,7 @@ def forward_switches(w_o: str = "learned", layer: int | None = None, ablate: Ite
     Returns:
         {"w_o": mode or {layer: mode}, "ablate_heads": [(layer, head), ...]}.
     """
-    if w_o not in W_O_MODES:
-        raise ValueError(f"w_o must be one of {W_O_MODES}, got {w_o!r}")
+    wo.check_mode(w_o)
     return {
         "w_o": w_o if layer is None else {int(layer): w_o},
         "ablate_heads": [(int(lay), int(h)) for lay, h in ablate],
@@ -147,13 +146,9 @@ def w_o_used(model, w_o_modes: Sequence[str]) -> np.ndarray:
     identity (W_o off) or zeros. Kept out of TraceArrays: it is the same for every sequence."""
     mats = []
     for layer, mode in zip(model.layers, w_o_modes, strict=True):
-        W = layer.attn.W_o.weight.detach().to("cpu", torch.float32).numpy()
-        if mode == "identity":
-            W = np.eye(W.shape[0], dtype=np.float32)
-        elif mode == "zero":
-            W = np.zeros_like(W)
-        mats.append(W)
-    return np.stack(mats)
+        lin = layer.attn.W_o
+        mats.append(wo.effective(lin.weight.detach(), lin.bias.detach(), mode)[0])
+    return torch.stack(mats).to("cpu", torch.float32).numpy()
 
 
 def head_contributions(z: np.ndarray, W_o: np.ndarray) -> np.ndarray:
@@ -162,9 +157,7 @@ def head_contributions(z: np.ndarray, W_o: np.ndarray) -> np.ndarray:
     W_o^h is the block of rows of W_o^T that reads head h's slice of concat; the H terms plus
     b_o add up to attn_out.
     """
-    H, _, d_k = z.shape
-    blocks = W_o.T.reshape(H, d_k, -1)  # (H, d_k, D)
-    return np.einsum("htk,hkd->htd", z, blocks).astype(np.float32)
+    return wo.head_contributions(z, W_o).astype(np.float32)
 
 
 def decomposition_error(trace: TraceArrays, W_o: np.ndarray, layer: int | None = None) -> float:

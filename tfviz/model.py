@@ -12,16 +12,18 @@ Dimensions everywhere: B batch, T tokens, H heads, D = d_model, d_k = D / H.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tfviz import wo
 from tfviz.config import ModelConfig
+from tfviz.interventions import Interventions
 
-W_O_MODES = ("learned", "identity", "zero")
+W_O_MODES = wo.W_O_MODES  # re-exported: the modes are defined in tfviz.wo
 
 
 @dataclass(frozen=True)
@@ -39,16 +41,14 @@ class LayerTrace:
     w_o_mode: str  # "learned", "identity" or "zero": how attn_out was made from concat
     W_o: Tensor  # (D, D) the map actually applied, nn.Linear layout (out, in)
     b_o: Tensor  # (D,) the bias actually added
+    head_gate: Tensor | None  # (H,) the multiplier each head's z carried; None: all 1
 
     def head_contributions(self) -> Tensor:
-        """Per-head terms of the output projection: z_h @ W_o^h, shape (B, H, T, D).
+        """Per-head terms of the output projection: z_h @ W_O^h, shape (B, H, T, D).
 
-        W_o^h is the block of rows of W_o^T that reads head h's slice of concat, so
-        sum over h of the result, plus b_o, equals attn_out (in every w_o mode).
+        Their sum over h, plus b_o, equals attn_out (in every w_o mode): see tfviz.wo.
         """
-        H, d_k = self.z.shape[1], self.z.shape[-1]
-        blocks = self.W_o.T.reshape(H, d_k, -1)  # (H, d_k, D): rows of W_o^T, one block per head
-        return torch.einsum("bhtk,hkd->bhtd", self.z, blocks)
+        return wo.head_contributions(self.z, self.W_o)
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,7 @@ class Trace:
     embed: Tensor  # (B, T, D) token (or value) embedding + positions
     pad_mask: Tensor | None  # (B, T) True where a position is padding
     layers: list[LayerTrace]
+    interventions: Interventions  # the switches this pass ran with
 
 
 @dataclass(frozen=True)
@@ -114,27 +115,14 @@ class MultiHeadAttention(nn.Module):
         if head_gate is not None:
             z = z * head_gate.view(1, H, 1, 1)  # zero (or scale) heads before they reach W_o
         concat = z.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, D): heads side by side
-        if w_o == "learned":
-            attn_out = self.W_o(concat)
-        elif w_o == "identity":
-            attn_out = concat  # W_o switched off: the heads go on unmixed, bias dropped
-        else:
-            attn_out = torch.zeros_like(concat)
+        attn_out = wo.apply(concat, self.W_o.weight, self.W_o.bias, w_o)
         if out_gate is not None:
             # Zeroing a slice of W_o's output: after W_o that slice mixes every head (a common
             # mistake when "ablating a head"); offered so the app can show the difference.
             attn_out = attn_out * out_gate
         if not trace:
             return attn_out, None
-        if w_o == "learned":
-            W, b = self.W_o.weight.detach(), self.W_o.bias.detach()
-        else:
-            W = (
-                torch.eye(D, device=x.device, dtype=x.dtype)
-                if w_o == "identity"
-                else torch.zeros(D, D, device=x.device, dtype=x.dtype)
-            )
-            b = torch.zeros(D, device=x.device, dtype=x.dtype)
+        W, b = wo.effective(self.W_o.weight.detach(), self.W_o.bias.detach(), w_o)
         if out_gate is not None:
             W, b = W * out_gate[:, None], b * out_gate  # the map actually applied
         parts = dict(
@@ -146,6 +134,7 @@ class MultiHeadAttention(nn.Module):
             w_o_mode=w_o,
             W_o=W,
             b_o=b,
+            head_gate=None if head_gate is None else head_gate.detach(),
         )
         return attn_out, parts
 
@@ -234,26 +223,21 @@ class Encoder(nn.Module):
         self,
         ids: Tensor,
         pad_mask: Tensor | None = None,
-        w_o: str | Mapping[int, str] = "learned",
-        ablate_heads: Iterable = (),
+        interventions: Interventions | None = None,
+        *,
         trace: bool = True,
-        head_gates: Tensor | None = None,
-        ablate_after_w_o: Iterable = (),
+        **switches,
     ) -> EncoderOutput:
         """Run the encoder.
 
         Args:
             ids: (B, T) token ids, T <= config.max_len.
             pad_mask: (B, T) bool, True where a position is padding (no key, not pooled).
-            w_o: "learned", "identity" (W_o off: concat goes on unchanged, no bias), "zero" (the
-                attention sublayer adds nothing), or {layer: mode} to switch some layers only.
-            ablate_heads: (layer, head) pairs whose z is zeroed before W_o.
+            interventions: the switches of this pass (tfviz.interventions.Interventions): W_o
+                mode per layer, heads ablated before W_o, slices zeroed after it, head gates.
             trace: also return a Trace of every layer (costs memory for the kept tensors only).
-            head_gates: optional (L, H) multipliers on each head's z; differentiable, for importance
-                scores. Multiplied with the ablation mask.
-            ablate_after_w_o: (layer, head) pairs whose slice of W_o's *output* (the dims
-                h*d_k..(h+1)*d_k of attn_out) is zeroed: the wrong way to remove a head, since
-                after W_o that slice carries every head. For teaching the difference.
+            **switches: shorthand for interventions=Interventions(**switches), e.g.
+                model(ids, w_o="identity", ablate_heads=[(0, 1)]).
         Returns:
             EncoderOutput with logits (B, n_out) for pooled models or (B, T, n_out) per token.
         """
@@ -269,9 +253,8 @@ class Encoder(nn.Module):
             )
         if pad_mask is not None and not pad_mask.any():
             pad_mask = None  # nothing padded: take the unmasked (faster) attention path
-        modes = layer_modes(w_o, cfg.n_layers)
-        gates = head_gate_matrix(ablate_heads, head_gates, cfg, self.device)
-        out_gates = output_slice_gates(ablate_after_w_o, cfg, self.device)
+        iv = Interventions.of(interventions, **switches)
+        plan = iv.resolve(cfg, self.device)
 
         if cfg.embed == "token":
             x = self.embed(ids)
@@ -281,9 +264,9 @@ class Encoder(nn.Module):
         embed = x
         layer_traces = []
         for i, layer in enumerate(self.layers):
-            head_gate = None if gates is None else gates[i]
-            out_gate = None if out_gates is None else out_gates[i]
-            x, lt = layer(x, pad_mask, modes[i], head_gate, trace, out_gate)
+            head_gate = None if plan.gates is None else plan.gates[i]
+            out_gate = None if plan.out_gates is None else plan.out_gates[i]
+            x, lt = layer(x, pad_mask, plan.modes[i], head_gate, trace, out_gate)
             layer_traces.append(lt)
         x = self.norm_f(x)
         if cfg.pool == "mean":
@@ -298,68 +281,13 @@ class Encoder(nn.Module):
         if not trace:
             return EncoderOutput(logits=logits, trace=None)
         return EncoderOutput(
-            logits=logits, trace=Trace(embed=embed.detach(), pad_mask=pad_mask, layers=layer_traces)
+            logits=logits,
+            trace=Trace(
+                embed=embed.detach(), pad_mask=pad_mask, layers=layer_traces, interventions=iv
+            ),
         )
 
 
 def layer_modes(w_o: str | Mapping[int, str], n_layers: int) -> list[str]:
     """Expand a w_o switch into one mode per layer, refusing anything unknown."""
-    if isinstance(w_o, str):
-        if w_o not in W_O_MODES:
-            raise ValueError(
-                f"w_o must be one of {W_O_MODES} or a {{layer: mode}} dict, got {w_o!r}"
-            )
-        return [w_o] * n_layers
-    if not isinstance(w_o, Mapping):
-        raise ValueError(f"w_o must be one of {W_O_MODES} or a {{layer: mode}} dict, got {w_o!r}")
-    modes = ["learned"] * n_layers
-    for layer, mode in w_o.items():
-        if not isinstance(layer, int) or not 0 <= layer < n_layers:
-            raise ValueError(f"w_o names layer {layer!r}; this model has layers 0..{n_layers - 1}")
-        if mode not in W_O_MODES:
-            raise ValueError(f"w_o mode for layer {layer} must be one of {W_O_MODES}, got {mode!r}")
-        modes[layer] = mode
-    return modes
-
-
-def head_gate_matrix(
-    ablate_heads: Iterable, head_gates: Tensor | None, cfg: ModelConfig, device: torch.device
-) -> Tensor | None:
-    """(L, H) multipliers for each head's z, or None when no head is touched (the common case)."""
-    pairs = head_pairs(ablate_heads, cfg, "ablate_heads")
-    if not pairs and head_gates is None:
-        return None
-    gates = torch.ones(cfg.n_layers, cfg.n_heads, device=device)
-    for layer, head in pairs:
-        gates[layer, head] = 0.0
-    if head_gates is not None:
-        if tuple(head_gates.shape) != (cfg.n_layers, cfg.n_heads):
-            raise ValueError(f"head_gates must have shape ({cfg.n_layers}, {cfg.n_heads})")
-        gates = gates * head_gates
-    return gates
-
-
-def output_slice_gates(pairs: Iterable, cfg: ModelConfig, device: torch.device) -> Tensor | None:
-    """(L, D) multipliers on attn_out that zero head-sized slices after W_o, or None."""
-    pairs = head_pairs(pairs, cfg, "ablate_after_w_o")
-    if not pairs:
-        return None
-    gates = torch.ones(cfg.n_layers, cfg.d_model, device=device)
-    for layer, head in pairs:
-        gates[layer, head * cfg.d_k : (head + 1) * cfg.d_k] = 0.0
-    return gates
-
-
-def head_pairs(pairs: Iterable, cfg: ModelConfig, what: str) -> list[tuple[int, int]]:
-    """Validated (layer, head) pairs."""
-    out = []
-    for pair in list(pairs or ()):
-        if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
-            raise ValueError(f"{what} takes (layer, head) pairs, got {pair!r}")
-        layer, head = pair
-        if not (isinstance(layer, int) and 0 <= layer < cfg.n_layers):
-            raise ValueError(f"ablated layer {layer!r} out of range 0..{cfg.n_layers - 1}")
-        if not (isinstance(head, int) and 0 <= head < cfg.n_heads):
-            raise ValueError(f"ablated head {head!r} out of range 0..{cfg.n_heads - 1}")
-        out.append((layer, head))
-    return out
+    return Interventions(w_o=w_o).w_o_modes(n_layers)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from tfviz import wo
 from tfviz.config import ModelConfig
 from tfviz.model import Encoder
 from tfviz.tasks import Task, get_task
@@ -90,8 +91,7 @@ def train(
         raise ValueError(f"batch_size must be an integer in 1..4096, got {batch_size!r}")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and 0 < lr <= 1):
         raise ValueError(f"lr must be a number in (0, 1], got {lr!r}")
-    if w_o not in ("learned", "identity", "zero"):
-        raise ValueError(f"w_o must be 'learned', 'identity' or 'zero', got {w_o!r}")
+    wo.check_mode(w_o)
     if schedule not in ("cosine", "constant"):
         raise ValueError(f"schedule must be 'cosine' or 'constant', got {schedule!r}")
     dev = resolve_device(device)
@@ -153,10 +153,7 @@ def train(
 
 @torch.no_grad()
 def _set_w_o(model: Encoder, w_o: str) -> None:
+    W, b = wo.fixed_weights(w_o, model.config.d_model)
     for layer in model.layers:
-        W = layer.attn.W_o
-        if w_o == "identity":
-            W.weight.copy_(torch.eye(W.weight.shape[0]))
-        else:
-            W.weight.zero_()
-        W.bias.zero_()
+        layer.attn.W_o.weight.copy_(W)
+        layer.attn.W_o.bias.copy_(b)
