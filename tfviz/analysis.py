@@ -154,10 +154,6 @@ def _metric(task: Task, logits: Tensor, target: Tensor) -> float:
     return total / max(1, s["count"])
 
 
-def _metric_name(task: Task) -> str:
-    return {"token": "token_accuracy", "classify": "accuracy"}.get(task.kind, "mae")
-
-
 def heads_of(model: Encoder) -> Iterable[tuple[int, int]]:
     """Every (layer, head) pair of a model, layer-major."""
     return ((l, h) for l in range(model.config.n_layers) for h in range(model.config.n_heads))
@@ -395,7 +391,7 @@ def head_importance(
             metric_change[layer, head] = _metric(task, ablated, batch.target) - base_metric
     gradient = np.abs(gate_gradients(model, task, batch, w_o)).mean(axis=0)
     return HeadImportance(
-        metric=_metric_name(task),
+        metric=task.metric,
         higher_is_better=task.kind != "regress",
         base_loss=base_loss,
         base_metric=base_metric,
@@ -580,7 +576,7 @@ def compare_ablation(
     return AblationComparison(
         layer=layer,
         head=head,
-        metric=_metric_name(task),
+        metric=task.metric,
         higher_is_better=task.kind != "regress",
         base_metric=_metric(task, base.logits, t),
         metric_before=_metric(task, before.logits, t),

@@ -21,6 +21,7 @@ import torch
 
 from tfviz import wo
 from tfviz.evaluate import evaluate
+from tfviz.metrics import metric
 from tfviz.tasks import Task
 
 ACCURACY_N = 256  # examples behind the "with and without the switch" accuracy
@@ -242,13 +243,10 @@ def prediction_table(
 
 def headline_metric(task: Task, metrics: dict) -> tuple[str, str] | None:
     """(label, formatted value) of the task's main metric in an evaluate() dict, None if absent."""
-    key = task.metric
-    if key not in metrics:
+    if task.metric not in metrics:
         return None
-    value = float(metrics[key])
-    if key == "mae":
-        return "mean absolute error", f"{value:.3f}"
-    return key.replace("_", " "), f"{100 * value:.1f}%"
+    m = metric(task.metric)
+    return m.label, m.format(float(metrics[task.metric]))
 
 
 @torch.no_grad()
