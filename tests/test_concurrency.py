@@ -1,9 +1,15 @@
-"""One shared model serves many sessions at once: no cross-talk, no change to a single bit."""
+"""One shared model serves many sessions at once: no cross-talk, no change to a single bit.
+
+An exception in a worker thread does not fail a test by itself (pytest only warns about it), so
+every thread here runs through `checked`, which records what it raised, and the test asserts
+that nothing was.
+"""
 
 from __future__ import annotations
 
 import random
 import threading
+from collections.abc import Callable
 
 import torch
 
@@ -18,6 +24,26 @@ SWITCHES = [
     {"ablate_heads": [(0, 1), (1, 3)]},
     {"ablate_after_w_o": [(0, 2)]},
 ]
+
+
+def checked(errors: list[str], target: Callable, *args, **kwargs) -> threading.Thread:
+    """A thread running target(*args, **kwargs) that appends whatever it raises to errors."""
+
+    def run() -> None:
+        try:
+            target(*args, **kwargs)
+        except BaseException as e:  # anything, even SystemExit: the test reports it
+            errors.append(f"{threading.current_thread().name}: {type(e).__name__}: {e}")
+
+    return threading.Thread(target=run)
+
+
+def test_a_failing_thread_is_reported():
+    errors: list[str] = []
+    t = checked(errors, int, "not a number")
+    t.start()
+    t.join()
+    assert len(errors) == 1 and "ValueError" in errors[0]
 
 
 def test_shared_model_stays_bit_identical_under_concurrent_switches_and_training():
@@ -44,12 +70,14 @@ def test_shared_model_stays_bit_identical_under_concurrent_switches_and_training
             if not torch.equal(out.logits, expected[(i, j, trace)]):
                 failures.append(f"text {i} switch {j} differed under load")
 
-    threads = [threading.Thread(target=session, args=(s,)) for s in range(8)]
-    threads.append(threading.Thread(target=train, args=("reverse",), kwargs={"steps": 20}))
+    errors: list[str] = []
+    threads = [checked(errors, session, s) for s in range(8)]
+    threads.append(checked(errors, train, "reverse", steps=20))
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert not errors, errors[:3]
     assert not failures, failures[:3]
     after = model.state_dict()
     assert all(torch.equal(before[k], after[k]) for k in before)
