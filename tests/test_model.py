@@ -222,3 +222,126 @@ def test_zeroing_after_w_o_differs_from_ablating_the_head(model, ids):
     torch.testing.assert_close(
         after.head_contributions().sum(1) + after.b_o, after.attn_out, atol=ATOL, rtol=0
     )
+
+
+# The switches a pretrained BERT-style encoder needs (tfviz.pretrained): each one is off by
+# default, so every model trained before them builds and computes as it did.
+
+BERT_LIKE = dict(
+    activation="gelu", norm_eps=1e-12, type_vocab_size=2, embed_norm=True, n_out=0, pool="mean"
+)
+
+
+def test_an_old_config_dict_builds_the_old_model():
+    old = dict(
+        vocab_size=12, n_out=5, d_model=16, n_heads=4, d_ff=32, n_layers=2, max_len=10,
+        dropout=0.0, norm="post", pool="none", embed="token",
+    )  # fmt: skip
+    cfg = ModelConfig.from_dict(old)
+    assert (cfg.activation, cfg.norm_eps, cfg.type_vocab_size, cfg.embed_norm) == (
+        "relu",
+        1e-5,
+        0,
+        False,
+    )
+    keys = set(make_model().state_dict())
+    assert not any(k.startswith(("type_embed", "embed_norm")) for k in keys)
+    assert {"embed.weight", "pos", "head.weight", "head.bias"} <= keys
+    assert all(m.eps == 1e-5 for m in make_model().modules() if isinstance(m, nn.LayerNorm))
+
+
+def test_gelu_is_the_exact_erf_form_and_relu_stays_the_default(ids):
+    x = torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(2))
+    for activation in ("gelu", "relu"):
+        ff = make_model(activation=activation).layers[0].ff
+        h = ff.fc1(x)
+        act = 0.5 * h * (1 + torch.erf(h / 2**0.5)) if activation == "gelu" else h.clamp_min(0)
+        torch.testing.assert_close(ff(x), ff.fc2(act), atol=ATOL, rtol=0)
+
+
+def test_norm_eps_reaches_every_layer_norm():
+    model = make_model(norm="pre", norm_eps=1e-12, embed_norm=True)
+    norms = [m for m in model.modules() if isinstance(m, nn.LayerNorm)]
+    assert len(norms) == 2 * 2 + 1 + 1  # two per layer, the final (pre-norm), the embedding's
+    assert all(m.eps == 1e-12 for m in norms)
+
+
+def test_token_types_add_their_embedding(ids):
+    model = make_model(type_vocab_size=2)
+    E = model.type_embed.weight  # (2, D)
+    plain = model(ids).trace.embed
+    zeros = model(ids, token_types=torch.zeros_like(ids)).trace.embed
+    assert torch.equal(plain, zeros)  # None means one sentence: type 0 everywhere
+    types = torch.zeros_like(ids)
+    types[:, 4:] = 1
+    second = model(ids, token_types=types).trace.embed
+    torch.testing.assert_close(second[:, 4:] - plain[:, 4:], (E[1] - E[0]).expand(3, 3, 16))
+    assert torch.equal(second[:, :4], plain[:, :4])
+    with pytest.raises(ValueError, match="values in 0..1"):
+        model(ids, token_types=torch.full_like(ids, 2))
+    with pytest.raises(ValueError, match="token-type embeddings"):
+        make_model()(ids, token_types=torch.zeros_like(ids))
+
+
+def test_embed_norm_normalises_layer_0_input(ids):
+    model = make_model(embed_norm=True, norm_eps=1e-12)
+    trace = model(ids).trace
+    raw = model.embed(ids) + model.pos[:, : ids.shape[1]]
+    n = model.embed_norm
+    want = torch.nn.functional.layer_norm(raw, (16,), n.weight, n.bias, eps=1e-12)
+    torch.testing.assert_close(trace.embed, want, atol=ATOL, rtol=0)
+    assert torch.equal(trace.layers[0].resid_pre, trace.embed)
+
+
+def test_without_a_head_the_output_is_the_hidden_states(ids):
+    pad = torch.zeros_like(ids, dtype=torch.bool)
+    pad[1, 5:] = True
+    per_token = make_model(n_out=0)
+    out = per_token(ids, pad)
+    assert isinstance(per_token.head, nn.Identity)
+    assert not any(k.startswith("head") for k in per_token.state_dict())
+    assert out.logits.shape == (3, 7, 16)
+    assert torch.equal(out.logits, out.trace.layers[-1].resid_out)
+    pooled = make_model(n_out=0, pool="mean")(ids, pad)
+    last, keep = pooled.trace.layers[-1].resid_out, (~pad).float().unsqueeze(-1)
+    torch.testing.assert_close(pooled.logits, (last * keep).sum(1) / keep.sum(1))
+
+
+def test_bert_like_model_takes_the_fused_path_with_the_same_result(ids):
+    model = make_model(**BERT_LIKE)
+    pad = torch.zeros_like(ids, dtype=torch.bool)
+    pad[0, 3:] = True
+    slow = model(ids, pad, w_o={1: "identity"}, ablate_heads=[(0, 2)])
+    fast = model(ids, pad, w_o={1: "identity"}, ablate_heads=[(0, 2)], trace=False)
+    assert fast.trace is None and fast.logits.shape == (3, 16)
+    torch.testing.assert_close(fast.logits, slow.logits, atol=ATOL, rtol=0)
+    for lt in slow.trace.layers:
+        torch.testing.assert_close(lt.head_contributions().sum(1) + lt.b_o, lt.attn_out)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{}, BERT_LIKE, dict(norm="pre", embed="value", type_vocab_size=3), dict(n_out=0)],
+)
+def test_n_params_counts_every_parameter_of_each_kind(kwargs):
+    model = make_model(**kwargs)
+    assert model.config.n_params == sum(p.numel() for p in model.parameters())
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(activation="tanh"), "activation must be one of"),
+        (dict(norm_eps=0.0), "norm_eps must be a number in"),
+        (dict(norm_eps=True), "norm_eps must be a number in"),
+        (dict(norm_eps="1e-5"), "norm_eps must be a number in"),
+        (dict(type_vocab_size=17), r"type_vocab_size must be between 0 and 16, got 17 \(0: no"),
+        (dict(type_vocab_size=-1), "type_vocab_size must be between 0"),
+        (dict(embed_norm="yes"), "embed_norm must be true or false"),
+        (dict(n_out=-1), "n_out must be between 0 and 1024"),
+        (dict(vocab_size=40_000), "vocab_size must be between 1 and 32768"),
+    ],
+)
+def test_new_config_fields_are_validated(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        ModelConfig(**{"vocab_size": 5, "n_out": 2, **kwargs})

@@ -11,26 +11,32 @@ from dataclasses import asdict, dataclass, fields
 NORMS = ("post", "pre")
 POOLS = ("none", "mean", "first")
 EMBEDS = ("token", "value")
+ACTIVATIONS = ("relu", "gelu")  # "gelu" is the exact (erf) GELU, as BERT uses
 
 # Upper bounds keep an uploaded or hand-made config from asking for a model that would not fit a
-# classroom server; they are far above every bundled model.
+# classroom server; they are far above every bundled model. vocab_size admits a word-piece
+# vocabulary (BERT's has 30,522 pieces); the size of what an upload may build is capped
+# separately, by parameter count (tfviz.checkpoint.MAX_PARAMS, from n_params below).
 LIMITS = {
-    "vocab_size": 256,
+    "vocab_size": 32_768,
     "n_out": 1024,
     "d_model": 1024,
     "n_heads": 64,
     "d_ff": 4096,
     "n_layers": 12,
     "max_len": 512,
+    "type_vocab_size": 16,  # BERT uses 2 (sentence A / B)
 }
+# Fields where 0 is allowed and means "none".
+ZERO_MEANS_NONE = {"n_out": "no output head", "type_vocab_size": "no token-type embedding"}
 
 
 @dataclass(frozen=True)
 class ModelConfig:
     """Shape of an encoder: sizes, norm placement, input embedding and output pooling."""
 
-    vocab_size: int  # number of token ids (alphabet + BOS if any + PAD)
-    n_out: int  # outputs per position (pool="none") or per sequence
+    vocab_size: int  # number of token ids (alphabet + BOS if any + PAD; or word-pieces)
+    n_out: int  # outputs per position (pool="none") or per sequence; 0: no head (see Encoder)
     d_model: int = 32  # D: width of the residual stream (seed 002: 32)
     n_heads: int = 4  # H: heads per layer; d_k = D / H
     d_ff: int = 64  # hidden width of the position-wise feed-forward net
@@ -42,14 +48,30 @@ class ModelConfig:
     )
     pool: str = "none"  # "none": one output per token; "mean" over real tokens; "first" token
     embed: str = "token"  # "token": nn.Embedding; "value": Linear(1, D) on the id (seed 002)
+    # The fields below let a pretrained BERT-style encoder (tfviz.pretrained) run in this same
+    # Encoder; their defaults are what every tfviz model before them had, so old checkpoints,
+    # whose metadata lacks them, load unchanged.
+    activation: str = "relu"  # of the feed-forward net: "relu" or "gelu" (exact, erf)
+    norm_eps: float = 1e-5  # every LayerNorm's epsilon (torch's default; BERT: 1e-12)
+    type_vocab_size: int = 0  # token-type (segment) embeddings added to the input; 0: none
+    embed_norm: bool = False  # a LayerNorm after the embedding sum, before layer 0 (BERT)
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.type == "int" and (not isinstance(value, int) or isinstance(value, bool)):
                 raise ValueError(f"{f.name} must be an integer, got {value!r}")
-            if f.name in LIMITS and not 1 <= value <= LIMITS[f.name]:
-                raise ValueError(f"{f.name} must be between 1 and {LIMITS[f.name]}, got {value}")
+            if f.type == "bool" and not isinstance(value, bool):
+                raise ValueError(f"{f.name} must be true or false, got {value!r}")
+            low = 0 if f.name in ZERO_MEANS_NONE else 1
+            if f.name in LIMITS and not low <= value <= LIMITS[f.name]:
+                raise ValueError(
+                    f"{f.name} must be between {low} and {LIMITS[f.name]}, got {value}"
+                    + (f" (0: {ZERO_MEANS_NONE[f.name]})" if low == 0 else "")
+                )
+        eps = self.norm_eps
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps <= 0.1:
+            raise ValueError(f"norm_eps must be a number in (0, 0.1], got {eps!r}")
         if self.d_model % self.n_heads:
             raise ValueError(
                 f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}): "
@@ -57,7 +79,8 @@ class ModelConfig:
             )
         if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
-        for name, allowed in (("norm", NORMS), ("pool", POOLS), ("embed", EMBEDS)):
+        choices = (("norm", NORMS), ("pool", POOLS), ("embed", EMBEDS), ("activation", ACTIVATIONS))
+        for name, allowed in choices:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
 
@@ -75,9 +98,12 @@ class ModelConfig:
         D, F = self.d_model, self.d_ff
         norm = 2 * D  # LayerNorm: weight + bias
         embed = self.vocab_size * D if self.embed == "token" else linear(1, D)
+        embed += self.max_len * D + self.type_vocab_size * D  # positions, token types
+        embed += norm if self.embed_norm else 0
         layer = 4 * linear(D, D) + linear(D, F) + linear(F, D) + 2 * norm  # W_q,k,v,o; FFN; norms
         final_norm = norm if self.norm == "pre" else 0
-        return embed + self.max_len * D + self.n_layers * layer + final_norm + linear(D, self.n_out)
+        head = linear(D, self.n_out) if self.n_out else 0
+        return embed + self.n_layers * layer + final_norm + head
 
     @property
     def d_k(self) -> int:

@@ -6,6 +6,11 @@ forward pass is a pure function of (weights, ids, switches). With trace=True the
 what it computed at each named site (TransformerLens' vocabulary: z, pattern=attn, per-head
 results); with trace=False it keeps nothing and takes torch's fused attention kernel.
 
+The same module runs the small models trained here and a pretrained BERT-style encoder
+(tfviz.pretrained): the config's activation, norm_eps, type_vocab_size, embed_norm and n_out=0
+(no head) switch on exactly what BERT has and these models lack, so every switch and every trace
+site works on both.
+
 Dimensions everywhere: B batch, T tokens, H heads, D = d_model, d_k = D / H.
 """
 
@@ -55,7 +60,9 @@ class LayerTrace:
 class Trace:
     """The trace of one forward pass: the embedded input and one LayerTrace per layer."""
 
-    embed: Tensor  # (B, T, D) token (or value) embedding + positions
+    # (B, T, D) layer 0's input: token (or value) embedding + positions (+ types, then the
+    # embedding LayerNorm, when the config has them)
+    embed: Tensor
     pad_mask: Tensor | None  # (B, T) True where a position is padding
     layers: list[LayerTrace]
     interventions: Interventions  # the switches this pass ran with
@@ -65,7 +72,9 @@ class Trace:
 class EncoderOutput:
     """Logits, and the trace when one was asked for."""
 
-    logits: Tensor  # (B, n_out) pooled tasks, (B, T, n_out) token tasks
+    # (B, n_out) pooled tasks, (B, T, n_out) token tasks; with no head (n_out=0) the final
+    # hidden states instead: (B, D) pooled, (B, T, D) per token.
+    logits: Tensor
     trace: Trace | None
 
 
@@ -140,16 +149,18 @@ class MultiHeadAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward net: fc2(dropout(relu(fc1(x)))), as in seed 002."""
+    """Position-wise feed-forward net: fc2(dropout(act(fc1(x)))), act = ReLU (seed 002) or GELU."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.fc1 = nn.Linear(config.d_model, config.d_ff)
         self.fc2 = nn.Linear(config.d_ff, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
+        # F.gelu's default is the exact erf form, which BERT uses (not the tanh approximation).
+        self.act = F.gelu if config.activation == "gelu" else F.relu
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(self.dropout(F.relu(self.fc1(x))))
+        return self.fc2(self.dropout(self.act(self.fc1(x))))
 
 
 class EncoderLayer(nn.Module):
@@ -159,8 +170,8 @@ class EncoderLayer(nn.Module):
         super().__init__()
         self.attn = MultiHeadAttention(config)
         self.ff = FeedForward(config)
-        self.norm1 = nn.LayerNorm(config.d_model)
-        self.norm2 = nn.LayerNorm(config.d_model)
+        self.norm1 = nn.LayerNorm(config.d_model, eps=config.norm_eps)
+        self.norm2 = nn.LayerNorm(config.d_model, eps=config.norm_eps)
         self.dropout = nn.Dropout(config.dropout)
         self.pre_norm = config.norm == "pre"
 
@@ -195,7 +206,8 @@ class EncoderLayer(nn.Module):
 
 
 class Encoder(nn.Module):
-    """Embedding + learned positions, encoder layers, a linear head (per token or pooled)."""
+    """Embedding + learned positions (+ token types, + LayerNorm), encoder layers, a linear head
+    (per token or pooled) or none."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
@@ -210,10 +222,19 @@ class Encoder(nn.Module):
         self.pos = nn.Parameter(
             torch.randn(1, config.max_len, D) * 0.02
         )  # learned positions (seed 002)
+        # BERT's segment embedding (sentence A / B) and the LayerNorm over the embedding sum.
+        # Absent unless asked for, so the state dict of every model trained here is unchanged.
+        if config.type_vocab_size:
+            self.type_embed = nn.Embedding(config.type_vocab_size, D)
+        if config.embed_norm:
+            self.embed_norm = nn.LayerNorm(D, eps=config.norm_eps)
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))
         # Pre-norm leaves the residual stream unnormalised, so it needs a final LayerNorm.
-        self.norm_f = nn.LayerNorm(D) if config.norm == "pre" else nn.Identity()
-        self.head = nn.Linear(D, config.n_out)
+        self.norm_f = (
+            nn.LayerNorm(D, eps=config.norm_eps) if config.norm == "pre" else nn.Identity()
+        )
+        # n_out=0: no head; a pretrained encoder's output is its hidden states.
+        self.head = nn.Linear(D, config.n_out) if config.n_out else nn.Identity()
 
     @property
     def device(self) -> torch.device:
@@ -226,6 +247,7 @@ class Encoder(nn.Module):
         interventions: Interventions | None = None,
         *,
         trace: bool = True,
+        token_types: Tensor | None = None,
         **switches,
     ) -> EncoderOutput:
         """Run the encoder.
@@ -236,10 +258,13 @@ class Encoder(nn.Module):
             interventions: the switches of this pass (tfviz.interventions.Interventions): W_o
                 mode per layer, heads ablated before W_o, slices zeroed after it, head gates.
             trace: also return a Trace of every layer (costs memory for the kept tensors only).
+            token_types: (B, T) segment ids for a model with type_vocab_size > 0; None: all 0
+                (one sentence).
             **switches: shorthand for interventions=Interventions(**switches), e.g.
                 model(ids, w_o="identity", ablate_heads=[(0, 1)]).
         Returns:
-            EncoderOutput with logits (B, n_out) for pooled models or (B, T, n_out) per token.
+            EncoderOutput with logits (B, n_out) for pooled models or (B, T, n_out) per token
+            (D in place of n_out when the model has no head).
         """
         cfg = self.config
         if not isinstance(ids, Tensor) or ids.dim() != 2:
@@ -251,6 +276,16 @@ class Encoder(nn.Module):
             raise ValueError(
                 f"pad_mask has shape {tuple(pad_mask.shape)} but ids {tuple(ids.shape)}"
             )
+        if token_types is not None and (
+            not cfg.type_vocab_size
+            or token_types.shape != ids.shape
+            or token_types.min() < 0
+            or token_types.max() >= cfg.type_vocab_size
+        ):
+            raise ValueError(
+                "token_types needs a model with token-type embeddings, the shape of ids and "
+                f"values in 0..{cfg.type_vocab_size - 1}"
+            )
         if pad_mask is not None and not pad_mask.any():
             pad_mask = None  # nothing padded: take the unmasked (faster) attention path
         iv = Interventions.of(interventions, **switches)
@@ -261,6 +296,13 @@ class Encoder(nn.Module):
         else:
             x = self.embed(ids.to(self.pos.dtype).unsqueeze(-1))
         x = x + self.pos[:, :T]  # (B, T, D)
+        if cfg.type_vocab_size:
+            # One sentence is segment 0 throughout: add row 0 without building an ids tensor.
+            x = x + (
+                self.type_embed.weight[0] if token_types is None else self.type_embed(token_types)
+            )
+        if cfg.embed_norm:
+            x = self.embed_norm(x)
         embed = x
         layer_traces = []
         for i, layer in enumerate(self.layers):
