@@ -19,7 +19,10 @@ a browser (the server's share: the request, the script run, the elements seriali
 browser's share is the difference.
 
 Time to first render: from spawning `streamlit run` to the first page showing the prediction and
-every chart drawn, over --starts fresh servers (a fresh browser context each time).
+every chart drawn, over --starts fresh servers (a fresh browser context each time). With
+--compare-app OTHER/app.py the starts alternate between the two apps (each served from its own
+folder, so it imports its own tfviz) and the ratio of their medians is printed: a before/after
+figure from one run. --first-render-only skips the keystroke measurements.
 
 Targets (2 CPU cores): p95 under 300 ms at T=16; first render under 5 s. Met / not met is printed;
 the exit status is 0 either way (a benchmark, not a test) unless nothing could be measured.
@@ -27,6 +30,7 @@ the exit status is 0 either way (a benchmark, not a test) unless nothing could b
 Needs Debian's Chromium at /usr/bin/chromium. Talks only to the servers it starts on 127.0.0.1.
 
 Usage: python bench/ui_latency.py [--edits 30] [--warmup 3] [--starts 3] [--json out.json]
+       python bench/ui_latency.py --first-render-only --starts 5 [--compare-app OLD/app.py]
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 from bench.server import free_port, healthy, streamlit_command  # noqa: E402
 
 MODELS = ROOT / "models"
+APP = ROOT / "app.py"
 DEFAULT_MODEL = "reverse"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -268,19 +273,23 @@ class Config:
 
 
 class Server:
-    """`streamlit run app.py` on a free loopback port with a private user models folder."""
+    """`streamlit run app.py` on a free loopback port with a private user models folder.
 
-    def __init__(self, workdir: Path, extra: list[str] = ()):
+    Run from the app's own folder, which Streamlit also puts first on sys.path: another checkout's
+    app imports that checkout's tfviz.
+    """
+
+    def __init__(self, workdir: Path, extra: list[str] = (), app: Path = APP):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / f"server_{self.port}.log"
         env = dict(os.environ, TFVIZ_USER_MODELS=str(workdir / f"user_models_{self.port}"))
-        cmd = streamlit_command(ROOT / "app.py", self.port, *extra)
+        cmd = streamlit_command(app, self.port, *extra)
         self.spawned = time.time()  # epoch seconds: compared with the page's clock
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 cmd,
-                cwd=ROOT,
+                cwd=app.parent,
                 env=env,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -396,21 +405,27 @@ def measure_edits(page, cfg: Config, n: int, warmup: int, seed: int) -> list[str
     return texts[warmup:]
 
 
-def first_renders(browser, workdir: Path, starts: int, extra: list[str]) -> list[dict]:
-    """Spawn -> healthy -> first complete render, over `starts` fresh servers."""
+def first_renders(
+    browser, workdir: Path, starts: int, extra: list[str], apps: list[Path] = (APP,)
+) -> list[dict]:
+    """Spawn -> healthy -> first complete render, over `starts` fresh servers of each app.
+
+    Several apps take turns (a, b, a, b, ...), so a change in the machine's load falls on both.
+    """
     results = []
-    for _ in range(starts):
+    for app in [app for _ in range(starts) for app in apps]:
         context = browser.new_context(viewport=VIEWPORT)
         context.add_init_script(HARNESS_JS)
         page = context.new_page()  # ready before the spawn: only the server's time counts
-        server = Server(workdir, extra)
+        server = Server(workdir, extra, app)
         try:
             healthy_s = server.wait_healthy()
             page.goto(server.url)
             shown_ms = page.wait_for_function(FIRST_RENDER_JS, polling="raf", timeout=60_000)
             marks = page.evaluate(FIRST_RENDER_MARKS_JS)  # epoch ms, or null
             spawned_ms = 1000 * server.spawned
-            result = {"healthy_s": healthy_s, "first_render_s": shown_ms.json_value() / 1000}
+            result = {"app": str(app), "healthy_s": healthy_s}
+            result["first_render_s"] = shown_ms.json_value() / 1000
             result["first_render_s"] -= server.spawned
             for key, value in marks.items():
                 result[f"{key}_s"] = None if value is None else (value - spawned_ms) / 1000
@@ -483,7 +498,18 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
-def report(configs: list[Config], starts: list[dict], edits: int) -> None:
+def report(configs: list[Config], starts: list[dict], edits: int, keystrokes: bool = True) -> None:
+    if keystrokes:
+        report_edits(configs, edits)
+    apps = list(dict.fromkeys(s["app"] for s in starts))
+    for app in apps:
+        report_starts([s for s in starts if s["app"] == app], app if len(apps) > 1 else "")
+    if len(apps) == 2:
+        this, other = (median([s["first_render_s"] for s in starts if s["app"] == a]) for a in apps)
+        print(f"\nfirst render, median: {apps[0]} / {apps[1]} = {this / other:.2f}")
+
+
+def report_edits(configs: list[Config], edits: int) -> None:
     print(f"\nKeystroke (Enter) -> every chart redrawn and painted, {edits} edits each (ms)")
     head = f"{'configuration':<22} {'median':>7} {'p95':>7} {'max':>7}  target"
     print(head)
@@ -526,9 +552,13 @@ def report(configs: list[Config], starts: list[dict], edits: int) -> None:
             print(f"{c.name}: 'running' never showed in {unseen} edits (left out of those columns)")
         for f in c.failures:
             print(f"FAILED edit ({c.name}): {f}")
+
+
+def report_starts(starts: list[dict], app: str) -> None:
     if starts:
         times = [s["first_render_s"] for s in starts]
-        print(f"\nServer spawn -> first complete render, {len(starts)} fresh starts (s)")
+        of = f" of {app}" if app else ""
+        print(f"\nServer spawn -> first complete render{of}, {len(starts)} fresh starts (s)")
         for i, s in enumerate(starts, 1):
             steps = [("healthy", "healthy_s"), ("page JS ready", "page_ready_s")]
             steps += [("script output starts", "first_message_s")]
@@ -557,6 +587,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--edits", type=int, default=30, help="timed edits per configuration")
     p.add_argument("--warmup", type=int, default=3, help="untimed edits first, per configuration")
     p.add_argument("--starts", type=int, default=3, help="fresh server starts for first render")
+    p.add_argument(
+        "--first-render-only", action="store_true", help="measure first renders only, no edits"
+    )
+    p.add_argument(
+        "--compare-app",
+        type=Path,
+        help="another checkout's app.py: first renders alternate with it, and the ratio is printed",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-server-only", action="store_true", help="skip the websocket-only timing")
     p.add_argument("--json", type=Path, help="also write every figure here")
@@ -583,44 +621,51 @@ def main(argv: list[str] | None = None) -> int:
     print(f"largest bundled model: {largest}; {os.cpu_count()} CPUs seen; chromium {CHROMIUM}")
     if args.server_arg:
         print(f"server options: {' '.join(args.server_arg)}")
-    plan: list[tuple[Config, list[str]]] = []
+    apps = [APP] + ([args.compare_app.resolve()] if args.compare_app else [])
     with tempfile.TemporaryDirectory(prefix="tfviz_ui_latency_") as tmp, sync_playwright() as pw:
         workdir = Path(tmp)
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            starts = first_renders(browser, workdir, args.starts, args.server_arg)
-            server = Server(workdir, args.server_arg)
-            try:
-                server.wait_healthy()
-                context = browser.new_context(viewport=VIEWPORT)
-                context.add_init_script(HARNESS_JS)
-                page = open_page(context, server.url)
-                for i, cfg in enumerate(configs):
-                    texts = measure_edits(page, cfg, args.edits, args.warmup, args.seed + i)
-                    plan.append((cfg, texts))
-                    print(f"measured {cfg.name}: {len(cfg.edits)} edits", flush=True)
-                context.close()
-                if not args.no_server_only:
-                    # Fresh sequences, so the server's trace cache does not answer from memory.
-                    fresh = []
-                    for i, (cfg, texts) in enumerate(plan):
-                        more = sequences(cfg.alphabet, cfg.T, 2 * len(texts), 1000 + args.seed + i)
-                        fresh.append((cfg, [s for s in more if s not in texts][: len(texts)]))
-                    # Playwright's sync API owns this thread's event loop: use another thread.
-                    with ThreadPoolExecutor(1) as pool:
-                        run = partial(
-                            asyncio.run, server_only(server.url, fresh, EDIT_TIMEOUT_MS / 1000)
-                        )
-                        pool.submit(run).result()
-            finally:
-                server.stop()
+            starts = first_renders(browser, workdir, args.starts, args.server_arg, apps)
+            if not args.first_render_only:
+                measure_keystrokes(browser, workdir, configs, args)
         finally:
             browser.close()
-    report(configs, starts, args.edits)
+    report(configs, starts, args.edits, keystrokes=not args.first_render_only)
     if args.json:
         out = {"configs": [asdict(c) for c in configs], "first_renders": starts}
         args.json.write_text(json.dumps(out, indent=1))
+    if args.first_render_only:
+        return 0 if starts else 1
     return 0 if any(c.edits for c in configs) else 1
+
+
+def measure_keystrokes(browser, workdir: Path, configs: list[Config], args) -> None:
+    """The edits of every configuration in one page of one server, then the same over a socket."""
+    plan: list[tuple[Config, list[str]]] = []
+    server = Server(workdir, args.server_arg)
+    try:
+        server.wait_healthy()
+        context = browser.new_context(viewport=VIEWPORT)
+        context.add_init_script(HARNESS_JS)
+        page = open_page(context, server.url)
+        for i, cfg in enumerate(configs):
+            texts = measure_edits(page, cfg, args.edits, args.warmup, args.seed + i)
+            plan.append((cfg, texts))
+            print(f"measured {cfg.name}: {len(cfg.edits)} edits", flush=True)
+        context.close()
+        if not args.no_server_only:
+            # Fresh sequences, so the server's trace cache does not answer from memory.
+            fresh = []
+            for i, (cfg, texts) in enumerate(plan):
+                more = sequences(cfg.alphabet, cfg.T, 2 * len(texts), 1000 + args.seed + i)
+                fresh.append((cfg, [s for s in more if s not in texts][: len(texts)]))
+            # Playwright's sync API owns this thread's event loop: use another thread.
+            with ThreadPoolExecutor(1) as pool:
+                run = partial(asyncio.run, server_only(server.url, fresh, EDIT_TIMEOUT_MS / 1000))
+                pool.submit(run).result()
+    finally:
+        server.stop()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from tests.conftest import MODELS, make_model
 from tfviz import analysis as A
 from tfviz import get_task, load_checkpoint, wo
 from tfviz.model import layer_modes
+from tfviz.ui.help import HELP
 
 ATOL = 1e-5
 
@@ -509,7 +510,7 @@ def test_help_cites_a_paper_for_every_method():
         "w_o_mixing",
     ):
         assert callable(getattr(A, name))
-        assert name in A.HELP and len(A.HELP[name]) > 100
+        assert name in HELP and len(HELP[name]) > 100  # the view's explanation of the method
     for key, author in (
         ("norm_attention", "Kobayashi"),
         ("attention_rollout", "Abnar"),
@@ -517,7 +518,7 @@ def test_help_cites_a_paper_for_every_method():
         ("ov_circuits", "Elhage"),
         ("composition_scores", "Elhage"),
     ):
-        assert author in A.HELP[key] and author in getattr(A, key).__doc__ + A.__doc__
+        assert author in HELP[key] and author in getattr(A, key).__doc__ + A.__doc__
 
 
 def test_attention_flow_matches_the_methods_on_one_trace():

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app, submit_training
-from tfviz import get_task
+from tfviz import get_task, jobs
+from tfviz.trainer import resolve_device
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
 
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
@@ -54,7 +60,33 @@ def test_starts_on_a_bundled_model_with_its_first_example():
     titles = [a["text"] for a in figures[0]["layout"]["annotations"]]
     assert titles == [f"L{lay} {h}" for lay in range(2) for h in ("H0", "H1", "H2", "H3", "mean")]
     assert figures[0]["data"][0]["x"][0] == "H0 key BOS"
-    assert any("Device: CPU" in t.value for t in at.text)
+    # The device the models run on here: CPU on a CPU-only machine, CUDA where there is a GPU.
+    device = str(resolve_device("auto")).upper()
+    assert device in ("CPU", "CUDA", "MPS")
+    assert any(f"Device: {device}\n" in t.value + "\n" for t in at.text)
+
+
+# The first page in a fresh interpreter: which tfviz modules did it import?
+FIRST_PAGE = """
+import json, sys
+from streamlit.testing.v1 import AppTest
+at = AppTest.from_file(sys.argv[1], default_timeout=60)
+at.run()
+assert not at.exception, at.exception
+print(json.dumps(sorted(m for m in sys.modules if m.startswith("tfviz"))))
+"""
+
+
+def test_the_first_page_imports_only_the_view_it_shows(tmp_path):
+    env = dict(os.environ, TFVIZ_USER_MODELS=str(tmp_path / "user_models"))
+    cmd = [sys.executable, "-c", FIRST_PAGE, APP]
+    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    loaded = set(json.loads(out.stdout.splitlines()[-1]))
+    assert {"tfviz.ui.sidebar", "tfviz.ui.attention"} <= loaded  # the open view: Attention
+    # Views not open, and the library modules only they need, wait until they are opened.
+    later = {"tfviz.ui.train", "tfviz.ui.analysis", "tfviz.ui.experiment", "tfviz.analysis"}
+    assert not loaded & later, loaded & later
 
 
 def test_typing_a_sequence_changes_the_prediction():
@@ -198,6 +230,42 @@ def test_training_through_the_form_makes_a_selectable_model(tmp_path):
     assert not at.exception and not at.error
     titles = [a["text"] for a in charts(at)[0]["layout"]["annotations"]]
     assert titles == ["L0 H0", "L0 H1", "L0 mean"]  # the new model: 1 layer, 2 heads
+
+
+class SavesWhenAsked:
+    """A stand-in training job that is done: its model file appears at its first snapshot.
+
+    So it is saved after the sidebar has listed the models of a page run, and before the Train
+    view reports it.
+    """
+
+    def __init__(self, folder: Path, name: str) -> None:
+        self.id = 10_001
+        self.folder, self.name = folder, name
+
+    def snapshot(self) -> SimpleNamespace:
+        path = self.folder / f"{self.name}.safetensors"
+        if not path.exists():
+            self.folder.mkdir(parents=True, exist_ok=True)
+            path.write_bytes((Path(APP).parent / "models" / "sort.safetensors").read_bytes())
+        return SimpleNamespace(
+            spec=SimpleNamespace(name=self.name, task="sort", steps=20),
+            status=jobs.DONE,
+            active=False,
+            result=jobs.TrainResult(path=str(path), metrics={}),
+            losses=[],
+            seconds=1.0,
+            message="saved",
+        )
+
+
+def test_a_job_ending_during_a_page_run_is_in_the_picker_when_reported(tmp_path):
+    at = start("Train")
+    at.session_state["train_job"] = SavesWhenAsked(tmp_path / "user_models", "late")
+    at.run()
+    assert not at.exception and not at.error
+    assert "'late (yours)'" in at.success[0].value.replace("\\", "")
+    assert "late (yours)" in at.selectbox(key="model").options  # as the message says
 
 
 def test_training_refuses_a_bad_name_with_a_message():

@@ -6,6 +6,7 @@ import base64
 import json
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
-from tfviz import Encoder, analysis, experiment, experiment_jobs, get_task, jobs, save_checkpoint
+from tfviz import Encoder, analysis, experiment, get_task, jobs, save_checkpoint
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 ANALYSIS, EXPERIMENT = "Analysis", "Does W_o matter?"
@@ -256,6 +257,47 @@ def test_a_tiny_rerun_completes_and_stays_in_the_session(tmp_path):
     assert not list(tmp_path.rglob("*.json"))
 
 
+class EndsMidRun:
+    """A stand-in rerun: running at its first snapshot, done (with a result) from the second on.
+
+    So it ends between the top of a page run, where finished reruns are collected, and the status
+    column below.
+    """
+
+    def __init__(self, result: experiment.ExperimentResult) -> None:
+        self.id = 10_001
+        self.result = result
+        self.snapshots = 0
+
+    def snapshot(self) -> SimpleNamespace:
+        self.snapshots += 1
+        done = self.snapshots > 1
+        return SimpleNamespace(
+            id=self.id,
+            spec=SimpleNamespace(task="reverse", seeds=5, steps=200),
+            status=jobs.DONE if done else jobs.RUNNING,
+            active=not done,
+            result=self.result if done else None,
+            fraction=1.0 if done else 0.5,
+            step=100,
+            loss=None,
+            message="10 runs done",
+            seconds=1.0,
+        )
+
+    def cancel(self) -> None:
+        pass
+
+
+def test_a_rerun_ending_during_a_page_run_is_shown_where_the_message_says():
+    at = start(EXPERIMENT)
+    at.session_state["experiment_job"] = EndsMidRun(experiment.load_precomputed("reverse"))
+    at.run()
+    assert not at.exception and not at.error
+    assert "Shown above as 'your rerun'" in unescape(at.success[0].value)
+    assert at.radio(key="exp_source").value == "rerun"  # and it is shown above
+
+
 def test_a_rerun_can_be_cancelled():
     at = start(EXPERIMENT)
     at.number_input(key="exp_seeds").set_value(5)
@@ -270,46 +312,3 @@ def test_a_rerun_can_be_cancelled():
         time.sleep(0.1)
         at.run()
     assert "cancelled" in at.warning[0].value
-
-
-# ---- the job behind the rerun --------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "spec, message",
-    [
-        (experiment_jobs.ExperimentSpec("reverse", seeds=0), "seeds must be a whole number"),
-        (experiment_jobs.ExperimentSpec("reverse", seeds=6), "from 1 to 5"),
-        (experiment_jobs.ExperimentSpec("reverse", steps=2001), "from 1 to 2,000"),
-        (experiment_jobs.ExperimentSpec("nope"), "nope"),
-    ],
-)
-def test_the_runner_refuses_settings_out_of_range(spec, message):
-    manager = jobs.JobManager(max_jobs=1, max_queue=0, device="cpu")
-    with pytest.raises(ValueError, match=message):
-        experiment_jobs.ExperimentRunner(manager).submit(spec)
-    assert manager.counts() == (0, 0)  # a refused rerun holds no slot
-
-
-def test_reruns_and_training_share_the_servers_slots(tmp_path):
-    manager = jobs.JobManager(max_jobs=1, max_queue=1, device="cpu")
-    runner = experiment_jobs.ExperimentRunner(manager)
-    job = runner.submit(experiment_jobs.ExperimentSpec("balanced", seeds=1, steps=5))
-    try:
-        assert manager.counts() == (1, 0)
-        with pytest.raises(experiment_jobs.RunnerBusy, match="all 1 training slots"):
-            runner.submit(experiment_jobs.ExperimentSpec("balanced", seeds=1, steps=5))
-        # A training job submitted now waits for the rerun's slot instead of running beside it.
-        spec = jobs.JobSpec(
-            task="balanced", name="after_rerun", steps=5, d_model=16, n_heads=2, d_ff=32, n_layers=1
-        )
-        training = manager.submit(spec, tmp_path)
-        assert training.status in (jobs.QUEUED, jobs.RUNNING)
-        assert manager.counts()[0] == 1
-    finally:
-        assert job.wait(60)
-    snap = job.snapshot()
-    assert snap.status == experiment_jobs.DONE and snap.fraction == 1.0
-    assert [r.condition for r in snap.result.runs] == list(experiment.CONDITIONS)
-    assert training.wait(60) and training.status == jobs.DONE  # started once the slot came back
-    assert manager.counts() == (0, 0)

@@ -9,7 +9,8 @@ artifacts/ (git-ignored) for a human to look at.
 
 Needs Debian's Chromium at /usr/bin/chromium (Playwright's own browser download is not used).
 Without it, or when Playwright cannot launch it, the tests are skipped, except under CI=true,
-where they fail: CI installs Chromium, so a skip there would hide a broken setup.
+where they fail: CI installs Chromium, so a skip there would hide a broken setup. Without app.py
+they fail everywhere: a missing app is a defect, not a missing tool.
 """
 
 from __future__ import annotations
@@ -90,10 +91,7 @@ PLOTS_JS = """
 })
 """
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not APP.exists(), reason="app.py does not exist yet: nothing to open"),
-]
+pytestmark = pytest.mark.browser
 
 
 def unavailable(reason: str):
@@ -104,6 +102,13 @@ def unavailable(reason: str):
 
 
 # ---- fixtures: one server, one browser, a fresh session per test -------------------------------
+
+
+@pytest.fixture(scope="module", autouse=True)
+def app_exists():
+    """A missing app is a defect, not a missing tool: fail, before any skip for the browser."""
+    if not APP.is_file():
+        pytest.fail(f"{APP} does not exist: there is no app to open")
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,8 @@ SAMPLE = [
     or any(_accepted(task, item["text"]) for task in list_tasks())
 ]
 BUNDLED = frozenset(p.stem for p in (ROOT / "models").glob("*.safetensors"))
-# Streamlit cuts what a text box receives to its max_chars (app.py: 256 and 64) on the server.
+# Streamlit cuts what a text box receives to its max_chars on the server: 256 for the sequence
+# (tfviz/ui/sequence.py), 64 for a model name (tfviz/ui/train.py).
 SEQUENCE_CHARS, NAME_CHARS = 256, 64
 
 # Elements whose text Streamlit renders as markdown, and the widget fields rendered the same way.

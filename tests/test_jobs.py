@@ -1,17 +1,21 @@
-"""tfviz.jobs: training in worker threads, with a cap, a visible queue, cancel and saving."""
+"""tfviz.jobs: one manager (a cap, one visible queue, cancel, progress) for two kinds of work,
+training a model (TrainWork: saving, names, limits) and rerunning the W_o experiment
+(ExperimentWork)."""
 
 from __future__ import annotations
 
 import errno
+import json
 import subprocess
 import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import wait_until
-from tfviz import jobs, load_checkpoint
+from tfviz import experiment, jobs, load_checkpoint
 
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16)
 
@@ -20,56 +24,278 @@ def spec(name: str, steps: int = 20, **kw) -> jobs.JobSpec:
     return jobs.JobSpec(name=name, steps=steps, **{"task": "reverse", **TINY, **kw})
 
 
-@pytest.fixture
-def manager():
-    m = jobs.JobManager(max_jobs=1, max_queue=1, device="cpu")
-    yield m
-    # Stop whatever a failed test left running, so no thread outlives it.
+def submit_training(manager, folder, name, steps=20, reserved=frozenset(), is_alive=None, **kw):
+    work = jobs.TrainWork(spec(name, steps, **kw), folder, reserved=reserved, device="cpu")
+    return manager.submit(work, is_alive=is_alive)
+
+
+def rerun(task: str = "balanced", seeds: int = 1, steps: int = 5) -> jobs.ExperimentWork:
+    return jobs.ExperimentWork(jobs.ExperimentSpec(task, seeds=seeds, steps=steps))
+
+
+def stop_all(m: jobs.JobManager) -> None:
+    """Stop whatever a failed test left running, so no thread outlives it."""
     for job in m._running + m._queue:
+        if isinstance(job.work, Gate):
+            job.work.open.set()
         job.cancel()
         job.wait(30)
 
 
+@pytest.fixture
+def manager():
+    m = jobs.JobManager(max_jobs=1, max_queue=1)
+    yield m
+    stop_all(m)
+
+
+class Gate:
+    """A Work that runs until the test opens its gate (or it is asked to stop): the manager's
+    rules, checked without training anything. kind names it, claim is what it claims."""
+
+    def __init__(self, kind: str = "gate", claim=None, fail: Exception | None = None):
+        self.kind, self._claim, self.fail = kind, claim, fail
+        self.spec = {"gate": kind}
+        self.result = None
+        self.open = threading.Event()
+        self.started = threading.Event()
+
+    @property
+    def total(self) -> int:
+        return 4
+
+    @property
+    def claim(self):
+        return self._claim
+
+    def validate(self, claimed) -> None:
+        if self._claim in claimed:
+            raise ValueError(f"{self._claim} is taken")
+
+    def run(self, report, should_stop) -> str:
+        self.started.set()
+        report(message="gate: waiting", done=1, step=1, loss=2.0)
+        while not self.open.wait(0.002):
+            if should_stop():
+                self.result = "partial"
+                raise jobs.Stopped("at the gate; partial result kept")
+        if self.fail is not None:
+            raise self.fail
+        report(done=4, step=4, loss=1.0)
+        self.result = "made"
+        return "through the gate"
+
+
+# ---- the manager: one cap, one queue, for any kind of work --------------------------------------
+
+
+def test_work_of_every_kind_shares_one_first_come_first_served_queue():
+    m = jobs.JobManager(max_jobs=1, max_queue=3)
+    try:
+        works = [Gate("train"), Gate("experiment"), Gate("train"), Gate("experiment")]
+        running, *waiting = [m.submit(w) for w in works]
+        assert running.status == jobs.RUNNING and works[0].started.wait(5)
+        assert [j.snapshot().position for j in waiting] == [1, 2, 3]
+        assert [j.snapshot().kind for j in waiting] == ["experiment", "train", "experiment"]
+        assert m.counts() == (1, 3)
+        with pytest.raises(jobs.QueueFull, match="all 1 training slots are busy and 3 jobs"):
+            m.submit(Gate("experiment"))
+        waiting[0].cancel()  # a queued job leaves the queue at once; those behind move up
+        assert waiting[0].wait(1) and "never started" in waiting[0].snapshot().message
+        assert [j.snapshot().position for j in waiting[1:]] == [1, 2]
+        works[0].open.set()  # the slot goes to the oldest job still waiting
+        assert running.wait(5)
+        wait_until(lambda: works[2].started.is_set())
+        assert not works[3].started.is_set() and waiting[2].snapshot().position == 1
+        works[2].open.set()
+        works[3].open.set()
+        assert waiting[2].wait(5)
+        assert waiting[1].wait(5) and waiting[1].status == jobs.DONE
+        assert not works[1].started.is_set()  # the cancelled one never ran
+    finally:
+        stop_all(m)
+
+
+def test_max_jobs_run_side_by_side():
+    m = jobs.JobManager(max_jobs=2, max_queue=0)
+    try:
+        a, b = Gate(), Gate()
+        first, second = m.submit(a), m.submit(b)
+        assert a.started.wait(5) and b.started.wait(5)  # both run at once
+        assert m.counts() == (2, 0)
+        with pytest.raises(jobs.QueueFull, match="all 2 training slots"):
+            m.submit(Gate())
+        a.open.set()
+        b.open.set()
+        assert first.wait(5) and second.wait(5)
+    finally:
+        stop_all(m)
+
+
+def test_a_finished_job_reports_its_result_and_frees_its_slot_before_wait_returns(manager):
+    gate = Gate()
+    job = manager.submit(gate)
+    assert gate.started.wait(5)
+    wait_until(lambda: job.snapshot().message == "gate: waiting")
+    snap = job.snapshot()
+    assert snap.active and snap.position is None and snap.result is None
+    assert (snap.done, snap.total, snap.fraction, snap.loss) == (1, 4, 0.25, 2.0)
+    gate.open.set()
+    assert job.wait(5)
+    assert manager.counts() == (0, 0)  # no window where the job ended but its slot is held
+    snap = job.snapshot()
+    assert (snap.status, snap.message, snap.result) == (jobs.DONE, "through the gate", "made")
+    assert snap.fraction == 1.0 and snap.losses == [2.0, 1.0] and snap.step == 4
+
+
+def test_cancel_stops_a_running_job_and_keeps_what_it_left(manager):
+    gate = Gate()
+    job = manager.submit(gate)
+    assert gate.started.wait(5)
+    job.cancel()
+    assert job.wait(5)
+    snap = job.snapshot()
+    assert snap.status == jobs.CANCELLED and not snap.active
+    assert snap.message == "cancelled at the gate; partial result kept"
+    assert snap.result == "partial" and manager.counts() == (0, 0)
+
+
+@pytest.mark.parametrize(
+    "error, message",
+    [
+        (jobs.JobFailed("disk full; nothing written"), "disk full; nothing written"),
+        (KeyError("w_o"), "KeyError: 'w_o'"),  # unexpected: named by its type
+    ],
+)
+def test_a_failure_is_reported_and_frees_the_slot(manager, error, message):
+    gate = Gate(fail=error)
+    gate.open.set()
+    job = manager.submit(gate)
+    assert job.wait(5)
+    snap = job.snapshot()
+    assert snap.status == jobs.FAILED and snap.message == message
+    assert manager.counts() == (0, 0)
+    follow = Gate()
+    follow.open.set()
+    assert manager.submit(follow).wait(5)  # the slot is usable again
+
+
+def test_a_claim_is_held_by_one_active_job_at_a_time(manager):
+    first = Gate(claim="x")
+    job = manager.submit(first)
+    with pytest.raises(ValueError, match="x is taken"):
+        manager.submit(Gate(claim="x"))
+    assert manager.counts() == (1, 0)  # a refused job takes no place
+    first.open.set()
+    assert job.wait(5)
+    again = Gate(claim="x")
+    again.open.set()
+    assert manager.submit(again).wait(5)  # released once the job ended
+
+
+def test_limits_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv(jobs.MAX_JOBS_ENV, "3")
+    monkeypatch.setenv(jobs.MAX_QUEUE_ENV, "0")
+    m = jobs.JobManager()
+    assert (m.max_jobs, m.max_queue) == (3, 0)
+    monkeypatch.setenv(jobs.MAX_JOBS_ENV, "many")
+    with pytest.raises(ValueError, match="TFVIZ_MAX_JOBS must be an integer >= 1"):
+        jobs.default_max_jobs()
+    monkeypatch.setenv(jobs.MAX_JOBS_ENV, "0")
+    with pytest.raises(ValueError, match="TFVIZ_MAX_JOBS"):
+        jobs.default_max_jobs()
+    monkeypatch.setenv(jobs.MAX_QUEUE_ENV, "-1")
+    with pytest.raises(ValueError, match="TFVIZ_MAX_QUEUE must be an integer >= 0"):
+        jobs.default_max_queue()
+
+
+def test_user_models_dir(monkeypatch, tmp_path):
+    monkeypatch.delenv(jobs.USER_MODELS_ENV, raising=False)
+    assert jobs.user_models_dir(tmp_path) == tmp_path / "user_models"
+    monkeypatch.setenv(jobs.USER_MODELS_ENV, str(tmp_path / "elsewhere"))
+    assert jobs.user_models_dir(tmp_path) == tmp_path / "elsewhere"
+
+
+# Every module of the library, found by walking the package (tfviz.ui, the app's views, may
+# import streamlit); each is imported in a fresh interpreter, which then must not hold streamlit.
+IMPORT_ALL = """
+import importlib, json, pkgutil, sys
+
+def walk(path, prefix):
+    for info in pkgutil.iter_modules(path, prefix):
+        if info.name == "tfviz.ui":
+            continue
+        module = importlib.import_module(info.name)
+        yield info.name
+        if info.ispkg:
+            yield from walk(module.__path__, info.name + ".")
+
+import tfviz
+names = ["tfviz", *walk(tfviz.__path__, "tfviz.")]
+print(json.dumps({"names": names, "streamlit": "streamlit" in sys.modules}))
+"""
+
+
+def test_the_library_never_imports_streamlit():
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT_ALL], check=True, capture_output=True, text=True
+    ).stdout
+    found = json.loads(out.splitlines()[-1])
+    package = Path(__file__).resolve().parent.parent / "tfviz"
+    on_disk = {f"tfviz.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
+    assert on_disk <= set(found["names"])  # every module was imported, none skipped
+    assert not any(n == "tfviz.ui" or n.startswith("tfviz.ui.") for n in found["names"])
+    assert not found["streamlit"], "a library module imported streamlit"
+
+
+# ---- training ----------------------------------------------------------------------------------
+
+
 def test_a_job_trains_saves_and_reports(manager, tmp_path):
-    job = manager.submit(spec("tiny"), tmp_path)
+    job = submit_training(manager, tmp_path, "tiny")
     assert job.wait(60)
     snap = job.snapshot()
     assert snap.status == jobs.DONE, snap.message
-    assert snap.step == 20 and len(snap.losses) == 20
-    assert snap.path == str(tmp_path / "tiny.safetensors")
-    assert "token_accuracy" in snap.metrics
-    model, meta = load_checkpoint(snap.path)
+    assert snap.kind == "train" and snap.message == "saved as tiny.safetensors"
+    assert snap.step == snap.done == snap.total == 20 and len(snap.losses) == 20
+    assert snap.fraction == 1.0 and snap.loss is not None
+    assert snap.result.path == str(tmp_path / "tiny.safetensors")
+    assert "token_accuracy" in snap.result.metrics
+    model, meta = load_checkpoint(snap.result.path)
     assert meta.task == "reverse"
     assert meta.config.d_model == 16 and meta.config.n_layers == 1
     assert meta.record["steps_done"] == 20 and meta.record["name"] == "tiny"
-    assert meta.metrics["token_accuracy"] == snap.metrics["token_accuracy"]
+    assert meta.metrics["token_accuracy"] == snap.result.metrics["token_accuracy"]
     assert manager.counts() == (0, 0)
     assert not [p for p in tmp_path.iterdir() if p.suffix == ".tmp"]  # written atomically
 
 
 def test_progress_is_readable_while_running_and_cancel_stops_it(manager, tmp_path):
-    job = manager.submit(spec("long", steps=jobs.MAX_STEPS), tmp_path)
+    job = submit_training(manager, tmp_path, "long", steps=jobs.MAX_STEPS)
     wait_until(lambda: job.snapshot().step >= 3)
     snap = job.snapshot()
-    assert snap.status == jobs.RUNNING and snap.active
+    assert snap.status == jobs.RUNNING and snap.active and snap.message == "training"
     assert len(snap.losses) >= 1 and snap.position is None
+    assert 0 < snap.fraction < 1 and snap.total == jobs.MAX_STEPS
     job.cancel()
     assert job.wait(30)
     snap = job.snapshot()
     assert snap.status == jobs.CANCELLED and not snap.active
     assert snap.step < jobs.MAX_STEPS
-    assert "not saved" in snap.message
+    assert snap.message == f"cancelled after {snap.step} steps; not saved"
+    assert snap.result is None
     assert not (tmp_path / "long.safetensors").exists()
 
 
 def test_the_cap_queues_the_extra_job_and_refuses_when_full(manager, tmp_path):
-    first = manager.submit(spec("first", steps=jobs.MAX_STEPS), tmp_path)
-    second = manager.submit(spec("second", steps=jobs.MAX_STEPS), tmp_path)
+    first = submit_training(manager, tmp_path, "first", steps=jobs.MAX_STEPS)
+    second = submit_training(manager, tmp_path, "second", steps=jobs.MAX_STEPS)
     snap = second.snapshot()
     assert snap.status == jobs.QUEUED and snap.position == 1
+    assert snap.message == "waiting for a free slot" and snap.fraction == 0.0
     assert manager.counts() == (1, 1)
     with pytest.raises(jobs.QueueFull, match="busy"):
-        manager.submit(spec("third"), tmp_path)
+        submit_training(manager, tmp_path, "third")
     # When the running job ends, the waiting one takes its slot.
     first.cancel()
     assert first.wait(30)
@@ -80,8 +306,8 @@ def test_the_cap_queues_the_extra_job_and_refuses_when_full(manager, tmp_path):
 
 
 def test_a_queued_job_can_be_cancelled_before_it_starts(manager, tmp_path):
-    first = manager.submit(spec("first", steps=jobs.MAX_STEPS), tmp_path)
-    second = manager.submit(spec("second"), tmp_path)
+    first = submit_training(manager, tmp_path, "first", steps=jobs.MAX_STEPS)
+    second = submit_training(manager, tmp_path, "second")
     second.cancel()
     assert second.wait(1)
     snap = second.snapshot()
@@ -90,18 +316,6 @@ def test_a_queued_job_can_be_cancelled_before_it_starts(manager, tmp_path):
     assert manager.counts() == (1, 0)
     first.cancel()
     assert first.wait(30)
-
-
-def test_queue_positions_count_up(tmp_path):
-    m = jobs.JobManager(max_jobs=1, max_queue=3, device="cpu")
-    running = m.submit(spec("r", steps=jobs.MAX_STEPS), tmp_path)
-    waiting = [m.submit(spec(f"w{i}"), tmp_path) for i in range(3)]
-    assert [j.snapshot().position for j in waiting] == [1, 2, 3]
-    waiting[0].cancel()
-    assert [j.snapshot().position for j in waiting[1:]] == [1, 2]
-    for job in [*waiting[1:], running]:
-        job.cancel()
-        assert job.wait(30)
 
 
 @pytest.mark.parametrize(
@@ -116,14 +330,14 @@ def test_queue_positions_count_up(tmp_path):
 def test_bad_names_are_refused_with_a_message(manager, tmp_path, name, message):
     (tmp_path / "taken.safetensors").write_bytes(b"x")
     with pytest.raises(ValueError, match=message):
-        manager.submit(spec(name), tmp_path, reserved=frozenset({"reverse"}))
+        submit_training(manager, tmp_path, name, reserved=frozenset({"reverse"}))
     assert manager.counts() == (0, 0)
 
 
 def test_a_name_being_trained_is_taken(manager, tmp_path):
-    job = manager.submit(spec("same", steps=jobs.MAX_STEPS), tmp_path)
+    job = submit_training(manager, tmp_path, "same", steps=jobs.MAX_STEPS)
     with pytest.raises(ValueError, match="already exists or is being trained"):
-        manager.submit(spec("same"), tmp_path)
+        submit_training(manager, tmp_path, "same")
     job.cancel()
     assert job.wait(30)
 
@@ -140,36 +354,75 @@ def test_a_name_being_trained_is_taken(manager, tmp_path):
     ],
 )
 def test_bad_settings_are_refused_with_a_message(manager, tmp_path, changes, message):
+    steps = changes.pop("steps", 20)
     with pytest.raises(ValueError, match=message):
-        manager.submit(spec("x", **changes), tmp_path)
+        submit_training(manager, tmp_path, "x", steps=steps, **changes)
+    assert manager.counts() == (0, 0)
 
 
-def test_limits_come_from_the_environment(monkeypatch):
-    monkeypatch.setenv(jobs.MAX_JOBS_ENV, "3")
-    monkeypatch.setenv(jobs.MAX_QUEUE_ENV, "0")
-    m = jobs.JobManager(device="cpu")
-    assert (m.max_jobs, m.max_queue) == (3, 0)
-    monkeypatch.setenv(jobs.MAX_JOBS_ENV, "many")
-    with pytest.raises(ValueError, match="TFVIZ_MAX_JOBS must be an integer >= 1"):
-        jobs.default_max_jobs()
-    monkeypatch.setenv(jobs.MAX_JOBS_ENV, "0")
-    with pytest.raises(ValueError, match="TFVIZ_MAX_JOBS"):
-        jobs.default_max_jobs()
+# ---- experiment reruns ---------------------------------------------------------------------------
 
 
-def test_user_models_dir(monkeypatch, tmp_path):
-    monkeypatch.delenv(jobs.USER_MODELS_ENV, raising=False)
-    assert jobs.user_models_dir(tmp_path) == tmp_path / "user_models"
-    monkeypatch.setenv(jobs.USER_MODELS_ENV, str(tmp_path / "elsewhere"))
-    assert jobs.user_models_dir(tmp_path) == tmp_path / "elsewhere"
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (dict(seeds=0), "seeds must be a whole number"),
+        (dict(seeds=6), "from 1 to 5"),
+        (dict(steps=2001), "from 1 to 2,000"),
+        (dict(task="nope"), "nope"),
+    ],
+)
+def test_a_rerun_with_settings_out_of_range_is_refused(settings, message):
+    m = jobs.JobManager(max_jobs=1, max_queue=0)
+    with pytest.raises(ValueError, match=message):
+        m.submit(jobs.ExperimentWork(jobs.ExperimentSpec(**{"task": "reverse", **settings})))
+    assert m.counts() == (0, 0)  # a refused rerun holds no slot
 
 
-def test_the_library_never_imports_streamlit():
-    code = (
-        "import sys, tfviz.jobs, tfviz.plots, tfviz.compare; "
-        "assert 'streamlit' not in sys.modules, 'streamlit was imported'"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
+def test_a_rerun_runs_every_seed_with_and_without_w_o(manager):
+    job = manager.submit(rerun(seeds=1, steps=5))
+    assert job.wait(60)
+    snap = job.snapshot()
+    assert snap.status == jobs.DONE, snap.message
+    assert snap.kind == "experiment" and snap.message == "2 runs finished"
+    assert (snap.done, snap.total, snap.fraction) == (10, 10, 1.0)
+    assert snap.step == 5 and len(snap.losses) == 5  # the curve of the last run
+    assert [r.condition for r in snap.result.runs] == list(experiment.CONDITIONS)
+    assert snap.losses == pytest.approx(snap.result.runs[-1].losses, rel=1e-5)
+    assert manager.counts() == (0, 0)
+
+
+def test_a_rerun_waits_in_the_queue_behind_training_like_any_job(manager, tmp_path):
+    training = submit_training(manager, tmp_path, "first", steps=jobs.MAX_STEPS)
+    job = manager.submit(rerun(seeds=1, steps=5))
+    snap = job.snapshot()
+    assert (snap.kind, snap.status, snap.position) == ("experiment", jobs.QUEUED, 1)
+    assert snap.message == "waiting for a free slot"
+    with pytest.raises(jobs.QueueFull, match="all 1 training slots are busy"):
+        manager.submit(rerun())  # a full queue refuses reruns as it refuses training
+    training.cancel()
+    assert training.wait(30)
+    assert job.wait(60) and job.snapshot().status == jobs.DONE  # it ran once the slot was free
+    assert manager.counts() == (0, 0)
+
+
+def test_training_waits_for_a_running_rerun(manager, tmp_path):
+    job = manager.submit(rerun(seeds=2, steps=jobs.EXPERIMENT_MAX_STEPS))
+    training = submit_training(manager, tmp_path, "after_rerun")
+    assert training.snapshot().position == 1 and manager.counts() == (1, 1)
+    wait_until(lambda: job.snapshot().step >= 3)
+    snap = job.snapshot()
+    assert snap.status == jobs.RUNNING and snap.message == "run 1 of 4: seed 0, with W_o"
+    assert 0 < snap.fraction < 1 and snap.total == 4 * jobs.EXPERIMENT_MAX_STEPS
+    assert snap.loss is not None and snap.result is None
+    job.cancel()
+    assert job.wait(30)
+    snap = job.snapshot()
+    assert snap.status == jobs.CANCELLED
+    assert snap.message == "cancelled after 0 of 4 runs; the finished ones are kept"
+    assert snap.result.cancelled and snap.result.runs == ()
+    assert training.wait(60) and training.status == jobs.DONE  # started once the slot came back
+    assert manager.counts() == (0, 0)
 
 
 # ---- losing nothing ----------------------------------------------------------------------------
@@ -185,7 +438,7 @@ def test_a_failed_save_is_reported_and_every_saved_model_is_kept(manager, tmp_pa
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr("tfviz.checkpoint.os.fsync", disk_full)
-    job = manager.submit(spec("new"), tmp_path)
+    job = submit_training(manager, tmp_path, "new")
     assert job.wait(60)
     snap = job.snapshot()
     assert snap.status == jobs.FAILED
@@ -205,7 +458,7 @@ def test_a_model_saved_under_the_same_name_meanwhile_is_not_overwritten(manager,
             target.write_bytes(SORT)
         return True
 
-    job = manager.submit(spec("same"), tmp_path, is_alive=someone_saves_it)
+    job = submit_training(manager, tmp_path, "same", is_alive=someone_saves_it)
     assert job.wait(60)
     snap = job.snapshot()
     assert snap.status == jobs.FAILED
@@ -217,7 +470,7 @@ def test_a_model_saved_under_the_same_name_meanwhile_is_not_overwritten(manager,
 def test_models_over_the_parameter_budget_are_refused(manager, tmp_path):
     big = jobs.JobSpec(task="reverse", name="big", d_model=1024, n_heads=8, d_ff=4096, n_layers=4)
     with pytest.raises(ValueError, match=r"has [\d,]+ parameters; .* at most 5,000,000"):
-        manager.submit(big, tmp_path)
+        manager.submit(jobs.TrainWork(big, tmp_path))
     largest_in_the_form = replace(big, d_model=256, d_ff=512)
     assert largest_in_the_form.model_config().n_params < jobs.MAX_PARAMS
 

@@ -1,4 +1,5 @@
-"""A training job stops when the browser session that started it closes (jobs.py and app.py)."""
+"""A job (training or experiment rerun) stops when the browser session that started it closes
+(jobs.py and app.py)."""
 
 from __future__ import annotations
 
@@ -18,20 +19,25 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16)
 
 
-def spec(name: str, steps: int = jobs.MAX_STEPS) -> jobs.JobSpec:
-    return jobs.JobSpec(task="reverse", name=name, steps=steps, **TINY)
+def training(name: str, folder: Path, steps: int = jobs.MAX_STEPS) -> jobs.TrainWork:
+    spec = jobs.JobSpec(task="reverse", name=name, steps=steps, **TINY)
+    return jobs.TrainWork(spec, folder, device="cpu")
 
 
 class Owner:
-    """A stand-in for a browser session: open until closed; counts how often it was asked."""
+    """A stand-in for a browser session: open until closed (or until asked close_after times);
+    counts how often it was asked."""
 
-    def __init__(self) -> None:
+    def __init__(self, close_after: int | None = None) -> None:
         self.open = threading.Event()
         self.open.set()
         self.asked = 0
+        self.close_after = close_after
 
     def __call__(self) -> bool:
         self.asked += 1
+        if self.close_after is not None and self.asked >= self.close_after:
+            self.close()
         return self.open.is_set()
 
     def close(self) -> None:
@@ -40,7 +46,7 @@ class Owner:
 
 @pytest.fixture
 def manager():
-    m = jobs.JobManager(max_jobs=1, max_queue=2, device="cpu")
+    m = jobs.JobManager(max_jobs=1, max_queue=2)
     yield m
     for job in m._running + m._queue:  # nothing a failed test started outlives it
         job.cancel()
@@ -52,7 +58,7 @@ def manager():
 
 def test_a_running_job_stops_unsaved_when_its_session_closes(manager, tmp_path):
     owner = Owner()
-    job = manager.submit(spec("mine"), tmp_path, is_alive=owner)
+    job = manager.submit(training("mine", tmp_path), is_alive=owner)
     wait_until(lambda: job.snapshot().step >= 3)
     assert job.snapshot().status == jobs.RUNNING and owner.asked >= 3  # asked between steps
     owner.close()
@@ -67,7 +73,7 @@ def test_a_running_job_stops_unsaved_when_its_session_closes(manager, tmp_path):
 
 def test_an_open_session_lets_the_job_finish_and_save(manager, tmp_path):
     owner = Owner()
-    job = manager.submit(spec("kept", steps=20), tmp_path, is_alive=owner)
+    job = manager.submit(training("kept", tmp_path, steps=20), is_alive=owner)
     assert job.wait(60)
     assert job.snapshot().status == jobs.DONE, job.snapshot().message
     assert (tmp_path / "kept.safetensors").is_file() and owner.asked >= 20
@@ -77,19 +83,19 @@ def test_a_failing_check_does_not_stop_training(manager, tmp_path):
     def broken() -> bool:
         raise RuntimeError("the runtime is gone")
 
-    job = manager.submit(spec("robust", steps=20), tmp_path, is_alive=broken)
+    job = manager.submit(training("robust", tmp_path, steps=20), is_alive=broken)
     assert job.wait(60)
     assert job.snapshot().status == jobs.DONE, job.snapshot().message
 
 
 def test_a_queued_job_whose_session_closed_gives_its_place_up(manager, tmp_path):
-    running = manager.submit(spec("running"), tmp_path)
+    running = manager.submit(training("running", tmp_path))
     owner = Owner()
-    waiting = manager.submit(spec("waiting", steps=20), tmp_path, is_alive=owner)
-    other = manager.submit(spec("other", steps=20), tmp_path)
+    waiting = manager.submit(training("waiting", tmp_path, steps=20), is_alive=owner)
+    other = manager.submit(training("other", tmp_path, steps=20))
     assert (waiting.snapshot().position, other.snapshot().position) == (1, 2)
     with pytest.raises(jobs.QueueFull):
-        manager.submit(spec("refused", steps=20), tmp_path)
+        manager.submit(training("refused", tmp_path, steps=20))
     owner.close()
     # The queue forgets it at once: the next job moves up and a new one fits again.
     assert other.snapshot().position == 1
@@ -97,7 +103,7 @@ def test_a_queued_job_whose_session_closed_gives_its_place_up(manager, tmp_path)
     snap = waiting.snapshot()
     assert snap.status == jobs.CANCELLED and snap.step == 0
     assert "never started" in snap.message and jobs.OWNER_GONE in snap.message
-    third = manager.submit(spec("third", steps=20), tmp_path)
+    third = manager.submit(training("third", tmp_path, steps=20))
     assert manager.counts() == (1, 2)
     for job in (third, other, running):
         job.cancel()
@@ -106,10 +112,10 @@ def test_a_queued_job_whose_session_closed_gives_its_place_up(manager, tmp_path)
 
 
 def test_a_job_whose_session_closed_while_queued_is_skipped_when_a_slot_frees(manager, tmp_path):
-    running = manager.submit(spec("running"), tmp_path)
+    running = manager.submit(training("running", tmp_path))
     owner = Owner()
-    waiting = manager.submit(spec("waiting", steps=20), tmp_path, is_alive=owner)
-    behind = manager.submit(spec("behind"), tmp_path)
+    waiting = manager.submit(training("waiting", tmp_path, steps=20), is_alive=owner)
+    behind = manager.submit(training("behind", tmp_path))
     owner.close()  # nobody looks at the queue until the running job ends
     running.cancel()
     assert running.wait(30)
@@ -118,6 +124,38 @@ def test_a_job_whose_session_closed_while_queued_is_skipped_when_a_slot_frees(ma
     assert waiting.status == jobs.CANCELLED and waiting.snapshot().step == 0
     behind.cancel()
     assert behind.wait(30)
+
+
+def test_a_rerun_stops_when_its_session_closes_and_keeps_its_finished_runs(manager):
+    # A running job asks once per training step: closing at the 40th ask closes the session
+    # 10 steps into the second of 2 x 2 runs of 30 steps.
+    owner = Owner(close_after=40)
+    spec = jobs.ExperimentSpec("balanced", seeds=2, steps=30)
+    job = manager.submit(jobs.ExperimentWork(spec), is_alive=owner)
+    assert job.wait(60), "the rerun did not stop after its session closed"
+    snap = job.snapshot()
+    assert snap.status == jobs.CANCELLED and not snap.active
+    assert snap.message == (
+        f"stopped ({jobs.OWNER_GONE}) after 1 of 4 runs; the finished ones are kept"
+    )
+    assert (snap.done, snap.step) == (40, 10) and owner.asked == 40
+    assert [(r.condition, r.seed) for r in snap.result.runs] == [("learned", 0)]
+    assert manager.counts() == (0, 0)
+
+
+def test_a_queued_rerun_whose_session_closed_never_starts(manager, tmp_path):
+    running = manager.submit(training("running", tmp_path))
+    owner = Owner()
+    waiting = manager.submit(jobs.ExperimentWork(jobs.ExperimentSpec("sum")), is_alive=owner)
+    assert waiting.snapshot().position == 1
+    owner.close()
+    assert waiting.snapshot().position is None and manager.counts() == (1, 0)
+    assert waiting.wait(1)
+    snap = waiting.snapshot()
+    assert snap.status == jobs.CANCELLED and snap.message == f"never started: {jobs.OWNER_GONE}"
+    assert snap.result is None and snap.done == 0
+    running.cancel()
+    assert running.wait(30)
 
 
 def test_alive_with_grace_waits_out_a_short_disconnect():

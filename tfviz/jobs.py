@@ -1,15 +1,25 @@
-"""Training jobs for the app: worker threads, a cap on how many run at once, a queue, cancel.
+"""Background jobs for the app: one queue and one cap for training and experiment reruns.
 
-Streamlit aborts work done in the script thread whenever the user touches a widget, so training
-runs in a worker thread started here. The worker never calls Streamlit (this module does not import
-it): it writes its progress into its Job under a lock, and the page polls `Job.snapshot()`. One
-JobManager serves the whole process, so its cap on concurrent jobs holds across every browser
-session; a job over the cap waits in a queue and can see its place in it.
+Streamlit aborts work done in the script thread whenever the user touches a widget, so anything
+that trains runs in a worker thread started here. The worker never calls Streamlit (this module
+does not import it): it writes its progress into its Job under a lock, and the page polls
+`Job.snapshot()`. One JobManager serves the whole process, so its cap on concurrent jobs (one per
+core) holds across every browser session and every kind of work; a job over the cap waits in one
+first-come-first-served queue and can see its place in it. When the queue is full too, a new job
+is refused (QueueFull) with a message, whatever its kind.
+
+The manager knows nothing of what a job does. A job carries a `work` object (see `Work`):
+- TrainWork trains a model from a JobSpec and saves it under a name (atomically, never over an
+  existing model);
+- ExperimentWork reruns the with/without-W_o experiment (tfviz.experiment) from an
+  ExperimentSpec; its result stays in memory, so the shipped results are never overwritten.
+Both report into the same snapshot shape (status, message, steps done of total, the loss curve,
+the result), so one progress view fits both.
 
 A job may carry `is_alive`, a check of whether whoever started it is still there (the app passes
-"is this browser session still open?"). The worker asks it between steps, and a queued job before it
-starts; once it says no, the job stops unsaved and its slot goes to the next job. Nobody would see
-the result, and a closed tab must not hold one of the few training slots.
+"is this browser session still open?"). The worker asks it between steps, and the manager asks it
+of queued jobs; once it says no, the job stops (a training unsaved) and its slot or place goes to
+the next job. Nobody would see the result, and a closed tab must not hold one of the few slots.
 
 Uploaded checkpoints are held to the same size budget as trained ones (`MAX_PARAMS`), which
 load_checkpoint checks against the config before any model is built (`load_upload`).
@@ -22,12 +32,14 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, Protocol
 
 import torch
 
+from tfviz import experiment
 from tfviz.checkpoint import (
     MAX_PARAMS,
     CheckpointMeta,
@@ -41,7 +53,9 @@ from tfviz.model import Encoder
 from tfviz.tasks import get_task
 from tfviz.trainer import StepInfo, resolve_device, train
 
-MAX_STEPS = 20_000  # about ten minutes for a bundled-size model on one CPU core
+MAX_STEPS = 20_000  # training: about ten minutes for a bundled-size model on one CPU core
+EXPERIMENT_MAX_SEEDS = 5  # per condition; the shipped results use 5
+EXPERIMENT_MAX_STEPS = 2000  # per run; 2 * 5 runs of 2,000 steps take a few minutes on one core
 MAX_SEED = 2**31 - 1
 MIN_LR, MAX_LR = 1e-5, 1.0
 # MAX_PARAMS (tfviz.checkpoint) also caps training: the largest model the Train form offers has
@@ -59,7 +73,15 @@ OWNER_GONE = "the browser session that started it has closed"
 
 
 class QueueFull(RuntimeError):
-    """The job cap is reached and the waiting queue is full; the message says so."""
+    """Every slot is busy and the waiting queue is full; the message says so."""
+
+
+class Stopped(Exception):
+    """Raised by Work.run when should_stop() said yes; the message says how far it got."""
+
+
+class JobFailed(Exception):
+    """Raised by Work.run for a failure whose message is meant for the user as it is."""
 
 
 def limit_torch_threads(n: int = 1) -> None:
@@ -191,6 +213,54 @@ def alive_with_grace(
     return check
 
 
+# ---- what a job does ---------------------------------------------------------------------------
+
+
+class Report(Protocol):
+    """How a worker tells its Job how far it is; every keyword is optional.
+
+    done: training steps done over the whole job (the fraction is done / Work.total);
+    step, loss: the step within the current loss curve and its loss, appended to that curve;
+    message: the new status line; new_curve: start a fresh loss curve (an experiment's next run).
+    """
+
+    def __call__(
+        self,
+        *,
+        done: int | None = None,
+        step: int | None = None,
+        loss: float | None = None,
+        message: str | None = None,
+        new_curve: bool = False,
+    ) -> None: ...
+
+
+class Work(Protocol):
+    """One kind of job. The manager calls validate() on submit, then run() in a worker thread.
+
+    validate(claimed) checks the settings and raises ValueError with a message a student can act
+    on; it runs under the manager's lock with the claims of every queued and running job, so two
+    jobs can never hold the same claim (a training's model file). run(report, should_stop) does
+    the work: it calls report(...) as it goes and should_stop() between steps, raises Stopped
+    when that said yes, JobFailed with a message for the user, and returns a message when done.
+    It leaves what it produced in `result` (also when stopped, if part of it is worth keeping).
+    """
+
+    kind: str  # "train" or "experiment": names the worker thread, lets a page tell them apart
+    spec: Any  # what was asked for, shown in snapshots
+    result: Any
+
+    @property
+    def total(self) -> int: ...  # training steps the whole job takes (valid after validate)
+
+    @property
+    def claim(self) -> Hashable | None: ...  # held by at most one active job (after validate)
+
+    def validate(self, claimed: Collection[Hashable]) -> None: ...
+
+    def run(self, report: Report, should_stop: Callable[[], bool]) -> str: ...
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """What to train: task, sizes and training settings, and the name to save it under."""
@@ -231,42 +301,223 @@ class JobSpec:
 
 
 @dataclass(frozen=True)
+class TrainResult:
+    """A finished training: where the model was saved and how it scored on fresh examples."""
+
+    path: str
+    metrics: dict
+
+
+class TrainWork:
+    """Train a model from a JobSpec and save it as folder/<name>.safetensors.
+
+    The name is checked (and claimed) when the job is submitted; the file is written atomically
+    after training, and never over a model that appeared under that name in the meantime.
+    """
+
+    kind = "train"
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        folder: Path,
+        reserved: frozenset[str] = frozenset(),
+        device: str = "auto",
+    ):
+        self.spec = spec
+        self.folder = Path(folder)
+        self.reserved = reserved  # names the picker already uses (the bundled models)
+        self.device = device
+        self.config: ModelConfig | None = None
+        self.path: Path | None = None
+        self.result: TrainResult | None = None
+
+    @property
+    def total(self) -> int:
+        return self.spec.steps
+
+    @property
+    def claim(self) -> Path | None:
+        return self.path
+
+    def validate(self, claimed: Collection[Hashable]) -> None:
+        self.config = self.spec.model_config()
+        self.path = safe_model_path(self.folder, self.spec.name, reserved=self.reserved)
+        self.spec = replace(self.spec, name=self.path.stem)
+        if self.path.exists() or self.path in claimed:
+            raise ValueError(
+                f"a model named {self.path.stem!r} already exists or is being trained; "
+                f"choose another name"
+            )
+
+    def run(self, report: Report, should_stop: Callable[[], bool]) -> str:
+        spec, path = self.spec, self.path
+        report(message="training")
+
+        def on_step(info: StepInfo) -> bool:
+            report(done=info.step, step=info.step, loss=info.loss)
+            return not should_stop()
+
+        model, history = train(
+            spec.task,
+            self.config,
+            steps=spec.steps,
+            batch_size=spec.batch_size,
+            lr=spec.lr,
+            seed=spec.seed,
+            device=str(resolve_device(self.device)),
+            w_o=spec.w_o,
+            on_step=on_step,
+        )
+        if history["cancelled"]:
+            raise Stopped(f"after {history['steps_done']} steps; not saved")
+        report(message=f"measuring accuracy on {EVAL_N} fresh examples")
+        metrics = evaluate(model, spec.task, n=EVAL_N)
+        if path.exists():
+            raise JobFailed(
+                f"a model named {path.stem!r} appeared while this one trained; it was kept as it "
+                f"is and this one was not saved"
+            )
+        history["name"] = spec.name
+        try:
+            save_checkpoint(path, model, spec.task, history, metrics)
+        except OSError as e:  # disk full, folder made read-only... (written atomically)
+            raise JobFailed(
+                f"trained, but saving {path.name} failed ({e.strerror or e}); nothing was "
+                f"written and every saved model is as it was"
+            ) from e
+        self.result = TrainResult(path=str(path), metrics=metrics)
+        return f"saved as {path.name}"
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """What to rerun: the task, how many seeds per condition and how many steps per run."""
+
+    task: str
+    seeds: int = 2
+    steps: int = 200
+
+    def check(self) -> None:
+        """ValueError with a message a student can act on, for settings out of range."""
+        get_task(self.task)  # names the known tasks if unknown
+        if not isinstance(self.seeds, int) or not 1 <= self.seeds <= EXPERIMENT_MAX_SEEDS:
+            raise ValueError(
+                f"seeds must be a whole number from 1 to {EXPERIMENT_MAX_SEEDS}, got {self.seeds!r}"
+            )
+        if not isinstance(self.steps, int) or not 1 <= self.steps <= EXPERIMENT_MAX_STEPS:
+            raise ValueError(
+                f"steps must be a whole number from 1 to {EXPERIMENT_MAX_STEPS:,}, "
+                f"got {self.steps!r}"
+            )
+
+    @property
+    def runs(self) -> int:
+        return self.seeds * len(experiment.CONDITIONS)
+
+
+class ExperimentWork:
+    """Rerun tfviz.experiment for one task: every seed trained with and without W_o.
+
+    The result (an ExperimentResult, also when stopped: its finished runs) stays in memory for
+    the caller to keep in its session; nothing is written to disk. The loss curve in snapshots
+    is the one of the run started last.
+    """
+
+    kind = "experiment"
+
+    def __init__(self, spec: ExperimentSpec, device: str = "cpu"):
+        self.spec = spec
+        self.device = device  # "cpu" keeps reruns comparable with the shipped results
+        self.result: experiment.ExperimentResult | None = None
+
+    @property
+    def total(self) -> int:
+        return self.spec.runs * self.spec.steps
+
+    @property
+    def claim(self) -> None:
+        return None  # reruns write nothing, so any number may run side by side
+
+    def validate(self, claimed: Collection[Hashable]) -> None:
+        self.spec.check()
+
+    def run(self, report: Report, should_stop: Callable[[], bool]) -> str:
+        done = 0
+        shown_run = 0  # the run whose loss curve the snapshots carry
+
+        def on_progress(p: experiment.Progress) -> bool:
+            nonlocal done, shown_run
+            # One call per step of one run: counting calls stays right however the runs are
+            # scheduled, where (run - 1) * steps + step would assume one run after another.
+            done += 1
+            if p.step == 1 and p.run != shown_run:
+                shown_run = p.run
+                label = experiment.LABELS[p.condition]
+                report(message=f"run {p.run} of {p.runs}: seed {p.seed}, {label}", new_curve=True)
+            if p.run == shown_run:
+                report(done=done, step=p.step, loss=p.loss)
+            else:
+                report(done=done)
+            return not should_stop()
+
+        spec = self.spec
+        result = experiment.run_experiment(
+            spec.task,
+            seeds=spec.seeds,
+            steps=spec.steps,
+            device=self.device,
+            on_progress=on_progress,
+        )
+        self.result = result
+        finished = len(result.runs)
+        if result.cancelled:
+            raise Stopped(f"after {finished} of {spec.runs} runs; the finished ones are kept")
+        return f"{finished} runs finished"
+
+
+# ---- jobs and the manager ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
 class JobSnapshot:
-    """A consistent copy of a job's progress, safe to read from any thread."""
+    """A consistent copy of a job's progress, safe to read from any thread. One shape for every
+    kind of work: `kind` and `spec` say what it is, `result` what it produced."""
 
     id: int
-    spec: JobSpec
+    kind: str  # the work's kind: "train" or "experiment"
+    spec: Any  # JobSpec or ExperimentSpec
     status: str  # queued, running, done, failed, cancelled
-    step: int
-    losses: list[float] = field(default_factory=list)  # averaged down to <= LOSS_POINTS
+    message: str  # what is happening now, or how it ended
+    done: int  # training steps done over the whole job
+    total: int  # training steps the whole job takes
+    step: int  # step within the current loss curve (a training; one run of an experiment)
+    losses: list[float] = field(default_factory=list)  # current curve, averaged to <= LOSS_POINTS
     loss_every: int = 1  # steps per point of losses
+    loss: float | None = None  # the last loss reported
     position: int | None = None  # 1-based place in the queue while queued
-    message: str = ""  # what is happening now, or why it failed
-    path: str | None = None  # where the model is (or will be) saved
-    metrics: dict = field(default_factory=dict)
-    seconds: float = 0.0
+    result: Any = None  # TrainResult / ExperimentResult, once there is one
+    seconds: float = 0.0  # since it started running
 
     @property
     def active(self) -> bool:
         return self.status not in FINAL
 
+    @property
+    def fraction(self) -> float:
+        """Share of the job's training steps done, 0..1."""
+        return min(1.0, self.done / self.total) if self.total else 0.0
+
 
 class Job:
-    """One training run. Its worker thread writes progress here; anyone may read a snapshot."""
+    """One piece of work in the manager's care. Its worker thread writes progress here; anyone
+    may read a snapshot, cancel it or wait for it."""
 
     def __init__(
-        self,
-        job_id: int,
-        spec: JobSpec,
-        config: ModelConfig,
-        path: Path,
-        manager,
-        is_alive: Callable[[], bool] | None = None,
+        self, job_id: int, work: Work, manager: JobManager, is_alive: Callable[[], bool] | None
     ):
         self.id = job_id
-        self.spec = spec
-        self.config = config
-        self.path = path
+        self.work = work
         self._manager = manager
         self._is_alive = is_alive
         self._lock = threading.Lock()
@@ -274,12 +525,21 @@ class Job:
         self._cancel = threading.Event()
         self._abandoned = threading.Event()  # stopped because its owner went away
         self._status = QUEUED
+        self._message = "waiting for a free slot"
+        self._done = 0
         self._step = 0
         self._losses: list[float] = []
-        self._message = "waiting for a free slot"
-        self._metrics: dict = {}
+        self._result: Any = None
         self._started: float | None = None
         self._ended: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.work.kind
+
+    @property
+    def spec(self):
+        return self.work.spec
 
     # ---- read from any thread -------------------------------------------------------------------
     def snapshot(self) -> JobSnapshot:
@@ -293,15 +553,18 @@ class Job:
             end = self._ended or time.monotonic()
             return JobSnapshot(
                 id=self.id,
-                spec=self.spec,
+                kind=self.work.kind,
+                spec=self.work.spec,
                 status=self._status,
+                message=self._message,
+                done=self._done,
+                total=self.work.total,
                 step=self._step,
                 losses=losses,
                 loss_every=every,
+                loss=self._losses[-1] if self._losses else None,
                 position=position,
-                message=self._message,
-                path=str(self.path),
-                metrics=dict(self._metrics),
+                result=self._result,
                 seconds=0.0 if self._started is None else end - self._started,
             )
 
@@ -319,144 +582,122 @@ class Job:
         """Block until the job is done, failed or cancelled; False if timeout passed first."""
         return self._finished.wait(timeout)
 
-    # ---- called by the manager and the worker thread ------------------------------------------
-    def _set(self, **values) -> None:
-        with self._lock:
-            for key, value in values.items():
-                setattr(self, f"_{key}", value)
-
-    def _finish(self, status: str, message: str) -> None:
-        self._set(status=status, message=message, ended=time.monotonic())
-        self._finished.set()
-
     def owner_alive(self) -> bool:
         """False once the is_alive check says whoever started the job is gone."""
         if self._is_alive is None:
             return True
         try:
             return bool(self._is_alive())
-        except Exception:  # a failing check must not kill a training nobody asked to stop
+        except Exception:  # a failing check must not stop work nobody asked to stop
             return True
 
-    def _on_step(self, info: StepInfo) -> bool:
+    # ---- called by the manager and the worker thread ------------------------------------------
+    def _set(self, **values) -> None:
         with self._lock:
-            self._step = info.step
-            self._losses.append(info.loss)
+            for key, value in values.items():
+                setattr(self, f"_{key}", value)
+
+    def _end(self, status: str, message: str) -> None:
+        """Record how the job ended (not yet announced to wait())."""
+        self._set(status=status, message=message, ended=time.monotonic())
+
+    def _finish_unstarted(self, message: str) -> None:
+        self._end(CANCELLED, message)
+        self._finished.set()
+
+    def _report(
+        self,
+        *,
+        done: int | None = None,
+        step: int | None = None,
+        loss: float | None = None,
+        message: str | None = None,
+        new_curve: bool = False,
+    ) -> None:
+        with self._lock:
+            if new_curve:
+                self._losses = []
+                self._step = 0
+            if message is not None:
+                self._message = message
+            if done is not None:
+                self._done = done
+            if step is not None:
+                self._step = step
+            if loss is not None:
+                self._losses.append(loss)
+
+    def _should_stop(self) -> bool:
         if self._cancel.is_set():
-            return False
+            return True
         if not self.owner_alive():
             self._abandoned.set()
-            return False
-        return True
+            return True
+        return False
 
-    def _run(self, device: str) -> None:
-        spec = self.spec
+    def _run(self) -> None:
+        self._set(started=time.monotonic())
         try:
-            self._set(status=RUNNING, message="training", started=time.monotonic())
-            model, history = train(
-                spec.task,
-                self.config,
-                steps=spec.steps,
-                batch_size=spec.batch_size,
-                lr=spec.lr,
-                seed=spec.seed,
-                device=device,
-                w_o=spec.w_o,
-                on_step=self._on_step,
-            )
-            if history["cancelled"]:
-                done = history["steps_done"]
-                if self._abandoned.is_set():
-                    self._finish(CANCELLED, f"stopped after {done} steps: {OWNER_GONE}; not saved")
-                else:
-                    self._finish(CANCELLED, f"cancelled after {done} steps; not saved")
-                return
-            self._set(message=f"measuring accuracy on {EVAL_N} fresh examples")
-            metrics = evaluate(model, spec.task, n=EVAL_N)
-            if self.path.exists():
-                self._finish(
-                    FAILED,
-                    f"a model named {self.path.stem!r} appeared while this one trained; it was "
-                    f"kept as it is and this one was not saved",
-                )
-                return
-            history["name"] = spec.name
-            try:
-                save_checkpoint(self.path, model, spec.task, history, metrics)
-            except OSError as e:  # disk full, folder made read-only... (written atomically)
-                self._finish(
-                    FAILED,
-                    f"trained, but saving {self.path.name} failed ({e.strerror or e}); "
-                    f"nothing was written and every saved model is as it was",
-                )
-                return
-            self._set(metrics=metrics)
-            self._finish(DONE, f"saved as {self.path.name}")
+            message = self.work.run(self._report, self._should_stop)
+            status = DONE
+        except Stopped as e:
+            why = f"stopped ({OWNER_GONE})" if self._abandoned.is_set() else "cancelled"
+            status, message = CANCELLED, f"{why} {e}"
+        except JobFailed as e:
+            status, message = FAILED, str(e)
         except Exception as e:  # the worker must report every failure, never die silently
-            self._finish(FAILED, f"{type(e).__name__}: {e}")
-        finally:
-            self._manager._release(self)
+            status, message = FAILED, f"{type(e).__name__}: {e}"
+        self._set(result=self.work.result)
+        self._end(status, message)
+        # The slot is free before anyone waiting is told the job ended.
+        self._manager._release(self)
+        self._finished.set()
 
 
 class JobManager:
-    """Starts jobs in worker threads, at most max_jobs at once; later ones wait in a queue."""
+    """Runs jobs of any kind in worker threads, at most max_jobs at once; later ones wait in one
+    queue, up to max_queue of them. One manager per process, so the cap holds for everyone."""
 
-    def __init__(
-        self, max_jobs: int | None = None, max_queue: int | None = None, device: str = "auto"
-    ):
+    def __init__(self, max_jobs: int | None = None, max_queue: int | None = None):
         self.max_jobs = default_max_jobs() if max_jobs is None else max_jobs
         self.max_queue = default_max_queue() if max_queue is None else max_queue
         if self.max_jobs < 1 or self.max_queue < 0:
             raise ValueError("max_jobs must be >= 1 and max_queue >= 0")
-        self.device = str(resolve_device(device))
         self._lock = threading.Lock()
         self._running: list[Job] = []
         self._queue: list[Job] = []
-        self._borrowed = 0  # slots lent to other CPU-bound work (experiment reruns)
         self._ids = itertools.count(1)
 
-    def submit(
-        self,
-        spec: JobSpec,
-        folder: Path,
-        reserved: frozenset[str] = frozenset(),
-        is_alive: Callable[[], bool] | None = None,
-    ) -> Job:
-        """Check a spec, claim its file name and start it (or queue it).
+    def submit(self, work: Work, is_alive: Callable[[], bool] | None = None) -> Job:
+        """Check the work and start it, or queue it if every slot is busy.
 
-        is_alive, if given, is asked between training steps (and before a queued job starts)
-        whether whoever submitted the job is still there; once it returns False the job stops
-        without saving. It is called from the worker thread, so it must be thread-safe and fast.
+        is_alive, if given, is asked between steps (and while the job waits in the queue) whether
+        whoever submitted it is still there; once it returns False the job stops (a training
+        without saving). It is called from other threads, so it must be thread-safe and fast.
 
         Raises:
-            ValueError: a setting or the model name is refused (the message says why), or a model
-                of that name exists or is being trained.
+            ValueError: a setting is refused (the message says why), or the work claims what an
+                active job holds (a model name being trained) or what exists (a saved model).
             QueueFull: every slot is busy and the queue is full.
         """
-        config = spec.model_config()
-        path = safe_model_path(folder, spec.name, reserved=reserved)
-        spec = replace(spec, name=path.stem)
-        with self._lock:
-            gone = self._drop_abandoned()  # a closed tab's queued job frees its place now
-            if path.exists() or any(j.path == path for j in self._running + self._queue):
-                self._finish_abandoned(gone)
-                raise ValueError(
-                    f"a model named {path.stem!r} already exists or is being trained; "
-                    f"choose another name"
-                )
-            if self._busy() >= self.max_jobs and len(self._queue) >= self.max_queue:
-                self._finish_abandoned(gone)
-                raise QueueFull(
-                    f"all {self.max_jobs} training slots are busy and {len(self._queue)} jobs "
-                    f"are waiting already; try again when one has finished"
-                )
-            job = Job(next(self._ids), spec, config, path, self, is_alive=is_alive)
-            if self._busy() < self.max_jobs:
-                self._start(job)
-            else:
+        gone: list[Job] = []
+        try:
+            with self._lock:
+                gone = self._drop_abandoned()  # a closed tab's queued job frees its place now
+                active = self._running + self._queue
+                work.validate({j.work.claim for j in active if j.work.claim is not None})
+                if len(self._running) >= self.max_jobs and len(self._queue) >= self.max_queue:
+                    raise QueueFull(
+                        f"all {self.max_jobs} training slots are busy and {len(self._queue)} "
+                        f"jobs are waiting already (training and experiment reruns share them); "
+                        f"try again when one has finished"
+                    )
+                job = Job(next(self._ids), work, self, is_alive)
                 self._queue.append(job)
-        self._finish_abandoned(gone)
-        return job
+                self._start_waiting()
+                return job
+        finally:
+            self._finish_abandoned(gone)
 
     def position(self, job: Job) -> int | None:
         """1-based place of a queued job in the queue, else None."""
@@ -467,41 +708,23 @@ class JobManager:
         return place
 
     def counts(self) -> tuple[int, int]:
-        """(busy slots, queued jobs) right now; lent slots count as busy."""
+        """(busy slots, queued jobs) right now, jobs of every kind."""
         with self._lock:
             gone = self._drop_abandoned()
-            counts = self._busy(), len(self._queue)
+            counts = len(self._running), len(self._queue)
         self._finish_abandoned(gone)
         return counts
 
-    def borrow_slot(self) -> bool:
-        """Take one slot for other CPU-bound work if one is free now (no queueing); True if taken.
-
-        Experiment reruns train too: sharing the cap keeps all training on the server to
-        max_jobs cores, however it was started. Give the slot back with return_slot().
-        """
-        with self._lock:
-            if self._busy() >= self.max_jobs or self._queue:
-                return False
-            self._borrowed += 1
-            return True
-
-    def return_slot(self) -> None:
-        """Give back a borrowed slot; the next waiting training job may start in it."""
-        with self._lock:
-            self._borrowed = max(0, self._borrowed - 1)
-            gone = self._drop_abandoned()
-            self._start_waiting()
-        self._finish_abandoned(gone)
-
-    def _busy(self) -> int:
-        """Slots in use; caller holds self._lock."""
-        return len(self._running) + self._borrowed
-
     def _start_waiting(self) -> None:
-        """Start queued jobs while slots are free; caller holds self._lock."""
-        while self._queue and self._busy() < self.max_jobs:
-            self._start(self._queue.pop(0))
+        """Start queued jobs, first come first served, while slots are free; caller holds
+        self._lock."""
+        while self._queue and len(self._running) < self.max_jobs:
+            job = self._queue.pop(0)
+            self._running.append(job)
+            job._set(status=RUNNING, message="starting")
+            threading.Thread(
+                target=job._run, name=f"tfviz-{job.kind}-{job.id}", daemon=True
+            ).start()
 
     def _drop_abandoned(self) -> list[Job]:
         """Take queued jobs whose owner is gone out of the queue; caller holds self._lock."""
@@ -513,23 +736,14 @@ class JobManager:
     @staticmethod
     def _finish_abandoned(gone: list[Job]) -> None:
         for job in gone:
-            job._finish(CANCELLED, f"never started: {OWNER_GONE}")
-
-    def _start(self, job: Job) -> None:
-        """Run job in a new thread; caller holds self._lock."""
-        self._running.append(job)
-        job._set(status=RUNNING, message="starting")
-        thread = threading.Thread(
-            target=job._run, args=(self.device,), name=f"tfviz-train-{job.id}", daemon=True
-        )
-        thread.start()
+            job._finish_unstarted(f"never started: {OWNER_GONE}")
 
     def _dequeue(self, job: Job) -> None:
         with self._lock:
             if job not in self._queue:
                 return
             self._queue.remove(job)
-        job._finish(CANCELLED, "cancelled while waiting; never started")
+        job._finish_unstarted("cancelled while waiting; never started")
 
     def _release(self, job: Job) -> None:
         """A job's thread ended: free its slot and start the next waiting job still wanted."""

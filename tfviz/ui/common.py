@@ -1,0 +1,169 @@
+"""What every view shares: the View it draws from, the switches, cached traces, chart helpers.
+
+The caches here are keyed by checkpoint digest, sequence and switches (the model itself is
+passed unhashed as _model) and hold numpy only, so one trace serves every session that asks for
+it. Helpers that only format (md_escape, metric_text) or draw one kind of widget (chart,
+number_table, index_picker) live here so that every view shows numbers and text the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from tfviz import compare, get_task
+from tfviz.checkpoint import CheckpointMeta
+from tfviz.tasks import Task
+from tfviz.ui.help import HELP
+from tfviz.ui.models import ModelEntry
+
+W_O_LABELS = {"learned": "learned", "identity": "off (identity)", "zero": "zero"}
+ALL_LAYERS = "all layers"
+POLL_SECONDS = 0.5  # how often a running job's progress is redrawn
+
+
+# ---- the sidebar's switches and what the views draw from -----------------------------------
+
+
+@dataclass(frozen=True)
+class Switches:
+    """The sidebar's interventions: W_o mode, where it applies, and heads zeroed before W_o."""
+
+    w_o: str = "learned"
+    layer: int | None = None  # None: every layer
+    ablate: tuple[tuple[int, int], ...] = ()  # (layer, head) pairs
+
+    @property
+    def active(self) -> bool:
+        return self.w_o != "learned" or bool(self.ablate)
+
+    def describe(self) -> str:
+        parts = []
+        if self.w_o != "learned":
+            where = ALL_LAYERS if self.layer is None else f"layer {self.layer}"
+            parts.append(f"W_o {W_O_LABELS[self.w_o]} in {where}")
+        if self.ablate:
+            parts.append("zeroed " + ", ".join(f"L{lay}H{h}" for lay, h in self.ablate))
+        return "; ".join(parts) or "learned W_o"
+
+
+@dataclass(frozen=True)
+class View:
+    """Everything the views draw from: the chosen model, the sequence and its traces."""
+
+    entry: ModelEntry
+    model: object
+    meta: CheckpointMeta
+    task: Task
+    switches: Switches
+    text: str | None = None  # None while the typed sequence is invalid
+    trace: compare.TraceArrays | None = None  # with the switches: what the views show
+    base: compare.TraceArrays | None = None  # learned W_o, nothing zeroed
+
+
+# ---- cached computations -------------------------------------------------------------------
+
+
+# ~50 KB a trace (W_o and the per-head terms are derived when shown, not stored): 96 keep every
+# open session's current pair (learned, switched) of a class of 40 in about 5 MB.
+@st.cache_data(show_spinner=False, max_entries=96)
+def cached_trace(
+    digest: str, task_name: str, text: str, w_o: str, layer: int | None, ablate: tuple, _model
+) -> compare.TraceArrays:
+    """run_trace keyed by checkpoint digest, sequence and switches (the model is not hashed)."""
+    switches = compare.forward_switches(w_o, layer, ablate)
+    return compare.run_trace(
+        _model, get_task(task_name), text, switches["w_o"], switches["ablate_heads"]
+    )
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_w_o(digest: str, w_o_modes: tuple[str, ...], _model) -> np.ndarray:
+    """The W_o each layer applied, (L, D, D), per checkpoint and modes (not per sequence)."""
+    return compare.w_o_used(_model, w_o_modes)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def cached_accuracy(
+    digest: str, task_name: str, w_o: str, layer: int | None, ablate: tuple, _model
+) -> dict[str, float]:
+    """The task metric on 256 fixed random examples with the switches applied."""
+    switches = compare.forward_switches(w_o, layer, ablate)
+    return compare.accuracy_with_switch(_model, get_task(task_name), **switches)
+
+
+def trace_for(view: View, text: str, s: Switches) -> compare.TraceArrays:
+    """The trace of text through the view's model with switches s (cached)."""
+    return cached_trace(
+        view.entry.digest, view.task.name, text, s.w_o, s.layer, s.ablate, _model=view.model
+    )
+
+
+def accuracy_for(view: View, s: Switches) -> dict[str, float]:
+    """The view's model's task metric with switches s (cached)."""
+    return cached_accuracy(
+        view.entry.digest, view.task.name, s.w_o, s.layer, s.ablate, _model=view.model
+    )
+
+
+# ---- drawing -------------------------------------------------------------------------------
+
+
+def chart(figure, key: str) -> None:
+    """A plotly figure, full width, without Streamlit's theme.
+
+    Applying the theme in the browser cost about 250 ms per keystroke on the Attention tab (three
+    charts) on a 2-core machine; the figures set their own colours, so it adds nothing needed.
+    """
+    st.plotly_chart(figure, key=key, theme=None)
+
+
+def number_table(rows: list[dict], key: str) -> None:
+    """Rows of a table, floats shown to 4 significant digits (gradient scores are ~1e-4)."""
+    floats = [name for name, value in rows[0].items() if isinstance(value, float)] if rows else []
+    config = {name: st.column_config.NumberColumn(format="%.4g") for name in floats}
+    st.dataframe(rows, hide_index=True, key=key, column_config=config)
+
+
+def index_picker(label: str, n: int, key: str, prefix: str, **kwargs) -> int:
+    """A selectbox over 0..n-1 shown as prefix + number; a stale choice (other model) is dropped."""
+    if st.session_state.get(key) not in (None, *range(n)):
+        st.session_state.pop(key)
+    return st.selectbox(
+        label, range(n), format_func=lambda x: f"{prefix}{x}", key=key, width=200, **kwargs
+    )
+
+
+def what_is_this(*keys: str) -> None:
+    """The method's citation and explanation (tfviz.ui.help), folded away."""
+    with st.expander("What is this?"):
+        for key in keys:
+            st.markdown(md_escape(HELP[key]))
+
+
+# ---- text ----------------------------------------------------------------------------------
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:&])")
+
+
+def md_escape(text: str) -> str:
+    """Text for a markdown-rendering element (st.error, st.caption...) shown exactly as written."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+
+
+def cut(text: str, n: int) -> str:
+    """text, or its first n - 3 characters and '...' if it is longer than n."""
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def metric_text(metric: str, value: float) -> str:
+    """A task metric as shown: MAE to 3 decimals, accuracies as a percentage."""
+    return f"{value:.3f}" if metric == "mae" else f"{100 * value:.1f}%"
+
+
+def metric_delta(metric: str, diff: float) -> str:
+    """A change of a task metric: MAE signed to 3 decimals, accuracies in percentage points."""
+    return f"{diff:+.3f}" if metric == "mae" else f"{100 * diff:+.1f} points"

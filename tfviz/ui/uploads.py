@@ -1,0 +1,138 @@
+"""Models a student uploads: checked before use and kept in that browser session only.
+
+An upload is never written to disk and never unpickled: its size is checked before the bytes are
+read, its parameter count before a model is built (jobs.load_upload), everything else by
+load_checkpoint. One session holds at most MAX_UPLOADS of them; they go when the tab closes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+
+import streamlit as st
+
+from tfviz import CheckpointError, jobs
+from tfviz.checkpoint import CheckpointMeta
+from tfviz.ui.common import cut, md_escape
+from tfviz.ui.models import ModelEntry
+
+UPLOAD_MB_ENV = "TFVIZ_MAX_UPLOAD_MB"
+DEFAULT_UPLOAD_MB = 20  # as server.maxUploadSize in .streamlit/config.toml
+MB = 1024 * 1024  # Streamlit's megabyte
+MAX_UPLOADS = 3  # models one session holds; one more upload drops the oldest
+UPLOADS = "_uploads"  # session_state: {"upload:<sha256>": Upload}, in this session only
+UPLOAD_MESSAGE = "_upload_message"  # session_state: (kind, text) about the latest upload
+SHOWN_NAME_CHARS = 60  # an uploaded file's name in the picker is cut to this
+MESSAGE_NAME_CHARS = 120  # and in messages about it
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A model uploaded in this session: kept in its session_state, never written to disk."""
+
+    entry: ModelEntry
+    model: object
+    meta: CheckpointMeta
+
+
+def session_uploads() -> dict[str, Upload]:
+    """This session's uploads by picker key, oldest first."""
+    return st.session_state.get(UPLOADS, {})
+
+
+def upload_limit_mb() -> int:
+    """Largest upload in MB: $TFVIZ_MAX_UPLOAD_MB (else 20), capped by server.maxUploadSize.
+
+    Streamlit's server refuses bodies over server.maxUploadSize whatever a widget says, so a
+    larger setting would only promise what the server will not take.
+    """
+    server_mb = int(st.get_option("server.maxUploadSize"))
+    raw = os.environ.get(UPLOAD_MB_ENV, "").strip()
+    if not raw:
+        return min(DEFAULT_UPLOAD_MB, server_mb)
+    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 1024:
+        raise ValueError(
+            f"{UPLOAD_MB_ENV} must be a whole number of MB from 1 to 1024, got {raw!r}"
+        )
+    return min(int(raw), server_mb)
+
+
+def shown_name(file_name: str) -> str:
+    """An uploaded file's name for the picker: without .safetensors, cut to SHOWN_NAME_CHARS."""
+    stem = file_name[: -len(".safetensors")] if file_name.endswith(".safetensors") else file_name
+    return cut(stem or file_name, SHOWN_NAME_CHARS)
+
+
+def read_upload(file, device: str, limit_mb: int) -> Upload:
+    """Check an UploadedFile and build its model; CheckpointError saying what is wrong if not."""
+    if file.size > limit_mb * MB:
+        raise CheckpointError(
+            f"the file is {file.size / MB:.1f} MB; uploads may be at most {limit_mb} MB"
+        )
+    data = file.getvalue()
+    digest = hashlib.sha256(data).hexdigest()
+    key = f"upload:{digest}"
+    known = session_uploads().get(key)
+    if known is not None:
+        return known
+    model, meta = jobs.load_upload(data, max_bytes=limit_mb * MB, device=device)
+    entry = ModelEntry(key, shown_name(file.name), "uploaded", "", digest)
+    return Upload(entry=entry, model=model, meta=meta)
+
+
+def on_upload(device: str, limit_mb: int) -> None:
+    """The uploader's on_change: check the new file once and, if it is good, pick it."""
+    st.session_state.pop(UPLOAD_MESSAGE, None)
+    file = st.session_state.get("upload")
+    if file is None:
+        return  # taken out of the uploader: the model stays in this session's picker
+    name = cut(file.name, MESSAGE_NAME_CHARS)  # shown literally: the message is md_escaped
+    try:
+        upload = read_upload(file, device, limit_mb)
+    except CheckpointError as e:
+        st.session_state[UPLOAD_MESSAGE] = ("error", f"{name} was not loaded: {e}")
+        return
+    except Exception as e:  # a hostile file must get a message, never a traceback
+        st.session_state[UPLOAD_MESSAGE] = (
+            "error",
+            f"{name} was not loaded: it could not be read as a tfviz model ({type(e).__name__})",
+        )
+        return
+    uploads = st.session_state.setdefault(UPLOADS, {})
+    uploads.pop(upload.entry.key, None)
+    uploads[upload.entry.key] = upload  # newest last
+    while len(uploads) > MAX_UPLOADS:
+        uploads.pop(next(iter(uploads)))
+    st.session_state["model"] = upload.entry.key
+    c = upload.meta.config
+    st.session_state[UPLOAD_MESSAGE] = (
+        "success",
+        f"Loaded {name}: a {upload.meta.task} model, D={c.d_model}, {c.n_heads} heads, "
+        f"{c.n_layers} layers. Only this browser tab sees it; it is gone when the tab closes.",
+    )
+
+
+def upload_box(device: str) -> None:
+    """The sidebar's uploader and what happened to the last file put into it."""
+    try:
+        limit_mb = upload_limit_mb()
+    except ValueError as e:  # a bad setting on the server
+        st.error(md_escape(f"Uploads are not available: {e}"))
+        return
+    st.file_uploader(
+        "Upload a model (.safetensors)",
+        type=["safetensors"],
+        key="upload",
+        max_upload_size=limit_mb,
+        on_change=on_upload,
+        args=(device, limit_mb),
+        help=f"A tfviz checkpoint of at most {limit_mb} MB and {jobs.MAX_PARAMS:,} parameters. "
+        "It is checked before use, never unpickled, never saved on the server, and only "
+        "this browser tab can see it.",
+    )
+    message = st.session_state.get(UPLOAD_MESSAGE)
+    if message is not None:
+        kind, text = message
+        (st.error if kind == "error" else st.success)(md_escape(text))

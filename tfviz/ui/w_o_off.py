@@ -1,0 +1,85 @@
+"""The "W_o off: compare" view: the switched model beside the learned one.
+
+Whatever the sidebar switched (W_o off or zero, in every layer or one; heads zeroed before W_o)
+is set against the learned model: the prediction, the task metric on random examples, the
+attention of the layers a switch can reach, the residual stream and its drift per layer.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from tfviz import compare, plots
+from tfviz.ui.common import Switches, View, accuracy_for, chart, md_escape, metric_delta
+
+
+def render(view: View) -> None:
+    s, base, sw = view.switches, view.base, view.trace
+    if not s.active:
+        st.info(
+            "Nothing is switched. In the sidebar, set W_o to 'off (identity)' or 'zero', or zero "
+            "some heads, and this tab shows the learned model and the switched one side by side."
+        )
+        return
+    st.caption(md_escape(f"Left: learned W_o. Right: {s.describe()}."))
+    left, right = st.columns(2)
+    acc_base = accuracy_for(view, Switches())
+    acc_sw = accuracy_for(view, s)
+    metric = view.task.metric
+    worse_is_higher = metric == "mae"
+    change = metric_delta(metric, acc_sw[metric] - acc_base[metric])
+    for col, name, trace, acc, delta in (
+        (left, "learned W_o", base, acc_base, None),
+        (right, "switched", sw, acc_sw, change),
+    ):
+        with col:
+            st.markdown(f"**{md_escape(name)}**")
+            st.code(
+                compare.prediction_table(
+                    [("right answer", trace.answer), ("model", trace.prediction)], trace.answer
+                ),
+                language=None,
+            )
+            label, value = compare.headline_metric(view.task, acc)
+            st.metric(
+                f"{label.capitalize()} on {compare.ACCURACY_N} random examples",
+                value,
+                delta=delta,
+                delta_color="inverse" if worse_is_higher else "normal",
+            )
+    changed = compare.changed_tokens(base.prediction, sw.prediction)
+    st.caption(
+        md_escape(
+            f"The switch changed {len(changed)} of {len(base.prediction)} answer tokens"
+            + (f" (positions {', '.join(str(i + 1) for i in changed)})." if changed else ".")
+        )
+    )
+    later = compare.later_layers(sw.n_layers, s.layer, s.ablate, s.w_o != "learned")
+    if later:
+        st.caption(
+            "Attention of the later layers: a switch acts after a layer's attention, so only "
+            "the layers above it can attend differently."
+        )
+        # Full width, one above the other: side by side the cells are too small to label.
+        chart(
+            plots.attention_grid(base.attn[later], base.labels, later, title="learned W_o"),
+            key="compare_attention_base",
+        )
+        chart(
+            plots.attention_grid(sw.attn[later], sw.labels, later, title="switched"),
+            key="compare_attention_switched",
+        )
+    else:
+        st.caption(
+            "The switch acts in the last layer, after its attention: no later layer's attention "
+            "can change, only the output."
+        )
+    chart(plots.residual_pair(base.resid_out, sw.resid_out, base.labels), key="residual_pair")
+    left, _ = st.columns(2)
+    with left:
+        chart(plots.drift_bars(compare.drift_per_layer(base, sw)), key="drift")
+        st.caption(
+            "Drift = 1 - mean cosine(learned, switched) of the residual stream: 0 = the same "
+            "direction at every token, 1 = unrelated, above 1 = pointing partly the opposite way "
+            "(2 = opposite). A switch in one layer moves every layer above it too."
+        )
