@@ -84,9 +84,10 @@ warm_up = first_paint()
 
 # The heavy imports (torch, through tfviz) come after the first paint on purpose: see above.
 from tfviz import get_task, jobs  # noqa: E402
+from tfviz.interventions import NONE  # noqa: E402
 from tfviz.trainer import resolve_device  # noqa: E402
 from tfviz.ui import sequence, sidebar  # noqa: E402
-from tfviz.ui.common import Switches, View, trace_for  # noqa: E402
+from tfviz.ui.common import View, trace_for  # noqa: E402
 
 if warm_up is not None:
     warm_up.empty()
@@ -120,8 +121,8 @@ def main() -> None:
         task = get_task(meta.task)
         sidebar.on_model_change(entry, task)
         sidebar.model_info(meta, task, device)
-        switches = sidebar.switch_controls(meta)
-    main_area(View(entry=entry, model=model, meta=meta, task=task, switches=switches))
+        iv = sidebar.switch_controls(meta)
+    main_area(View(entry=entry, model=model, meta=meta, task=task, interventions=iv))
 
 
 @st.fragment
@@ -134,8 +135,8 @@ def main_area(view: View) -> None:
     """
     text = sequence.sequence_input(view.task)
     if text is not None:
-        trace = trace_for(view, text, view.switches)
-        base = trace_for(view, text, Switches()) if view.switches.active else trace
+        trace = trace_for(view, text, view.interventions)
+        base = trace if view.interventions.is_default else trace_for(view, text, NONE)
         view = replace(view, text=text, trace=trace, base=base)
         sequence.show_prediction(view)
 

@@ -94,6 +94,15 @@ class Interventions:
                 out_gates[layer, head * cfg.d_k : (head + 1) * cfg.d_k] = 0.0
         return Resolved(modes, gates, out_gates)
 
+    def downstream_layers(self, n_layers: int) -> list[int]:
+        """Layers whose attention weights these switches can change: those above the first
+        touched layer (W_o and ablation act after a layer's own weights are computed)."""
+        touched = [layer for layer, _ in self.ablate_heads + self.ablate_after_w_o]
+        touched += [i for i, mode in enumerate(self.w_o_modes(n_layers)) if mode != "learned"]
+        if self.head_gates is not None:
+            touched.append(0)
+        return list(range(min(touched) + 1, n_layers)) if touched else []
+
     @classmethod
     def of(cls, interventions: Interventions | None = None, **switches) -> Interventions:
         """An Interventions from an existing one or from keyword switches, not both."""
@@ -164,3 +173,22 @@ def switches(
     """The app's three controls as Interventions: a W_o mode for every layer (layer=None) or one
     layer, and heads zeroed before W_o."""
     return Interventions(w_o=w_o if layer is None else {int(layer): w_o}, ablate_heads=ablate)
+
+
+def head_name(layer: int, head: int) -> str:
+    """'L1H3': how the app names a head."""
+    return f"L{layer}H{head}"
+
+
+def head_names(n_layers: int, n_heads: int) -> list[str]:
+    """'L0H0', 'L0H1', ... for every head, layer-major."""
+    return [head_name(lay, h) for lay in range(n_layers) for h in range(n_heads)]
+
+
+def parse_head_name(name: str) -> Pair:
+    """(layer, head) from 'L1H3'; ValueError for anything else."""
+    try:
+        layer, head = name.removeprefix("L").split("H")
+        return int(layer), int(head)
+    except (AttributeError, ValueError):
+        raise ValueError(f"a head is named like 'L0H1', got {name!r}") from None

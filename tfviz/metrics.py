@@ -46,3 +46,11 @@ def metric(key: str) -> Metric:
         return METRICS[key]
     except (KeyError, TypeError):
         raise ValueError(f"unknown metric {key!r}; known: {', '.join(METRICS)}") from None
+
+
+def headline(key: str, numbers: dict) -> tuple[str, str] | None:
+    """(label, formatted value) of metric key in an evaluate() dict; None if it is absent."""
+    if key not in numbers:
+        return None
+    m = metric(key)
+    return m.label, m.format(float(numbers[key]))

@@ -128,6 +128,10 @@ class Task:
         """Typed text back from ids (BOS and PAD dropped)."""
         return "".join(self.alphabet[i] for i in ids if 0 <= int(i) < len(self.alphabet))
 
+    def random_example(self, rng: np.random.Generator) -> str:
+        """A random sequence the task accepts, drawn as its training data are."""
+        return self.decode(self.sample(1, rng).ids[0].tolist())
+
     def labels(self, text: str) -> list[str]:
         """One axis label per model position, unique so plots never merge two equal tokens."""
         labels = [f"{ch}·{i + 1}" for i, ch in enumerate(self.validate(text))]

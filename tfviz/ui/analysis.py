@@ -13,10 +13,12 @@ import numpy as np
 import streamlit as st
 
 import tfviz.analysis as analysis
-from tfviz import compare, get_task, plots
+from tfviz import get_task, plots
+from tfviz.interventions import Interventions
 from tfviz.ui.common import (
     View,
     chart,
+    describe,
     index_picker,
     md_escape,
     metric_delta,
@@ -40,30 +42,24 @@ SCORE_NAMES = {
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def cached_flow(
-    digest: str, task_name: str, text: str, w_o: str, layer: int | None, ablate: tuple, _model
+    digest: str, task_name: str, text: str, iv: Interventions, _model
 ) -> dict[str, np.ndarray]:
     """Norm-based attention and attention rollout of one sequence with the switches, as numpy."""
-    switches = compare.forward_switches(w_o, layer, ablate)
-    return analysis.attention_flow(_model, task_name, text, **switches)
+    return analysis.attention_flow(_model, task_name, text, interventions=iv)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def cached_importance(
-    digest: str, task_name: str, w_o: str, layer: int | None, _model
-) -> analysis.HeadImportance:
-    """Michel et al.'s head importance on ANALYSIS_N fresh examples, per checkpoint and W_o mode."""
-    w_o_mode = compare.forward_switches(w_o, layer)["w_o"]
-    return analysis.head_importance(_model, task_name, n=ANALYSIS_N, w_o=w_o_mode)
+def cached_importance(digest: str, task_name: str, w_o, _model) -> analysis.HeadImportance:
+    """Michel et al.'s head importance on ANALYSIS_N fresh examples, per checkpoint and W_o mode
+    (w_o: an Interventions' w_o, a mode or (layer, mode) pairs)."""
+    return analysis.head_importance(_model, task_name, n=ANALYSIS_N, w_o=w_o)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def cached_top_k_curve(
-    digest: str, task_name: str, w_o: str, layer: int | None, kind: str, _model
-) -> np.ndarray:
+def cached_top_k_curve(digest: str, task_name: str, w_o, kind: str, _model) -> np.ndarray:
     """The metric keeping the k heads ranked highest by one score, for every k (computed once)."""
-    scores = cached_importance(digest, task_name, w_o, layer, _model=_model).scores(kind)
-    w_o_mode = compare.forward_switches(w_o, layer)["w_o"]
-    return analysis.keep_top_k_curve(_model, task_name, scores, n=ANALYSIS_N, w_o=w_o_mode)
+    scores = cached_importance(digest, task_name, w_o, _model=_model).scores(kind)
+    return analysis.keep_top_k_curve(_model, task_name, scores, n=ANALYSIS_N, w_o=w_o)
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -71,8 +67,7 @@ def cached_ablation(
     digest: str,
     task_name: str,
     text: str | None,
-    w_o: str,
-    layer: int | None,
+    w_o,
     head_layer: int,
     head: int,
     _model,
@@ -80,19 +75,17 @@ def cached_ablation(
     """One head zeroed before and after W_o, on the typed text (or ANALYSIS_N fresh examples)."""
     task = get_task(task_name)
     batch = None if text is None else task.batch_from_texts([text])
-    w_o_mode = compare.forward_switches(w_o, layer)["w_o"]
     return analysis.compare_ablation(
-        _model, task, head_layer, head, batch=batch, n=ANALYSIS_N, w_o=w_o_mode
+        _model, task, head_layer, head, batch=batch, n=ANALYSIS_N, w_o=w_o
     )
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def cached_weight_views(digest: str, w_o: str, layer: int | None, _model) -> dict:
+def cached_weight_views(digest: str, w_o, _model) -> dict:
     """OV spectra, composition scores and W_o's head mixing: from the weights alone."""
-    w_o_mode = compare.forward_switches(w_o, layer)["w_o"]
-    ov = analysis.ov_circuits(_model, w_o_mode)
-    comp = analysis.composition_scores(_model, w_o_mode)
-    mixing = analysis.w_o_mixing(_model, w_o_mode)
+    ov = analysis.ov_circuits(_model, w_o)
+    comp = analysis.composition_scores(_model, w_o)
+    mixing = analysis.w_o_mixing(_model, w_o)
     return {  # the (L, H, D, D) circuits themselves are not drawn, so not kept in the cache
         "singular_values": ov.singular_values,
         "effective_rank": ov.effective_rank,
@@ -106,9 +99,8 @@ def cached_weight_views(digest: str, w_o: str, layer: int | None, _model) -> dic
 
 
 def flow_for(view: View) -> dict[str, np.ndarray]:
-    s = view.switches
     return cached_flow(
-        view.entry.digest, view.task.name, view.text, s.w_o, s.layer, s.ablate, _model=view.model
+        view.entry.digest, view.task.name, view.text, view.interventions, _model=view.model
     )
 
 
@@ -129,10 +121,10 @@ def render(view: View) -> None:
     if needs_text and view.trace is None:
         st.info("Type a valid sequence above to see this view.")
         return
-    if view.switches.active:
+    if not view.interventions.is_default:
         st.caption(
             md_escape(
-                f"Sidebar: {view.switches.describe()}. The W_o switch applies to every method "
+                f"Sidebar: {describe(view.interventions)}. The W_o switch applies to every method "
                 "here; heads zeroed in the sidebar only to norm-based attention and rollout, "
                 "which read the traced sequence."
             )
@@ -192,9 +184,9 @@ def rollout_section(view: View) -> None:
 
 
 def importance_section(view: View) -> None:
-    entry, task, s = view.entry, view.task, view.switches
+    entry, task, w_o = view.entry, view.task, view.interventions.w_o
     with st.spinner(f"Zeroing each head in turn on {ANALYSIS_N} random examples…"):
-        imp = cached_importance(entry.digest, task.name, s.w_o, s.layer, _model=view.model)
+        imp = cached_importance(entry.digest, task.name, w_o, _model=view.model)
     L, H = imp.loss_change.shape
     metric = METRIC_NAMES[imp.metric]
     names = {kind: label.format(metric=metric) for kind, label in SCORE_NAMES.items()}
@@ -235,9 +227,7 @@ def importance_section(view: View) -> None:
         )
     with right:
         with st.spinner("Measuring the metric for every number of heads kept…"):
-            curve = cached_top_k_curve(
-                entry.digest, task.name, s.w_o, s.layer, kind, _model=view.model
-            )
+            curve = cached_top_k_curve(entry.digest, task.name, w_o, kind, _model=view.model)
         n_heads = L * H
         if st.session_state.get("importance_k", 0) > n_heads:
             st.session_state.pop("importance_k")  # a bigger model was shown before
@@ -264,14 +254,14 @@ def importance_section(view: View) -> None:
 
 
 def ablation_section(view: View) -> None:
-    tr, entry, task, s = view.trace, view.entry, view.task, view.switches
+    tr, entry, task = view.trace, view.entry, view.task
     a, b = st.columns(2)
     with a:
         layer = index_picker("Layer", tr.n_layers, "ablation_layer", "L")
     with b:
         head = index_picker("Head", tr.n_heads, "ablation_head", "H")
     args = (entry.digest, task.name)
-    switch = (s.w_o, s.layer, layer, head)
+    switch = (view.interventions.w_o, layer, head)
     typed = cached_ablation(*args, view.text, *switch, _model=view.model)
     with st.spinner(f"Zeroing L{layer}H{head} on {ANALYSIS_N} random examples…"):
         fresh = cached_ablation(*args, None, *switch, _model=view.model)
@@ -325,8 +315,7 @@ def ablation_section(view: View) -> None:
 
 
 def ov_section(view: View) -> None:
-    s = view.switches
-    w = cached_weight_views(view.entry.digest, s.w_o, s.layer, _model=view.model)
+    w = cached_weight_views(view.entry.digest, view.interventions.w_o, _model=view.model)
     sv = w["singular_values"]  # (L, H, d_k)
     L, H, d_k = sv.shape
     st.caption(
@@ -383,8 +372,7 @@ def ov_section(view: View) -> None:
 
 
 def mixing_section(view: View) -> None:
-    s = view.switches
-    w = cached_weight_views(view.entry.digest, s.w_o, s.layer, _model=view.model)
+    w = cached_weight_views(view.entry.digest, view.interventions.w_o, _model=view.model)
     shares, mixing = w["shares"], w["mixing"]  # (L, D, H), (L,)
     layer = index_picker("Layer", len(mixing), "mixing_layer", "L")
     cols = st.columns(len(mixing))

@@ -6,7 +6,8 @@ import functools
 
 import streamlit as st
 
-from tfviz import compare, plots
+from tfviz import plots
+from tfviz.export import attention_csv
 from tfviz.ui.common import View, chart
 
 
@@ -46,7 +47,7 @@ def render(view: View) -> None:
         )
         st.download_button(
             "Download attention weights (CSV)",
-            functools.partial(compare.attention_csv, tr.attn, tr.labels),  # built on click only
+            functools.partial(attention_csv, tr.attn, tr.labels),  # built on click only
             file_name=f"attention_{view.entry.name}.csv",
             mime="text/csv",
             key="download_attention",

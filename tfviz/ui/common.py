@@ -14,8 +14,11 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from tfviz import compare, get_task
+from tfviz import get_task
 from tfviz.checkpoint import CheckpointMeta
+from tfviz.evaluate import evaluate
+from tfviz.interventions import Interventions, head_name
+from tfviz.snapshot import TraceArrays, run_trace, w_o_used
 from tfviz.tasks import Task
 from tfviz.ui.help import HELP
 from tfviz.ui.models import ModelEntry
@@ -23,31 +26,24 @@ from tfviz.ui.models import ModelEntry
 W_O_LABELS = {"learned": "learned", "identity": "off (identity)", "zero": "zero"}
 ALL_LAYERS = "all layers"
 POLL_SECONDS = 0.5  # how often a running job's progress is redrawn
+ACCURACY_N = 256  # examples behind the "with and without the switch" accuracy
+ACCURACY_SEED = 7_000_001  # fixed, so the two accuracies are measured on the same examples
 
 
 # ---- the sidebar's switches and what the views draw from -----------------------------------
 
 
-@dataclass(frozen=True)
-class Switches:
-    """The sidebar's interventions: W_o mode, where it applies, and heads zeroed before W_o."""
-
-    w_o: str = "learned"
-    layer: int | None = None  # None: every layer
-    ablate: tuple[tuple[int, int], ...] = ()  # (layer, head) pairs
-
-    @property
-    def active(self) -> bool:
-        return self.w_o != "learned" or bool(self.ablate)
-
-    def describe(self) -> str:
-        parts = []
-        if self.w_o != "learned":
-            where = ALL_LAYERS if self.layer is None else f"layer {self.layer}"
-            parts.append(f"W_o {W_O_LABELS[self.w_o]} in {where}")
-        if self.ablate:
-            parts.append("zeroed " + ", ".join(f"L{lay}H{h}" for lay, h in self.ablate))
-        return "; ".join(parts) or "learned W_o"
+def describe(iv: Interventions) -> str:
+    """The sidebar's switches in words, e.g. "W_o off (identity) in layer 1; zeroed L0H2"."""
+    parts = []
+    if isinstance(iv.w_o, str):
+        if iv.w_o != "learned":
+            parts.append(f"W_o {W_O_LABELS[iv.w_o]} in {ALL_LAYERS}")
+    else:
+        parts += [f"W_o {W_O_LABELS[mode]} in layer {layer}" for layer, mode in iv.w_o]
+    if iv.ablate_heads:
+        parts.append("zeroed " + ", ".join(head_name(lay, h) for lay, h in iv.ablate_heads))
+    return "; ".join(parts) or "learned W_o"
 
 
 @dataclass(frozen=True)
@@ -58,10 +54,10 @@ class View:
     model: object
     meta: CheckpointMeta
     task: Task
-    switches: Switches
+    interventions: Interventions  # the sidebar's switches
     text: str | None = None  # None while the typed sequence is invalid
-    trace: compare.TraceArrays | None = None  # with the switches: what the views show
-    base: compare.TraceArrays | None = None  # learned W_o, nothing zeroed
+    trace: TraceArrays | None = None  # with the switches: what the views show
+    base: TraceArrays | None = None  # learned W_o, nothing zeroed
 
 
 # ---- cached computations -------------------------------------------------------------------
@@ -70,43 +66,31 @@ class View:
 # ~50 KB a trace (W_o and the per-head terms are derived when shown, not stored): 96 keep every
 # open session's current pair (learned, switched) of a class of 40 in about 5 MB.
 @st.cache_data(show_spinner=False, max_entries=96)
-def cached_trace(
-    digest: str, task_name: str, text: str, w_o: str, layer: int | None, ablate: tuple, _model
-) -> compare.TraceArrays:
+def cached_trace(digest: str, task_name: str, text: str, iv: Interventions, _model) -> TraceArrays:
     """run_trace keyed by checkpoint digest, sequence and switches (the model is not hashed)."""
-    switches = compare.forward_switches(w_o, layer, ablate)
-    return compare.run_trace(
-        _model, get_task(task_name), text, switches["w_o"], switches["ablate_heads"]
-    )
+    return run_trace(_model, get_task(task_name), text, iv)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def cached_w_o(digest: str, w_o_modes: tuple[str, ...], _model) -> np.ndarray:
     """The W_o each layer applied, (L, D, D), per checkpoint and modes (not per sequence)."""
-    return compare.w_o_used(_model, w_o_modes)
+    return w_o_used(_model, w_o_modes)
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def cached_accuracy(
-    digest: str, task_name: str, w_o: str, layer: int | None, ablate: tuple, _model
-) -> dict[str, float]:
-    """The task metric on 256 fixed random examples with the switches applied."""
-    switches = compare.forward_switches(w_o, layer, ablate)
-    return compare.accuracy_with_switch(_model, get_task(task_name), **switches)
+def cached_accuracy(digest: str, task_name: str, iv: Interventions, _model) -> dict[str, float]:
+    """The task metric on ACCURACY_N fixed random examples with the switches applied."""
+    return evaluate(_model, get_task(task_name), ACCURACY_N, ACCURACY_SEED, interventions=iv)
 
 
-def trace_for(view: View, text: str, s: Switches) -> compare.TraceArrays:
-    """The trace of text through the view's model with switches s (cached)."""
-    return cached_trace(
-        view.entry.digest, view.task.name, text, s.w_o, s.layer, s.ablate, _model=view.model
-    )
+def trace_for(view: View, text: str, iv: Interventions) -> TraceArrays:
+    """The trace of text through the view's model with switches iv (cached)."""
+    return cached_trace(view.entry.digest, view.task.name, text, iv, _model=view.model)
 
 
-def accuracy_for(view: View, s: Switches) -> dict[str, float]:
-    """The view's model's task metric with switches s (cached)."""
-    return cached_accuracy(
-        view.entry.digest, view.task.name, s.w_o, s.layer, s.ablate, _model=view.model
-    )
+def accuracy_for(view: View, iv: Interventions) -> dict[str, float]:
+    """The view's model's task metric with switches iv (cached)."""
+    return cached_accuracy(view.entry.digest, view.task.name, iv, _model=view.model)
 
 
 # ---- drawing -------------------------------------------------------------------------------

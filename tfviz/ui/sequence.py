@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from tfviz import compare, get_task
+from tfviz import get_task
 from tfviz.tasks import Task
-from tfviz.ui.common import View, md_escape
+from tfviz.ui.common import View, describe, md_escape
+from tfviz.ui.text import changed_tokens, prediction_table
 
 MAX_TYPED = 256  # the text box refuses more; the task's own limit is checked with a message
 
@@ -17,9 +18,7 @@ def set_sequence(text: str) -> None:
 
 
 def set_random_sequence(task_name: str) -> None:
-    st.session_state["sequence"] = compare.random_example(
-        get_task(task_name), np.random.default_rng()
-    )
+    st.session_state["sequence"] = get_task(task_name).random_example(np.random.default_rng())
 
 
 def sequence_input(task: Task) -> str | None:
@@ -54,15 +53,15 @@ def show_prediction(view: View) -> None:
     trace, base, task = view.trace, view.base, view.task
     inputs = list(view.text) if task.kind == "token" else [view.text]
     rows = [("input", inputs), ("right answer", trace.answer)]
-    if view.switches.active:
+    if not view.interventions.is_default:
         rows.append(("learned W_o", base.prediction))
         rows.append(("switched", trace.prediction))
     else:
         rows.append(("model", trace.prediction))
     with st.container(key="prediction"):  # a stable hook for browser tests
-        st.code(compare.prediction_table(rows, trace.answer), language=None)
-    wrong = compare.changed_tokens(trace.prediction, trace.answer)
+        st.code(prediction_table(rows, trace.answer), language=None)
+    wrong = changed_tokens(trace.prediction, trace.answer)
     note = f"{len(wrong)} of {len(trace.answer)} answer tokens wrong (marked ^)."
-    if view.switches.active:
-        note += f" Switched: {view.switches.describe()}."
+    if not view.interventions.is_default:
+        note += f" Switched: {describe(view.interventions)}."
     st.caption(md_escape(note))

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tfviz import compare
+from tfviz import interventions
 from tfviz.checkpoint import CheckpointMeta
+from tfviz.metrics import headline
 from tfviz.model import W_O_MODES
 from tfviz.tasks import Task
-from tfviz.ui.common import ALL_LAYERS, W_O_LABELS, Switches, md_escape
+from tfviz.ui.common import ALL_LAYERS, W_O_LABELS, md_escape
 from tfviz.ui.models import BUNDLED_DIR, DEFAULT_MODEL, ModelEntry, list_models, load_model
 from tfviz.ui.uploads import session_uploads, upload_box
 
@@ -77,9 +78,9 @@ def model_info(meta: CheckpointMeta, task: Task, device: str) -> None:
     st.markdown(f"**Task:** {md_escape(task.name)}")
     st.caption(md_escape(task.description))
     st.text(f"Alphabet: {task.alphabet}\nLength: {task.min_len} to {task.max_len}")
-    headline = compare.headline_metric(task, meta.metrics)
-    if headline is not None:
-        label, value = headline
+    best = headline(task.metric, meta.metrics)
+    if best is not None:
+        label, value = best
         n = meta.metrics.get("n", "?")
         lengths = f"{meta.metrics.get('min_len', '?')}..{meta.metrics.get('max_len', '?')}"
         st.metric(
@@ -93,7 +94,7 @@ def model_info(meta: CheckpointMeta, task: Task, device: str) -> None:
     )
 
 
-def switch_controls(meta: CheckpointMeta) -> Switches:
+def switch_controls(meta: CheckpointMeta) -> interventions.Interventions:
     """W_o learned / off / zero, in every layer or one, and heads zeroed before W_o."""
     c = meta.config
     st.subheader("Switch W_o off")
@@ -109,13 +110,13 @@ def switch_controls(meta: CheckpointMeta) -> Switches:
     scope = st.selectbox("Switch W_o in", scopes, key="w_o_scope")
     ablate = st.multiselect(
         "Zero heads (before W_o)",
-        compare.head_names(c.n_layers, c.n_heads),
+        interventions.head_names(c.n_layers, c.n_heads),
         key="ablate",
         placeholder="no head zeroed",
         help="Zeroes a head's output z before W_o, so it reaches no output dimension.",
     )
-    return Switches(
-        w_o=w_o,
-        layer=None if scope == ALL_LAYERS else int(scope.split()[1]),
-        ablate=tuple(compare.parse_head_name(name) for name in ablate),
+    return interventions.switches(
+        w_o,
+        None if scope == ALL_LAYERS else int(scope.split()[1]),
+        [interventions.parse_head_name(name) for name in ablate],
     )

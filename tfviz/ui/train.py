@@ -14,8 +14,9 @@ import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from tfviz import compare, get_task, jobs, list_tasks, plots
+from tfviz import get_task, jobs, list_tasks, plots
 from tfviz.checkpoint import safe_model_path
+from tfviz.metrics import headline
 from tfviz.ui.common import POLL_SECONDS, View, chart, md_escape
 from tfviz.ui.models import ROOT, bundled_names, user_models_dir
 
@@ -219,8 +220,8 @@ def job_result(snap: jobs.JobSnapshot) -> None:
     """How a finished job ended, its loss curve, and a button to open the saved model."""
     name = snap.spec.name
     if snap.status == jobs.DONE:
-        headline = compare.headline_metric(get_task(snap.spec.task), snap.result.metrics)
-        score = f" ({headline[0]} {headline[1]})" if headline else ""
+        best = headline(get_task(snap.spec.task).metric, snap.result.metrics)
+        score = f" ({best[0]} {best[1]})" if best else ""
         st.success(
             md_escape(
                 f"Trained {name} in {snap.seconds:.0f} s{score}. It is in the model picker "

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tfviz import compare, plots
+from tfviz import plots, wo
+from tfviz.snapshot import cosine_per_token, decomposition_error
 from tfviz.ui.common import W_O_LABELS, View, cached_w_o, chart, md_escape
 
 
@@ -43,7 +44,7 @@ def render(view: View) -> None:
             "attn_out = W_o applied to concat (+ b_o). Each output dimension is a weighted sum "
             "of all of concat, so no block of columns belongs to one head any more."
         )
-    cosine = compare.cosine_per_token(tr.concat[layer], tr.attn_out[layer])  # (T,)
+    cosine = cosine_per_token(tr.concat[layer], tr.attn_out[layer])  # (T,)
     W_o = cached_w_o(view.entry.digest, tuple(tr.w_o_modes), _model=view.model)  # (L, D, D)
     chart(
         plots.cosine_bars(cosine, tr.labels, title="cosine(concat, attn_out) per token"),
@@ -65,9 +66,7 @@ def render(view: View) -> None:
         token = st.select_slider("Token", options=tr.labels, key="wo_token")
         t = tr.labels.index(token)
         chart(
-            plots.head_contributions(
-                compare.head_contributions(tr.z[layer], W_o[layer])[:, t], token
-            ),
+            plots.head_contributions(wo.head_contributions(tr.z[layer], W_o[layer])[:, t], token),
             key="head_contributions",
         )
         st.caption(
@@ -77,6 +76,6 @@ def render(view: View) -> None:
         )
         st.metric(
             "max |Σ_h z_h W_o^h + b_o − attn_out|",
-            f"{compare.decomposition_error(tr, W_o, layer):.1e}",
+            f"{decomposition_error(tr, W_o, layer):.1e}",
             help="Float32 rounding only: attn_out is exactly the sum of one term per head + b_o.",
         )

@@ -9,22 +9,34 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tfviz import compare, plots
-from tfviz.ui.common import Switches, View, accuracy_for, chart, md_escape, metric_delta
+from tfviz import plots
+from tfviz.interventions import NONE
+from tfviz.metrics import headline
+from tfviz.snapshot import drift_per_layer
+from tfviz.ui.common import (
+    ACCURACY_N,
+    View,
+    accuracy_for,
+    chart,
+    describe,
+    md_escape,
+    metric_delta,
+)
+from tfviz.ui.text import changed_tokens, prediction_table
 
 
 def render(view: View) -> None:
-    s, base, sw = view.switches, view.base, view.trace
-    if not s.active:
+    iv, base, sw = view.interventions, view.base, view.trace
+    if iv.is_default:
         st.info(
             "Nothing is switched. In the sidebar, set W_o to 'off (identity)' or 'zero', or zero "
             "some heads, and this tab shows the learned model and the switched one side by side."
         )
         return
-    st.caption(md_escape(f"Left: learned W_o. Right: {s.describe()}."))
+    st.caption(md_escape(f"Left: learned W_o. Right: {describe(iv)}."))
     left, right = st.columns(2)
-    acc_base = accuracy_for(view, Switches())
-    acc_sw = accuracy_for(view, s)
+    acc_base = accuracy_for(view, NONE)
+    acc_sw = accuracy_for(view, iv)
     metric = view.task.metric
     worse_is_higher = metric == "mae"
     change = metric_delta(metric, acc_sw[metric] - acc_base[metric])
@@ -35,26 +47,26 @@ def render(view: View) -> None:
         with col:
             st.markdown(f"**{md_escape(name)}**")
             st.code(
-                compare.prediction_table(
+                prediction_table(
                     [("right answer", trace.answer), ("model", trace.prediction)], trace.answer
                 ),
                 language=None,
             )
-            label, value = compare.headline_metric(view.task, acc)
+            label, value = headline(view.task.metric, acc)
             st.metric(
-                f"{label.capitalize()} on {compare.ACCURACY_N} random examples",
+                f"{label.capitalize()} on {ACCURACY_N} random examples",
                 value,
                 delta=delta,
                 delta_color="inverse" if worse_is_higher else "normal",
             )
-    changed = compare.changed_tokens(base.prediction, sw.prediction)
+    changed = changed_tokens(base.prediction, sw.prediction)
     st.caption(
         md_escape(
             f"The switch changed {len(changed)} of {len(base.prediction)} answer tokens"
             + (f" (positions {', '.join(str(i + 1) for i in changed)})." if changed else ".")
         )
     )
-    later = compare.later_layers(sw.n_layers, s.layer, s.ablate, s.w_o != "learned")
+    later = iv.downstream_layers(sw.n_layers)
     if later:
         st.caption(
             "Attention of the later layers: a switch acts after a layer's attention, so only "
@@ -77,7 +89,7 @@ def render(view: View) -> None:
     chart(plots.residual_pair(base.resid_out, sw.resid_out, base.labels), key="residual_pair")
     left, _ = st.columns(2)
     with left:
-        chart(plots.drift_bars(compare.drift_per_layer(base, sw)), key="drift")
+        chart(plots.drift_bars(drift_per_layer(base, sw)), key="drift")
         st.caption(
             "Drift = 1 - mean cosine(learned, switched) of the residual stream: 0 = the same "
             "direction at every token, 1 = unrelated, above 1 = pointing partly the opposite way "

@@ -1,4 +1,5 @@
-"""tfviz.compare: the numbers behind the app's views, checked against identities that must hold."""
+"""tfviz.snapshot and the small helpers around it: the numbers behind the views, checked against
+identities that must hold."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from tfviz import compare, get_task
+from tfviz import get_task, snapshot, wo
+from tfviz.evaluate import evaluate
+from tfviz.export import attention_csv
+from tfviz.interventions import Interventions, head_names, parse_head_name
+from tfviz.metrics import headline
 from tfviz.model import Encoder
+from tfviz.ui.text import changed_tokens, prediction_table
 
 TEXT = "abcdefg"
 
@@ -33,8 +39,8 @@ def model(task) -> Encoder:
 
 
 @pytest.fixture(scope="module")
-def learned(model, task) -> compare.TraceArrays:
-    return compare.run_trace(model, task, TEXT)
+def learned(model, task) -> snapshot.TraceArrays:
+    return snapshot.run_trace(model, task, TEXT)
 
 
 def test_run_trace_shapes_and_dtypes(learned, task):
@@ -56,42 +62,42 @@ def test_run_trace_matches_the_model(model, task, learned):
     ids, pad = task.encode_batch([TEXT])
     out = model(ids, pad, trace=True)
     np.testing.assert_allclose(learned.attn_out[1], out.trace.layers[1].attn_out[0].numpy())
-    W = compare.w_o_used(model, learned.w_o_modes)
+    W = snapshot.w_o_used(model, learned.w_o_modes)
     np.testing.assert_array_equal(W[0], model.layers[0].attn.W_o.weight.numpy())
     contrib = out.trace.layers[1].head_contributions()[0].numpy()
-    np.testing.assert_allclose(compare.head_contributions(learned.z[1], W[1]), contrib, atol=1e-6)
+    np.testing.assert_allclose(wo.head_contributions(learned.z[1], W[1]), contrib, atol=1e-6)
     assert learned.prediction == task.predict_tokens(model, TEXT)
 
 
 def test_run_trace_refuses_bad_text(model, task):
     with pytest.raises(ValueError, match="not allowed"):
-        compare.run_trace(model, task, "abz")
+        snapshot.run_trace(model, task, "abz")
 
 
 def test_decomposition_error_is_float32_rounding(model, learned):
-    W = compare.w_o_used(model, learned.w_o_modes)
-    assert compare.decomposition_error(learned, W) < 1e-5
-    assert compare.decomposition_error(learned, W, layer=0) < 1e-5
+    W = snapshot.w_o_used(model, learned.w_o_modes)
+    assert snapshot.decomposition_error(learned, W) < 1e-5
+    assert snapshot.decomposition_error(learned, W, layer=0) < 1e-5
 
 
 def test_decomposition_error_notices_a_missing_bias_or_a_wrong_w_o(model, learned):
-    W = compare.w_o_used(model, learned.w_o_modes)
-    broken = compare.TraceArrays(**{**learned.__dict__, "b_o": np.zeros_like(learned.b_o)})
-    assert compare.decomposition_error(broken, W) > 1e-3
-    assert compare.decomposition_error(learned, W.transpose(0, 2, 1)) > 1e-3
+    W = snapshot.w_o_used(model, learned.w_o_modes)
+    broken = snapshot.TraceArrays(**{**learned.__dict__, "b_o": np.zeros_like(learned.b_o)})
+    assert snapshot.decomposition_error(broken, W) > 1e-3
+    assert snapshot.decomposition_error(learned, W.transpose(0, 2, 1)) > 1e-3
 
 
 def test_identity_mode_passes_concat_through(model, task):
-    off = compare.run_trace(model, task, TEXT, w_o="identity")
+    off = snapshot.run_trace(model, task, TEXT, w_o="identity")
     assert off.w_o_modes == ["identity", "identity"]
     np.testing.assert_array_equal(off.attn_out, off.concat)
-    np.testing.assert_allclose(compare.cosine_per_token(off.concat, off.attn_out), 1.0, atol=1e-6)
-    W = compare.w_o_used(model, off.w_o_modes)
+    np.testing.assert_allclose(snapshot.cosine_per_token(off.concat, off.attn_out), 1.0, atol=1e-6)
+    W = snapshot.w_o_used(model, off.w_o_modes)
     np.testing.assert_array_equal(W[1], np.eye(W.shape[-1], dtype=np.float32))
-    assert compare.decomposition_error(off, W) < 1e-6
+    assert snapshot.decomposition_error(off, W) < 1e-6
     # Without W_o each head writes only into its own block of dims: block-diagonal terms.
     d_k = off.z.shape[-1]
-    contrib = compare.head_contributions(off.z[0], W[0])
+    contrib = wo.head_contributions(off.z[0], W[0])
     for h in range(off.n_heads):
         outside = np.delete(contrib[h], np.s_[h * d_k : (h + 1) * d_k], axis=-1)
         assert np.abs(outside).max() == 0.0
@@ -99,84 +105,75 @@ def test_identity_mode_passes_concat_through(model, task):
 
 def test_learned_w_o_spreads_every_head_over_every_dim(model, learned):
     d_k = learned.z.shape[-1]
-    W = compare.w_o_used(model, learned.w_o_modes)
-    outside = np.delete(compare.head_contributions(learned.z[0], W[0])[0], np.s_[0:d_k], axis=-1)
+    W = snapshot.w_o_used(model, learned.w_o_modes)
+    outside = np.delete(wo.head_contributions(learned.z[0], W[0])[0], np.s_[0:d_k], axis=-1)
     assert np.abs(outside).max() > 1e-3
 
 
 def test_cosine_per_token_range_and_zero_vectors(learned):
-    cos = compare.cosine_per_token(learned.concat, learned.attn_out)
+    cos = snapshot.cosine_per_token(learned.concat, learned.attn_out)
     assert cos.shape == learned.concat.shape[:2]
     assert np.all(cos >= -1.0) and np.all(cos <= 1.0)
     assert cos.min() < 0.99  # a random W_o turns vectors
-    np.testing.assert_array_equal(compare.cosine_per_token(np.zeros((3, 4)), np.ones((3, 4))), 0.0)
-    np.testing.assert_allclose(compare.cosine_per_token([[1.0, 0.0]], [[-2.0, 0.0]]), [-1.0])
+    np.testing.assert_array_equal(snapshot.cosine_per_token(np.zeros((3, 4)), np.ones((3, 4))), 0.0)
+    np.testing.assert_allclose(snapshot.cosine_per_token([[1.0, 0.0]], [[-2.0, 0.0]]), [-1.0])
     with pytest.raises(ValueError, match="cannot compare shapes"):
-        compare.cosine_per_token(np.ones((2, 3)), np.ones((2, 4)))
+        snapshot.cosine_per_token(np.ones((2, 3)), np.ones((2, 4)))
 
 
 def test_drift_is_zero_for_the_same_pass_and_grows_with_a_switch(model, task, learned):
-    np.testing.assert_allclose(compare.drift_per_layer(learned, learned), 0.0, atol=1e-6)
-    zero = compare.run_trace(model, task, TEXT, w_o="zero")
-    drift = compare.drift_per_layer(learned, zero)
+    np.testing.assert_allclose(snapshot.drift_per_layer(learned, learned), 0.0, atol=1e-6)
+    zero = snapshot.run_trace(model, task, TEXT, w_o="zero")
+    drift = snapshot.drift_per_layer(learned, zero)
     assert drift.shape == (2,) and np.all(drift > 1e-3) and np.all(drift <= 2.0)
     # Switching only the last layer leaves the first layer's residual stream untouched.
-    last = compare.run_trace(model, task, TEXT, w_o={1: "zero"})
-    drift_last = compare.drift_per_layer(learned, last)
+    last = snapshot.run_trace(model, task, TEXT, w_o={1: "zero"})
+    drift_last = snapshot.drift_per_layer(learned, last)
     assert drift_last[0] == pytest.approx(0.0, abs=1e-6) and drift_last[1] > 1e-3
 
 
 def test_drift_refuses_different_sequences(model, task, learned):
-    other = compare.run_trace(model, task, "abc")
+    other = snapshot.run_trace(model, task, "abc")
     with pytest.raises(ValueError, match="same sequence"):
-        compare.drift_per_layer(learned, other)
+        snapshot.drift_per_layer(learned, other)
 
 
 def test_ablation_zeroes_the_head_before_w_o(model, task):
-    ablated = compare.run_trace(model, task, TEXT, ablate_heads=[(0, 2)])
-    assert ablated.ablated == ((0, 2),)
+    ablated = snapshot.run_trace(model, task, TEXT, ablate_heads=[(0, 2)])
+    assert ablated.interventions.ablate_heads == ((0, 2),)
     assert np.abs(ablated.z[0, 2]).max() == 0.0
-    W = compare.w_o_used(model, ablated.w_o_modes)
-    assert np.abs(compare.head_contributions(ablated.z[0], W[0])[2]).max() == 0.0
+    W = snapshot.w_o_used(model, ablated.w_o_modes)
+    assert np.abs(wo.head_contributions(ablated.z[0], W[0])[2]).max() == 0.0
     assert np.abs(ablated.z[0, 1]).max() > 0.0
 
 
-def test_forward_switches():
-    assert compare.forward_switches() == {"w_o": "learned", "ablate_heads": []}
-    assert compare.forward_switches("identity", 1, [(0, 3)]) == {
-        "w_o": {1: "identity"},
-        "ablate_heads": [(0, 3)],
-    }
-    with pytest.raises(ValueError, match="w_o must be one of"):
-        compare.forward_switches("off")
-
-
 def test_head_names_round_trip():
-    names = compare.head_names(2, 3)
+    names = head_names(2, 3)
     assert names == ["L0H0", "L0H1", "L0H2", "L1H0", "L1H1", "L1H2"]
-    assert [compare.parse_head_name(n) for n in names][-1] == (1, 2)
+    assert [parse_head_name(n) for n in names][-1] == (1, 2)
     for bad in ("L1", "H1", "LxH2", ""):
         with pytest.raises(ValueError, match="named like"):
-            compare.parse_head_name(bad)
+            parse_head_name(bad)
 
 
 def test_changed_tokens():
-    assert compare.changed_tokens(list("abcd"), list("abxd")) == [2]
-    assert compare.changed_tokens([], []) == []
+    assert changed_tokens(list("abcd"), list("abxd")) == [2]
+    assert changed_tokens([], []) == []
     with pytest.raises(ValueError, match="3 and 2 tokens"):
-        compare.changed_tokens("abc", "ab")
+        changed_tokens("abc", "ab")
 
 
-def test_later_layers():
-    assert compare.later_layers(3, None, (), switched=True) == [1, 2]
-    assert compare.later_layers(3, 1, (), switched=True) == [2]
-    assert compare.later_layers(3, 2, (), switched=True) == []
-    assert compare.later_layers(3, None, [(1, 0)], switched=False) == [2]
-    assert compare.later_layers(3, None, (), switched=False) == []
+def test_downstream_layers():
+    assert Interventions(w_o="identity").downstream_layers(3) == [1, 2]
+    assert Interventions(w_o={1: "zero"}).downstream_layers(3) == [2]
+    assert Interventions(w_o={2: "identity"}).downstream_layers(3) == []
+    assert Interventions(ablate_heads=[(1, 0)]).downstream_layers(3) == [2]
+    assert Interventions(w_o={2: "zero"}, ablate_heads=[(0, 1)]).downstream_layers(3) == [1, 2]
+    assert Interventions().downstream_layers(3) == []
 
 
 def test_prediction_table_aligns_and_marks_wrong_tokens():
-    table = compare.prediction_table(
+    table = prediction_table(
         [("input", ["a", "b", "c"]), ("answer", ["10", "2", "3"]), ("model", ["10", "9", "3"])],
         ["10", "2", "3"],
     )
@@ -185,34 +182,31 @@ def test_prediction_table_aligns_and_marks_wrong_tokens():
     assert lines[2] == "model   10 9 3"
     assert lines[3] == "           ^"
     assert lines[3].index("^") == lines[2].index("9")
-    right = compare.prediction_table([("model", ["x"])], ["x"])
+    right = prediction_table([("model", ["x"])], ["x"])
     assert "^" not in right
 
 
 def test_prediction_table_shows_markup_literally():
-    table = compare.prediction_table([("model", ["<b>x</b>"])], ["y"])
+    table = prediction_table([("model", ["<b>x</b>"])], ["y"])
     assert "<b>x</b>" in table
 
 
 def test_headline_metric(task):
-    assert compare.headline_metric(task, {"token_accuracy": 0.987}) == ("token accuracy", "98.7%")
-    assert compare.headline_metric(get_task("sum"), {"mae": 0.25}) == (
-        "mean absolute error",
-        "0.250",
-    )
-    assert compare.headline_metric(task, {}) is None
+    assert headline(task.metric, {"token_accuracy": 0.987}) == ("token accuracy", "98.7%")
+    assert headline(get_task("sum").metric, {"mae": 0.25}) == ("mean absolute error", "0.250")
+    assert headline(task.metric, {}) is None
 
 
-def test_accuracy_with_switch_is_fixed_and_reacts(model, task):
-    a = compare.accuracy_with_switch(model, task)
-    assert a == compare.accuracy_with_switch(model, task)  # same examples every time
-    assert a["n"] == compare.ACCURACY_N
-    zero = compare.accuracy_with_switch(model, task, w_o="zero")
+def test_accuracy_with_a_switch_is_fixed_and_reacts(model, task):
+    a = evaluate(model, task, 256, seed=7)
+    assert a == evaluate(model, task, 256, seed=7)  # same examples every time
+    assert a["n"] == 256
+    zero = evaluate(model, task, 256, seed=7, interventions=Interventions(w_o="zero"))
     assert zero["token_accuracy"] != a["token_accuracy"]
 
 
 def test_attention_csv(learned):
-    text = compare.attention_csv(learned.attn, learned.labels)
+    text = attention_csv(learned.attn, learned.labels)
     rows = list(csv.DictReader(io.StringIO(text)))
     L, H, T, _ = learned.attn.shape
     assert list(rows[0]) == ["layer", "head", "query", "key", "weight"]
@@ -222,11 +216,11 @@ def test_attention_csv(learned):
     assert (last["query"], last["key"]) == (learned.labels[-1], learned.labels[-1])
     assert float(last["weight"]) == pytest.approx(learned.attn[-1, -1, -1, -1], rel=1e-5)
     with pytest.raises(ValueError, match="8 keys but 3 tokens"):
-        compare.attention_csv(learned.attn, ["a", "b", "c"])
+        attention_csv(learned.attn, ["a", "b", "c"])
 
 
 def test_random_example_is_valid(task):
     rng = np.random.default_rng(0)
     for _ in range(20):
-        text = compare.random_example(task, rng)
+        text = task.random_example(rng)
         assert task.validate(text) == text
