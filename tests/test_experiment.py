@@ -1,8 +1,10 @@
 """The W_o on/off experiment: t quantiles and Welch intervals by hand, summaries, verdicts that
-follow the numbers, a tiny real run (JSON round-trip, cancelling, CLI), and the shipped files."""
+follow the numbers, a tiny real run (batched equals sequential, progress, JSON round-trip,
+cancelling, CLI), and the shipped files."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 
@@ -204,6 +206,35 @@ def test_from_json_refuses_malformed_files(tiny_result, edit, message):
         E.ExperimentResult.from_json("{")
 
 
+def test_batched_runs_equal_sequential_runs(tiny_result):
+    # Dropout 0 (the experiment's default): the same seeds give the same loss curves, whichever
+    # way the runs are trained; the metrics come from equal weights, so they agree too.
+    sequential = E.run_experiment("max_position", seeds=2, steps=6, batched=False, **TINY)
+    assert [(r.condition, r.seed) for r in sequential.runs] == [
+        (r.condition, r.seed) for r in tiny_result.runs
+    ]
+    for batched, alone in zip(tiny_result.runs, sequential.runs, strict=True):
+        np.testing.assert_allclose(batched.losses, alone.losses, rtol=1e-4, atol=1e-6)
+        assert batched.metrics["accuracy"] == pytest.approx(alone.metrics["accuracy"], abs=0.05)
+    assert tiny_result.settings == sequential.settings
+
+
+def test_progress_comes_once_per_run_and_step_in_run_order():
+    seen = []
+    r = E.run_experiment("sum", seeds=2, steps=3, on_progress=seen.append, **TINY)
+    assert [(p.run, p.step) for p in seen] == [(i, s) for s in (1, 2, 3) for i in (1, 2, 3, 4)]
+    assert [(p.condition, p.seed) for p in seen[:4]] == [
+        ("learned", 0),
+        ("identity", 0),
+        ("learned", 1),
+        ("identity", 1),
+    ]
+    assert all(p.runs == 4 and p.steps == 3 for p in seen)
+    # Each call carries its own run's loss.
+    for p in seen:
+        assert p.loss == pytest.approx(r.runs[p.run - 1].losses[p.step - 1], rel=1e-5)
+
+
 def test_progress_callback_can_cancel():
     seen = []
 
@@ -212,16 +243,36 @@ def test_progress_callback_can_cancel():
         return not (p.run == 2 and p.step == 3)
 
     r = E.run_experiment("balanced", seeds=2, steps=5, on_progress=stop_in_second_run, **TINY)
-    assert r.cancelled and len(r.runs) == 1 and r.runs[0].condition == "learned"
-    assert seen[-1] == (2, 3) and seen[0] == (1, 1)
+    # The runs train together, so none has finished when the stop comes: none is kept.
+    assert r.cancelled and r.runs == ()
+    assert seen[0] == (1, 1) and seen[-1] == (2, 3) and len(seen) == 2 * 4 + 2
     assert "cancelled" in E.verdict(r) and "nothing can be compared" in E.verdict(r)
 
 
-def test_bad_settings_are_refused():
+def test_sequential_progress_callback_keeps_finished_runs():
+    seen = []
+
+    def stop_in_second_run(p: E.Progress):
+        seen.append((p.run, p.step))
+        return not (p.run == 2 and p.step == 3)
+
+    r = E.run_experiment(
+        "balanced", seeds=2, steps=5, on_progress=stop_in_second_run, batched=False, **TINY
+    )
+    assert r.cancelled and len(r.runs) == 1 and r.runs[0].condition == "learned"
+    assert seen[-1] == (2, 3) and seen[0] == (1, 1) and len(seen) == 5 + 3
+    assert "cancelled" in E.verdict(r) and "nothing can be compared" in E.verdict(r)
+
+
+@pytest.mark.parametrize("batched", [True, False])
+def test_bad_settings_are_refused(batched):
+    run = functools.partial(E.run_experiment, batched=batched)
     with pytest.raises(ValueError, match="seeds must be"):
-        E.run_experiment("sum", seeds=[1, 1], steps=2, **TINY)
+        run("sum", seeds=[1, 1], steps=2, **TINY)
     with pytest.raises(ValueError, match="unknown task"):
-        E.run_experiment("nope", seeds=2, steps=2)
+        run("nope", seeds=2, steps=2)
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
+        run("sum", seeds=2, steps=0, **TINY)
 
 
 def test_cli_runs_and_prints_the_table(tmp_path, capsys):

@@ -421,7 +421,7 @@ class ExperimentWork:
 
     The result (an ExperimentResult, also when stopped: its finished runs) stays in memory for
     the caller to keep in its session; nothing is written to disk. The loss curve in snapshots
-    is the one of the run started last.
+    is that of the first run (all runs train together).
     """
 
     kind = "experiment"
@@ -444,18 +444,25 @@ class ExperimentWork:
 
     def run(self, report: Report, should_stop: Callable[[], bool]) -> str:
         done = 0
-        shown_run = 0  # the run whose loss curve the snapshots carry
+        shown = {"run": 0, "step": 0}  # the run whose loss curve the snapshots carry
 
         def on_progress(p: experiment.Progress) -> bool:
-            nonlocal done, shown_run
+            nonlocal done
             # One call per step of one run: counting calls stays right however the runs are
-            # scheduled, where (run - 1) * steps + step would assume one run after another.
+            # scheduled. The curve follows one run; it moves on only to a run that starts after
+            # the shown one has finished (runs trained together keep the first run's curve).
             done += 1
-            if p.step == 1 and p.run != shown_run:
-                shown_run = p.run
+            starts_after = p.step == 1 and shown["step"] >= p.steps
+            if p.run != shown["run"] and (shown["run"] == 0 or starts_after):
+                shown["run"] = p.run
                 label = experiment.LABELS[p.condition]
-                report(message=f"run {p.run} of {p.runs}: seed {p.seed}, {label}", new_curve=True)
-            if p.run == shown_run:
+                together = "" if p.runs == 1 else f" (all {p.runs} runs train together)"
+                report(
+                    message=f"curve of run {p.run} of {p.runs}: seed {p.seed}, {label}{together}",
+                    new_curve=True,
+                )
+            if p.run == shown["run"]:
+                shown["step"] = p.step
                 report(done=done, step=p.step, loss=p.loss)
             else:
                 report(done=done)
@@ -472,6 +479,8 @@ class ExperimentWork:
         self.result = result
         finished = len(result.runs)
         if result.cancelled:
+            if not finished:  # the runs train together: a stop usually comes before any ends
+                raise Stopped(f"after {done} of {self.total} steps; no run had finished")
             raise Stopped(f"after {finished} of {spec.runs} runs; the finished ones are kept")
         return f"{finished} runs finished"
 

@@ -84,16 +84,7 @@ def train(
     """
     task = get_task(task) if isinstance(task, str) else task
     config = model_config or task.model_config()
-    task.check_config(config)
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    if not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
-        raise ValueError(f"batch_size must be an integer in 1..4096, got {batch_size!r}")
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and 0 < lr <= 1):
-        raise ValueError(f"lr must be a number in (0, 1], got {lr!r}")
-    wo.check_mode(w_o)
-    if schedule not in ("cosine", "constant"):
-        raise ValueError(f"schedule must be 'cosine' or 'constant', got {schedule!r}")
+    check_training(task, config, steps, batch_size, lr, [w_o], schedule)
     dev = resolve_device(device)
     rng = np.random.default_rng(seed)
     losses: list[float] = []
@@ -149,6 +140,24 @@ def train(
         "max_len": task.max_len if max_len is None else max_len,
     }
     return model, history
+
+
+def check_training(
+    task: Task, config: ModelConfig, steps, batch_size, lr, w_o_modes, schedule
+) -> None:
+    """The settings every training path accepts (train here, tfviz.ensemble.train_runs), with
+    messages that say what is allowed."""
+    task.check_config(config)
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be a positive integer, got {steps!r}")
+    if not isinstance(batch_size, int) or not 1 <= batch_size <= 4096:
+        raise ValueError(f"batch_size must be an integer in 1..4096, got {batch_size!r}")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and 0 < lr <= 1):
+        raise ValueError(f"lr must be a number in (0, 1], got {lr!r}")
+    for mode in w_o_modes:
+        wo.check_mode(mode)
+    if schedule not in ("cosine", "constant"):
+        raise ValueError(f"schedule must be 'cosine' or 'constant', got {schedule!r}")
 
 
 @torch.no_grad()
