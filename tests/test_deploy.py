@@ -31,7 +31,7 @@ import yaml
 from tests.conftest import MODELS, ROOT
 from tfviz import load_checkpoint
 from tfviz.checkpoint import save_checkpoint
-from tfviz.jobs import MAX_JOBS_ENV, USER_MODELS_ENV
+from tfviz.settings import MAX_JOBS_ENV, USER_MODELS_ENV
 
 K8S = ROOT / "deploy" / "k8s"
 COMPOSE = ROOT / "deploy" / "compose" / "compose.yaml"

@@ -21,7 +21,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
-from tfviz import get_task, jobs, list_tasks
+from tfviz import get_task, jobs, list_tasks, settings
 from tfviz.checkpoint import safe_model_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -328,12 +328,12 @@ def test_the_train_form_checks_its_numbers():
 def test_form_number_checks_refuse_every_non_number():
     for bad in (NAN, INF, -INF, None, "12", True, 1.5, 0, 20_001):
         with pytest.raises(ValueError, match="Steps must be a whole number from 1 to 20,000"):
-            jobs.whole_number(bad, "Steps", 1, jobs.MAX_STEPS)
-    assert jobs.whole_number(20.0, "Steps", 1, jobs.MAX_STEPS) == 20
+            jobs.whole_number(bad, "Steps", 1, settings.MAX_STEPS)
+    assert jobs.whole_number(20.0, "Steps", 1, settings.MAX_STEPS) == 20
     for bad in (NAN, INF, None, "0.1", False, 0.0, 1.5):
         with pytest.raises(ValueError, match="learning rate must be a number from 1e-05 to 1"):
-            jobs.number_in_range(bad, "The learning rate", jobs.MIN_LR, jobs.MAX_LR)
-    assert jobs.number_in_range(1, "lr", jobs.MIN_LR, jobs.MAX_LR) == 1.0
+            jobs.number_in_range(bad, "The learning rate", settings.MIN_LR, settings.MAX_LR)
+    assert jobs.number_in_range(1, "lr", settings.MIN_LR, settings.MAX_LR) == 1.0
 
 
 def test_a_full_disk_gives_a_clear_error_and_keeps_the_saved_models(tmp_path, monkeypatch):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
-from tfviz import experiment, jobs, load_checkpoint
+from tfviz import experiment, jobs, load_checkpoint, settings
 
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16)
 
@@ -195,26 +195,26 @@ def test_a_claim_is_held_by_one_active_job_at_a_time(manager):
 
 
 def test_limits_come_from_the_environment(monkeypatch):
-    monkeypatch.setenv(jobs.MAX_JOBS_ENV, "3")
-    monkeypatch.setenv(jobs.MAX_QUEUE_ENV, "0")
+    monkeypatch.setenv(settings.MAX_JOBS_ENV, "3")
+    monkeypatch.setenv(settings.MAX_QUEUE_ENV, "0")
     m = jobs.JobManager()
     assert (m.max_jobs, m.max_queue) == (3, 0)
-    monkeypatch.setenv(jobs.MAX_JOBS_ENV, "many")
+    monkeypatch.setenv(settings.MAX_JOBS_ENV, "many")
     with pytest.raises(ValueError, match="TFVIZ_MAX_JOBS must be an integer >= 1"):
-        jobs.default_max_jobs()
-    monkeypatch.setenv(jobs.MAX_JOBS_ENV, "0")
+        settings.max_jobs()
+    monkeypatch.setenv(settings.MAX_JOBS_ENV, "0")
     with pytest.raises(ValueError, match="TFVIZ_MAX_JOBS"):
-        jobs.default_max_jobs()
-    monkeypatch.setenv(jobs.MAX_QUEUE_ENV, "-1")
+        settings.max_jobs()
+    monkeypatch.setenv(settings.MAX_QUEUE_ENV, "-1")
     with pytest.raises(ValueError, match="TFVIZ_MAX_QUEUE must be an integer >= 0"):
-        jobs.default_max_queue()
+        settings.max_queue()
 
 
 def test_user_models_dir(monkeypatch, tmp_path):
-    monkeypatch.delenv(jobs.USER_MODELS_ENV, raising=False)
-    assert jobs.user_models_dir(tmp_path) == tmp_path / "user_models"
-    monkeypatch.setenv(jobs.USER_MODELS_ENV, str(tmp_path / "elsewhere"))
-    assert jobs.user_models_dir(tmp_path) == tmp_path / "elsewhere"
+    monkeypatch.delenv(settings.USER_MODELS_ENV, raising=False)
+    assert settings.user_models_dir(tmp_path) == tmp_path / "user_models"
+    monkeypatch.setenv(settings.USER_MODELS_ENV, str(tmp_path / "elsewhere"))
+    assert settings.user_models_dir(tmp_path) == tmp_path / "elsewhere"
 
 
 # Every module of the library, found by walking the package (tfviz.ui, the app's views, may
@@ -272,25 +272,25 @@ def test_a_job_trains_saves_and_reports(manager, tmp_path):
 
 
 def test_progress_is_readable_while_running_and_cancel_stops_it(manager, tmp_path):
-    job = submit_training(manager, tmp_path, "long", steps=jobs.MAX_STEPS)
+    job = submit_training(manager, tmp_path, "long", steps=settings.MAX_STEPS)
     wait_until(lambda: job.snapshot().step >= 3)
     snap = job.snapshot()
     assert snap.status == jobs.RUNNING and snap.active and snap.message == "training"
     assert len(snap.losses) >= 1 and snap.position is None
-    assert 0 < snap.fraction < 1 and snap.total == jobs.MAX_STEPS
+    assert 0 < snap.fraction < 1 and snap.total == settings.MAX_STEPS
     job.cancel()
     assert job.wait(30)
     snap = job.snapshot()
     assert snap.status == jobs.CANCELLED and not snap.active
-    assert snap.step < jobs.MAX_STEPS
+    assert snap.step < settings.MAX_STEPS
     assert snap.message == f"cancelled after {snap.step} steps; not saved"
     assert snap.result is None
     assert not (tmp_path / "long.safetensors").exists()
 
 
 def test_the_cap_queues_the_extra_job_and_refuses_when_full(manager, tmp_path):
-    first = submit_training(manager, tmp_path, "first", steps=jobs.MAX_STEPS)
-    second = submit_training(manager, tmp_path, "second", steps=jobs.MAX_STEPS)
+    first = submit_training(manager, tmp_path, "first", steps=settings.MAX_STEPS)
+    second = submit_training(manager, tmp_path, "second", steps=settings.MAX_STEPS)
     snap = second.snapshot()
     assert snap.status == jobs.QUEUED and snap.position == 1
     assert snap.message == "waiting for a free slot" and snap.fraction == 0.0
@@ -307,7 +307,7 @@ def test_the_cap_queues_the_extra_job_and_refuses_when_full(manager, tmp_path):
 
 
 def test_a_queued_job_can_be_cancelled_before_it_starts(manager, tmp_path):
-    first = submit_training(manager, tmp_path, "first", steps=jobs.MAX_STEPS)
+    first = submit_training(manager, tmp_path, "first", steps=settings.MAX_STEPS)
     second = submit_training(manager, tmp_path, "second")
     second.cancel()
     assert second.wait(1)
@@ -336,7 +336,7 @@ def test_bad_names_are_refused_with_a_message(manager, tmp_path, name, message):
 
 
 def test_a_name_being_trained_is_taken(manager, tmp_path):
-    job = submit_training(manager, tmp_path, "same", steps=jobs.MAX_STEPS)
+    job = submit_training(manager, tmp_path, "same", steps=settings.MAX_STEPS)
     with pytest.raises(ValueError, match="already exists or is being trained"):
         submit_training(manager, tmp_path, "same")
     job.cancel()
@@ -346,7 +346,7 @@ def test_a_name_being_trained_is_taken(manager, tmp_path):
 @pytest.mark.parametrize(
     "changes, message",
     [
-        (dict(steps=jobs.MAX_STEPS + 1), "steps must be a whole number from 1 to 20,000"),
+        (dict(steps=settings.MAX_STEPS + 1), "steps must be a whole number from 1 to 20,000"),
         (dict(steps=0), "steps must be"),
         (dict(lr=0.0), "learning rate"),
         (dict(w_o="zero"), "w_o must be"),
@@ -394,7 +394,7 @@ def test_a_rerun_runs_every_seed_with_and_without_w_o(manager):
 
 
 def test_a_rerun_waits_in_the_queue_behind_training_like_any_job(manager, tmp_path):
-    training = submit_training(manager, tmp_path, "first", steps=jobs.MAX_STEPS)
+    training = submit_training(manager, tmp_path, "first", steps=settings.MAX_STEPS)
     job = manager.submit(rerun(seeds=1, steps=5))
     snap = job.snapshot()
     assert (snap.kind, snap.status, snap.position) == ("experiment", jobs.QUEUED, 1)
@@ -408,7 +408,7 @@ def test_a_rerun_waits_in_the_queue_behind_training_like_any_job(manager, tmp_pa
 
 
 def test_training_waits_for_a_running_rerun(manager, tmp_path):
-    job = manager.submit(rerun(seeds=2, steps=jobs.EXPERIMENT_MAX_STEPS))
+    job = manager.submit(rerun(seeds=2, steps=settings.EXPERIMENT_MAX_STEPS))
     training = submit_training(manager, tmp_path, "after_rerun")
     assert training.snapshot().position == 1 and manager.counts() == (1, 1)
     wait_until(lambda: job.snapshot().step >= 3)
@@ -417,7 +417,7 @@ def test_training_waits_for_a_running_rerun(manager, tmp_path):
         snap.status == jobs.RUNNING
         and snap.message == "curve of run 1 of 4: seed 0, with W_o (all 4 runs train together)"
     )
-    assert 0 < snap.fraction < 1 and snap.total == 4 * jobs.EXPERIMENT_MAX_STEPS
+    assert 0 < snap.fraction < 1 and snap.total == 4 * settings.EXPERIMENT_MAX_STEPS
     assert snap.loss is not None and snap.result is None
     job.cancel()
     assert job.wait(30)
@@ -476,7 +476,7 @@ def test_models_over_the_parameter_budget_are_refused(manager, tmp_path):
     with pytest.raises(ValueError, match=r"has [\d,]+ parameters; .* at most 5,000,000"):
         manager.submit(jobs.TrainWork(big, tmp_path))
     largest_in_the_form = replace(big, d_model=256, d_ff=512)
-    assert largest_in_the_form.model_config().n_params < jobs.MAX_PARAMS
+    assert largest_in_the_form.model_config().n_params < settings.MAX_PARAMS
 
 
 @pytest.mark.parametrize(

@@ -13,13 +13,13 @@ from streamlit.runtime.runtime import Runtime
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import submit_training, wait_until
-from tfviz import jobs
+from tfviz import jobs, settings
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16)
 
 
-def training(name: str, folder: Path, steps: int = jobs.MAX_STEPS) -> jobs.TrainWork:
+def training(name: str, folder: Path, steps: int = settings.MAX_STEPS) -> jobs.TrainWork:
     spec = jobs.JobSpec(task="reverse", name=name, steps=steps, **TINY)
     return jobs.TrainWork(spec, folder, device="cpu")
 
@@ -66,7 +66,7 @@ def test_a_running_job_stops_unsaved_when_its_session_closes(manager, tmp_path):
     snap = job.snapshot()
     assert snap.status == jobs.CANCELLED and not snap.active
     assert jobs.OWNER_GONE in snap.message and "not saved" in snap.message
-    assert 3 <= snap.step < jobs.MAX_STEPS
+    assert 3 <= snap.step < settings.MAX_STEPS
     assert list(tmp_path.iterdir()) == []  # nothing saved, no temporary file either
     assert manager.counts() == (0, 0)  # its slot is free again
 
@@ -203,7 +203,7 @@ def test_the_app_stops_a_job_once_its_browser_session_is_gone(monkeypatch, app_e
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["view"] = "Train"
     at.run()
-    job = submit_training(at, "closing", jobs.MAX_STEPS)
+    job = submit_training(at, "closing", settings.MAX_STEPS)
     wait_until(lambda: job.snapshot().step >= 3)
     fake = FakeRuntime()
     monkeypatch.setattr(Runtime, "_instance", fake)  # a server is running now

@@ -24,12 +24,11 @@ from safetensors.torch import save as st_save
 
 from tfviz.config import ModelConfig
 from tfviz.model import Encoder
+from tfviz.settings import MAX_CHECKPOINT_BYTES, MAX_PARAMS
 from tfviz.tasks import get_task
 
 FORMAT = "tfviz/1"
 META_KEY = "tfviz"
-MAX_PARAMS = 5_000_000  # a parameter budget for one model on a shared classroom server
-MAX_BYTES = 64 * 1024 * 1024  # no bundled model is over 1 MB; a larger file is refused unread
 MAX_HEADER = 1024 * 1024
 MAX_LOSS_POINTS = 500  # loss curve kept in the metadata, averaged down to this many points
 
@@ -108,7 +107,7 @@ def file_digest(path: str | Path) -> str:
 
 def load_checkpoint(
     source: str | Path | bytes,
-    max_bytes: int = MAX_BYTES,
+    max_bytes: int = MAX_CHECKPOINT_BYTES,
     device: str | torch.device = "cpu",
     max_params: int = MAX_PARAMS,
 ) -> tuple[Encoder, CheckpointMeta]:

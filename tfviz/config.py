@@ -16,7 +16,7 @@ ACTIVATIONS = ("relu", "gelu")  # "gelu" is the exact (erf) GELU, as BERT uses
 # Upper bounds keep an uploaded or hand-made config from asking for a model that would not fit a
 # classroom server; they are far above every bundled model. vocab_size admits a word-piece
 # vocabulary (BERT's has 30,522 pieces); the size of what an upload may build is capped
-# separately, by parameter count (tfviz.checkpoint.MAX_PARAMS, from n_params below).
+# separately, by parameter count (tfviz.settings.MAX_PARAMS, from n_params below).
 LIMITS = {
     "vocab_size": 32_768,
     "n_out": 1024,

@@ -43,6 +43,7 @@ from torch import Tensor
 from tfviz import wo
 from tfviz.config import ModelConfig
 from tfviz.model import Encoder
+from tfviz.settings import TRAINING
 from tfviz.tasks import IGNORE, Batch, Task, get_task
 from tfviz.trainer import check_training, learning_rate, resolve_device
 
@@ -402,12 +403,12 @@ def train_runs(
     task: Task | str,
     config: ModelConfig,
     runs: Sequence[tuple[int, str]],
-    steps: int = 1000,
-    batch_size: int = 64,
-    lr: float = 1e-3,
+    steps: int = TRAINING["steps"],
+    batch_size: int = TRAINING["batch_size"],
+    lr: float = TRAINING["lr"],
     device: str = "auto",
-    schedule: str = "cosine",
-    clip: float | None = 1.0,
+    schedule: str = TRAINING["schedule"],
+    clip: float | None = TRAINING["clip"],
     min_len: int | None = None,
     max_len: int | None = None,
     on_step: Callable[[EnsembleStep], bool | None] | None = None,

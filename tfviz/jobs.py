@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
 import threading
 import time
 from collections.abc import Callable, Collection, Hashable
@@ -41,7 +40,6 @@ import torch
 
 from tfviz import experiment
 from tfviz.checkpoint import (
-    MAX_PARAMS,
     CheckpointMeta,
     load_checkpoint,
     safe_model_path,
@@ -50,22 +48,25 @@ from tfviz.checkpoint import (
 from tfviz.config import ModelConfig
 from tfviz.evaluate import evaluate
 from tfviz.model import Encoder
+from tfviz.settings import (
+    EXPERIMENT_MAX_SEEDS,
+    EXPERIMENT_MAX_STEPS,
+    MAX_PARAMS,
+    MAX_STEPS,
+)
+from tfviz.settings import (
+    max_jobs as settings_max_jobs,
+)
+from tfviz.settings import (
+    max_queue as settings_max_queue,
+)
 from tfviz.tasks import get_task
 from tfviz.trainer import StepInfo, resolve_device, train
 
-MAX_STEPS = 20_000  # training: about ten minutes for a bundled-size model on one CPU core
-EXPERIMENT_MAX_SEEDS = 5  # per condition; the shipped results use 5
-EXPERIMENT_MAX_STEPS = 2000  # per run; 2 * 5 runs of 2,000 steps take a few minutes on one core
-MAX_SEED = 2**31 - 1
-MIN_LR, MAX_LR = 1e-5, 1.0
-# MAX_PARAMS (tfviz.checkpoint) also caps training: the largest model the Train form offers has
-# about 2.1 M parameters; every bundled model is under 0.1 M.
-DEFAULT_MAX_QUEUE = 8
 EVAL_N = 1000  # fresh examples measured after training; stored in the checkpoint's metrics
 LOSS_POINTS = 400  # points of the live loss curve a snapshot carries
-USER_MODELS_ENV = "TFVIZ_USER_MODELS"
-MAX_JOBS_ENV = "TFVIZ_MAX_JOBS"
-MAX_QUEUE_ENV = "TFVIZ_MAX_QUEUE"
+# The limits and environment variables of the server are in tfviz.settings; MAX_PARAMS there
+# also caps training: the largest model the Train form offers has about 2.1 M parameters.
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 FINAL = (DONE, FAILED, CANCELLED)
@@ -93,35 +94,6 @@ def limit_torch_threads(n: int = 1) -> None:
     each training job and each page request takes about one core, which the jobs cap assumes.
     """
     torch.set_num_threads(n)
-
-
-def user_models_dir(root: Path) -> Path:
-    """Where models trained in the app are saved: $TFVIZ_USER_MODELS, else root/user_models."""
-    return Path(os.environ.get(USER_MODELS_ENV) or root / "user_models")
-
-
-def default_max_jobs() -> int:
-    """Jobs allowed to run at once: $TFVIZ_MAX_JOBS, else one per CPU core this process may use."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return _env_int(MAX_JOBS_ENV, cores or 1, minimum=1)
-
-
-def default_max_queue() -> int:
-    """Jobs allowed to wait for a free slot: $TFVIZ_MAX_QUEUE, else 8."""
-    return _env_int(MAX_QUEUE_ENV, DEFAULT_MAX_QUEUE, minimum=0)
-
-
-def _env_int(name: str, default: int, minimum: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {raw!r}") from None
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {raw!r}")
-    return value
 
 
 def _shown(value) -> str:
@@ -668,8 +640,8 @@ class JobManager:
     queue, up to max_queue of them. One manager per process, so the cap holds for everyone."""
 
     def __init__(self, max_jobs: int | None = None, max_queue: int | None = None):
-        self.max_jobs = default_max_jobs() if max_jobs is None else max_jobs
-        self.max_queue = default_max_queue() if max_queue is None else max_queue
+        self.max_jobs = settings_max_jobs() if max_jobs is None else max_jobs
+        self.max_queue = settings_max_queue() if max_queue is None else max_queue
         if self.max_jobs < 1 or self.max_queue < 0:
             raise ValueError("max_jobs must be >= 1 and max_queue >= 0")
         self._lock = threading.Lock()

@@ -17,6 +17,7 @@ import torch
 from tfviz import wo
 from tfviz.config import ModelConfig
 from tfviz.model import Encoder
+from tfviz.settings import TRAINING
 from tfviz.tasks import Task, get_task
 
 
@@ -55,17 +56,17 @@ def learning_rate(step: int, steps: int, lr: float, schedule: str) -> float:
 def train(
     task: Task | str,
     model_config: ModelConfig | None = None,
-    steps: int = 1000,
-    batch_size: int = 64,
-    lr: float = 1e-3,
+    steps: int = TRAINING["steps"],
+    batch_size: int = TRAINING["batch_size"],
+    lr: float = TRAINING["lr"],
     seed: int = 0,
     device: str = "auto",
     w_o: str = "learned",
     on_step: Callable[[StepInfo], bool | None] | None = None,
     min_len: int | None = None,
     max_len: int | None = None,
-    schedule: str = "cosine",
-    clip: float | None = 1.0,
+    schedule: str = TRAINING["schedule"],
+    clip: float | None = TRAINING["clip"],
 ) -> tuple[Encoder, dict]:
     """Train a fresh encoder on a task.
 

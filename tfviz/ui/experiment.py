@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 import tfviz.experiment as experiment
-from tfviz import jobs, plots
+from tfviz import jobs, plots, settings
 from tfviz.ui.common import POLL_SECONDS, View, chart, md_escape
 from tfviz.ui.train import job_manager, session_alive_check
 
@@ -161,20 +161,20 @@ def experiment_form(task: str) -> None:
         seeds = a.number_input(
             "Seeds per condition",
             min_value=1,
-            max_value=jobs.EXPERIMENT_MAX_SEEDS,
+            max_value=settings.EXPERIMENT_MAX_SEEDS,
             value=2,
             key="exp_seeds",
             help="Each seed trains once with W_o and once without. A confidence interval needs "
-            f"at least 2; at most {jobs.EXPERIMENT_MAX_SEEDS}.",
+            f"at least 2; at most {settings.EXPERIMENT_MAX_SEEDS}.",
         )
         steps = b.number_input(
             "Steps per run",
             min_value=1,
-            max_value=jobs.EXPERIMENT_MAX_STEPS,
+            max_value=settings.EXPERIMENT_MAX_STEPS,
             value=200,
             step=50,
             key="exp_steps",
-            help=f"At most {jobs.EXPERIMENT_MAX_STEPS:,}. The shipped results used "
+            help=f"At most {settings.EXPERIMENT_MAX_STEPS:,}. The shipped results used "
             f"{experiment.DEFAULTS['steps']}.",
         )
         submitted = st.form_submit_button(f"Rerun for {task}", key="exp_submit", type="primary")

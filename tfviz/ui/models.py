@@ -12,7 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from tfviz import CheckpointError, jobs, load_checkpoint
+from tfviz import CheckpointError, load_checkpoint, settings
 from tfviz.checkpoint import file_digest
 
 ROOT = Path(__file__).resolve().parents[2]  # the app's folder: models/, user_models/
@@ -53,7 +53,7 @@ def bundled_names() -> frozenset[str]:
 
 def user_models_dir() -> Path:
     """Where trained models are saved and listed from ($TFVIZ_USER_MODELS, else user_models/)."""
-    return jobs.user_models_dir(ROOT)
+    return settings.user_models_dir(ROOT)
 
 
 def list_models(device: str) -> tuple[list[ModelEntry], list[str]]:

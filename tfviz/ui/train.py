@@ -14,7 +14,7 @@ import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from tfviz import get_task, jobs, list_tasks, plots
+from tfviz import get_task, jobs, list_tasks, plots, settings
 from tfviz.checkpoint import safe_model_path
 from tfviz.metrics import headline
 from tfviz.ui.common import POLL_SECONDS, View, chart, md_escape
@@ -88,7 +88,7 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
             step=100.0,
             format="%.0f",
             key="train_steps",
-            help=f"A whole number from 1 to {jobs.MAX_STEPS:,}.",
+            help=f"A whole number from 1 to {settings.MAX_STEPS:,}.",
         )
         lr = b.number_input(
             "Learning rate",
@@ -96,7 +96,7 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
             step=5e-4,
             format="%g",
             key="train_lr",
-            help=f"From {jobs.MIN_LR:g} to {jobs.MAX_LR:g}.",
+            help=f"From {settings.MIN_LR:g} to {settings.MAX_LR:g}.",
         )
         seed = c.number_input(
             "Seed",
@@ -104,7 +104,7 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
             step=1.0,
             format="%.0f",
             key="train_seed",
-            help=f"A whole number from 0 to {jobs.MAX_SEED:,}; one seed, one model.",
+            help=f"A whole number from 0 to {settings.MAX_SEED:,}; one seed, one model.",
         )
         w_o = st.radio(
             "W_o",
@@ -158,9 +158,12 @@ def form_numbers(steps, lr, seed) -> tuple[dict, list[str]]:
     """The Train form's numbers checked: ({steps, lr, seed}, []) or ({...}, what is wrong)."""
     numbers, problems = {}, []
     checks = (
-        ("steps", lambda: jobs.whole_number(steps, "Steps", 1, jobs.MAX_STEPS)),
-        ("lr", lambda: jobs.number_in_range(lr, "The learning rate", jobs.MIN_LR, jobs.MAX_LR)),
-        ("seed", lambda: jobs.whole_number(seed, "The seed", 0, jobs.MAX_SEED)),
+        ("steps", lambda: jobs.whole_number(steps, "Steps", 1, settings.MAX_STEPS)),
+        (
+            "lr",
+            lambda: jobs.number_in_range(lr, "The learning rate", settings.MIN_LR, settings.MAX_LR),
+        ),
+        ("seed", lambda: jobs.whole_number(seed, "The seed", 0, settings.MAX_SEED)),
     )
     for field, check in checks:
         try:

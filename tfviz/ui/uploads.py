@@ -8,18 +8,15 @@ load_checkpoint. One session holds at most MAX_UPLOADS of them; they go when the
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 
 import streamlit as st
 
-from tfviz import CheckpointError, jobs
+from tfviz import CheckpointError, jobs, settings
 from tfviz.checkpoint import CheckpointMeta
 from tfviz.ui.common import cut, md_escape
 from tfviz.ui.models import ModelEntry
 
-UPLOAD_MB_ENV = "TFVIZ_MAX_UPLOAD_MB"
-DEFAULT_UPLOAD_MB = 20  # as server.maxUploadSize in .streamlit/config.toml
 MB = 1024 * 1024  # Streamlit's megabyte
 MAX_UPLOADS = 3  # models one session holds; one more upload drops the oldest
 UPLOADS = "_uploads"  # session_state: {"upload:<sha256>": Upload}, in this session only
@@ -43,20 +40,10 @@ def session_uploads() -> dict[str, Upload]:
 
 
 def upload_limit_mb() -> int:
-    """Largest upload in MB: $TFVIZ_MAX_UPLOAD_MB (else 20), capped by server.maxUploadSize.
-
-    Streamlit's server refuses bodies over server.maxUploadSize whatever a widget says, so a
-    larger setting would only promise what the server will not take.
-    """
-    server_mb = int(st.get_option("server.maxUploadSize"))
-    raw = os.environ.get(UPLOAD_MB_ENV, "").strip()
-    if not raw:
-        return min(DEFAULT_UPLOAD_MB, server_mb)
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= 1024:
-        raise ValueError(
-            f"{UPLOAD_MB_ENV} must be a whole number of MB from 1 to 1024, got {raw!r}"
-        )
-    return min(int(raw), server_mb)
+    """Largest upload in MB: $TFVIZ_MAX_UPLOAD_MB (tfviz.settings), capped by
+    server.maxUploadSize: Streamlit's server refuses larger bodies whatever a widget says, so a
+    larger setting would only promise what the server will not take."""
+    return min(settings.upload_mb(), int(st.get_option("server.maxUploadSize")))
 
 
 def shown_name(file_name: str) -> str:
@@ -128,7 +115,7 @@ def upload_box(device: str) -> None:
         max_upload_size=limit_mb,
         on_change=on_upload,
         args=(device, limit_mb),
-        help=f"A tfviz checkpoint of at most {limit_mb} MB and {jobs.MAX_PARAMS:,} parameters. "
+        help=f"A tfviz checkpoint of at most {limit_mb} MB and {settings.MAX_PARAMS:,} parameters. "
         "It is checked before use, never unpickled, never saved on the server, and only "
         "this browser tab can see it.",
     )
