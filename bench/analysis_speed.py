@@ -6,23 +6,20 @@ example (what the app shows for a typed input); the ones that run the model over
 same length. Each round times a plain forward pass (trace=False, B=1; median of 20 calls) and then
 the analysis, so machine noise falls on both; the ratio reported is the median over rounds.
 
-Usage: python bench/analysis_speed.py [--rounds 7]
+Usage: python -m bench.analysis_speed [--rounds 7]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tfviz import analysis as A  # noqa: E402
-from tfviz import get_task, load_checkpoint  # noqa: E402
+from tfviz import analysis as A
+from tfviz import get_task, load_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 T = 16

@@ -11,8 +11,8 @@ Targets on 2 cores: 40 sessions with 0 errors, p95 rerun latency under 2 s, memo
 of its start once the sessions close. The script says whether each is met and exits 0 either way
 (a benchmark, not a test), unless the server fails to start (exit 1).
 
-Usage: python bench/load.py [--sessions 40] [--seconds 60] [--port P]
-       python bench/load.py --url http://127.0.0.1:8501 [--pid PID]   (a server already running)
+Usage: python -m bench.load [--sessions 40] [--seconds 60] [--port P]
+       python -m bench.load --url http://127.0.0.1:8501 [--pid PID]   (a server already running)
 
 Protocol notes (streamlit 1.67):
 - Connect with subprotocol "streamlit"; no XSRF token or cookie is needed for the websocket (the
@@ -57,10 +57,10 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.proto.WidgetStates_pb2 import WidgetState
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.server import free_port, healthy, streamlit_command
 
-from bench.server import free_port, healthy, streamlit_command  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 TARGET_SESSIONS = 40
 TARGET_P95_S = 2.0

@@ -6,22 +6,19 @@ forward pass with trace=True against trace=False (torch's fused attention, nothi
 round times both, alternating, as the median of several calls, so machine noise falls on both;
 the ratio reported is the median over rounds. Target: trace=True / trace=False <= 1.5.
 
-Usage: python bench/pretrained_speed.py [--rounds 7] [--calls 10] [--threads 1]
+Usage: python -m bench.pretrained_speed [--rounds 7] [--calls 10] [--threads 1]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tfviz import pretrained as P  # noqa: E402
+from tfviz import pretrained as P
 
 TEXT = (
     "Attention lets every word look at every other word, and the output projection mixes what "

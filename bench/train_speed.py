@@ -12,7 +12,7 @@
    Target: ratio (sequential / batched) >= 4. --exp-steps runs a fraction of the steps.
 
 Each side runs in alternating rounds so machine noise falls on both; the median round is reported.
-Usage: python bench/train_speed.py [--steps 200] [--rounds 5] [--part all|train|forward|experiment]
+Usage: python -m bench.train_speed [--steps 200] [--rounds 5] [--part all|train|forward|experiment]
        [--task sum] [--exp-steps 500] [--exp-rounds 1] [--threads 1]
 """
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import math
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -29,10 +28,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from tfviz import experiment as E  # noqa: E402
-from tfviz import get_task, load_checkpoint, train  # noqa: E402
+from tfviz import experiment as E
+from tfviz import get_task, load_checkpoint, train
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -29,8 +29,8 @@ the exit status is 0 either way (a benchmark, not a test) unless nothing could b
 
 Needs Debian's Chromium at /usr/bin/chromium. Talks only to the servers it starts on 127.0.0.1.
 
-Usage: python bench/ui_latency.py [--edits 30] [--warmup 3] [--starts 3] [--json out.json]
-       python bench/ui_latency.py --first-render-only --starts 5 [--compare-app OLD/app.py]
+Usage: python -m bench.ui_latency [--edits 30] [--warmup 3] [--starts 3] [--json out.json]
+       python -m bench.ui_latency --first-render-only --starts 5 [--compare-app OLD/app.py]
 """
 
 from __future__ import annotations
@@ -52,10 +52,10 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from bench.server import free_port, healthy, streamlit_command
 
-from bench.server import free_port, healthy, streamlit_command  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+
 
 MODELS = ROOT / "models"
 APP = ROOT / "app.py"

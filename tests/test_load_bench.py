@@ -24,7 +24,8 @@ pytestmark = pytest.mark.bench
 def test_two_sessions_run_without_errors_and_report_memory(tmp_path):
     assert APP.is_file(), f"{APP} does not exist: there is no app to load"  # a defect, not a skip
     out = tmp_path / "result.json"
-    cmd = [sys.executable, str(BENCH), "--sessions", "2", "--seconds", "5", "--ramp", "0.5"]
+    assert BENCH.is_file()
+    cmd = [sys.executable, "-m", "bench.load", "--sessions", "2", "--seconds", "5", "--ramp", "0.5"]
     cmd += ["--session-ttl", "2", "--json", str(out)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=180)
     text = proc.stdout + proc.stderr
