@@ -196,3 +196,58 @@ def test_huge_model_named_in_a_small_file_is_refused_before_it_is_built(saved, m
         CheckpointError, match=r"has 151,\d{3},\d{3} parameters; .* at most 5,000,000"
     ):
         load_checkpoint(_with_meta(model, _meta(model, config=huge)))
+
+
+def test_a_save_that_must_not_overwrite_keeps_the_existing_file(tmp_path):
+    from tfviz.checkpoint import write_atomic
+
+    target = tmp_path / "taken.safetensors"
+    target.write_bytes(b"first")
+    with pytest.raises(FileExistsError):
+        write_atomic(target, b"second", overwrite=False)
+    assert target.read_bytes() == b"first"
+    assert [p.name for p in tmp_path.iterdir()] == ["taken.safetensors"]  # no temp file left
+    write_atomic(tmp_path / "free.safetensors", b"new", overwrite=False)
+    assert (tmp_path / "free.safetensors").read_bytes() == b"new"
+
+
+_RACE = """
+import sys
+from pathlib import Path
+from tfviz.checkpoint import write_atomic
+folder, me, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+won = 0
+for i in range(rounds):
+    go = folder / f"go{i}"
+    while not go.exists():  # both writers start each round together
+        pass
+    try:
+        write_atomic(folder / f"model{i}.safetensors", me.encode() * 1000, overwrite=False)
+        won += 1
+    except FileExistsError:
+        pass
+print(won)
+"""
+
+
+def test_two_processes_saving_one_new_name_never_both_win(tmp_path):
+    import subprocess
+    import sys
+
+    rounds = 30
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _RACE, str(tmp_path), name, str(rounds)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for name in ("a", "b")
+    ]
+    for i in range(rounds):
+        (tmp_path / f"go{i}").touch()
+    wins = [int(p.communicate(timeout=120)[0]) for p in procs]
+    assert sum(wins) == rounds  # exactly one writer per name
+    for i in range(rounds):
+        data = (tmp_path / f"model{i}.safetensors").read_bytes()
+        assert data in (b"a" * 1000, b"b" * 1000)  # whole, one writer's
+    assert not list(tmp_path.glob("*.tmp"))

@@ -53,8 +53,13 @@ def save_checkpoint(
     task: str,
     record: dict | None = None,
     metrics: dict | None = None,
+    overwrite: bool = True,
 ) -> Path:
-    """Write model + metadata to path atomically (temporary file, fsync, rename). Returns path."""
+    """Write model + metadata to path atomically (temporary file, fsync, rename). Returns path.
+
+    overwrite=False refuses (FileExistsError) when path exists, in the same atomic step as the
+    write, so two servers sharing a folder can never replace each other's model of one name.
+    """
     path = Path(path)
     get_task(task).check_config(model.config)
     record = dict(record or {})
@@ -71,12 +76,17 @@ def save_checkpoint(
         k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()
     }
     data = st_save(tensors, metadata={META_KEY: json.dumps(meta, allow_nan=False)})
-    write_atomic(path, data)
+    write_atomic(path, data, overwrite)
     return path
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Replace path with data so that readers see the old file or the new one, never a part."""
+def write_atomic(path: Path, data: bytes, overwrite: bool = True) -> None:
+    """Replace path with data so that readers see the old file or the new one, never a part.
+
+    overwrite=False: link the finished temporary file to path instead of renaming it over path;
+    link fails with FileExistsError if path exists, even when another process created it a
+    moment ago (a check-then-rename could not promise that).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -85,7 +95,11 @@ def write_atomic(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # FileExistsError if the name is taken
+            os.unlink(tmp)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise

@@ -345,14 +345,16 @@ class TrainWork:
             raise Stopped(f"after {history['steps_done']} steps; not saved")
         report(message=f"measuring accuracy on {EVAL_N} fresh examples")
         metrics = evaluate(model, spec.task, n=EVAL_N)
-        if path.exists():
+        history["name"] = spec.name
+        try:
+            # Not over an existing file: another server sharing the folder (or someone by hand)
+            # may have saved this name while this one trained.
+            save_checkpoint(path, model, spec.task, history, metrics, overwrite=False)
+        except FileExistsError:
             raise JobFailed(
                 f"a model named {path.stem!r} appeared while this one trained; it was kept as it "
                 f"is and this one was not saved"
-            )
-        history["name"] = spec.name
-        try:
-            save_checkpoint(path, model, spec.task, history, metrics)
+            ) from None
         except OSError as e:  # disk full, folder made read-only... (written atomically)
             raise JobFailed(
                 f"trained, but saving {path.name} failed ({e.strerror or e}); nothing was "
