@@ -8,6 +8,7 @@ from torch import nn
 
 from tests.conftest import make_model
 from tfviz import ModelConfig
+from tfviz.interventions import LayerSwitches
 from tfviz.model import EncoderLayer, MultiHeadAttention
 
 ATOL = 1e-5
@@ -32,7 +33,7 @@ def test_attention_equals_torch_multihead_attention(with_padding):
     ref = _torch_mha(attn, 24, 3)
     want, want_w = ref(x, x, x, key_padding_mask=pad, average_attn_weights=False)
     for trace in (False, True):
-        got, parts = attn(x, pad, "learned", None, trace)
+        got, parts = attn(x, pad, LayerSwitches("learned"), trace)
         torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
     torch.testing.assert_close(parts["attn"], want_w, atol=ATOL, rtol=0)
 
@@ -59,8 +60,8 @@ def test_layer_equals_torch_transformer_encoder_layer(norm):
     with torch.no_grad():
         # torch's fused fast path differs only in padded rows, which it fills arbitrarily.
         want = ref(x, src_key_padding_mask=pad)
-        got, lt = layer(x, pad, "learned", None, True)
-        got_fast, _ = layer(x, pad, "learned", None, False)
+        got, lt = layer(x, pad, LayerSwitches("learned"), True)
+        got_fast, _ = layer(x, pad, LayerSwitches("learned"), False)
     keep = ~pad
     torch.testing.assert_close(got[keep], want[keep], atol=ATOL, rtol=0)
     torch.testing.assert_close(got_fast[keep], want[keep], atol=ATOL, rtol=0)

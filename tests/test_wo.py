@@ -74,8 +74,57 @@ def test_apply_identity_passes_concat_through_exactly_and_zero_adds_nothing():
 def test_fixed_weights_refuse_the_learned_mode():
     W_id, b = wo.fixed_weights("identity", 3)
     assert torch.equal(W_id, torch.eye(3)) and not b.any()
-    with pytest.raises(ValueError, match="not fixed"):
-        wo.fixed_weights("learned", 3)
+    for mode in ("learned", "block_diagonal", "rank:1"):
+        with pytest.raises(ValueError, match="only identity or zero"):
+            wo.fixed_weights(mode, 4)
+
+
+# ---- taking W_o apart: block-diagonal, rank-k, head order -------------------------------------
+def test_block_diagonal_keeps_each_heads_own_block_and_the_bias():
+    b = np.arange(4.0)
+    W_bd, b_bd = wo.effective(W, b, "block_diagonal", n_heads=2)
+    np.testing.assert_array_equal(
+        W_bd, [[0, 1, 0, 0], [4, 5, 0, 0], [0, 0, 10, 11], [0, 0, 14, 15]]
+    )
+    assert b_bd is b
+    energy = wo.head_energy(W_bd, 2)  # no output dimension reads another head
+    assert energy[:2, 1].sum() == 0 and energy[2:, 0].sum() == 0
+    with pytest.raises(ValueError, match="needs n_heads"):
+        wo.effective(W, b, "block_diagonal")
+
+
+def test_rank_k_drops_exactly_the_smallest_singular_values():
+    rng = np.random.default_rng(3)
+    M = rng.normal(size=(6, 6))
+    s = np.linalg.svd(M, compute_uv=False)
+    for k in range(1, 7):
+        W_k, _ = wo.effective(M, np.zeros(6), f"rank:{k}")
+        assert np.linalg.matrix_rank(W_k, tol=1e-9) == k
+        # Eckart-Young: the Frobenius error is the norm of the dropped singular values.
+        assert np.linalg.norm(M - W_k) == pytest.approx(np.sqrt((s[k:] ** 2).sum()), abs=1e-9)
+    np.testing.assert_allclose(wo.effective(M, np.zeros(6), "rank:6")[0], M, atol=1e-12)
+    Mt = torch.tensor(M, dtype=torch.float32)
+    np.testing.assert_allclose(wo.truncated(Mt, 2).numpy(), wo.truncated(M, 2), atol=1e-5)
+    with pytest.raises(ValueError, match="k from 1 to d_model = 6"):
+        wo.effective(M, np.zeros(6), "rank:7")
+
+
+@pytest.mark.parametrize("bad", ["rank:0", "rank:", "rank:-2", "rank:two", "block"])
+def test_bad_w_o_modes_say_what_is_allowed(bad):
+    with pytest.raises(ValueError, match="rank:K"):
+        wo.check_mode(bad)
+
+
+def test_permuting_heads_changes_the_output_unless_w_o_is_permuted_alike():
+    rng = np.random.default_rng(4)
+    concat = rng.normal(size=(5, 4))  # (T, D) two heads of width 2
+    order = (1, 0)
+    shuffled = wo.permute_heads(concat, order, 2)
+    np.testing.assert_array_equal(shuffled[:, :2], concat[:, 2:])
+    assert not np.allclose(shuffled @ W.T, concat @ W.T)  # W_o reads the wrong columns
+    np.testing.assert_allclose(shuffled @ wo.permute_columns(W, order, 2).T, concat @ W.T)
+    with pytest.raises(ValueError, match="each head 0..1 exactly once"):
+        wo.permute_heads(concat, (0, 0), 2)
 
 
 # ---- Interventions ------------------------------------------------------------------------------
@@ -149,3 +198,92 @@ def test_the_encoder_takes_the_object_or_the_same_switches_by_keyword():
         model(ids, interventions=iv, w_o="zero")
     with pytest.raises(TypeError, match="must be Interventions"):
         model(ids, interventions={"w_o": "zero"})
+
+
+# ---- the same switches in a forward pass ---------------------------------------------------------
+def _padded(model):
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(0, 11, (2, 6), generator=g)
+    pad = torch.zeros(2, 6, dtype=torch.bool)
+    pad[1, 4:] = True
+    return ids, pad
+
+
+@pytest.mark.parametrize("mode", ["block_diagonal", "rank:1", "rank:8"])
+def test_new_modes_keep_the_identities_and_every_weight(mode):
+    model = make_model()
+    ids, pad = _padded(model)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    out = model(ids, pad, w_o=mode)
+    for lt in out.trace.layers:
+        assert lt.w_o_mode == mode
+        torch.testing.assert_close(lt.head_contributions().sum(1) + lt.b_o, lt.attn_out)
+    assert not torch.equal(out.logits, model(ids, pad).logits)  # the mode changes the answer
+    fast = model(ids, pad, w_o=mode, trace=False).logits
+    torch.testing.assert_close(fast, out.logits, atol=1e-5, rtol=0)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_rank_d_is_the_learned_map_and_a_too_high_rank_is_refused():
+    model = make_model()  # d_model 16
+    ids, pad = _padded(model)
+    torch.testing.assert_close(model(ids, pad, w_o="rank:16").logits, model(ids, pad).logits)
+    with pytest.raises(ValueError, match="k from 1 to d_model = 16, got k = 17"):
+        model(ids, pad, w_o="rank:17")
+
+
+def test_a_block_diagonal_w_o_mixes_no_heads():
+    model = make_model()
+    lt = model(*_padded(model), w_o="block_diagonal").trace.layers[0]
+    energy = wo.head_energy(lt.W_o, 4)  # (D, H): output dim d lies in head d // 4
+    assert all(energy[d, h] == 0 for d in range(16) for h in range(4) if h != d // 4)
+
+
+def test_permuted_heads_change_the_output_unless_w_o_is_permuted_the_same_way():
+    model = make_model()
+    ids, pad = _padded(model)
+    base = model(ids, pad)
+    shuffled = model(ids, pad, head_order={0: (2, 0, 3, 1)})
+    undone = model(ids, pad, head_order={0: (2, 0, 3, 1)}, permute_w_o=True)
+    assert (shuffled.logits - base.logits).abs().max() > 1e-3
+    torch.testing.assert_close(undone.logits, base.logits, atol=1e-6, rtol=0)
+    lt = shuffled.trace.layers[0]  # z is kept in concat's order: the identity still holds
+    torch.testing.assert_close(lt.head_contributions().sum(1) + lt.b_o, lt.attn_out)
+    with pytest.raises(ValueError, match="each head 0..3 exactly once"):
+        model(ids, pad, head_order={0: (0, 1, 2, 2)})
+
+
+def test_pattern_overrides_replace_one_heads_weights_over_real_keys_only():
+    model = make_model()
+    ids, pad = _padded(model)
+    patterns = [(0, 0, "uniform"), (0, 1, "previous"), (0, 2, "anti_diagonal"), (1, 3, "copy:0")]
+    out = model(ids, pad, patterns=patterns)
+    base = model(ids, pad).trace
+    a0, a1 = out.trace.layers[0].attn, out.trace.layers[1].attn
+    # Sequence 1 has 4 real tokens: uniform is 1/4 on them and 0 on padding, for real queries.
+    torch.testing.assert_close(a0[1, 0, :4, :4], torch.full((4, 4), 0.25))
+    assert not a0[1, 0, :, 4:].any() and not a0[1, 0, 4:].any()
+    assert a0[0, 1, 0, 0] == 1 and a0[0, 1, 3, 2] == 1  # previous token (first reads itself)
+    assert a0[1, 2, 0, 3] == 1 and a0[1, 2, 3, 0] == 1  # anti-diagonal within the real length
+    torch.testing.assert_close(a0[:, 3], base.layers[0].attn[:, 3])  # untouched head
+    torch.testing.assert_close(a1[:, 3], a1[:, 0])  # copied from head 0 of the same layer
+    fast = model(ids, pad, patterns=patterns, trace=False).logits
+    torch.testing.assert_close(fast, out.logits, atol=1e-5, rtol=0)
+    assert not torch.allclose(out.logits, model(ids, pad).logits)
+
+
+@pytest.mark.parametrize(
+    "patterns, message",
+    [
+        ([(0, 0, "diagonal")], "a pattern is one of"),
+        ([(0, 0, "copy:x")], "a pattern is one of"),
+        ([(0, 9, "uniform")], "head 9 out of range"),
+        ([(0, 0, "copy:7")], "head 7 out of range"),
+        ([(5, 0, "uniform")], "layer 5 out of range"),
+        ([(0, 0)], "triples"),
+    ],
+)
+def test_bad_pattern_overrides_get_clear_messages(patterns, message):
+    model = make_model()
+    with pytest.raises(ValueError, match=message):
+        model(torch.tensor([[1, 2, 3]]), patterns=patterns)

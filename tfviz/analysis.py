@@ -85,7 +85,7 @@ def heads_of(model: Encoder) -> Iterable[tuple[int, int]]:
 def _w_o_of(model: Encoder, layer: int, mode: str) -> Tensor:
     """The (D, D) map a layer applies in a W_o mode (tfviz.wo), nn.Linear layout (out, in)."""
     lin = model.layers[layer].attn.W_o
-    return wo.effective(lin.weight.detach(), lin.bias.detach(), mode)[0]
+    return wo.effective(lin.weight.detach(), lin.bias.detach(), mode, model.config.n_heads)[0]
 
 
 # ---- 1. norm-based attention (Kobayashi et al. 2020) ---------------------------------------------

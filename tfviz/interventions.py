@@ -37,6 +37,14 @@ class Interventions:
     # (layer, head) pairs whose slice of W_o's *output* (dims h*d_k..(h+1)*d_k) is zeroed: the
     # wrong way to remove a head, since after W_o that slice carries every head. For teaching.
     ablate_after_w_o: tuple[Pair, ...] = ()
+    # ((layer, order), ...): the heads of a layer enter concat in this order (a permutation of
+    # 0..H-1); a {layer: order} dict is accepted. W_o then reads each head with another's columns.
+    head_order: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    # With head_order: permute W_o's column blocks the same way, which undoes the shuffle exactly.
+    permute_w_o: bool = False
+    # ((layer, head, pattern), ...): a head's attention pattern replaced by one of PATTERNS, or
+    # "copy:G" (head G's pattern in the same layer): the head still reads its own values.
+    patterns: tuple[tuple[int, int, str], ...] = ()
     # Optional (L, H) multipliers on each head's z; differentiable, for importance scores. Not
     # part of equality or hashing (a tensor has no value hash).
     head_gates: Tensor | None = field(default=None, compare=False)
@@ -45,6 +53,10 @@ class Interventions:
         object.__setattr__(self, "w_o", _normalise_w_o(self.w_o))
         for name in ("ablate_heads", "ablate_after_w_o"):
             object.__setattr__(self, name, _pairs(getattr(self, name), name))
+        object.__setattr__(self, "head_order", _orders(self.head_order))
+        object.__setattr__(self, "patterns", _patterns(self.patterns))
+        if not isinstance(self.permute_w_o, bool):
+            raise ValueError(f"permute_w_o must be True or False, got {self.permute_w_o!r}")
         if self.head_gates is not None and not isinstance(self.head_gates, Tensor):
             raise ValueError("head_gates must be a tensor of shape (layers, heads) or None")
 
@@ -69,6 +81,8 @@ class Interventions:
     def resolve(self, cfg: ModelConfig, device: torch.device | str = "cpu") -> Resolved:
         """Check every index against cfg and build the per-layer tensors a forward pass uses."""
         modes = self.w_o_modes(cfg.n_layers)
+        for mode in modes:
+            wo.check_rank(mode, cfg.d_model)
         for name in ("ablate_heads", "ablate_after_w_o"):
             for layer, head in getattr(self, name):
                 if not 0 <= layer < cfg.n_layers:
@@ -92,12 +106,38 @@ class Interventions:
             out_gates = torch.ones(cfg.n_layers, cfg.d_model, device=device)
             for layer, head in self.ablate_after_w_o:
                 out_gates[layer, head * cfg.d_k : (head + 1) * cfg.d_k] = 0.0
-        return Resolved(modes, gates, out_gates)
+        orders: list[tuple[int, ...] | None] = [None] * cfg.n_layers
+        for layer, order in self.head_order:
+            if not 0 <= layer < cfg.n_layers:
+                raise ValueError(f"head_order: layer {layer} out of range 0..{cfg.n_layers - 1}")
+            orders[layer] = wo.check_order(order, cfg.n_heads)
+        patterns: list[list[tuple[int, str]]] = [[] for _ in range(cfg.n_layers)]
+        for layer, head, pattern in self.patterns:
+            if not 0 <= layer < cfg.n_layers:
+                raise ValueError(f"patterns: layer {layer} out of range 0..{cfg.n_layers - 1}")
+            source = _copied_head(pattern)
+            for h in (head,) if source is None else (head, source):
+                if not 0 <= h < cfg.n_heads:
+                    raise ValueError(f"patterns: head {h} out of range 0..{cfg.n_heads - 1}")
+            patterns[layer].append((head, pattern))
+        layers = [
+            LayerSwitches(
+                mode=modes[i],
+                gate=None if gates is None else gates[i],
+                out_gate=None if out_gates is None else out_gates[i],
+                order=orders[i],
+                permute_w_o=self.permute_w_o,
+                patterns=tuple(patterns[i]),
+            )
+            for i in range(cfg.n_layers)
+        ]
+        return Resolved(modes, gates, out_gates, layers)
 
     def downstream_layers(self, n_layers: int) -> list[int]:
         """Layers whose attention weights these switches can change: those above the first
         touched layer (W_o and ablation act after a layer's own weights are computed)."""
         touched = [layer for layer, _ in self.ablate_heads + self.ablate_after_w_o]
+        touched += [layer for layer, _ in self.head_order] + [p[0] for p in self.patterns]
         touched += [i for i, mode in enumerate(self.w_o_modes(n_layers)) if mode != "learned"]
         if self.head_gates is not None:
             touched.append(0)
@@ -126,6 +166,19 @@ class Resolved:
     modes: list[str]  # (L,) W_o mode per layer
     gates: Tensor | None  # (L, H) multiplier of each head's z, or None when no head is touched
     out_gates: Tensor | None  # (L, D) multiplier of attn_out, or None
+    layers: list[LayerSwitches]  # what each layer's forward pass takes
+
+
+@dataclass(frozen=True)
+class LayerSwitches:
+    """The switches of one layer, as its attention sublayer applies them."""
+
+    mode: str  # W_o mode
+    gate: Tensor | None = None  # (H,) multiplier of each head's z
+    out_gate: Tensor | None = None  # (D,) multiplier of attn_out
+    order: tuple[int, ...] | None = None  # the heads' order in concat
+    permute_w_o: bool = False  # W_o's column blocks in the same order
+    patterns: tuple[tuple[int, str], ...] = ()  # (head, pattern) overrides
 
 
 def _normalise_w_o(w_o) -> str | tuple[tuple[int, str], ...]:
@@ -144,10 +197,8 @@ def _normalise_w_o(w_o) -> str | tuple[tuple[int, str], ...]:
             raise ValueError(f"w_o names layer {layer!r}; layers are numbered from 0")
         try:
             wo.check_mode(mode)
-        except ValueError:
-            raise ValueError(
-                f"w_o mode for layer {layer} must be one of {wo.W_O_MODES}, got {mode!r}"
-            ) from None
+        except ValueError as e:
+            raise ValueError(f"w_o mode for layer {layer}: {e}") from None
     return tuple((int(layer), mode) for layer, mode in pairs)
 
 
@@ -162,17 +213,6 @@ def _pairs(pairs, what: str) -> tuple[Pair, ...]:
                 raise ValueError(f"{what}: {name} must be a whole number >= 0, got {value!r}")
         out.append((int(layer), int(head)))
     return tuple(dict.fromkeys(out))  # duplicates removed, order kept
-
-
-NONE = Interventions()
-
-
-def switches(
-    w_o: str = "learned", layer: int | None = None, ablate: Iterable = ()
-) -> Interventions:
-    """The app's three controls as Interventions: a W_o mode for every layer (layer=None) or one
-    layer, and heads zeroed before W_o."""
-    return Interventions(w_o=w_o if layer is None else {int(layer): w_o}, ablate_heads=ablate)
 
 
 def head_name(layer: int, head: int) -> str:
@@ -192,3 +232,60 @@ def parse_head_name(name: str) -> Pair:
         return int(layer), int(head)
     except (AttributeError, ValueError):
         raise ValueError(f"a head is named like 'L0H1', got {name!r}") from None
+
+
+# Attention patterns a head can be given instead of its own (each row over the real keys only).
+PATTERNS = ("uniform", "identity", "previous", "anti_diagonal")
+COPY_PREFIX = "copy:"
+
+
+def _copied_head(pattern: str) -> int | None:
+    return int(pattern[len(COPY_PREFIX) :]) if pattern.startswith(COPY_PREFIX) else None
+
+
+def _orders(orders) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    if isinstance(orders, Mapping):
+        orders = orders.items()
+    out = {}
+    for item in list(orders or ()):
+        if not (isinstance(item, (tuple, list)) and len(item) == 2):
+            raise ValueError(f"head_order takes (layer, order) pairs, got {item!r}")
+        layer, order = item
+        if not isinstance(layer, Integral) or isinstance(layer, bool) or layer < 0:
+            raise ValueError(f"head_order: layer must be a whole number >= 0, got {layer!r}")
+        try:
+            out[int(layer)] = tuple(int(h) for h in order)
+        except (TypeError, ValueError):
+            raise ValueError(f"head_order: an order lists head numbers, got {order!r}") from None
+    return tuple(sorted(out.items()))
+
+
+def _patterns(patterns) -> tuple[tuple[int, int, str], ...]:
+    out = {}
+    for item in list(patterns or ()):
+        if not (isinstance(item, (tuple, list)) and len(item) == 3):
+            raise ValueError(f"patterns takes (layer, head, pattern) triples, got {item!r}")
+        layer, head, pattern = item
+        for name, value in (("layer", layer), ("head", head)):
+            if not isinstance(value, Integral) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"patterns: {name} must be a whole number >= 0, got {value!r}")
+        source = pattern[len(COPY_PREFIX) :] if isinstance(pattern, str) else ""
+        copy = source.isascii() and source.isdigit() and pattern.startswith(COPY_PREFIX)
+        if pattern not in PATTERNS and not copy:
+            raise ValueError(
+                f"a pattern is one of {PATTERNS} or 'copy:G' (head G of the same layer), "
+                f"got {pattern!r}"
+            )
+        out[(int(layer), int(head))] = pattern  # the last override of a head wins
+    return tuple((layer, head, p) for (layer, head), p in sorted(out.items()))
+
+
+NONE = Interventions()
+
+
+def switches(
+    w_o: str = "learned", layer: int | None = None, ablate: Iterable = ()
+) -> Interventions:
+    """The app's three controls as Interventions: a W_o mode for every layer (layer=None) or one
+    layer, and heads zeroed before W_o."""
+    return Interventions(w_o=w_o if layer is None else {int(layer): w_o}, ablate_heads=ablate)

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from tfviz import wo
 from tfviz.config import ModelConfig
-from tfviz.interventions import Interventions
+from tfviz.interventions import COPY_PREFIX, Interventions, LayerSwitches
 
 W_O_MODES = wo.W_O_MODES  # re-exported: the modes are defined in tfviz.wo
 
@@ -93,13 +93,7 @@ class MultiHeadAttention(nn.Module):
         self.dropout = config.dropout
 
     def forward(
-        self,
-        x: Tensor,
-        pad_mask: Tensor | None,
-        w_o: str,
-        head_gate: Tensor | None,
-        trace: bool,
-        out_gate: Tensor | None = None,
+        self, x: Tensor, pad_mask: Tensor | None, sw: LayerSwitches, trace: bool
     ) -> tuple[Tensor, dict | None]:
         B, T, D = x.shape
         H, d_k = self.n_heads, self.d_k
@@ -108,42 +102,51 @@ class MultiHeadAttention(nn.Module):
         v = self.W_v(x).view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
         p = self.dropout if self.training else 0.0
         attn = None
-        if trace:
+        if trace or sw.patterns:
             scores = (q * (1.0 / math.sqrt(d_k))) @ k.transpose(-2, -1)  # (B, H, T, T)
             if pad_mask is not None:
                 scores = scores.masked_fill(pad_mask[:, None, None, :], float("-inf"))
             attn = F.softmax(scores, dim=-1)
             if pad_mask is not None:
                 attn = attn.nan_to_num(0.0)  # a query with every key padded attends to nothing
+            if sw.patterns:
+                attn = override_patterns(attn, sw.patterns, pad_mask)
             z = F.dropout(attn, p, self.training) @ v  # (B, H, T, d_k)
         else:
             keep = None if pad_mask is None else ~pad_mask[:, None, None, :]  # (B, 1, 1, T)
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)
             if pad_mask is not None:
                 z = z.nan_to_num(0.0)
-        if head_gate is not None:
-            z = z * head_gate.view(1, H, 1, 1)  # zero (or scale) heads before they reach W_o
+        if sw.gate is not None:
+            z = z * sw.gate.view(1, H, 1, 1)  # zero (or scale) heads before they reach W_o
+        W_o = self.W_o.weight
+        if sw.order is not None:
+            # Heads enter concat in another order; z is kept in that order too, so that the
+            # per-head terms z_h W_O^h still add up to attn_out.
+            z = z[:, list(sw.order)]
+            if sw.permute_w_o:
+                W_o = wo.permute_columns(W_o, sw.order, H)
         concat = z.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, D): heads side by side
-        attn_out = wo.apply(concat, self.W_o.weight, self.W_o.bias, w_o)
-        if out_gate is not None:
+        attn_out = wo.apply(concat, W_o, self.W_o.bias, sw.mode, H)
+        if sw.out_gate is not None:
             # Zeroing a slice of W_o's output: after W_o that slice mixes every head (a common
             # mistake when "ablating a head"); offered so the app can show the difference.
-            attn_out = attn_out * out_gate
+            attn_out = attn_out * sw.out_gate
         if not trace:
             return attn_out, None
-        W, b = wo.effective(self.W_o.weight.detach(), self.W_o.bias.detach(), w_o)
-        if out_gate is not None:
-            W, b = W * out_gate[:, None], b * out_gate  # the map actually applied
+        W, b = wo.effective(W_o.detach(), self.W_o.bias.detach(), sw.mode, H)
+        if sw.out_gate is not None:
+            W, b = W * sw.out_gate[:, None], b * sw.out_gate  # the map actually applied
         parts = dict(
             v=v.detach(),
             attn=attn.detach(),
             z=z.detach(),
             concat=concat.detach(),
             attn_out=attn_out.detach(),
-            w_o_mode=w_o,
+            w_o_mode=sw.mode,
             W_o=W,
             b_o=b,
-            head_gate=None if head_gate is None else head_gate.detach(),
+            head_gate=None if sw.gate is None else sw.gate.detach(),
         )
         return attn_out, parts
 
@@ -176,22 +179,16 @@ class EncoderLayer(nn.Module):
         self.pre_norm = config.norm == "pre"
 
     def forward(
-        self,
-        x: Tensor,
-        pad_mask: Tensor | None,
-        w_o: str,
-        head_gate: Tensor | None,
-        trace: bool,
-        out_gate: Tensor | None = None,
+        self, x: Tensor, pad_mask: Tensor | None, sw: LayerSwitches, trace: bool
     ) -> tuple[Tensor, LayerTrace | None]:
         resid_pre = x
         if self.pre_norm:
-            a, parts = self.attn(self.norm1(x), pad_mask, w_o, head_gate, trace, out_gate)
+            a, parts = self.attn(self.norm1(x), pad_mask, sw, trace)
             x = x + self.dropout(a)
             resid_mid = x
             x = x + self.dropout(self.ff(self.norm2(x)))
         else:
-            a, parts = self.attn(x, pad_mask, w_o, head_gate, trace, out_gate)
+            a, parts = self.attn(x, pad_mask, sw, trace)
             x = self.norm1(x + self.dropout(a))
             resid_mid = x
             x = self.norm2(x + self.dropout(self.ff(x)))
@@ -305,10 +302,8 @@ class Encoder(nn.Module):
             x = self.embed_norm(x)
         embed = x
         layer_traces = []
-        for i, layer in enumerate(self.layers):
-            head_gate = None if plan.gates is None else plan.gates[i]
-            out_gate = None if plan.out_gates is None else plan.out_gates[i]
-            x, lt = layer(x, pad_mask, plan.modes[i], head_gate, trace, out_gate)
+        for layer, sw in zip(self.layers, plan.layers, strict=True):
+            x, lt = layer(x, pad_mask, sw, trace)
             layer_traces.append(lt)
         x = self.norm_f(x)
         if cfg.pool == "mean":
@@ -333,3 +328,43 @@ class Encoder(nn.Module):
 def layer_modes(w_o: str | Mapping[int, str], n_layers: int) -> list[str]:
     """Expand a w_o switch into one mode per layer, refusing anything unknown."""
     return Interventions(w_o=w_o).w_o_modes(n_layers)
+
+
+def override_patterns(
+    attn: Tensor, patterns: tuple[tuple[int, str], ...], pad_mask: Tensor | None
+) -> Tensor:
+    """attn (B, H, T, T) with some heads' patterns replaced (tfviz.interventions.PATTERNS).
+
+    Each replacement spreads a row over the real keys only, so padding still receives nothing:
+    uniform (1/n each), identity (token i reads itself), previous (token i reads i-1; the first
+    reads itself), anti_diagonal (token i reads n-1-i), copy:G (head G's own pattern, as computed
+    before any replacement).
+    """
+    B, H, T, _ = attn.shape
+    real = (
+        torch.ones(B, T, dtype=attn.dtype, device=attn.device)
+        if pad_mask is None
+        else (~pad_mask).to(attn.dtype)
+    )  # (B, T)
+    n = real.sum(-1).clamp_min(1.0)  # (B,) real tokens
+    i = torch.arange(T, device=attn.device)
+    new = attn.clone()
+    for head, pattern in patterns:
+        if pattern.startswith(COPY_PREFIX):
+            new[:, head] = attn[:, int(pattern[len(COPY_PREFIX) :])]
+            continue
+        if pattern == "uniform":
+            rows = real[:, None, :] / n[:, None, None]  # (B, 1, T) -> every query alike
+            rows = rows.expand(B, T, T)
+        else:
+            if pattern == "identity":
+                target = i.expand(B, T)
+            elif pattern == "previous":
+                target = (i - 1).clamp_min(0).expand(B, T)
+            else:  # anti_diagonal, within each sequence's real length
+                target = (n[:, None].long() - 1 - i).clamp_min(0)
+            rows = F.one_hot(target, T).to(attn.dtype)  # (B, T, T)
+        if pad_mask is not None:
+            rows = rows * real[:, :, None]  # padded queries read nothing (no output reads them)
+        new[:, head] = rows
+    return new

@@ -105,12 +105,13 @@ def cosine_per_token(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def w_o_used(model, w_o_modes: Sequence[str]) -> np.ndarray:
-    """(L, D, D) the map each layer applied, nn.Linear layout (out, in): the learned W_o, the
-    identity (W_o off) or zeros. Kept out of TraceArrays: it is the same for every sequence."""
+    """(L, D, D) the map each layer applied in its mode (tfviz.wo), nn.Linear layout (out, in).
+    Kept out of TraceArrays: it is the same for every sequence."""
+    H = model.config.n_heads
     mats = []
     for layer, mode in zip(model.layers, w_o_modes, strict=True):
         lin = layer.attn.W_o
-        mats.append(wo.effective(lin.weight.detach(), lin.bias.detach(), mode)[0])
+        mats.append(wo.effective(lin.weight.detach(), lin.bias.detach(), mode, H)[0])
     return torch.stack(mats).to("cpu", torch.float32).numpy()
 
 

@@ -24,30 +24,89 @@ from torch import Tensor
 # "learned": the trained map. "identity": W_o switched off, concat goes on unmixed and without
 # bias. "zero": the attention sublayer adds nothing to the residual stream.
 W_O_MODES = ("learned", "identity", "zero")
+# Taking W_o apart: "block_diagonal" keeps each head's own d_k x d_k block (its map back onto its
+# own slice) and drops all mixing across heads; "rank:K" keeps W_o's K largest singular
+# directions (truncated SVD). Both keep the bias: it mixes no heads.
+BLOCK_DIAGONAL = "block_diagonal"
+RANK_PREFIX = "rank:"
 
 Array = Tensor | np.ndarray
 
 
 def check_mode(mode: object) -> str:
-    """mode itself if it names a W_o mode; ValueError saying which are allowed otherwise."""
-    if not isinstance(mode, str) or mode not in W_O_MODES:
-        raise ValueError(f"w_o must be one of {W_O_MODES}, got {mode!r}")
-    return mode
+    """mode itself if it names a W_o mode; ValueError saying which are allowed otherwise.
+
+    The modes: W_O_MODES, "block_diagonal", or "rank:K" with K a whole number >= 1 (its upper
+    bound, d_model, is checked where the model is known).
+    """
+    if isinstance(mode, str) and (mode in W_O_MODES or mode == BLOCK_DIAGONAL):
+        return mode
+    if isinstance(mode, str) and mode.startswith(RANK_PREFIX):
+        k = mode[len(RANK_PREFIX) :]
+        if k.isascii() and k.isdigit() and int(k) >= 1:
+            return mode
+        raise ValueError(
+            f"a rank-k W_o is written 'rank:K' with K a whole number >= 1, got {mode!r}"
+        )
+    raise ValueError(
+        f"w_o must be one of {W_O_MODES}, {BLOCK_DIAGONAL!r} or 'rank:K', got {mode!r}"
+    )
 
 
-def effective(W: Array, b: Array, mode: str) -> tuple[Array, Array]:
-    """(W, b) a layer applies in a mode: the learned ones, or the identity / zeros, no bias.
+def rank_of(mode: str) -> int | None:
+    """K of a "rank:K" mode, None for every other mode."""
+    return int(mode[len(RANK_PREFIX) :]) if mode.startswith(RANK_PREFIX) else None
+
+
+def check_rank(mode: str, d_model: int) -> None:
+    """ValueError unless a rank:K mode has K <= d_model (W_o has only d_model directions)."""
+    k = rank_of(mode)
+    if k is not None and not 1 <= k <= d_model:
+        raise ValueError(f"rank-k W_o needs k from 1 to d_model = {d_model}, got k = {k}")
+
+
+def block_mask(D: int, n_heads: int, like: Array) -> Array:
+    """(D, D) 1 where output and input dimension belong to the same head, 0 elsewhere."""
+    if D % n_heads:
+        raise ValueError(f"W_o has {D} dimensions, not divisible into {n_heads} heads")
+    head = np.arange(D) // (D // n_heads)
+    mask = (head[:, None] == head[None, :]).astype(np.float32)
+    if isinstance(like, Tensor):
+        return torch.from_numpy(mask).to(like.device, like.dtype)
+    return mask.astype(like.dtype)
+
+
+def truncated(W: Array, k: int) -> Array:
+    """W's best rank-k approximation (Eckart-Young): its k largest singular directions."""
+    if isinstance(W, Tensor):
+        U, S, Vh = torch.linalg.svd(W.double(), full_matrices=False)
+        return ((U[:, :k] * S[:k]) @ Vh[:k]).to(W.dtype)
+    U, S, Vh = np.linalg.svd(np.asarray(W, dtype=np.float64), full_matrices=False)
+    return ((U[:, :k] * S[:k]) @ Vh[:k]).astype(W.dtype)
+
+
+def effective(W: Array, b: Array, mode: str, n_heads: int | None = None) -> tuple[Array, Array]:
+    """(W, b) a layer applies in a mode.
 
     Args:
         W: (D, D) the layer's learned W_o, nn.Linear layout (out, in).
         b: (D,) its bias.
-        mode: one of W_O_MODES.
+        mode: learned (W, b); identity (I, 0); zero (0, 0); block_diagonal (W with every block
+            that maps one head onto another zeroed, b); rank:K (W's best rank-K approximation, b).
+        n_heads: H, needed by block_diagonal.
     Returns:
         (W_eff (D, D), b_eff (D,)), of W's kind, dtype and device.
     """
     check_mode(mode)
     if mode == "learned":
         return W, b
+    if mode == BLOCK_DIAGONAL:
+        if n_heads is None:
+            raise ValueError("a block-diagonal W_o needs n_heads")
+        return W * block_mask(W.shape[0], n_heads, W), b
+    if (k := rank_of(mode)) is not None:
+        check_rank(mode, W.shape[0])
+        return truncated(W, k), b
     if isinstance(W, Tensor):
         eye = torch.eye(W.shape[0], dtype=W.dtype, device=W.device)
         return (eye if mode == "identity" else torch.zeros_like(W)), torch.zeros_like(b)
@@ -55,7 +114,7 @@ def effective(W: Array, b: Array, mode: str) -> tuple[Array, Array]:
     return (eye if mode == "identity" else np.zeros_like(W)), np.zeros_like(b)
 
 
-def apply(concat: Tensor, W: Tensor, b: Tensor, mode: str) -> Tensor:
+def apply(concat: Tensor, W: Tensor, b: Tensor, mode: str, n_heads: int | None = None) -> Tensor:
     """attn_out from concat (..., D) in a mode; the identity returns concat itself (exactly)."""
     if mode == "learned":
         return torch.nn.functional.linear(concat, W, b)
@@ -63,8 +122,7 @@ def apply(concat: Tensor, W: Tensor, b: Tensor, mode: str) -> Tensor:
         return concat
     if mode == "zero":
         return torch.zeros_like(concat)
-    check_mode(mode)
-    raise AssertionError("unreachable")
+    return torch.nn.functional.linear(concat, *effective(W, b, mode, n_heads))
 
 
 def head_blocks(W_o: Array, n_heads: int) -> Array:
@@ -107,7 +165,39 @@ def head_energy(W_o: Array, n_heads: int) -> np.ndarray:
 
 def fixed_weights(mode: str, D: int) -> tuple[Tensor, Tensor]:
     """The (W, b) a model trained with W_o fixed in this mode stores as its W_o (CPU float32)."""
-    W, b = effective(torch.empty(D, D), torch.empty(D), mode)
-    if mode == "learned":
-        raise ValueError("a learned W_o is not fixed: train it instead")
-    return W, b
+    if mode not in ("identity", "zero"):
+        raise ValueError(f"only identity or zero is a fixed W_o to train with, not {mode!r}")
+    return effective(torch.empty(D, D), torch.empty(D), mode)
+
+
+def permute_heads(x: Array, order, n_heads: int) -> Array:
+    """x (..., D) with its head slices in a new order: slice i of the result is slice order[i].
+
+    On concat this reorders the heads side by side; W_o then reads each head with the columns
+    meant for another, so the output changes, unless W_o's column blocks are permuted the same
+    way (permute_columns), when it is exactly the same.
+    """
+    check_order(order, n_heads)
+    D = x.shape[-1]
+    index = np.concatenate([np.arange(h * D // n_heads, (h + 1) * D // n_heads) for h in order])
+    if isinstance(x, Tensor):
+        return x[..., torch.as_tensor(index, device=x.device)]
+    return x[..., index]
+
+
+def permute_columns(W_o: Array, order, n_heads: int) -> Array:
+    """W_o (D, D) with its column blocks in the same new order as permute_heads gives concat."""
+    return permute_heads(W_o, order, n_heads)  # columns are W_o's last axis: the same indexing
+
+
+def check_order(order, n_heads: int) -> tuple[int, ...]:
+    """order as a tuple if it is a permutation of 0..H-1; ValueError otherwise."""
+    try:
+        order = tuple(int(h) for h in order)
+    except (TypeError, ValueError):
+        raise ValueError(f"a head order is a list of head numbers, got {order!r}") from None
+    if sorted(order) != list(range(n_heads)):
+        raise ValueError(
+            f"a head order must list each head 0..{n_heads - 1} exactly once, got {list(order)}"
+        )
+    return order
