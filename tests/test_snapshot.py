@@ -224,3 +224,34 @@ def test_random_example_is_valid(task):
     for _ in range(20):
         text = task.random_example(rng)
         assert task.validate(text) == text
+
+
+def test_diff_of_two_inputs_splits_the_change_by_head(model, task):
+    a = snapshot.run_trace(model, task, "abcdefg")
+    b = snapshot.run_trace(model, task, "abcjefg")
+    W = snapshot.w_o_used(model, a.w_o_modes)
+    d = snapshot.diff_inputs(a, b, W)
+    assert d.positions == [4]  # BOS first, so the 4th letter is position 4
+    np.testing.assert_allclose(d.attn, b.attn - a.attn)
+    L, H, T = a.attn.shape[:3]
+    assert d.head_terms.shape == (L, H, T)
+    # The per-head changes after W_o add up to the change of attn_out (the bias cancels).
+    for lay in range(L):
+        terms = wo.head_contributions(b.z[lay], W[lay]) - wo.head_contributions(a.z[lay], W[lay])
+        np.testing.assert_allclose(terms.sum(0), d.attn_out[lay], atol=1e-5)
+        np.testing.assert_allclose(np.linalg.norm(terms, axis=-1), d.head_terms[lay], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "b_text, switches, message",
+    [
+        ("abc", {}, "same length"),
+        ("abcdefg", {}, "are the same"),
+        ("abcjefg", {"w_o": "identity"}, "same switches"),
+    ],
+)
+def test_diff_refuses_what_cannot_be_compared(model, task, b_text, switches, message):
+    a = snapshot.run_trace(model, task, "abcdefg")
+    b = snapshot.run_trace(model, task, b_text, **switches)
+    with pytest.raises(ValueError, match=message):
+        snapshot.diff_inputs(a, b, snapshot.w_o_used(model, a.w_o_modes))

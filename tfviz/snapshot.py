@@ -147,3 +147,50 @@ def drift_per_layer(base: TraceArrays, switched: TraceArrays) -> np.ndarray:
 def _same_input(a: TraceArrays, b: TraceArrays) -> None:
     if a.text != b.text or a.resid_out.shape != b.resid_out.shape:
         raise ValueError("the two traces must come from the same model and the same sequence")
+
+
+@dataclass(frozen=True)
+class InputDiff:
+    """How two sequences of the same length differ, head by head, through one model."""
+
+    positions: list[int]  # where the inputs differ (0-based, over the model's positions)
+    attn: np.ndarray  # (L, H, T, T) attention of b minus attention of a
+    z: np.ndarray  # (L, H, T, d_k) each head's output, b - a (before W_o, per head)
+    concat: np.ndarray  # (L, T, D) the heads side by side, b - a
+    attn_out: np.ndarray  # (L, T, D) W_o's output, b - a
+    head_terms: np.ndarray  # (L, H, T) ||z_h W_O^h (b) - z_h W_O^h (a)||: each head's change
+    # after W_o, per token; sums of these bound ||attn_out diff|| (triangle inequality)
+
+
+def diff_inputs(a: TraceArrays, b: TraceArrays, W_o: np.ndarray) -> InputDiff:
+    """Per-head differences between two traces of one model with the same switches.
+
+    Args:
+        a, b: run_trace of two sequences with the same number of positions and switches.
+        W_o: (L, D, D) the maps the layers applied (w_o_used), to split attn_out by head.
+    Returns:
+        InputDiff (b minus a). ValueError when the sequences differ in length or switches, or are
+        the same sequence (nothing to compare).
+    """
+    if a.attn.shape != b.attn.shape:
+        raise ValueError(
+            f"the two sequences must have the same length to be compared position by position; "
+            f"they have {a.attn.shape[-1]} and {b.attn.shape[-1]} positions"
+        )
+    if a.interventions != b.interventions:
+        raise ValueError("the two traces must come from passes with the same switches")
+    positions = [i for i, (x, y) in enumerate(zip(a.labels, b.labels, strict=True)) if x != y]
+    if a.text == b.text:
+        raise ValueError("the two sequences are the same: change at least one token")
+    terms = [
+        wo.head_contributions(b.z[lay], W_o[lay]) - wo.head_contributions(a.z[lay], W_o[lay])
+        for lay in range(a.n_layers)
+    ]
+    return InputDiff(
+        positions=positions,
+        attn=(b.attn - a.attn).astype(np.float32),
+        z=(b.z - a.z).astype(np.float32),
+        concat=(b.concat - a.concat).astype(np.float32),
+        attn_out=(b.attn_out - a.attn_out).astype(np.float32),
+        head_terms=np.linalg.norm(np.stack(terms), axis=-1).astype(np.float32),
+    )
