@@ -201,3 +201,24 @@ def test_predict_returns_answer_in_solve_form(name):
     assert len(pred) == len(task.solve_tokens(text))
     assert task.predict(model, text) == task.sep.join(pred)
     assert task.predict(model, text, w_o="identity", ablate_heads=[(0, 0)]) is not None
+
+
+def test_retraining_w_o_alone_changes_only_w_o_of_a_copy_and_recovers():
+    from tests.conftest import MODELS
+    from tfviz import load_checkpoint, trainer
+
+    model, meta = load_checkpoint(MODELS / "sort.safetensors")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    copy, history = trainer.retrain_w_o(model, meta.task, start="identity", steps=60, lr=3e-3)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # shared: intact
+    for key, value in copy.state_dict().items():
+        if ".attn.W_o." in key:
+            assert not torch.equal(value, before[key])
+        else:
+            assert torch.equal(value, before[key]), key  # frozen
+    losses = history["loss"]
+    assert len(losses) == 60 and history["trained"] == "W_o only"
+    assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:5])  # the model learns to use W_o again
+    assert not copy.training and not any(p.requires_grad for p in copy.parameters())
+    with pytest.raises(ValueError, match="W_o starts from one of"):
+        trainer.retrain_w_o(model, meta.task, start="ones")

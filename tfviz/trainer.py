@@ -88,7 +88,6 @@ def train(
     check_training(task, config, steps, batch_size, lr, [w_o], schedule)
     dev = resolve_device(device)
     rng = np.random.default_rng(seed)
-    losses: list[float] = []
     start = time.perf_counter()
     # fork_rng keeps the caller's global RNG untouched while we seed init and dropout.
     with torch.random.fork_rng(devices=[]):
@@ -96,32 +95,21 @@ def train(
         model = Encoder(config).to(dev)
         if w_o != "learned":
             _set_w_o(model, w_o)
-        model.train()
-        # fused: one kernel for all parameters instead of a loop over them (CPU and CUDA).
-        fused = dev.type in ("cpu", "cuda")
-        opt = torch.optim.Adam(model.parameters(), lr=lr, fused=fused or None)
-        for step in range(steps):
-            rate = learning_rate(step, steps, lr, schedule)
-            for group in opt.param_groups:
-                group["lr"] = rate
-            batch = task.sample(batch_size, rng, min_len, max_len)
-            ids, pad = batch.ids.to(dev), batch.pad_mask.to(dev)
-            logits = model(ids, pad, w_o=w_o, trace=False).logits
-            loss = task.loss(logits, batch.target.to(dev))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if clip is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
-            opt.step()
-            value = loss.item()
-            losses.append(value)
-            if not math.isfinite(value):
-                raise FloatingPointError(
-                    f"training diverged at step {step + 1} (loss {value}); "
-                    f"try a smaller learning rate"
-                )
-            if on_step is not None and on_step(StepInfo(step + 1, steps, value, rate)) is False:
-                break
+        losses = _fit(
+            model,
+            list(model.parameters()),
+            task,
+            rng,
+            steps,
+            batch_size,
+            lr,
+            schedule,
+            clip,
+            on_step,
+            min_len,
+            max_len,
+            w_o=w_o,
+        )
     if w_o != "learned":
         _set_w_o(model, w_o)  # Adam moved W_o although it was never used: put the real map back
     model.eval()
@@ -141,6 +129,135 @@ def train(
         "max_len": task.max_len if max_len is None else max_len,
     }
     return model, history
+
+
+def _fit(
+    model: Encoder,
+    params: list,
+    task: Task,
+    rng,
+    steps,
+    batch_size,
+    lr,
+    schedule,
+    clip,
+    on_step,
+    min_len,
+    max_len,
+    **switches,
+) -> list[float]:
+    """The training loop: Adam on params (the others stay as they are), one fresh batch a step,
+    the learning-rate schedule, gradient clipping, on_step after each step. Returns the losses."""
+    dev = model.device
+    model.train()
+    # fused: one kernel for all parameters instead of a loop over them (CPU and CUDA).
+    fused = dev.type in ("cpu", "cuda")
+    opt = torch.optim.Adam(params, lr=lr, fused=fused or None)
+    losses: list[float] = []
+    try:
+        for step in range(steps):
+            rate = learning_rate(step, steps, lr, schedule)
+            for group in opt.param_groups:
+                group["lr"] = rate
+            batch = task.sample(batch_size, rng, min_len, max_len)
+            ids, pad = batch.ids.to(dev), batch.pad_mask.to(dev)
+            logits = model(ids, pad, trace=False, **switches).logits
+            loss = task.loss(logits, batch.target.to(dev))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            if clip is not None:
+                torch.nn.utils.clip_grad_norm_(params, clip)
+            opt.step()
+            value = loss.item()
+            losses.append(value)
+            if not math.isfinite(value):
+                raise FloatingPointError(
+                    f"training diverged at step {step + 1} (loss {value}); "
+                    f"try a smaller learning rate"
+                )
+            if on_step is not None and on_step(StepInfo(step + 1, steps, value, rate)) is False:
+                break
+    finally:
+        model.eval()
+    return losses
+
+
+W_O_STARTS = ("identity", "zero", "random", "learned")  # where retrain_w_o starts W_o from
+
+
+def retrain_w_o(
+    model: Encoder,
+    task: Task | str,
+    start: str = "identity",
+    steps: int = 300,
+    batch_size: int = TRAINING["batch_size"],
+    lr: float = TRAINING["lr"],
+    seed: int = 0,
+    on_step: Callable[[StepInfo], bool | None] | None = None,
+    schedule: str = TRAINING["schedule"],
+    clip: float | None = TRAINING["clip"],
+) -> tuple[Encoder, dict]:
+    """Train only W_o (weight and bias, every layer) of a copy of model; all else stays frozen.
+
+    Answers "does the model need its W_o, or any W_o?": start from the identity (W_o off), zeros
+    or a random map, and watch the loss come back, then compare with the learned W_o. The model
+    passed in (shared by every session) is never changed: the copy is trained.
+
+    Args:
+        model: a trained Encoder (not changed).
+        task: its task, or the task's name.
+        start: "identity", "zero", "random" (nn.Linear's own init, from seed) or "learned".
+        steps, batch_size, lr, seed, on_step, schedule, clip: as train().
+    Returns:
+        (the copy in eval mode, history with the loss per step and the settings).
+    """
+    task = get_task(task) if isinstance(task, str) else task
+    check_training(task, model.config, steps, batch_size, lr, [], schedule)
+    if start not in W_O_STARTS:
+        raise ValueError(f"W_o starts from one of {W_O_STARTS}, got {start!r}")
+    copy = Encoder(model.config).to(model.device)
+    copy.load_state_dict(model.state_dict())
+    copy.requires_grad_(False)
+    params = []
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for layer in copy.layers:
+            W = layer.attn.W_o
+            if start == "random":
+                W.reset_parameters()
+            elif start != "learned":
+                weight, bias = wo.fixed_weights(start, model.config.d_model)
+                W.weight.data.copy_(weight)
+                W.bias.data.copy_(bias)
+            params += [W.weight.requires_grad_(), W.bias.requires_grad_()]
+        began = time.perf_counter()
+        losses = _fit(
+            copy,
+            params,
+            task,
+            np.random.default_rng(seed),
+            steps,
+            batch_size,
+            lr,
+            schedule,
+            clip,
+            on_step,
+            None,
+            None,
+        )
+    copy.requires_grad_(False)
+    history = {
+        "loss": losses,
+        "steps_done": len(losses),
+        "steps": steps,
+        "cancelled": len(losses) < steps,
+        "seconds": time.perf_counter() - began,
+        "start": start,
+        "trained": "W_o only",
+        "lr": lr,
+        "seed": seed,
+    }
+    return copy, history
 
 
 def check_training(
