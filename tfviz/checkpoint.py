@@ -141,7 +141,14 @@ def load_checkpoint(
         )
     tensors = _load_tensors(data)
     model = Encoder(meta.config)
-    expected = model.state_dict()
+    check_state(tensors, model.state_dict())
+    model.load_state_dict(tensors, strict=True)
+    model.eval().requires_grad_(False)
+    return model.to(device), meta
+
+
+def check_state(tensors: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]) -> None:
+    """CheckpointError unless tensors has exactly expected's names, shapes, float32, all finite."""
     missing = sorted(set(expected) - set(tensors))
     extra = sorted(set(tensors) - set(expected))
     if missing or extra:
@@ -165,9 +172,6 @@ def load_checkpoint(
             raise CheckpointError(f"tensor {name} is {got.dtype}; tfviz checkpoints are float32")
         if not torch.isfinite(got).all():
             raise CheckpointError(f"tensor {name} holds NaN or infinite values")
-    model.load_state_dict(tensors, strict=True)
-    model.eval().requires_grad_(False)
-    return model.to(device), meta
 
 
 def _read(source: str | Path | bytes, max_bytes: int) -> bytes:

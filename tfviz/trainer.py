@@ -19,6 +19,7 @@ from tfviz.config import ModelConfig
 from tfviz.model import Encoder
 from tfviz.settings import TRAINING
 from tfviz.tasks import Task, get_task
+from tfviz.timeline import Timeline
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ def train(
     max_len: int | None = None,
     schedule: str = TRAINING["schedule"],
     clip: float | None = TRAINING["clip"],
+    timeline: Timeline | None = None,
 ) -> tuple[Encoder, dict]:
     """Train a fresh encoder on a task.
 
@@ -80,6 +82,7 @@ def train(
         min_len, max_len: range of training lengths (default: the task's whole range).
         schedule: "cosine" (warm-up then cosine decay) or "constant" (plain Adam, as seed 002).
         clip: gradient-norm clip, or None.
+        timeline: if given, records the weights at step 0 and at its interval (tfviz.timeline).
     Returns:
         (model in eval mode on its device, history dict with the loss per step and the settings).
     """
@@ -108,6 +111,7 @@ def train(
             on_step,
             min_len,
             max_len,
+            timeline,
             w_o=w_o,
         )
     if w_o != "learned":
@@ -144,16 +148,20 @@ def _fit(
     on_step,
     min_len,
     max_len,
+    timeline: Timeline | None = None,
     **switches,
 ) -> list[float]:
     """The training loop: Adam on params (the others stay as they are), one fresh batch a step,
-    the learning-rate schedule, gradient clipping, on_step after each step. Returns the losses."""
+    the learning-rate schedule, gradient clipping, on_step after each step, the weights into
+    timeline when due. Returns the losses."""
     dev = model.device
     model.train()
     # fused: one kernel for all parameters instead of a loop over them (CPU and CUDA).
     fused = dev.type in ("cpu", "cuda")
     opt = torch.optim.Adam(params, lr=lr, fused=fused or None)
     losses: list[float] = []
+    if timeline is not None:
+        timeline.record(0, model)
     try:
         for step in range(steps):
             rate = learning_rate(step, steps, lr, schedule)
@@ -170,6 +178,8 @@ def _fit(
             opt.step()
             value = loss.item()
             losses.append(value)
+            if timeline is not None:
+                timeline.record(step + 1, model)
             if not math.isfinite(value):
                 raise FloatingPointError(
                     f"training diverged at step {step + 1} (loss {value}); "
