@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.conftest import wait_until
 from tfviz import experiment, jobs, load_checkpoint, settings
@@ -499,3 +500,57 @@ def test_count_parameters_matches_a_real_model(task, sizes):
     for config in configs:
         real = sum(p.numel() for p in Encoder(config).parameters())
         assert config.n_params == real, config
+
+
+# ---- training timeline and W_o retraining through the one job system ---------------------------
+
+
+def test_a_training_job_saves_its_timeline_beside_the_model(manager, tmp_path):
+    from tfviz.timeline import load_timeline
+
+    job = submit_training(manager, tmp_path, "with_timeline", steps=48)
+    assert job.wait(60) and job.snapshot().status == jobs.DONE
+    result = job.snapshot().result
+    assert result.timeline == str(tmp_path / "with_timeline.timeline")
+    model, _ = load_checkpoint(result.path)
+    timeline = load_timeline(result.timeline, model.config)
+    assert timeline.steps[0] == 0 and timeline.steps[-1] == 48
+    assert len(timeline.steps) <= 24 + 1
+    last = timeline.model_at(len(timeline.steps) - 1, model.config)
+    assert all(torch.equal(last.state_dict()[k], v) for k, v in model.state_dict().items())
+
+
+def test_retraining_w_o_alone_runs_as_a_job_and_leaves_the_shared_model_alone(manager):
+    shared, meta = load_checkpoint(
+        Path(__file__).resolve().parent.parent / "models/sort.safetensors"
+    )
+    before = {k: v.clone() for k, v in shared.state_dict().items()}
+    spec = jobs.RetrainSpec(meta.task, start="identity", steps=40)
+    job = manager.submit(jobs.RetrainWoWork(spec, shared))
+    assert job.wait(120)
+    snap = job.snapshot()
+    assert snap.status == jobs.DONE, snap.message
+    r = snap.result
+    key = "token_accuracy"
+    assert r.metrics_learned[key] > 0.95 and r.metrics_start[key] < r.metrics_learned[key]
+    assert r.metrics_after[key] > r.metrics_start[key]  # accuracy comes back with W_o retrained
+    assert len(r.losses) == 40 and snap.step == 40
+    assert all(torch.equal(before[k], v) for k, v in shared.state_dict().items())
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"start": "ones"}, "W_o starts from one of"),
+        ({"steps": 0}, "steps must be a whole number from 1"),
+        ({"lr": float("nan")}, "learning rate"),
+        ({"task": "nope"}, "unknown task"),
+    ],
+)
+def test_a_bad_w_o_retraining_is_refused_on_submit(manager, kw, message):
+    shared, meta = load_checkpoint(
+        Path(__file__).resolve().parent.parent / "models/sort.safetensors"
+    )
+    spec = jobs.RetrainSpec(**{"task": meta.task, **kw})
+    with pytest.raises(ValueError, match=message):
+        manager.submit(jobs.RetrainWoWork(spec, shared))

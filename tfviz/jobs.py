@@ -61,10 +61,20 @@ from tfviz.settings import (
     max_queue as settings_max_queue,
 )
 from tfviz.tasks import get_task
-from tfviz.trainer import StepInfo, resolve_device, train
+from tfviz.timeline import MAX_SNAPSHOTS, Timeline, save_timeline, timeline_path
+from tfviz.trainer import (
+    W_O_STARTS,
+    StepInfo,
+    resolve_device,
+    retrain_w_o,
+    train,
+    with_w_o_start,
+)
 
 EVAL_N = 1000  # fresh examples measured after training; stored in the checkpoint's metrics
 LOSS_POINTS = 400  # points of the live loss curve a snapshot carries
+RETRAIN_MAX_STEPS = 5000  # W_o alone trains fast; a few hundred steps show the recovery
+RETRAIN_EVAL_N = 512  # fresh examples behind the before/after metrics of a W_o retraining
 # The limits and environment variables of the server are in tfviz.settings; MAX_PARAMS there
 # also caps training: the largest model the Train form offers has about 2.1 M parameters.
 
@@ -278,6 +288,7 @@ class TrainResult:
 
     path: str
     metrics: dict
+    timeline: str | None = None  # where the run's snapshots were saved (tfviz.timeline)
 
 
 class TrainWork:
@@ -330,6 +341,8 @@ class TrainWork:
             report(done=info.step, step=info.step, loss=info.loss)
             return not should_stop()
 
+        # Snapshots for the timeline slider: about MAX_SNAPSHOTS evenly spread, whatever steps.
+        timeline = Timeline(every=max(1, spec.steps // MAX_SNAPSHOTS))
         model, history = train(
             spec.task,
             self.config,
@@ -340,6 +353,7 @@ class TrainWork:
             device=str(resolve_device(self.device)),
             w_o=spec.w_o,
             on_step=on_step,
+            timeline=timeline,
         )
         if history["cancelled"]:
             raise Stopped(f"after {history['steps_done']} steps; not saved")
@@ -360,8 +374,94 @@ class TrainWork:
                 f"trained, but saving {path.name} failed ({e.strerror or e}); nothing was "
                 f"written and every saved model is as it was"
             ) from e
-        self.result = TrainResult(path=str(path), metrics=metrics)
+        try:  # the model is saved; its timeline is a bonus that must not cost it
+            saved = save_timeline(timeline_path(path), timeline)
+        except OSError:
+            saved = None
+        self.result = TrainResult(path=str(path), metrics=metrics, timeline=saved and str(saved))
         return f"saved as {path.name}"
+
+
+@dataclass(frozen=True)
+class RetrainSpec:
+    """Retrain W_o alone (tfviz.trainer.retrain_w_o) on a copy of a loaded model."""
+
+    task: str
+    start: str = "identity"  # "identity", "zero", "random" or "learned"
+    steps: int = 300
+    lr: float = 3e-3
+    seed: int = 0
+
+    def check(self) -> None:
+        get_task(self.task)
+        if self.start not in W_O_STARTS:
+            raise ValueError(f"W_o starts from one of {W_O_STARTS}, got {self.start!r}")
+        if not isinstance(self.steps, int) or not 1 <= self.steps <= RETRAIN_MAX_STEPS:
+            raise ValueError(
+                f"steps must be a whole number from 1 to {RETRAIN_MAX_STEPS:,}, got {self.steps!r}"
+            )
+        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and 0 < self.lr <= 1):
+            raise ValueError(f"the learning rate must be a number in (0, 1], got {self.lr!r}")
+
+
+@dataclass(frozen=True)
+class RetrainResult:
+    """W_o retrained alone: the metric with the learned W_o, with the start, and after."""
+
+    metrics_learned: dict
+    metrics_start: dict
+    metrics_after: dict
+    losses: list[float]
+
+
+class RetrainWoWork:
+    """Retrain only W_o of a copy of a shared model, in the one job system; nothing is saved."""
+
+    kind = "retrain_w_o"
+
+    def __init__(self, spec: RetrainSpec, model: Encoder):
+        self.spec = spec
+        self.model = model  # shared: read, never changed (retrain_w_o trains a copy)
+        self.result: RetrainResult | None = None
+
+    @property
+    def total(self) -> int:
+        return self.spec.steps
+
+    @property
+    def claim(self) -> None:
+        return None
+
+    def validate(self, claimed: Collection[Hashable]) -> None:
+        self.spec.check()
+        get_task(self.spec.task).check_config(self.model.config)
+
+    def run(self, report: Report, should_stop: Callable[[], bool]) -> str:
+        spec = self.spec
+        report(message=f"measuring the learned W_o and the {spec.start} start")
+        learned = evaluate(self.model, spec.task, n=RETRAIN_EVAL_N)
+        start = with_w_o_start(self.model, spec.start, spec.seed)
+        at_start = evaluate(start, spec.task, n=RETRAIN_EVAL_N)
+        report(message=f"training W_o alone from {spec.start}", new_curve=True)
+
+        def on_step(info: StepInfo) -> bool:
+            report(done=info.step, step=info.step, loss=info.loss)
+            return not should_stop()
+
+        copy, history = retrain_w_o(
+            self.model,
+            spec.task,
+            start=spec.start,
+            steps=spec.steps,
+            lr=spec.lr,
+            seed=spec.seed,
+            on_step=on_step,
+        )
+        if history["cancelled"]:
+            raise Stopped(f"after {history['steps_done']} steps")
+        after = evaluate(copy, spec.task, n=RETRAIN_EVAL_N)
+        self.result = RetrainResult(learned, at_start, after, history["loss"])
+        return f"W_o retrained alone for {spec.steps} steps"
 
 
 @dataclass(frozen=True)

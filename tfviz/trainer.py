@@ -195,6 +195,26 @@ def _fit(
 W_O_STARTS = ("identity", "zero", "random", "learned")  # where retrain_w_o starts W_o from
 
 
+def with_w_o_start(model: Encoder, start: str, seed: int = 0) -> Encoder:
+    """A copy of model (eval mode, no gradients) whose W_o in every layer is the start of a W_o
+    retraining: "identity", "zero", "random" (nn.Linear's init from seed) or "learned"."""
+    if start not in W_O_STARTS:
+        raise ValueError(f"W_o starts from one of {W_O_STARTS}, got {start!r}")
+    copy = Encoder(model.config).to(model.device)
+    copy.load_state_dict(model.state_dict())
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed)
+        for layer in copy.layers:
+            W = layer.attn.W_o
+            if start == "random":
+                W.reset_parameters()
+            elif start != "learned":
+                weight, bias = wo.fixed_weights(start, model.config.d_model)
+                W.weight.copy_(weight)
+                W.bias.copy_(bias)
+    return copy.eval().requires_grad_(False)
+
+
 def retrain_w_o(
     model: Encoder,
     task: Task | str,
@@ -223,23 +243,12 @@ def retrain_w_o(
     """
     task = get_task(task) if isinstance(task, str) else task
     check_training(task, model.config, steps, batch_size, lr, [], schedule)
-    if start not in W_O_STARTS:
-        raise ValueError(f"W_o starts from one of {W_O_STARTS}, got {start!r}")
-    copy = Encoder(model.config).to(model.device)
-    copy.load_state_dict(model.state_dict())
-    copy.requires_grad_(False)
-    params = []
+    copy = with_w_o_start(model, start, seed)
+    params = [p for layer in copy.layers for p in layer.attn.W_o.parameters()]
+    for p in params:
+        p.requires_grad_()
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        for layer in copy.layers:
-            W = layer.attn.W_o
-            if start == "random":
-                W.reset_parameters()
-            elif start != "learned":
-                weight, bias = wo.fixed_weights(start, model.config.d_model)
-                W.weight.data.copy_(weight)
-                W.bias.data.copy_(bias)
-            params += [W.weight.requires_grad_(), W.bias.requires_grad_()]
+        torch.manual_seed(seed)  # dropout, if the model has any
         began = time.perf_counter()
         losses = _fit(
             copy,
