@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tfviz import ensemble as En
+from tfviz import wo
 from tfviz.config import ModelConfig
 from tfviz.model import Encoder
 from tfviz.tasks import IGNORE, get_task
@@ -35,7 +36,7 @@ def _batch(task, seeds, batch_size=6, min_len=None, max_len=None):
 
 def _state(config, seed, w_o):
     state = En.initial_state(config, seed)
-    En.switch_off_w_o(state, config.n_layers, w_o)
+    En.set_w_o(state, config, w_o)
     return state
 
 
@@ -56,7 +57,7 @@ def test_stacked_forward_equals_the_encoder(name, extra):
     task = get_task(name)
     config = task.model_config(**TINY, dropout=0.0, **extra)
     blocks = En.layout(config)
-    runs = [(0, "learned"), (1, "identity"), (2, "zero"), (3, "learned")]
+    runs = [(0, "learned"), (1, "identity"), (2, "zero"), (3, "learned"), (4, "block_diagonal")]
     states = [_state(config, s, m) for s, m in runs]
     flat = torch.stack([En.flatten(blocks, st) for st in states])
     ids, pad, _ = _batch(task, [s for s, _ in runs])
@@ -170,6 +171,21 @@ def test_train_runs_equals_train_one_run_at_a_time(name, options):
             b = alone(probe_ids[0], probe_pad[0], trace=False).logits
         torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
         assert not models[r].training
+
+
+def test_a_block_diagonal_run_trains_as_train_does_and_never_mixes_heads():
+    task = get_task("sort")
+    config = task.model_config(**TINY, dropout=0.0)
+    settings = dict(steps=8, batch_size=8, lr=3e-3, device="cpu")
+    (model,), history = En.train_runs(task, config, [(2, "block_diagonal")], **settings)
+    alone, hist = train(task, config, seed=2, w_o="block_diagonal", **settings)
+    np.testing.assert_allclose(history["loss"][0], hist["loss"], rtol=1e-5, atol=1e-6)
+    for key, value in alone.state_dict().items():
+        if not key.endswith("W_k.bias"):
+            torch.testing.assert_close(model.state_dict()[key], value, atol=ATOL, rtol=0)
+    for lay in range(config.n_layers):
+        w = model.layers[lay].attn.W_o.weight  # the blocks that would mix heads stayed zero
+        assert torch.equal(w, w * wo.block_mask(8, config.n_heads, w)) and w.abs().sum() > 0
 
 
 def _lengths(options):

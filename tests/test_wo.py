@@ -287,3 +287,16 @@ def test_bad_pattern_overrides_get_clear_messages(patterns, message):
     model = make_model()
     with pytest.raises(ValueError, match=message):
         model(torch.tensor([[1, 2, 3]]), patterns=patterns)
+
+
+def test_a_model_trains_block_diagonal_but_not_rank_k():
+    from tfviz import train
+
+    model, _ = train("sort", steps=3, w_o="block_diagonal", batch_size=8)
+    for layer in model.layers:  # the stored W_o is the block-diagonal map it trained with
+        W = layer.attn.W_o.weight
+        assert torch.equal(W, W * wo.block_mask(W.shape[0], model.config.n_heads, W))
+    with pytest.raises(ValueError, match="applied to a trained W_o instead"):
+        train("sort", steps=3, w_o="rank:2")
+    with pytest.raises(ValueError, match="w_o must be one of"):
+        train("sort", steps=3, w_o="sideways")

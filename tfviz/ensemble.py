@@ -108,14 +108,17 @@ def initial_state(config: ModelConfig, seed: int) -> dict[str, Tensor]:
         return Encoder(config).state_dict()
 
 
-def switch_off_w_o(state: dict[str, Tensor], n_layers: int, w_o: str) -> None:
-    """Put the map w_o stands for into W_o ("identity": eye, "zero": zeros; bias 0), in place."""
+def set_w_o(state: dict[str, Tensor], config: ModelConfig, w_o: str) -> None:
+    """Put the map mode w_o applies into W_o, in place (tfviz.wo.effective): identity (eye, bias
+    0), zero, or W_o's diagonal blocks; as train() stores it."""
+    n_layers, n_heads = config.n_layers, config.n_heads
     if w_o == "learned":
         return
-    W, b = wo.fixed_weights(w_o, state["layers.0.attn.W_o.weight"].shape[0])
     for i in range(n_layers):
-        state[f"layers.{i}.attn.W_o.weight"].copy_(W)
-        state[f"layers.{i}.attn.W_o.bias"].copy_(b)
+        W, b = state[f"layers.{i}.attn.W_o.weight"], state[f"layers.{i}.attn.W_o.bias"]
+        W_eff, b_eff = wo.effective(W.clone(), b.clone(), w_o, n_heads)
+        W.copy_(W_eff)
+        b.copy_(b_eff)
 
 
 def flatten(blocks: list[Block], state: dict[str, Tensor]) -> Tensor:
@@ -276,7 +279,7 @@ def stacked_forward(
     Args:
         flat: (R, N) weights in `layout` order.
         packing: the runs' (R, B, T) batch, from `pack`.
-        w_o: one mode per run ("learned", "identity" or "zero").
+        w_o: one mode per run (tfviz.wo.TRAINING_MODES).
         training: dropout on (config.dropout), drawn independently per run.
     Returns:
         logits (R, B, n_out) for pooled models; per token (R, M, n_out) in slot order (`unpack`
@@ -306,10 +309,14 @@ def stacked_forward(
     # W_o as each run applies it: its own, the identity or zeros (bias 0). Selecting weights, not
     # activations, keeps one matmul for all runs; runs without W_o send it exactly zero gradient,
     # and x @ I is exactly x.
-    learned = torch.tensor([m == "learned" for m in w_o], device=flat.device)
+    # A block-diagonal run multiplies its W_o by the block mask: the blocks that mix heads get
+    # exactly zero gradient and stay as they are stored (zero, see set_w_o).
+    trained = torch.tensor([m not in ("identity", "zero") for m in w_o], device=flat.device)
     eye = torch.eye(D, device=flat.device, dtype=flat.dtype)
     off_map = torch.stack([eye if m == "identity" else torch.zeros_like(eye) for m in w_o])
-    all_learned = bool(learned.all())
+    block = wo.block_mask(D, H, eye)
+    masks = torch.stack([block if m == wo.BLOCK_DIAGONAL else torch.ones_like(eye) for m in w_o])
+    all_learned = all(m == "learned" for m in w_o)
     pre = config.norm == "pre"
     for i in range(config.n_layers):
         L = f"layers.{i}"
@@ -327,8 +334,8 @@ def stacked_forward(
             concat = _FromGrid.apply(z, grid).view(R, M, D)  # (R, M, D): heads side by side
             W, b = p[f"{L}.attn.W_o.weight"], p[f"{L}.attn.W_o.bias"]
             if not all_learned:
-                W = torch.where(learned.view(R, 1, 1), W, off_map)
-                b = torch.where(learned.view(R, 1), b, torch.zeros_like(b))
+                W = torch.where(trained.view(R, 1, 1), W * masks, off_map)
+                b = torch.where(trained.view(R, 1), b, torch.zeros_like(b))
             return _linear(concat, W, b)
 
         def feed_forward(h: Tensor, L: str = L) -> Tensor:
@@ -443,7 +450,7 @@ def train_runs(
     rows = []
     for seed, mode in runs:
         state = initial_state(config, seed)
-        switch_off_w_o(state, config.n_layers, mode)
+        set_w_o(state, config, mode)
         rows.append(flatten(blocks, state))
     flat = torch.stack(rows).to(dev).requires_grad_()  # (R, N): the one leaf
     # Elementwise Adam on the stacked leaf = one Adam per run; fused as train() has it.
@@ -511,7 +518,7 @@ def to_encoders(
     models = []
     for row, mode in zip(flat.cpu(), w_o, strict=True):
         state = unflatten(blocks, row)
-        switch_off_w_o(state, config.n_layers, mode)  # as train() leaves it
+        set_w_o(state, config, mode)  # as train() leaves it
         with torch.random.fork_rng(devices=[]):  # building an Encoder draws an init: not ours
             model = Encoder(config)
         model.load_state_dict(state)

@@ -292,14 +292,22 @@ def check_training(
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and 0 < lr <= 1):
         raise ValueError(f"lr must be a number in (0, 1], got {lr!r}")
     for mode in w_o_modes:
-        wo.check_mode(mode)
+        if mode not in wo.TRAINING_MODES:
+            wo.check_mode(mode)  # an unknown mode gets the general message first
+            raise ValueError(
+                f"a model trains with W_o in one of {wo.TRAINING_MODES}; {mode!r} is applied "
+                f"to a trained W_o instead"
+            )
     if schedule not in ("cosine", "constant"):
         raise ValueError(f"schedule must be 'cosine' or 'constant', got {schedule!r}")
 
 
 @torch.no_grad()
 def _set_w_o(model: Encoder, w_o: str) -> None:
-    W, b = wo.fixed_weights(w_o, model.config.d_model)
+    """Store in W_o the map a mode applies (identity, zeros, or W_o's diagonal blocks), so the
+    model's "learned" W_o is exactly the one it was trained with."""
     for layer in model.layers:
-        layer.attn.W_o.weight.copy_(W)
-        layer.attn.W_o.bias.copy_(b)
+        lin = layer.attn.W_o
+        W, b = wo.effective(lin.weight.clone(), lin.bias.clone(), w_o, model.config.n_heads)
+        lin.weight.copy_(W)
+        lin.bias.copy_(b)

@@ -29,6 +29,8 @@ W_O_MODES = ("learned", "identity", "zero")
 # directions (truncated SVD). Both keep the bias: it mixes no heads.
 BLOCK_DIAGONAL = "block_diagonal"
 RANK_PREFIX = "rank:"
+# The modes a model can be trained with: rank:K is applied to a trained W_o, not trained with.
+TRAINING_MODES = ("learned", "identity", "zero", BLOCK_DIAGONAL)
 
 Array = Tensor | np.ndarray
 
