@@ -3,14 +3,14 @@
 Run with `streamlit run app.py`. This file is the entry point only: page setup, the sidebar,
 the sequence and prediction, and which view is open. Each view is a module of tfviz/ui with a
 render(view) function (README.md, "Layout", lists what lives where); numbers come from
-tfviz.compare and tfviz.analysis, figures from tfviz.plots, training from tfviz.jobs. No torch
+tfviz.snapshot and tfviz.analysis, figures from tfviz.plots, training from tfviz.jobs. No torch
 code here.
 
-Each checkpoint is loaded once per process and shared by every browser session, so it is never
-changed: the W_o switch and head ablation are forward arguments. Traces are cached per
-(checkpoint digest, sequence, switches) and hold numpy only. An uploaded checkpoint is validated
-before use and kept in its session only; training and experiment reruns run in worker threads
-under one server-wide cap (tfviz.jobs).
+Each checkpoint (and the pretrained all-MiniLM-L6-v2, once picked) is loaded once per process and
+shared by every browser session, so it is never changed: the W_o switch and head ablation are
+forward arguments. Traces are cached per (model digest, sequence, switches) and hold numpy only.
+An uploaded checkpoint is validated before use and kept in its session only; training and
+experiment reruns run in worker threads under one server-wide cap (tfviz.jobs).
 
 The tabs are lazy: only the open one runs, and a view's module (with the library modules only it
 needs) is imported the first time it is opened, so the first page does not wait for them. A new
@@ -34,6 +34,7 @@ VIEWS: list[tuple[str, str, bool]] = [
     ("Train", "train", False),
     ("Analysis", "analysis", False),
     ("Does W_o matter?", "experiment", False),
+    ("Lessons", "lessons", False),
 ]
 WARMED = "_browser_warmed"  # session_state: this session's browser has its chart code
 
@@ -83,7 +84,7 @@ st.set_page_config(page_title="tfviz: inside multi-head attention", layout="wide
 warm_up = first_paint()
 
 # The heavy imports (torch, through tfviz) come after the first paint on purpose: see above.
-from tfviz import get_task, jobs  # noqa: E402
+from tfviz import jobs  # noqa: E402
 from tfviz.interventions import NONE  # noqa: E402
 from tfviz.trainer import resolve_device  # noqa: E402
 from tfviz.ui import sequence, sidebar  # noqa: E402
@@ -117,8 +118,7 @@ def main() -> None:
         picked = sidebar.pick_model(device)
         if picked is None:
             return
-        entry, model, meta = picked
-        task = get_task(meta.task)
+        entry, model, meta, task = picked
         sidebar.on_model_change(entry, task)
         sidebar.model_info(meta, task, device)
         iv = sidebar.switch_controls(meta)
@@ -127,17 +127,17 @@ def main() -> None:
 
 @st.fragment
 def main_area(view: View) -> None:
-    """The sequence, the prediction and the open view.
+    """The sequence (two sentences for a sentence model), the prediction and the open view.
 
     A fragment: typing a sequence or using a tab reruns only this part, so the sidebar is neither
     recomputed nor redrawn on each keystroke (bench/ui_latency.py). The sidebar's widgets still
     rerun the whole page.
     """
-    text = sequence.sequence_input(view.task)
+    text, text_b = sequence.sequence_input(view.task)
     if text is not None:
         trace = trace_for(view, text, view.interventions)
         base = trace if view.interventions.is_default else trace_for(view, text, NONE)
-        view = replace(view, text=text, trace=trace, base=base)
+        view = replace(view, text=text, text_b=text_b, trace=trace, base=base)
         sequence.show_prediction(view)
 
     tabs = st.tabs([label for label, _, _ in VIEWS], key="view", on_change="rerun")

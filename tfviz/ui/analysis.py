@@ -2,7 +2,9 @@
 
 One section at a time (norm-based attention, rollout, head importance, ablation before vs after
 W_o, OV circuits, W_o's head mixing), each citing its paper and folding away its explanation
-(tfviz.ui.help). The numbers come from tfviz.analysis, cached per checkpoint digest and switch.
+(tfviz.ui.help). The numbers come from tfviz.analysis, cached per model digest and switch.
+Head importance and ablation before vs after W_o score a task's answers, so they say why they are
+not shown for the pretrained sentence encoder; the other methods work on it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from tfviz.ui.common import (
     metric_delta,
     metric_text,
     number_table,
+    toy_only,
     what_is_this,
 )
 from tfviz.ui.help import HELP
@@ -42,10 +45,11 @@ SCORE_NAMES = {
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def cached_flow(
-    digest: str, task_name: str, text: str, iv: Interventions, _model
+    digest: str, task_name: str, text: str, iv: Interventions, _model, _task
 ) -> dict[str, np.ndarray]:
-    """Norm-based attention and attention rollout of one sequence with the switches, as numpy."""
-    return analysis.attention_flow(_model, task_name, text, interventions=iv)
+    """Norm-based attention and attention rollout of one sequence with the switches, as numpy
+    (the digest and task name stand for the unhashed model and task)."""
+    return analysis.attention_flow(_model, _task, text, interventions=iv)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
@@ -100,8 +104,19 @@ def cached_weight_views(digest: str, w_o, _model) -> dict:
 
 def flow_for(view: View) -> dict[str, np.ndarray]:
     return cached_flow(
-        view.entry.digest, view.task.name, view.text, view.interventions, _model=view.model
+        view.entry.digest,
+        view.task.name,
+        view.text,
+        view.interventions,
+        _model=view.model,
+        _task=view.task,
     )
+
+
+def weight_views_for(view: View) -> dict:
+    # From the weights alone: instant for a toy model, a few seconds once for MiniLM's 72 heads.
+    with st.spinner("Computing from the weights (a few seconds the first time for a big model)…"):
+        return cached_weight_views(view.entry.digest, view.interventions.w_o, _model=view.model)
 
 
 # ---- the view ------------------------------------------------------------------------------
@@ -184,6 +199,8 @@ def rollout_section(view: View) -> None:
 
 
 def importance_section(view: View) -> None:
+    if toy_only(view, "Head importance"):
+        return
     entry, task, w_o = view.entry, view.task, view.interventions.w_o
     with st.spinner(f"Zeroing each head in turn on {ANALYSIS_N} random examples…"):
         imp = cached_importance(entry.digest, task.name, w_o, _model=view.model)
@@ -254,6 +271,8 @@ def importance_section(view: View) -> None:
 
 
 def ablation_section(view: View) -> None:
+    if toy_only(view, "Ablation before vs after W_o"):
+        return
     tr, entry, task = view.trace, view.entry, view.task
     a, b = st.columns(2)
     with a:
@@ -315,7 +334,7 @@ def ablation_section(view: View) -> None:
 
 
 def ov_section(view: View) -> None:
-    w = cached_weight_views(view.entry.digest, view.interventions.w_o, _model=view.model)
+    w = weight_views_for(view)
     sv = w["singular_values"]  # (L, H, d_k)
     L, H, d_k = sv.shape
     st.caption(
@@ -372,7 +391,7 @@ def ov_section(view: View) -> None:
 
 
 def mixing_section(view: View) -> None:
-    w = cached_weight_views(view.entry.digest, view.interventions.w_o, _model=view.model)
+    w = weight_views_for(view)
     shares, mixing = w["shares"], w["mixing"]  # (L, D, H), (L,)
     layer = index_picker("Layer", len(mixing), "mixing_layer", "L")
     cols = st.columns(len(mixing))

@@ -18,6 +18,7 @@ from tfviz import get_task
 from tfviz.checkpoint import CheckpointMeta
 from tfviz.evaluate import evaluate
 from tfviz.interventions import Interventions, head_name
+from tfviz.pretrained import PairSimilarity, compare_similarity
 from tfviz.snapshot import TraceArrays, run_trace, w_o_used
 from tfviz.tasks import Task
 from tfviz.ui.help import HELP
@@ -53,11 +54,37 @@ class View:
     entry: ModelEntry
     model: object
     meta: CheckpointMeta
-    task: Task
+    task: Task  # a toy Task, or the pretrained model's SentenceTask (kind "sentence")
     interventions: Interventions  # the sidebar's switches
     text: str | None = None  # None while the typed sequence is invalid
     trace: TraceArrays | None = None  # with the switches: what the views show
     base: TraceArrays | None = None  # learned W_o, nothing zeroed
+    text_b: str | None = None  # sentence B (sentence models only; None while invalid)
+
+    @property
+    def is_sentence(self) -> bool:
+        """The pretrained sentence encoder: no answer and no task loss, two sentences instead."""
+        return self.task.kind == "sentence"
+
+
+NEEDS_ANSWERS = (
+    "{what} is not shown for {name}: it scores a task's right answers (a loss or an accuracy), "
+    "and a sentence encoder has none. Pick a toy model for it."
+)
+
+TRAINS_TOYS = (
+    "{what} is not shown for {name}: it trains small models on a toy task, and {name} comes "
+    "pretrained, with no toy task. Pick a toy model for it."
+)
+
+
+def toy_only(view: View, what: str, why: str = NEEDS_ANSWERS) -> bool:
+    """True, after one line saying why, when the view's model is a sentence encoder and so
+    cannot show `what`; why: that line, with {what} and {name} (the model) filled in."""
+    if not view.is_sentence:
+        return False
+    st.info(md_escape(why.format(what=what, name=view.entry.name)))
+    return True
 
 
 # ---- cached computations -------------------------------------------------------------------
@@ -65,10 +92,23 @@ class View:
 
 # ~50 KB a trace (W_o and the per-head terms are derived when shown, not stored): 96 keep every
 # open session's current pair (learned, switched) of a class of 40 in about 5 MB.
+# A MiniLM trace of 128 word-pieces is ~8 MB ((L, H, T, T) attention and four (L, T, D) sites);
+# a typical sentence's (~15 pieces) is ~0.5 MB.
 @st.cache_data(show_spinner=False, max_entries=96)
-def cached_trace(digest: str, task_name: str, text: str, iv: Interventions, _model) -> TraceArrays:
-    """run_trace keyed by checkpoint digest, sequence and switches (the model is not hashed)."""
-    return run_trace(_model, get_task(task_name), text, iv)
+def cached_trace(
+    digest: str, task_name: str, text: str, iv: Interventions, _model, _task
+) -> TraceArrays:
+    """run_trace keyed by model digest, task, sequence and switches (model and task are not
+    hashed: the digest and task name stand for them)."""
+    return run_trace(_model, _task, text, iv)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def cached_similarity(
+    digest: str, text_a: str, text_b: str, iv: Interventions, _model, _task
+) -> PairSimilarity:
+    """Two sentences' cosine similarity, learned and switched (sentence models only)."""
+    return compare_similarity(_model, _task, text_a, text_b, iv)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -85,7 +125,23 @@ def cached_accuracy(digest: str, task_name: str, iv: Interventions, _model) -> d
 
 def trace_for(view: View, text: str, iv: Interventions) -> TraceArrays:
     """The trace of text through the view's model with switches iv (cached)."""
-    return cached_trace(view.entry.digest, view.task.name, text, iv, _model=view.model)
+    return cached_trace(
+        view.entry.digest, view.task.name, text, iv, _model=view.model, _task=view.task
+    )
+
+
+def similarity_for(view: View) -> PairSimilarity | None:
+    """Sentences A and B compared under the view's switches (cached); None unless both are valid."""
+    if view.text is None or view.text_b is None:
+        return None
+    return cached_similarity(
+        view.entry.digest,
+        view.text,
+        view.text_b,
+        view.interventions,
+        _model=view.model,
+        _task=view.task,
+    )
 
 
 def accuracy_for(view: View, iv: Interventions) -> dict[str, float]:

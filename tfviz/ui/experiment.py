@@ -12,7 +12,7 @@ import streamlit as st
 
 import tfviz.experiment as experiment
 from tfviz import jobs, plots, settings
-from tfviz.ui.common import POLL_SECONDS, View, chart, md_escape
+from tfviz.ui.common import POLL_SECONDS, TRAINS_TOYS, View, chart, md_escape, toy_only
 from tfviz.ui.train import job_manager, session_alive_check
 
 
@@ -23,6 +23,8 @@ def cached_precomputed(task_name: str) -> experiment.ExperimentResult | None:
 
 
 def render(view: View) -> None:
+    if toy_only(view, '"Does W_o matter?"', TRAINS_TOYS):
+        return
     task = view.task.name
     reruns: dict = st.session_state.setdefault("experiment_reruns", {})
     job: jobs.Job | None = st.session_state.get("experiment_job")

@@ -1,8 +1,12 @@
-"""Which checkpoints the picker offers, and each one loaded once per process.
+"""Which models the picker offers, and each one loaded once per process.
 
 A checkpoint is loaded once (st.cache_resource) and shared by every browser session, so it is
 never changed: the W_o switch and head ablation are forward arguments. Everything computed from
 a checkpoint is cached under its file's sha256, so an edited file is a new model.
+
+Beside the toy checkpoints the picker offers one pretrained model, all-MiniLM-L6-v2
+(tfviz.pretrained), when its package is installed: listed without loading it (it takes about a
+second), loaded the first time someone picks it, then shared like a checkpoint.
 """
 
 from __future__ import annotations
@@ -12,8 +16,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from tfviz import CheckpointError, load_checkpoint, settings
-from tfviz.checkpoint import file_digest
+from tfviz import CheckpointError, load_checkpoint, pretrained, settings
+from tfviz.checkpoint import CheckpointMeta, file_digest
 
 ROOT = Path(__file__).resolve().parents[2]  # the app's folder: models/, user_models/
 BUNDLED_DIR = ROOT / "models"
@@ -24,11 +28,11 @@ DEFAULT_MODEL = "reverse"
 class ModelEntry:
     """A checkpoint the picker offers."""
 
-    key: str  # "bundled:reverse", "yours:my_model" or "upload:<sha256>", unique in the picker
+    key: str  # "bundled:reverse", "yours:my_model", "upload:<sha256>" or "pretrained:<name>"
     name: str
-    source: str  # "bundled", "yours" or "uploaded"
-    path: str  # "" for an upload: it is never written to disk
-    digest: str  # sha256 of the file: the cache key of everything computed from it
+    source: str  # "bundled", "yours", "uploaded" or "pretrained"
+    path: str  # "" for an upload (never written to disk) and for the pretrained model
+    digest: str  # sha256 of the file (the pinned package for the pretrained model): cache key
 
 
 @st.cache_data(show_spinner=False, max_entries=1024)
@@ -46,6 +50,39 @@ def load_model(path: str, digest: str, device: str):
         return None, str(e)
 
 
+# The pinned package identifies the pretrained weights: a different file means a reinstall, and
+# so a restarted server with empty caches. Hashing its 90 MB would slow every server's first page.
+PRETRAINED = ModelEntry(
+    f"pretrained:{pretrained.NAME}",
+    pretrained.NAME,
+    "pretrained",
+    "",
+    f"pretrained:{pretrained.PIP_REQUIREMENT}",
+)
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def load_pretrained(device: str):
+    """(model, meta, SentenceTask) of all-MiniLM-L6-v2, or (None, why, None). Shared: never
+    mutate it."""
+    try:
+        model, tokenizer = pretrained.load_minilm(device)
+    except (pretrained.PretrainedError, OSError) as e:
+        return None, str(e), None
+    record = {"source": pretrained.SOURCE, "licence": pretrained.LICENCE}
+    task = pretrained.SentenceTask(tokenizer)
+    return model, CheckpointMeta(task=task.name, config=model.config, record=record), task
+
+
+def pretrained_available() -> str | None:
+    """None when the pretrained model's files are installed, else why it is not offered."""
+    try:
+        pretrained.model_dir()  # finds the files, loads nothing
+    except pretrained.PretrainedError as e:
+        return str(e)
+    return None
+
+
 def bundled_names() -> frozenset[str]:
     """Names a trained model may not take: the bundled ones."""
     return frozenset(p.stem for p in BUNDLED_DIR.glob("*.safetensors"))
@@ -57,27 +94,38 @@ def user_models_dir() -> Path:
 
 
 def list_models(device: str) -> tuple[list[ModelEntry], list[str]]:
-    """Every usable checkpoint (bundled first, then the user models folder) and the skipped ones.
+    """Every usable model (bundled first, the pretrained one, then the user models folder) and
+    the skipped ones.
 
-    Each is loaded (once per process) so that a broken file is left out of the picker with a
-    warning instead of failing when picked.
+    Each checkpoint is loaded (once per process) so that a broken file is left out of the picker
+    with a warning instead of failing when picked. The pretrained model is only looked for.
     """
-    entries, problems = [], []
-    for folder, source in ((BUNDLED_DIR, "bundled"), (user_models_dir(), "yours")):
-        if not folder.is_dir():
-            continue
-        for path in sorted(folder.glob("*.safetensors")):
-            try:
-                stat = path.stat()
-                digest = file_sha256(str(path), stat.st_mtime_ns, stat.st_size)
-            except OSError as e:
-                problems.append(f"skipped {path.name}: {e.strerror}")
-                continue
-            model, meta = load_model(str(path), digest, device)
-            if model is None:
-                problems.append(f"skipped {path.name}: {meta}")
-                continue
-            entries.append(
-                ModelEntry(f"{source}:{path.stem}", path.stem, source, str(path), digest)
-            )
+    problems: list[str] = []
+    entries = checkpoints_in(BUNDLED_DIR, "bundled", device, problems)
+    missing = pretrained_available()
+    if missing is None:
+        entries.append(PRETRAINED)
+    else:
+        problems.append(f"{pretrained.NAME} is not offered: {missing}")
+    entries += checkpoints_in(user_models_dir(), "yours", device, problems)
     return entries, problems
+
+
+def checkpoints_in(folder: Path, source: str, device: str, problems: list[str]) -> list[ModelEntry]:
+    """The usable checkpoints of one folder; each skipped file is added to problems."""
+    entries = []
+    if not folder.is_dir():
+        return entries
+    for path in sorted(folder.glob("*.safetensors")):
+        try:
+            stat = path.stat()
+            digest = file_sha256(str(path), stat.st_mtime_ns, stat.st_size)
+        except OSError as e:
+            problems.append(f"skipped {path.name}: {e.strerror}")
+            continue
+        model, meta = load_model(str(path), digest, device)
+        if model is None:
+            problems.append(f"skipped {path.name}: {meta}")
+            continue
+        entries.append(ModelEntry(f"{source}:{path.stem}", path.stem, source, str(path), digest))
+    return entries

@@ -17,7 +17,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from tfviz import get_task, jobs, list_tasks, plots, settings
 from tfviz.checkpoint import safe_model_path
 from tfviz.metrics import headline
-from tfviz.ui.common import POLL_SECONDS, View, chart, md_escape
+from tfviz.ui.common import POLL_SECONDS, TRAINS_TOYS, View, chart, md_escape, toy_only
 from tfviz.ui.models import ROOT, bundled_names, user_models_dir
 
 TRAIN_W_O_LABELS = {"learned": "learn W_o", "identity": "no W_o (identity)"}
@@ -34,6 +34,8 @@ def job_manager() -> jobs.JobManager:
 
 
 def render(view: View) -> None:
+    if toy_only(view, "Training", TRAINS_TOYS):
+        return
     try:
         manager = job_manager()
     except ValueError as e:  # a bad TFVIZ_MAX_JOBS / TFVIZ_MAX_QUEUE setting on the server

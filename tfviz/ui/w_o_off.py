@@ -2,7 +2,9 @@
 
 Whatever the sidebar switched (W_o off or zero, in every layer or one; heads zeroed before W_o)
 is set against the learned model: the prediction, the task metric on random examples, the
-attention of the layers a switch can reach, the residual stream and its drift per layer.
+attention of the layers a switch can reach, the residual stream and its drift per layer. For the
+pretrained sentence encoder the prediction and metric give way to the similarity of sentences A
+and B, learned and switched, and a many-headed model shows one later layer's attention at a time.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from tfviz import plots
 from tfviz.interventions import NONE
 from tfviz.metrics import headline
 from tfviz.snapshot import drift_per_layer
+from tfviz.ui.attention import MAX_GRID_HEADS
 from tfviz.ui.common import (
     ACCURACY_N,
     View,
@@ -22,6 +25,7 @@ from tfviz.ui.common import (
     md_escape,
     metric_delta,
 )
+from tfviz.ui.sequence import show_similarity
 from tfviz.ui.text import changed_tokens, prediction_table
 
 
@@ -33,6 +37,30 @@ def render(view: View) -> None:
             "some heads, and this tab shows the learned model and the switched one side by side."
         )
         return
+    if view.is_sentence:
+        st.markdown("**Sentences A and B: learned W_o against switched**")
+        show_similarity(view, key="similarity_compare")
+        st.caption(
+            "What the switch does to the model's output: the sentence embeddings, and whether "
+            "the model still finds A and B alike. Below, sentence A inside the model."
+        )
+    else:
+        toy_comparison(view)
+    later_attention(view)
+    chart(plots.residual_pair(base.resid_out, sw.resid_out, base.labels), key="residual_pair")
+    left, _ = st.columns(2)
+    with left:
+        chart(plots.drift_bars(drift_per_layer(base, sw)), key="drift")
+        st.caption(
+            "Drift = 1 - mean cosine(learned, switched) of the residual stream: 0 = the same "
+            "direction at every token, 1 = unrelated, above 1 = pointing partly the opposite way "
+            "(2 = opposite). A switch in one layer moves every layer above it too."
+        )
+
+
+def toy_comparison(view: View) -> None:
+    """The answers and the task metric on random examples, learned beside switched."""
+    iv, base, sw = view.interventions, view.base, view.trace
     st.caption(md_escape(f"Left: learned W_o. Right: {describe(iv)}."))
     left, right = st.columns(2)
     acc_base = accuracy_for(view, NONE)
@@ -66,12 +94,28 @@ def render(view: View) -> None:
             + (f" (positions {', '.join(str(i + 1) for i in changed)})." if changed else ".")
         )
     )
-    later = iv.downstream_layers(sw.n_layers)
+
+
+def later_attention(view: View) -> None:
+    """Attention of the layers above the first switch, learned above switched."""
+    base, sw = view.base, view.trace
+    later = view.interventions.downstream_layers(sw.n_layers)
     if later:
         st.caption(
             "Attention of the later layers: a switch acts after a layer's attention, so only "
             "the layers above it can attend differently."
         )
+        if len(later) * sw.n_heads > MAX_GRID_HEADS:  # too many squares: one layer at a time
+            if st.session_state.get("compare_layer") not in (None, *later):
+                st.session_state.pop("compare_layer")  # another switch: that layer is not above
+            layer = st.selectbox(
+                "Later layer shown",
+                later,
+                format_func=lambda x: f"L{x}",
+                key="compare_layer",
+                width=200,
+            )
+            later = [layer]
         # Full width, one above the other: side by side the cells are too small to label.
         chart(
             plots.attention_grid(base.attn[later], base.labels, later, title="learned W_o"),
@@ -85,13 +129,4 @@ def render(view: View) -> None:
         st.caption(
             "The switch acts in the last layer, after its attention: no later layer's attention "
             "can change, only the output."
-        )
-    chart(plots.residual_pair(base.resid_out, sw.resid_out, base.labels), key="residual_pair")
-    left, _ = st.columns(2)
-    with left:
-        chart(plots.drift_bars(drift_per_layer(base, sw)), key="drift")
-        st.caption(
-            "Drift = 1 - mean cosine(learned, switched) of the residual stream: 0 = the same "
-            "direction at every token, 1 = unrelated, above 1 = pointing partly the opposite way "
-            "(2 = opposite). A switch in one layer moves every layer above it too."
         )
