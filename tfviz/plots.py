@@ -733,6 +733,50 @@ def head_shares_map(shares: np.ndarray, title: str = "") -> go.Figure:
     return _figure(trace, layout)
 
 
+def dependency_map(
+    dependency: np.ndarray,
+    title: str = "",
+    head_label: str = "head",
+    output_label: str = "output dim",
+    value_label: str = "size",
+) -> go.Figure:
+    """(D, H) how much output dimension d draws on head h (>= 0): output dims on rows, heads on
+    columns, white (0) to dark blue (the largest value).
+
+    Concatenation alone gives a staircase (one coloured head per row); a W_o that mixes colours
+    every row. Small maps (up to 64 cells) have their numbers written in. The labels are passed
+    in so the caller can give them in the student's language.
+    """
+    dependency = _float32(dependency, "dependency", ndim=2)
+    D, H = dependency.shape
+    if not np.isfinite(dependency).all() or (dependency < 0).any():
+        raise ValueError("a dependency map must be finite and non-negative")
+    top = float(dependency.max(initial=0.0)) or 1.0
+    trace = _heatmap(
+        dependency,
+        [f"H{h}" for h in range(H)],
+        [str(d) for d in range(D)],
+        f"{_escape(output_label)} %{{y}}<br>{_escape(head_label)} %{{x}}<br>"
+        f"{_escape(value_label)} %{{z:.3g}}",
+    )
+    if D * H <= 64:
+        trace.update(texttemplate="%{z:.3g}", textfont=dict(size=13))
+    layout = dict(
+        title=dict(text=_escape(title)),
+        height=max(240, min(640, (40 if D <= 16 else 6) * D + 140)),
+        margin=MARGIN,
+        coloraxis=dict(
+            colorscale=ATTENTION_SCALE,
+            cmin=0.0,
+            cmax=top,
+            colorbar=dict(title=dict(text=_escape(value_label))),
+        ),
+        xaxis=dict(type="category", side="top", title=dict(text=_escape(head_label))),
+        yaxis=dict(type="category", autorange="reversed", title=dict(text=_escape(output_label))),
+    )
+    return _figure(trace, layout)
+
+
 def experiment_curves(
     step: np.ndarray,
     mean: np.ndarray,

@@ -1,0 +1,80 @@
+"""Browser test of the Lessons tab: every step, in English and in Chinese, in a real Chromium.
+
+The server, browser and page fixtures and the waiting helpers are tests/test_browser.py's
+(imported, so both files start and drive the app the same way; like there, the test is skipped
+without Chromium except under CI=true). Chinese is opened through the address (?lang=zh), which
+tfviz.ui.i18n reads when the session has not chosen a language. What is checked on each step is
+what a student sees: the step's title, no exception element, no ⟦missing key⟧ marker, and on
+the first step the three dependency maps drawn.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests import test_browser as shared
+from tests.test_browser import (
+    APP_IDLE,
+    CODE,
+    EXCEPTION,
+    assert_charts_drawn,
+    assert_no_exception,
+    open_tab,
+    rerun,
+    screenshot,
+)
+from tfviz.ui.i18n import missing, translate
+
+pytestmark = pytest.mark.browser
+# test_browser.py's fixtures, found by pytest under these names in this module: one server and
+# one browser for this module, a fresh session (page) per test.
+app_exists, browser, server, page = shared.app_exists, shared.browser, shared.server, shared.page
+MAIN = '[data-testid="stMain"]'
+MARKER = missing("x")[0]  # the bracket that opens a missing key's marker
+
+
+def shows(text: str) -> str:
+    """A JS predicate: the main area shows text."""
+    return f"""() => {{
+        const main = document.querySelector('{MAIN}');
+        return main !== null && main.innerText.includes({json.dumps(text)});
+    }}"""
+
+
+def check_step(page, lang: str, step: int) -> None:
+    title = translate(lang, f"lessons.step{step}.title")
+    page.wait_for_function(shows(title))
+    assert_no_exception(page)
+    text = page.locator(MAIN).inner_text()
+    assert MARKER not in text, f"a key is missing from the {lang} catalogue on step {step}"
+    assert translate(lang, "lessons.show_answer") in text
+    if step == 1:
+        assert_charts_drawn(page, at_least=3, heatmaps=True)  # without W_o, with W, the model
+        assert "1.8" in text
+    if step == 3:  # the bundled sum_seed answers at once, nothing trained
+        assert translate(lang, "lessons.s3.digits") in text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_lesson_step_in_both_languages(page, server, lang):
+    if lang != "en":
+        page.goto(f"{server}/?lang={lang}")
+        page.wait_for_selector(CODE)
+        page.wait_for_selector(APP_IDLE)
+    open_tab(page, "Lessons")
+    check_step(page, lang, 1)
+    screenshot(page, f"browser_lessons_{lang}_1.png")
+    for step in (2, 3, 4):
+        button = page.get_by_role("button", name=translate(lang, "lessons.next"), exact=True)
+        title = translate(lang, f"lessons.step{step}.title")
+        rerun(page, button.click, shows(title))
+        check_step(page, lang, step)
+        screenshot(page, f"browser_lessons_{lang}_{step}.png")
+    # Back one step with the other button, and the answer of the last step's question opens.
+    back = page.get_by_role("button", name=translate(lang, "lessons.prev"), exact=True)
+    rerun(page, back.click, shows(translate(lang, "lessons.step3.title")))
+    page.get_by_text(translate(lang, "lessons.show_answer"), exact=True).click()
+    page.wait_for_function(shows("99999999"))
+    assert page.locator(EXCEPTION).count() == 0

@@ -1,0 +1,266 @@
+"""tfviz.lessons: the numbers behind each lesson step, checked against hand-worked values."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from tests.conftest import MODELS, make_model
+from tfviz import get_task, jobs, load_checkpoint, plots
+from tfviz import lessons as L
+from tfviz.recipes import RECIPES
+from tfviz.trainer import train
+
+# The matrix exactly as seed 000 prints it, read as the article's arithmetic reads it (row d
+# gives output feature d: 1.0*0.8 + 0.0*0.1 + 0.0*0.0 + 2.0*0.5 = 1.8, then 0.2).
+ARTICLE_PRINTED_W = [
+    [0.8, 0.1, 0.0, 0.5],
+    [0.2, 0.9, 0.5, 0.0],
+    [0.0, 0.1, 1.0, 0.2],
+    [0.5, 0.0, 0.2, 0.8],
+]
+
+
+# ---- step 1: the 2-head example -------------------------------------------------------------
+
+
+def test_the_article_example_gives_1_8_for_output_feature_0_drawing_on_both_heads():
+    ex = L.two_head_example()  # head outputs [1, 0] and [0, 2], the lessons' W
+    np.testing.assert_array_equal(ex.concat, [1.0, 0.0, 0.0, 2.0])
+    assert ex.output[0] == pytest.approx(1.8)
+    # By hand: head 0 gives 0.8 * 1.0 and head 1 gives 0.5 * 2.0 to feature 0.
+    np.testing.assert_allclose(ex.contributions[:, 0], [0.8, 1.0])
+    # Every row by hand: W[d, 0] * 1 + W[d, 3] * 2.
+    np.testing.assert_allclose(ex.output, [1.8, 0.2 + 0.6, 0.4 + 0.4, 0.5 + 1.6])
+    np.testing.assert_allclose(ex.contributions.sum(axis=0), ex.output)  # the terms add up
+    np.testing.assert_array_equal(ex.heads_drawn_on, [2, 2, 2, 2])
+
+
+def test_the_article_s_own_w_gives_1_8_and_0_2_but_leaves_some_outputs_to_one_head():
+    """Why the lesson's W differs from the printed one in two entries (stated in the lesson)."""
+    ex = L.two_head_example(L.ARTICLE_Z0, L.ARTICLE_Z1, ARTICLE_PRINTED_W)
+    assert ex.output[0] == pytest.approx(1.8) and ex.output[1] == pytest.approx(0.2)
+    np.testing.assert_array_equal(ex.heads_drawn_on, [2, 1, 1, 2])
+    changed = np.argwhere(np.array(ARTICLE_PRINTED_W) != np.array(L.ARTICLE_W)).tolist()
+    assert changed == [[1, 3], [2, 0]]
+
+
+def test_without_w_o_each_output_dimension_depends_on_its_own_head_only():
+    ex = L.two_head_example()
+    np.testing.assert_array_equal(ex.output_identity, ex.concat)
+    # |contribution| with the identity: head 0 owns dims 0-1, head 1 dims 2-3 (a block map).
+    np.testing.assert_array_equal(ex.dependency_identity, [[1, 0], [0, 0], [0, 0], [0, 2]])
+    np.testing.assert_array_equal(ex.heads_drawn_on_identity, [1, 0, 0, 1])
+    np.testing.assert_array_equal(ex.reach_identity, [[1, 0], [1, 0], [0, 1], [0, 1]])
+    assert (ex.reach > 0).all()  # the lessons' W reaches every output from every head
+    # Any head outputs at all: still one head per output dimension, the owner.
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(3, 2))  # 3 heads, d_k = 2
+    many = L.head_example(z, np.eye(6))
+    owner = np.arange(6) // 2
+    for d in range(6):
+        others = np.delete(many.dependency_identity[d], owner[d])
+        assert (others == 0).all() and many.dependency_identity[d, owner[d]] > 0
+
+
+@pytest.mark.parametrize(
+    "z0, z1, W, code, field, index",
+    [
+        ([1.0, float("nan")], [0.0, 2.0], L.ARTICLE_W, "not_finite", "z0", (1,)),
+        ([1.0, 0.0], [0.0, 2.0, 3.0], L.ARTICLE_W, "shape", "z1", ()),
+        ([1.0, 0.0], [0.0, 2.0], np.eye(3), "shape", "W", ()),
+        (
+            [1.0, 0.0],
+            [0.0, 2.0],
+            [[0, 0, 0, 0]] * 3 + [[0, 0, float("inf"), 0]],
+            "not_finite",
+            "W",
+            (3, 2),
+        ),
+        ([1e7, 0.0], [0.0, 2.0], L.ARTICLE_W, "too_large", "z0", (0,)),
+        (["one", 0.0], [0.0, 2.0], L.ARTICLE_W, "not_finite", "z0", ()),
+        ([], [], np.zeros((0, 0)), "shape", "z0", ()),
+    ],
+)
+def test_bad_example_inputs_are_refused_saying_where(z0, z1, W, code, field, index):
+    with pytest.raises(L.LessonInputError) as info:
+        L.two_head_example(z0, z1, W)
+    assert (info.value.code, info.value.field, info.value.index) == (code, field, index)
+    assert isinstance(info.value, ValueError) and str(info.value)
+
+
+def test_weight_dependency_is_the_norm_of_each_head_s_block_of_a_row():
+    W = np.zeros((4, 4))
+    W[0, :2] = [3.0, 4.0]  # output 0 reads head 0 with weights of norm 5
+    W[1, 2:] = [6.0, 8.0]  # output 1 reads head 1 with norm 10
+    W[2] = [1.0, 0.0, 0.0, 2.0]
+    np.testing.assert_allclose(
+        L.weight_dependency(W, 2), [[5, 0], [0, 10], [1, 2], [0, 0]], atol=1e-12
+    )
+    np.testing.assert_array_equal(L.heads_drawn_on(L.weight_dependency(W, 2)), [1, 1, 2, 0])
+    np.testing.assert_array_equal(
+        L.weight_dependency(np.eye(4), 2), [[1, 0], [1, 0], [0, 1], [0, 1]]
+    )
+
+
+def test_model_dependency_reads_the_layer_s_learned_w_o():
+    model = make_model()  # D=16, 4 heads, 2 layers
+    W = model.layers[1].attn.W_o.weight.detach().numpy().astype(np.float64)
+    dep = L.model_dependency(model, 1)
+    assert dep.shape == (16, 4)
+    np.testing.assert_allclose(dep[5, 2], np.linalg.norm(W[5, 8:12]), rtol=1e-6)
+    for bad in (2, -1, 1.0, True):
+        with pytest.raises(ValueError, match="layer"):
+            L.model_dependency(model, bad)
+
+
+def test_heads_drawn_on_counts_heads_above_a_share_of_the_row_s_largest():
+    dep = np.array([[1.0, 0.04, 0.06], [0.0, 0.0, 0.0], [2.0, 2.0, 0.0]])
+    np.testing.assert_array_equal(L.heads_drawn_on(dep), [2, 0, 2])
+
+
+# ---- step 2: one big projection = H per-head projections ---------------------------------
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_one_big_projection_equals_the_per_head_ones_on_a_live_model(norm, ids):
+    model = make_model(norm=norm)
+    check = L.projection_equivalence(model, 1, ids)
+    assert check.shape == (3, 4, 7, 4)  # (B, H, T, d_k)
+    assert set(check.max_diff) == {"q", "k", "v"}
+    for diff in check.max_diff.values():
+        assert 0.0 <= diff < 1e-5  # float rounding only (about 1e-7)
+    # Head 0's query at the first token, by hand: rows 0..d_k-1 of W_q applied to the input.
+    block = model.layers[1]
+    x = model(ids).trace.layers[1].resid_pre[0, 0]
+    if norm == "pre":
+        x = block.norm1(x)
+    W, b = block.attn.W_q.weight[:4], block.attn.W_q.bias[:4]
+    by_hand = (W @ x + b).detach().double().numpy()
+    np.testing.assert_allclose(check.big_first, by_hand, atol=1e-5)
+    np.testing.assert_allclose(check.separate_first, by_hand, atol=1e-5)
+
+
+def test_projection_equivalence_on_the_bundled_seed_model_is_about_1e_7():
+    model, _ = load_checkpoint(MODELS / "sum_seed.safetensors")
+    ids, pad = get_task("sum").encode_batch(["31415926"])
+    check = L.projection_equivalence(model, 0, ids, pad)
+    assert check.shape == (1, 4, 8, 8)
+    assert max(check.max_diff.values()) < 1e-5
+    with pytest.raises(ValueError, match="2-d"):
+        L.projection_equivalence(model, 0, ids[0])
+
+
+# ---- step 3: the recipe as a job -------------------------------------------------------------
+
+
+def test_recipe_work_trains_the_recipe_exactly_through_the_job_manager():
+    manager = jobs.JobManager(max_jobs=1, max_queue=0)
+    job = manager.submit(L.RecipeWork(L.RecipeSpec(steps=3), device="cpu"))
+    assert job.wait(120)
+    snap = job.snapshot()
+    assert snap.status == jobs.DONE, snap.message
+    assert snap.total == 3 and snap.done == 3 and len(snap.losses) == 3
+    result = snap.result
+    cfg = result.model.config
+    sizes = RECIPES["sum_seed"]["sizes"]
+    assert (cfg.d_model, cfg.n_heads, cfg.n_layers, cfg.d_ff) == (32, 4, 2, 64)
+    assert (cfg.embed, cfg.dropout, cfg.max_len) == (sizes["embed"], 0.1, 16)
+    assert result.history["schedule"] == "constant" and result.history["lr"] == 1e-3
+    assert (result.history["min_len"], result.history["max_len"]) == (8, 8)
+    assert result.metrics["min_len"] == result.metrics["max_len"] == 8 and result.metrics["mae"] > 0
+    # The same recipe trained directly gives the same weights: nothing was left out on the way.
+    task = get_task("sum")
+    recipe = RECIPES["sum_seed"]
+    keys = ("batch_size", "lr", "seed", "min_len", "max_len", "schedule")
+    direct, _ = train(
+        task,
+        task.model_config(**recipe["sizes"]),
+        steps=3,
+        device="cpu",
+        **{k: recipe[k] for k in keys},
+    )
+    for (name, a), (_, b) in zip(
+        result.model.state_dict().items(), direct.state_dict().items(), strict=True
+    ):
+        assert torch.equal(a, b), name
+
+
+def test_recipe_spec_refuses_bad_settings_before_anything_runs():
+    manager = jobs.JobManager(max_jobs=1, max_queue=0)
+    for spec, match in (
+        (L.RecipeSpec(steps=0), "steps"),
+        (L.RecipeSpec(steps=2.5), "steps"),
+        (L.RecipeSpec(steps=True), "steps"),
+        (L.RecipeSpec(recipe="nope"), "unknown recipe"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            manager.submit(L.RecipeWork(spec))
+    assert manager.counts() == (0, 0)
+    assert L.RecipeWork(L.RecipeSpec()).total == 500  # the recipe's own steps by default
+
+
+def test_recipe_work_stops_when_asked():
+    work = L.RecipeWork(L.RecipeSpec(steps=50), device="cpu")
+    work.validate(set())
+    with pytest.raises(jobs.Stopped, match="after 1 steps"):
+        work.run(lambda **_: None, lambda: True)
+    assert work.result is None
+
+
+def test_predict_gives_the_model_s_sum_and_the_right_one():
+    model, _ = load_checkpoint(MODELS / "sum_seed.safetensors")
+    task = get_task("sum")
+    predicted, right = L.predict(model, task, "31415926")
+    assert right == "31" and predicted.isdigit()
+    assert abs(int(predicted) - 31) <= 3  # the bundled model's MAE at length 8 is about 1.4
+    with pytest.raises(ValueError, match="not allowed"):
+        L.predict(model, task, "12a")
+
+
+# ---- step 4: W_o switched off ------------------------------------------------------------------
+
+
+def test_w_o_switch_changes_the_answer_of_the_bundled_reverse_model():
+    model, _ = load_checkpoint(MODELS / "reverse.safetensors")
+    task = get_task("reverse")
+    off = L.w_o_switch(model, task, "abcdefgh", "identity")
+    assert off.learned == off.answer == "hgfedcba"
+    assert off.switched != off.learned
+    assert off.tokens_changed == sum(a != b for a, b in zip(off.learned, off.switched, strict=True))
+    assert off.max_change > 0.1
+    same = L.w_o_switch(model, task, "abcdefgh", "learned")  # the control: nothing switched
+    assert same.switched == same.learned and same.tokens_changed == 0 and same.max_change == 0.0
+    one = L.w_o_switch(model, task, "abcdefgh", "zero", layer=1)
+    assert one.answer == "hgfedcba"
+    with pytest.raises(ValueError, match="layer"):
+        L.w_o_switch(model, task, "abcdefgh", "identity", layer=5)
+
+
+# ---- the dependency map figure -----------------------------------------------------------------
+
+
+def test_dependency_map_draws_the_matrix_with_given_labels_and_refuses_bad_values():
+    dep = L.two_head_example().dependency  # (4, 2)
+    fig = plots.dependency_map(dep, title="<b>t</b>", head_label="头", output_label="out")
+    spec = json.loads(fig.to_json())
+    trace = spec["data"][0]
+    assert trace["x"] == ["H0", "H1"] and trace["y"] == ["0", "1", "2", "3"]
+    assert trace["texttemplate"]  # 8 cells: the numbers are written in
+    z = trace["z"]
+    if isinstance(z, dict):  # plotly's typed-array encoding
+        import base64
+
+        z = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(4, 2)
+    np.testing.assert_allclose(np.asarray(z, dtype=np.float64), dep, rtol=1e-6)
+    assert spec["layout"]["title"]["text"] == "&lt;b&gt;t&lt;/b&gt;"
+    assert spec["layout"]["xaxis"]["title"]["text"] == "头"
+    assert spec["layout"]["coloraxis"]["cmax"] == pytest.approx(1.6)
+    big = plots.dependency_map(np.ones((64, 4)))
+    assert "texttemplate" not in json.loads(big.to_json())["data"][0]
+    for bad in (-dep, dep * np.nan, np.ones(3)):
+        with pytest.raises(ValueError):
+            plots.dependency_map(bad)

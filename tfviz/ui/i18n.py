@@ -1,0 +1,97 @@
+"""The language catalogue: every user-visible string of a converted view, in English and Chinese.
+
+A view writes `t("lessons.step1.title")` instead of the text itself; `t` looks the key up in the
+catalogue of the current language, st.session_state["lang"] ("en", the default, or "zh"), and
+fills in its {placeholders}. Each language is one flat JSON file in tfviz/ui/locales/ (key ->
+text), read once per process. tests/test_i18n.py checks that both files have the same keys and
+the same placeholders in each string, so a translation can neither lose a sentence nor a number.
+
+Technical names (W_o, W_q, softmax, concat, d_k) are written the same in every language.
+
+A key missing from the catalogues (a bug the test catches) is shown as ⟦key⟧ rather than
+failing the page, so a student still sees the rest; a link may carry ?lang=zh to open in Chinese.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import string
+from pathlib import Path
+
+import streamlit as st
+
+LANGUAGES = {"en": "English", "zh": "中文"}  # code -> name, each written in its own language
+DEFAULT = "en"
+KEY = "lang"  # session_state key of the language, and of the picker widget
+LOCALES = Path(__file__).resolve().parent / "locales"
+
+
+def missing(key: str) -> str:
+    """What a key absent from the catalogue shows as (the browser test looks for it)."""
+    return f"⟦{key}⟧"
+
+
+@functools.cache
+def catalogue(lang: str) -> dict[str, str]:
+    """key -> text of one language, from locales/<lang>.json (read once per process)."""
+    if lang not in LANGUAGES:
+        raise ValueError(f"unknown language {lang!r}; known: {', '.join(LANGUAGES)}")
+    data = json.loads((LOCALES / f"{lang}.json").read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+    ):
+        raise ValueError(f"{lang}.json must be one object of key -> text")
+    return data
+
+
+def placeholders(text: str) -> set[str]:
+    """The {names} a catalogue text takes, e.g. {"value", "n"} for "{value} of {n}"."""
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+
+
+def current() -> str:
+    """The current language: the session's choice, else ?lang= in the address, else English."""
+    lang = st.session_state.get(KEY)
+    if lang in LANGUAGES:
+        return lang
+    asked = st.query_params.get(KEY)
+    return asked if asked in LANGUAGES else DEFAULT
+
+
+def t(key: str, *, lang: str | None = None, **values) -> str:
+    """The text of key in the current language, with its {placeholders} filled from values.
+
+    lang: a language fixed while the script ran, for a widget's format_func: Streamlit may call
+    that later, outside the script (AppTest does), where the session's language is not known.
+    "lang" is therefore never a placeholder name.
+    """
+    return translate(current() if lang is None else lang, key, **values)
+
+
+def translate(lang: str, key: str, **values) -> str:
+    """The text of key in lang (the current language is t's business)."""
+    text = catalogue(lang).get(key)
+    if text is None:
+        return missing(key)
+    return text.format(**values)
+
+
+def language_picker() -> str:
+    """The English / 中文 switch (widget key "lang"); returns the language chosen.
+
+    Meant for the sidebar, once per page: two widgets with the key "lang" would clash.
+    """
+    # Bound to the address (?lang=zh), so a teacher can hand out a link in either language. A
+    # default is given only while the session has no value yet: a widget never gets both.
+    default = None if KEY in st.session_state else current()
+    return st.segmented_control(
+        "Language / 语言",  # the same in both languages: a switch must be findable in either
+        list(LANGUAGES),
+        default=default,
+        format_func=LANGUAGES.get,
+        key=KEY,
+        selection_mode="single",
+        required=True,
+        bind="query-params",
+    )

@@ -1,0 +1,570 @@
+"""The Lessons view: the seed articles' three claims, one step per screen, with live numbers.
+
+1. Concatenation is not integration: the article's 2-head example, editable, with and without a
+   W_o, then the same dependency map for the loaded model's real W_o.
+2. One big projection then view/transpose equals H per-head projections, on the loaded model.
+3. The digit-sum model in its original setting, trained through the app's one job manager (the
+   bundled `sum_seed` answers at once), predicting sums the student types.
+4. W_o switched off on the loaded model, and the shipped with/without-W_o experiment's verdict.
+
+Each step says what to look at and asks one question with its answer folded away. Every string
+a student reads goes through the language catalogue (tfviz.ui.i18n.t); numbers come from
+tfviz.lessons, figures from tfviz.plots. The step is st.session_state["lesson_step"] (1..4).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+import tfviz.experiment as experiment
+from tfviz import get_task, jobs, lessons, plots
+from tfviz.lessons import LessonInputError
+from tfviz.recipes import RECIPES
+from tfviz.ui.common import POLL_SECONDS, View, chart, index_picker, md_escape
+from tfviz.ui.experiment import cached_precomputed
+from tfviz.ui.i18n import current, t
+from tfviz.ui.models import BUNDLED_DIR, file_sha256, load_model
+from tfviz.ui.train import job_manager, session_alive_check
+
+STEP = "lesson_step"  # session_state: the step shown, 1..4
+STEPS = (1, 2, 3, 4)
+STEP_TITLES = {
+    1: "lessons.step1.title",
+    2: "lessons.step2.title",
+    3: "lessons.step3.title",
+    4: "lessons.step4.title",
+}
+INPUT_ERRORS = {
+    "shape": "lessons.err.shape",
+    "not_finite": "lessons.err.not_finite",
+    "too_large": "lessons.err.too_large",
+}
+QUANTITIES = {
+    "final_loss": "lessons.s4.q.final_loss",
+    "mean_loss": "lessons.s4.q.mean_loss",
+    "mae": "lessons.s4.q.mae",
+    "accuracy": "lessons.s4.q.accuracy",
+    "token_accuracy": "lessons.s4.q.token_accuracy",
+}
+W_O_SWITCHES = {"identity": "lessons.s4.mode.identity", "zero": "lessons.s4.mode.zero"}
+Z_KEYS = ("lesson_z0_0", "lesson_z0_1", "lesson_z1_0", "lesson_z1_1")  # head 0, then head 1
+W_EDITOR = "lesson_w"
+MAX_LESSON_STEPS = 2000  # training steps a student may ask for (the recipe's own is 500)
+DIGITS_EXAMPLE = "31415926"
+JOB, RESULT, COLLECTED = "lesson_job", "lesson_trained", "lesson_collected"
+MODEL_CHOICE = "lesson_model_choice"
+MODEL_LABELS = {"bundled": "lessons.s3.model.bundled", "trained": "lessons.s3.model.trained"}
+FINDINGS = {
+    "better": "lessons.s4.finding.better",
+    "worse": "lessons.s4.finding.worse",
+    "unclear": "lessons.s4.finding.unclear",
+}
+
+# Seed 004's two ways of computing the heads' queries (shown as code: not translated).
+PROJECTION_CODE = """# one big D x D projection, then split into heads (B, T, D) -> (B, H, T, d_k)
+q = W_q(x).view(B, T, H, d_k).transpose(1, 2)
+# H separate (d_k x D) projections: head h owns rows h*d_k .. (h+1)*d_k of W_q
+q_h = x @ W_q.weight[h*d_k:(h+1)*d_k].T + W_q.bias[h*d_k:(h+1)*d_k]   # (B, T, d_k)"""
+
+
+def render(view: View) -> None:
+    st.subheader(t("lessons.heading"))
+    step = step_navigation()
+    st.markdown(f"### {t(STEP_TITLES[step])}")
+    {1: step_concat, 2: step_projection, 3: step_train, 4: step_switch}[step](view)
+
+
+# ---- navigation -------------------------------------------------------------------------------
+
+
+def move(delta: int) -> None:
+    now = st.session_state.get(STEP, 1)
+    st.session_state[STEP] = min(max(STEPS), max(min(STEPS), now + delta))
+
+
+def step_navigation() -> int:
+    """Previous / step picker / next; returns the step to show."""
+    lang = current()  # for the option labels: see tfviz.ui.i18n.t
+    left, middle, right = st.columns([1, 4, 1], vertical_alignment="bottom")
+    with middle:
+        step = st.selectbox(
+            t("lessons.step_picker"),
+            STEPS,
+            format_func=lambda n: t(
+                "lessons.step_option", n=n, title=t(STEP_TITLES[n], lang=lang), lang=lang
+            ),
+            key=STEP,
+        )
+    left.button(
+        t("lessons.prev"), key="lesson_prev", on_click=move, args=(-1,), disabled=step == STEPS[0]
+    )
+    right.button(
+        t("lessons.next"), key="lesson_next", on_click=move, args=(1,), disabled=step == STEPS[-1]
+    )
+    return step
+
+
+def question(q_key: str, answer: str) -> None:
+    """The step's one question, and its answer folded away."""
+    st.markdown(t("lessons.question", question=t(q_key)))
+    with st.expander(t("lessons.show_answer")):
+        st.markdown(answer)
+
+
+def num(x: float) -> str:
+    """A number as the lessons print it: 3 significant digits, small ones in e-notation."""
+    return f"{x:.3g}" if x == 0 or abs(x) >= 1e-3 else f"{x:.2e}"
+
+
+# ---- step 1: concatenation is not integration ----------------------------------------------------
+
+
+def reset_example() -> None:
+    for key, value in zip(Z_KEYS, lessons.ARTICLE_Z0 + lessons.ARTICLE_Z1, strict=True):
+        st.session_state[key] = value
+    st.session_state.pop(W_EDITOR, None)
+
+
+def input_message(error: LessonInputError) -> str:
+    where = error.field + (str(list(error.index)) if error.index else "")
+    return t(INPUT_ERRORS[error.code], where=md_escape(where), limit=num(lessons.MAX_ABS))
+
+
+def example_inputs() -> tuple[list[float], np.ndarray]:
+    """The head outputs (4 numbers) and W (4 x 4) as the student edited them."""
+    st.markdown(t("lessons.s1.heads_label"))
+    defaults = lessons.ARTICLE_Z0 + lessons.ARTICLE_Z1
+    labels = ("lessons.s1.z0_0", "lessons.s1.z0_1", "lessons.s1.z1_0", "lessons.s1.z1_1")
+    z = []
+    for col, key, label, value in zip(st.columns(4), Z_KEYS, labels, defaults, strict=True):
+        # Unbounded float inputs: a bad value (NaN from a crafted request, 1e300) gets a
+        # message from the check below instead of Streamlit silently restoring the default.
+        z.append(col.number_input(t(label), value=value, step=0.1, format="%g", key=key))
+    st.markdown(t("lessons.s1.w_label"))
+    columns = [f"c{j}" for j in range(4)]
+    config = {
+        name: st.column_config.NumberColumn(t("lessons.s1.w_column", j=j, h=j // 2), format="%g")
+        for j, name in enumerate(columns)
+    }
+    import pandas as pd  # only this step draws a table editor
+
+    frame = pd.DataFrame(np.array(lessons.ARTICLE_W), columns=columns)
+    edited = st.data_editor(frame, key=W_EDITOR, column_config=config, num_rows="fixed")
+    W = edited.to_numpy(dtype=np.float64, na_value=np.nan)
+    return z, W
+
+
+def step_concat(view: View) -> None:
+    st.markdown(t("lessons.s1.intro"))
+    st.info(t("lessons.s1.look"))
+    st.markdown(t("lessons.s1.w_note"))
+    z, W = example_inputs()
+    st.button(t("lessons.s1.reset"), key="lesson_reset", on_click=reset_example)
+    try:
+        ex = lessons.two_head_example(z[:2], z[2:], W)
+    except LessonInputError as e:
+        st.error(input_message(e))
+        ex = None
+    if ex is not None:
+        show_example(ex)
+    show_model_dependency(view)
+    shown = ex if ex is not None else lessons.two_head_example()
+    c0, c1 = shown.contributions[:, 3]
+    question(
+        "lessons.s1.question",
+        t(
+            "lessons.s1.answer",
+            identity=num(shown.output_identity[3]),
+            c0=num(c0),
+            c1=num(c1),
+            out=num(shown.output[3]),
+        ),
+    )
+
+
+def show_example(ex: lessons.HeadExample) -> None:
+    rows = []
+    for d in range(len(ex.concat)):
+        rows.append(
+            {
+                t("lessons.s1.col.dim"): d,
+                t("lessons.s1.col.owner"): f"H{d // ex.z.shape[1]}",
+                t("lessons.s1.col.without"): num(ex.output_identity[d]),
+                t("lessons.s1.col.from0"): num(ex.contributions[0, d]),
+                t("lessons.s1.col.from1"): num(ex.contributions[1, d]),
+                t("lessons.s1.col.with"): num(ex.output[d]),
+                t("lessons.s1.col.heads_without"): int(ex.heads_drawn_on_identity[d]),
+                t("lessons.s1.col.heads_with"): int(ex.heads_drawn_on[d]),
+            }
+        )
+    st.dataframe(rows, hide_index=True, key="lesson_example_table")
+    st.markdown(
+        t(
+            "lessons.s1.feature0",
+            w0=num(ex.W[0, 0]),
+            w3=num(ex.W[0, 3]),
+            z00=num(ex.z[0, 0]),
+            z11=num(ex.z[1, 1]),
+            out=num(ex.output[0]),
+        )
+    )
+    left, right = st.columns(2)
+    labels = dict(
+        head_label=t("lessons.map.head"),
+        output_label=t("lessons.map.output"),
+        value_label=t("lessons.map.contribution"),
+    )
+    with left:
+        chart(
+            plots.dependency_map(
+                ex.dependency_identity, title=t("lessons.s1.map_without"), **labels
+            ),
+            key="lesson_map_without",
+        )
+    with right:
+        chart(
+            plots.dependency_map(ex.dependency, title=t("lessons.s1.map_with"), **labels),
+            key="lesson_map_with",
+        )
+
+
+def show_model_dependency(view: View) -> None:
+    cfg = view.meta.config
+    st.markdown(t("lessons.s1.model_intro", name=md_escape(view.entry.name)))
+    layer = index_picker(t("lessons.layer"), cfg.n_layers, key="lesson_dep_layer", prefix="L")
+    dep = lessons.model_dependency(view.model, layer)  # (D, H)
+    drawn = lessons.heads_drawn_on(dep)
+    chart(
+        plots.dependency_map(
+            dep,
+            title=t("lessons.s1.map_model", layer=layer),
+            head_label=t("lessons.map.head"),
+            output_label=t("lessons.map.output"),
+            value_label=t("lessons.map.weight"),
+        ),
+        key="lesson_map_model",
+    )
+    st.markdown(
+        t(
+            "lessons.s1.model_summary",
+            all=int((drawn == cfg.n_heads).sum()),
+            one=int((drawn <= 1).sum()),
+            D=cfg.d_model,
+            H=cfg.n_heads,
+            share=f"{lessons.DRAWN_ON:.0%}",
+        )
+    )
+
+
+# ---- step 2: one big projection = H per-head projections -----------------------------------------
+
+
+def step_projection(view: View) -> None:
+    st.markdown(t("lessons.s2.intro"))
+    st.code(PROJECTION_CODE, language="python")
+    st.info(t("lessons.s2.look"))
+    if view.text is None:
+        st.warning(t("lessons.need_sequence"))
+        return
+    cfg = view.meta.config
+    layer = index_picker(t("lessons.layer"), cfg.n_layers, key="lesson_proj_layer", prefix="L")
+    ids, pad = view.task.encode_batch([view.text], device=view.model.device)
+    check = lessons.projection_equivalence(view.model, layer, ids, pad)
+    B, H, T, d_k = check.shape
+    st.markdown(
+        t("lessons.s2.sequence", text=md_escape(view.text), T=T, H=H, d_k=d_k, D=cfg.d_model)
+    )
+    for col, (role, diff) in zip(st.columns(3), check.max_diff.items(), strict=True):
+        col.metric(t("lessons.s2.diff", role=role), f"{diff:.2e}")
+    n = min(d_k, 8)
+    rows = [
+        {t("lessons.s2.col.way"): t("lessons.s2.way.big")}
+        | {f"[{i}]": num(v) for i, v in enumerate(check.big_first[:n])},
+        {t("lessons.s2.col.way"): t("lessons.s2.way.separate")}
+        | {f"[{i}]": num(v) for i, v in enumerate(check.separate_first[:n])},
+    ]
+    st.caption(t("lessons.s2.table_caption", n=n, d_k=d_k))
+    st.dataframe(rows, hide_index=True, key="lesson_projection_table")
+    worst = max(check.max_diff.values())
+    question("lessons.s2.question", t("lessons.s2.answer", worst=f"{worst:.2e}"))
+
+
+# ---- step 3: the digit-sum model of seed 002, trained as a job -----------------------------------
+
+
+@st.cache_resource(show_spinner=False)
+def bundled_seed_model(device: str):
+    """The bundled sum_seed model (shared, never changed), or None if its file is unusable."""
+    path = BUNDLED_DIR / f"{lessons.LESSON_RECIPE}.safetensors"
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    digest = file_sha256(str(path), stat.st_mtime_ns, stat.st_size)
+    model, _ = load_model(str(path), digest, device)
+    return model
+
+
+def step_train(view: View) -> None:
+    recipe = RECIPES[lessons.LESSON_RECIPE]
+    sizes = recipe["sizes"]
+    st.markdown(t("lessons.s3.intro"))
+    st.markdown(
+        t(
+            "lessons.s3.recipe",
+            d_model=sizes["d_model"],
+            heads=sizes["n_heads"],
+            layers=sizes["n_layers"],
+            d_ff=sizes["d_ff"],
+            dropout=sizes["dropout"],
+            steps=recipe["steps"],
+            batch=recipe["batch_size"],
+            lr=recipe["lr"],
+            length=recipe["max_len"],
+        )
+    )
+    st.info(t("lessons.s3.look"))
+    collect_trained()
+    train_controls(recipe["steps"])
+    job: jobs.Job | None = st.session_state.get(JOB)
+    if job is not None:
+        snap = job.snapshot()
+        if snap.active:
+            lesson_progress(job)
+        else:
+            job_outcome(snap)
+    bundled = bundled_seed_model(str(view.model.device))
+    models = {}
+    if bundled is not None:
+        models["bundled"] = bundled
+    else:
+        st.error(t("lessons.s3.no_bundled"))
+    trained = st.session_state.get(RESULT)
+    if trained is not None:
+        models["trained"] = trained.model
+    if not models:
+        return
+    if st.session_state.get(MODEL_CHOICE) not in models:
+        st.session_state.pop(MODEL_CHOICE, None)
+    lang = current()
+    choice = st.radio(
+        t("lessons.s3.which_model"),
+        list(models),
+        format_func=lambda k: t(MODEL_LABELS[k], lang=lang),
+        key=MODEL_CHOICE,
+        horizontal=True,
+    )
+    text = st.text_input(
+        t("lessons.s3.digits"), value=DIGITS_EXAMPLE, key="lesson_digits", max_chars=64
+    )
+    task = get_task(recipe["task"])
+    if not (text.isascii() and text.isdigit() and 1 <= len(text) <= task.max_len):
+        st.error(t("lessons.s3.bad_digits", n=task.max_len))
+    else:
+        predicted, right = lessons.predict(models[choice], task, text)
+        st.markdown(t("lessons.s3.prediction", text=text, predicted=predicted, right=right))
+        if len(text) != recipe["max_len"]:
+            st.caption(t("lessons.s3.other_length", length=recipe["max_len"]))
+    probe = "9" * recipe["max_len"]
+    predicted, right = lessons.predict(models[choice], task, probe)
+    question(
+        "lessons.s3.question",
+        t("lessons.s3.answer", text=probe, predicted=predicted, right=right),
+    )
+
+
+def train_controls(recipe_steps: int) -> None:
+    left, right = st.columns([1, 2], vertical_alignment="bottom")
+    steps = left.number_input(
+        t("lessons.s3.steps"),
+        value=float(recipe_steps),
+        step=100.0,
+        format="%.0f",
+        key="lesson_steps",
+        help=t("lessons.s3.steps_help", n=MAX_LESSON_STEPS, recipe=recipe_steps),
+    )
+    clicked = right.button(t("lessons.s3.start"), key="lesson_train", type="primary")
+    if not clicked:
+        return
+    job = st.session_state.get(JOB)
+    if job is not None and job.snapshot().active:
+        st.error(t("lessons.s3.still_running"))
+        return
+    try:
+        n = jobs.whole_number(steps, "steps", 1, MAX_LESSON_STEPS)
+    except ValueError:
+        st.error(t("lessons.s3.bad_steps", n=MAX_LESSON_STEPS))
+        return
+    work = lessons.RecipeWork(lessons.RecipeSpec(steps=n))
+    try:
+        st.session_state[JOB] = job_manager().submit(work, is_alive=session_alive_check())
+    except (ValueError, jobs.QueueFull) as e:
+        st.error(t("lessons.s3.not_started", why=md_escape(str(e))))
+
+
+def collect_trained() -> None:
+    """Once per finished lesson job: keep its model in this session and show it."""
+    job: jobs.Job | None = st.session_state.get(JOB)
+    if job is None or st.session_state.get(COLLECTED) == job.id:
+        return
+    snap = job.snapshot()
+    if snap.active:
+        return
+    st.session_state[COLLECTED] = job.id
+    if snap.status == jobs.DONE and snap.result is not None:
+        st.session_state[RESULT] = snap.result  # this session only: never saved
+        st.session_state[MODEL_CHOICE] = "trained"
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def lesson_progress(job: jobs.Job) -> None:
+    """Live progress of this session's lesson training, polled; reruns the page once it ends."""
+    snap = job.snapshot()
+    if not snap.active:
+        st.rerun()
+    if snap.position is not None:
+        st.info(t("lessons.s3.queued", position=snap.position))
+    elif snap.loss is None:
+        st.progress(snap.fraction, text=t("lessons.s3.starting"))
+    else:
+        st.progress(
+            snap.fraction,
+            text=t("lessons.s3.progress", step=snap.done, steps=snap.total, loss=num(snap.loss)),
+        )
+    st.button(t("lessons.s3.cancel"), key="lesson_cancel", on_click=job.cancel)
+
+
+def job_outcome(snap: jobs.JobSnapshot) -> None:
+    if snap.status == jobs.DONE and snap.result is not None:
+        st.success(
+            t(
+                "lessons.s3.done",
+                steps=snap.total,
+                seconds=f"{snap.seconds:.1f}",
+                mae=num(snap.result.metrics["mae"]),
+            )
+        )
+        chart(plots.loss_curve(snap.losses, snap.loss_every, snap.total), key="lesson_loss_curve")
+    elif snap.status == jobs.CANCELLED:
+        st.warning(t("lessons.s3.cancelled"))
+    else:
+        st.error(t("lessons.s3.failed", why=md_escape(snap.message)))
+
+
+# ---- step 4: W_o switched off, and the experiment ----------------------------------------------
+
+
+def step_switch(view: View) -> None:
+    st.markdown(t("lessons.s4.intro"))
+    st.info(t("lessons.s4.look"))
+    cfg = view.meta.config
+    if view.text is None:
+        st.warning(t("lessons.need_sequence"))
+    elif not cfg.n_out:
+        st.warning(t("lessons.s4.no_head"))
+    else:
+        lang = current()
+        left, right = st.columns(2)
+        mode = left.radio(
+            t("lessons.s4.mode"),
+            list(W_O_SWITCHES),
+            format_func=lambda m: t(W_O_SWITCHES[m], lang=lang),
+            key="lesson_w_o",
+        )
+        layer = right.selectbox(
+            t("lessons.s4.where"),
+            [None, *range(cfg.n_layers)],
+            format_func=lambda n: t("lessons.all_layers", lang=lang) if n is None else f"L{n}",
+            key="lesson_w_o_layer",
+        )
+        result = lessons.w_o_switch(view.model, view.task, view.text, mode, layer)
+        rows = [
+            (t("lessons.s4.row.learned"), result.learned),
+            (t("lessons.s4.row.switched"), result.switched),
+            (t("lessons.s4.row.answer"), result.answer),
+        ]
+        rows = [
+            {t("lessons.s4.col.what"): what, t("lessons.s4.col.prediction"): said}
+            for what, said in rows
+        ]
+        st.dataframe(rows, hide_index=True, key="lesson_switch_table")
+        st.markdown(
+            t(
+                "lessons.s4.changed",
+                tokens=result.tokens_changed,
+                change=num(result.max_change),
+            )
+        )
+    show_experiment(view)
+
+
+def show_experiment(view: View) -> None:
+    task = view.task.name
+    try:
+        result = cached_precomputed(task)
+    except ValueError:
+        result = None
+    if result is None:  # a task without a shipped result (or an unreadable one): the sum task
+        task = "sum"
+        result = cached_precomputed(task)
+    if result is None:
+        st.warning(t("lessons.s4.no_experiment"))
+        return
+    s = result.settings
+    n = [len(result.runs_of(c)) for c in experiment.CONDITIONS]
+    st.markdown(
+        t(
+            "lessons.s4.experiment_intro",
+            task=md_escape(task),
+            seeds_with=n[0],
+            seeds_without=n[1],
+            steps=s.get("steps"),
+        )
+    )
+    compared = experiment.compare(result)
+    rows, findings = [], []
+    for row in compared:
+        what = t(QUANTITIES[row.quantity])
+        iv = row.interval
+        rows.append(
+            {
+                t("lessons.s4.col.quantity"): what,
+                t("lessons.s4.col.with"): f"{num(row.mean_learned)} ± {num(row.std_learned)}",
+                t("lessons.s4.col.without"): f"{num(row.mean_identity)} ± {num(row.std_identity)}",
+                t("lessons.s4.col.difference"): num(row.difference),
+                t("lessons.s4.col.ci"): "—" if iv is None else f"[{num(iv.low)}, {num(iv.high)}]",
+            }
+        )
+        findings.append(finding(row, what))
+    st.dataframe(rows, hide_index=True, key="lesson_experiment_table")
+    if experiment._target_note(result):  # no run reached the bundled model's target
+        findings.append(t("lessons.s4.partly_trained"))
+    st.markdown("\n".join(f"- {line}" for line in findings))
+    with st.expander(t("lessons.s4.verdict_en")):
+        st.markdown(md_escape(experiment.verdict(result)))
+    outcomes = [outcome(row) for row in compared]
+    better, worse = outcomes.count("better"), outcomes.count("worse")
+    answer = (
+        t("lessons.s4.answer_none", task=md_escape(task))
+        if better == 0
+        else t("lessons.s4.answer_some", task=md_escape(task), better=better, worse=worse)
+    )
+    question("lessons.s4.question", answer)
+
+
+def outcome(row: experiment.Row) -> str:
+    """ "better" or "worse" (with W_o) when the interval excludes 0, else "unclear"."""
+    iv = row.interval
+    if iv is None or iv.low <= 0 <= iv.high:
+        return "unclear"
+    return "better" if (row.difference < 0) == row.lower_is_better else "worse"
+
+
+def finding(row: experiment.Row, what: str) -> str:
+    """One sentence per quantity that claims no more than its interval does."""
+    iv = row.interval
+    if iv is None:
+        return t("lessons.s4.finding.no_interval", what=what)
+    values = dict(what=what, low=num(iv.low), high=num(iv.high), diff=num(row.difference))
+    return t(FINDINGS[outcome(row)], **values)
