@@ -86,7 +86,7 @@ def language_picker() -> str:
     # default is given only while the session has no value yet: a widget never gets both.
     default = None if KEY in st.session_state else current()
     return st.segmented_control(
-        "Language / 语言",  # the same in both languages: a switch must be findable in either
+        t("lang.picker"),  # the same text in both languages: a switch must be findable in either
         list(LANGUAGES),
         default=default,
         format_func=LANGUAGES.get,
