@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from bench.analysis_speed import seconds
 from tfviz import pretrained as P
 
 TEXT = (
@@ -32,16 +33,6 @@ def rss_mib() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")
-
-
-def seconds(fn, calls: int) -> float:
-    """Median seconds of `calls` calls of fn."""
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:

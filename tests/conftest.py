@@ -63,13 +63,16 @@ def fresh_app(monkeypatch, tmp_path):
     torch.set_num_threads(threads)
 
 
-def start_app(view: str | None = None, model: str | None = None):
-    """A fresh AppTest session, run once (on a tab and model if given), with no exception."""
+def start_app(view: str | None = None, model: str | None = None, lang: str | None = None):
+    """A fresh AppTest session, run once (on a tab, model and language if given), with no
+    exception."""
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(APP, default_timeout=60)
     if view:
         at.session_state["view"] = view
+    if lang:
+        at.session_state["lang"] = lang
     at.run()
     assert not at.exception, at.exception
     if model is not None:

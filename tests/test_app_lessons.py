@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import APP
+from tests.conftest import start_app
 from tfviz import jobs
 from tfviz.ui.i18n import translate
 
@@ -14,15 +14,7 @@ LESSONS = "Lessons"
 
 
 def open_lessons(lang: str = "en", model: str | None = None) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state["view"] = LESSONS
-    at.session_state["lang"] = lang
-    at.run()
-    assert not at.exception, at.exception
-    if model is not None:
-        at.selectbox(key="model").set_value(model).run()
-        assert not at.exception, at.exception
-    return at
+    return start_app(LESSONS, model, lang)
 
 
 def nodes(node) -> list:
