@@ -10,9 +10,14 @@
    (run_experiment(batched=False)) against trained together as one batched model (the default),
    both on --threads torch threads (default 1, as the experiment CLI and the app's jobs run).
    Target: ratio (sequential / batched) >= 4. --exp-steps runs a fraction of the steps.
+4. Retraining W_o alone (tfviz.trainer.retrain_w_o, every other weight frozen) against training
+   the whole model (tfviz.trainer.train), time per step, on the largest bundled model's sizes and
+   task, one thread; then where a step's time goes (drawing the batch, forward, backward,
+   clipping + Adam) for both. Target: ratio (whole / W_o alone) >= 3.
 
 Each side runs in alternating rounds so machine noise falls on both; the median round is reported.
-Usage: python -m bench.train_speed [--steps 200] [--rounds 5] [--part all|train|forward|experiment]
+Usage: python -m bench.train_speed [--steps 200] [--rounds 5]
+       [--part all|train|forward|experiment|retrain]
        [--task sum] [--exp-steps 500] [--exp-rounds 1] [--threads 1]
 """
 
@@ -30,6 +35,7 @@ from torch import nn
 
 from tfviz import experiment as E
 from tfviz import get_task, load_checkpoint, train
+from tfviz.trainer import retrain_w_o, with_w_o_start
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -172,7 +178,7 @@ def experiment_times(task: str, steps: int, rounds: int, threads: int) -> None:
         row = E.compare(results[name])[0]
         print(
             f"  {name:10s} final loss with W_o {row.mean_learned:.4g} ± {row.std_learned:.2g}, "
-            f"without {row.mean_identity:.4g} ± {row.std_identity:.2g} (mean ± std over seeds)"
+            f"without {row.mean_against:.4g} ± {row.std_against:.2g} (mean ± std over seeds)"
         )
 
 
@@ -181,7 +187,9 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=300)
-    p.add_argument("--part", choices=["all", "train", "forward", "experiment"], default="all")
+    p.add_argument(
+        "--part", choices=["all", "train", "forward", "experiment", "retrain"], default="all"
+    )
     p.add_argument("--task", default="sum", help="the experiment's task (part 3)")
     p.add_argument("--exp-steps", type=int, default=E.DEFAULTS["steps"])
     p.add_argument("--exp-rounds", type=int, default=1)
@@ -194,6 +202,8 @@ def main() -> None:
         forward_ratio(args)
     if args.part in ("all", "experiment"):
         experiment_times(args.task, args.exp_steps, args.exp_rounds, args.threads)
+    if args.part in ("all", "retrain"):
+        retrain_ratio(args)
 
 
 def train_ratio(args) -> None:
@@ -224,6 +234,94 @@ def forward_ratio(args) -> None:
             f"forward {largest.name} B={B:<3d} T={ids.shape[1]}  trace=True {on * 1e3:.3f} ms  "
             f"trace=False {off * 1e3:.3f} ms  ratio {on / off:.2f}  (target <= 1.50)"
         )
+
+
+def retrain_ratio(args) -> None:
+    """Part 4: time per step of retrain_w_o against train() on the same sizes, task and batch."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        largest = max(ROOT.glob("models/*.safetensors"), key=lambda f: f.stat().st_size)
+        model, meta = load_checkpoint(largest)
+        task = get_task(meta.task)
+        whole, alone = [], []
+        for _ in range(args.rounds):
+            _, history = train(task, model.config, steps=args.steps, device="cpu", seed=1)
+            whole.append(history["seconds"] / args.steps)
+            _, history = retrain_w_o(model, task, start="identity", steps=args.steps)
+            alone.append(history["seconds"] / args.steps)
+        w, a = statistics.median(whole), statistics.median(alone)
+        print(
+            f"retrain {largest.name} ({meta.task}, {model.config.n_params:,} weights, "
+            f"{args.threads} thread(s), median of {args.rounds} x {args.steps} steps): whole "
+            f"model {w * 1e3:.2f} ms/step   W_o alone {a * 1e3:.2f} ms/step   ratio "
+            f"whole/W_o alone {w / a:.2f}  (target >= 3.00)"
+        )
+        measured = step_parts(model, task, args.steps, args.rounds)
+        for name, parts in measured.items():
+            total = sum(parts.values())
+            shares = "  ".join(f"{k} {v * 1e3:.2f} ms ({v / total:.0%})" for k, v in parts.items())
+            print(f"  {name:26s} {total * 1e3:6.2f} ms: {shares}")
+        # W_o alone still runs the whole forward pass on a fresh batch each step (every later
+        # layer reads layer 0's W_o output), so whole / (batch + forward) bounds the ratio even
+        # if its backward pass and Adam took no time at all.
+        full, mine = measured["whole model"], measured["W_o alone (frozen)"]
+        bound = sum(full.values()) / (mine["batch"] + mine["forward"])
+        naive = sum(measured["W_o alone (naive)"].values()) / sum(mine.values())
+        print(
+            f"  bound with a free backward and Adam: {bound:.2f}x; freezing (requires_grad False) "
+            f"against Adam on W_o with every weight still requiring grad: {naive:.2f}x faster"
+        )
+    finally:
+        torch.set_num_threads(before)
+
+
+def step_parts(model, task, steps: int, rounds: int) -> dict[str, dict[str, float]]:
+    """Median seconds per step of each part of a training step: the whole model; W_o alone as
+    retrain_w_o trains it (every other weight has requires_grad False, so autograd neither
+    computes their gradients nor records anything before layer 0's W_o); and W_o alone done
+    naively (Adam on W_o only, but every weight still requiring grad)."""
+    import numpy as np
+
+    whole = with_w_o_start(model, "learned").requires_grad_(True)
+    alone = with_w_o_start(model, "identity")
+    alone_params = [p for layer in alone.layers for p in layer.attn.W_o.parameters()]
+    for p in alone_params:
+        p.requires_grad_()
+    naive = with_w_o_start(model, "identity").requires_grad_(True)
+    naive_params = [p for layer in naive.layers for p in layer.attn.W_o.parameters()]
+    setups = {
+        "whole model": (whole, list(whole.parameters())),
+        "W_o alone (frozen)": (alone, alone_params),
+        "W_o alone (naive)": (naive, naive_params),
+    }
+    times: dict[str, dict[str, list[float]]] = {name: {} for name in setups}
+    for _ in range(rounds):
+        for name, (net, params) in setups.items():
+            rng = np.random.default_rng(0)
+            opt = torch.optim.Adam(params, lr=1e-3, fused=True)
+            net.train()
+            sums = dict.fromkeys(("batch", "forward", "backward", "clip + Adam"), 0.0)
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                batch = task.sample(64, rng)
+                t1 = time.perf_counter()
+                loss = task.loss(net(batch.ids, batch.pad_mask, trace=False).logits, batch.target)
+                t2 = time.perf_counter()
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                t3 = time.perf_counter()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
+                opt.step()
+                loss.item()
+                t4 = time.perf_counter()
+                for key, dt in zip(sums, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+                    sums[key] += dt
+            for key, total in sums.items():
+                times[name].setdefault(key, []).append(total / steps)
+    return {
+        name: {k: statistics.median(v) for k, v in parts.items()} for name, parts in times.items()
+    }
 
 
 if __name__ == "__main__":

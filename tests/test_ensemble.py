@@ -188,6 +188,22 @@ def test_a_block_diagonal_run_trains_as_train_does_and_never_mixes_heads():
         assert torch.equal(w, w * wo.block_mask(8, config.n_heads, w)) and w.abs().sum() > 0
 
 
+def test_in_a_mixed_batch_only_the_block_diagonal_run_keeps_its_mixing_blocks_zero():
+    # The experiment trains learned and block-diagonal runs of one seed side by side.
+    task = get_task("sort")
+    config = task.model_config(**TINY, dropout=0.0)
+    runs = [(0, "learned"), (0, "block_diagonal")]
+    models, history = En.train_runs(task, config, runs, steps=6, batch_size=8, lr=1e-2)
+    for lay in range(config.n_layers):
+        learned, block = (m.layers[lay].attn.W_o.weight for m in models)
+        mask = wo.block_mask(8, config.n_heads, block)
+        assert torch.equal(block * (1 - mask), torch.zeros_like(block))
+        assert (learned * (1 - mask)).abs().sum() > 0  # the learned one mixes heads
+    for (seed, mode), losses in zip(runs, history["loss"], strict=True):
+        _, alone = train(task, config, seed=seed, w_o=mode, steps=6, batch_size=8, lr=1e-2)
+        np.testing.assert_allclose(losses, alone["loss"], rtol=1e-5, atol=1e-6)
+
+
 def _lengths(options):
     return {k: options[k] for k in ("min_len", "max_len") if k in options}
 

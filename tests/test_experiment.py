@@ -102,7 +102,7 @@ def test_compare_rows_follow_the_runs():
     )
     final, mean, metric = E.compare(result)
     assert final.quantity == "final_loss" and metric.quantity == "accuracy"
-    assert final.mean_learned == pytest.approx(0.3) and final.mean_identity == pytest.approx(0.6)
+    assert final.mean_learned == pytest.approx(0.3) and final.mean_against == pytest.approx(0.6)
     assert final.difference == pytest.approx(-0.3)
     assert final.lower_is_better and not metric.lower_is_better
     assert final.interval.high < 0 and metric.interval.low > 0
@@ -301,18 +301,125 @@ def test_shipped_result_loads_and_matches_the_defaults(task):
     assert s["seeds"] == list(range(E.DEFAULTS["seeds"]))
     for key in ("steps", "batch_size", "lr", "schedule", "sizes", "eval_n"):
         assert s[key] == E.DEFAULTS[key], key
-    assert len(result.runs) == 2 * E.DEFAULTS["seeds"]
+    # Every comparison is shipped: each seed with the learned W_o, W_o off and block-diagonal.
+    assert result.against == E.AGAINST
+    for condition in E.KNOWN_CONDITIONS:
+        assert sorted(r.seed for r in result.runs_of(condition)) == s["seeds"], condition
     for run in result.runs:
         assert len(run.losses) == s["steps"]
         assert run.final_loss == pytest.approx(E.final_loss(run.losses), rel=1e-12)
         assert result.metric in run.metrics
-    curves = E.summarise(result)
-    assert curves.mean.shape == (2, s["steps"]) and np.isfinite(curves.mean).all()
+    for against in E.AGAINST:
+        curves = E.summarise(result, against=against)
+        assert curves.conditions == ("learned", against)
+        assert curves.mean.shape == (2, s["steps"]) and np.isfinite(curves.mean).all()
 
 
 def test_shipped_readme_is_generated_from_the_shipped_results():
     text = (E.EXPERIMENTS / "README.md").read_text()
     for task in list_tasks():
         result = E.load_precomputed(task)
-        assert E.format_table(result) in text
-        assert E.verdict(result) in text
+        for against in E.AGAINST:
+            assert E.format_table(result, against) in text
+            assert E.verdict(result, against) in text
+
+
+# ---- learned against block-diagonal -------------------------------------------------------------
+@pytest.fixture(scope="module")
+def block_result():
+    return E.run_experiment(
+        "sort", seeds=2, steps=6, conditions=("learned", "block_diagonal"), **TINY
+    )
+
+
+def test_block_diagonal_runs_pair_with_learned_runs_seed_by_seed(block_result):
+    r = block_result
+    assert [(x.condition, x.seed) for x in r.runs] == [
+        ("learned", 0),
+        ("block_diagonal", 0),
+        ("learned", 1),
+        ("block_diagonal", 1),
+    ]
+    assert r.against == ("block_diagonal",)
+    # Same initial weights and batches; W_o's mixing blocks alone differ, so the losses do too.
+    assert r.runs[0].losses[0] != r.runs[1].losses[0]
+    rows = E.compare(r, against="block_diagonal")
+    assert [row.against for row in rows] == ["block_diagonal"] * 3
+    learned = [x.final_loss for x in r.runs_of("learned")]
+    block = [x.final_loss for x in r.runs_of("block_diagonal")]
+    assert rows[0].mean_learned == pytest.approx(np.mean(learned))
+    assert rows[0].mean_against == pytest.approx(np.mean(block))
+    assert rows[0].difference == pytest.approx(np.mean(learned) - np.mean(block))
+    want = E.welch_interval(learned, block)
+    assert (rows[0].interval.low, rows[0].interval.high) == pytest.approx((want.low, want.high))
+    # A comparison the result does not hold has no runs on its side, and so no interval.
+    assert E.compare(r, against="identity")[0].n_against == 0
+    assert E.compare(r, against="identity")[0].interval is None
+
+
+def test_block_diagonal_batched_equals_sequential(block_result):
+    sequential = E.run_experiment(
+        "sort", seeds=2, steps=6, conditions=("learned", "block_diagonal"), batched=False, **TINY
+    )
+    for batched, alone in zip(block_result.runs, sequential.runs, strict=True):
+        assert (batched.condition, batched.seed) == (alone.condition, alone.seed)
+        np.testing.assert_allclose(batched.losses, alone.losses, rtol=1e-4, atol=1e-6)
+
+
+def test_block_diagonal_verdict_and_table_name_the_comparison(block_result):
+    text = E.verdict(block_result, against="block_diagonal")
+    assert "2 seeds with the learned W_o and 2 with a block-diagonal one" in text
+    assert "learned minus block-diagonal" in text and "without" not in text
+    assert "block-diagonal W_o (mean ± std)" in E.format_table(block_result, "block_diagonal")
+    # The default comparison of this result has nothing to compare with.
+    assert "nothing can be compared" in E.verdict(block_result)
+    with pytest.raises(ValueError, match="compared with one of"):
+        E.verdict(block_result, against="zero")
+    with pytest.raises(ValueError, match="compared with one of"):
+        E.summarise(block_result, against="rank:2")
+
+
+def test_old_files_with_identity_runs_load_and_merge_with_block_diagonal_runs(
+    tiny_result, tmp_path
+):
+    # A file written before block-diagonal runs existed: learned and identity only.
+    old = E.ExperimentResult.from_json(tiny_result.to_json())
+    assert old.against == ("identity",)
+    extra = E.run_experiment(
+        "max_position", seeds=2, steps=6, conditions=("block_diagonal",), **TINY
+    )
+    merged = old.merged(extra)
+    assert merged.against == ("identity", "block_diagonal")
+    assert merged.runs[: len(old.runs)] == old.runs
+    assert E.ExperimentResult.from_json(merged.to_json()) == merged
+    # Trained in their own batch, the block-diagonal runs are those trained beside the learned
+    # ones (each is the run train() makes alone), so they pair with the old runs seed by seed.
+    together = E.run_experiment(
+        "max_position", seeds=2, steps=6, conditions=("learned", "block_diagonal"), **TINY
+    )
+    for alone, beside in zip(extra.runs, together.runs_of("block_diagonal"), strict=True):
+        np.testing.assert_allclose(alone.losses, beside.losses, rtol=1e-4, atol=1e-6)
+    other = E.run_experiment(
+        "max_position", seeds=2, steps=5, conditions=("block_diagonal",), **TINY
+    )
+    with pytest.raises(ValueError, match="differ in steps"):
+        old.merged(other)
+    with pytest.raises(ValueError, match="conditions are"):
+        E.run_experiment("max_position", seeds=2, steps=2, conditions=("learned", "zero"), **TINY)
+
+
+def test_cli_adds_block_diagonal_runs_to_an_existing_file(tiny_result, tmp_path, capsys):
+    out = tmp_path / "max_position.json"
+    tiny_result.save(out)
+    threads = torch.get_num_threads()
+    args = ["--task", "max_position", "--seeds", "2", "--steps", "6", "--out", str(out)]
+    args += ["--d-model", "8", "--n-heads", "2", "--d-ff", "8", "--n-layers", "1", "--quiet"]
+    args += ["--eval-n", "20", "--batch-size", "8", "--against", "block_diagonal", "--add"]
+    try:
+        assert E.main(args) == 0
+    finally:
+        torch.set_num_threads(threads)
+    result = E.ExperimentResult.load(out)
+    assert result.runs[:4] == tiny_result.runs and len(result.runs) == 6
+    printed = capsys.readouterr().out
+    assert E.verdict(result, "block_diagonal") in printed and E.verdict(result) in printed

@@ -372,6 +372,8 @@ def test_bad_settings_are_refused_with_a_message(manager, tmp_path, changes, mes
         (dict(seeds=6), "from 1 to 5"),
         (dict(steps=2001), "from 1 to 2,000"),
         (dict(task="nope"), "nope"),
+        (dict(against="zero"), "compared with one of"),
+        (dict(against="learned"), "compared with one of"),
     ],
 )
 def test_a_rerun_with_settings_out_of_range_is_refused(settings, message):
@@ -392,6 +394,17 @@ def test_a_rerun_runs_every_seed_with_and_without_w_o(manager):
     assert [r.condition for r in snap.result.runs] == list(experiment.CONDITIONS)
     assert snap.losses == pytest.approx(snap.result.runs[0].losses, rel=1e-5)
     assert manager.counts() == (0, 0)
+
+
+def test_a_rerun_can_compare_the_learned_w_o_with_a_block_diagonal_one(manager):
+    spec = jobs.ExperimentSpec(task="reverse", seeds=2, steps=4, against="block_diagonal")
+    job = manager.submit(jobs.ExperimentWork(spec))
+    assert job.wait(60)
+    snap = job.snapshot()
+    assert snap.status == jobs.DONE and (snap.done, snap.total) == (16, 16)
+    runs = [(r.condition, r.seed) for r in snap.result.runs]
+    assert runs == [("learned", 0), ("block_diagonal", 0), ("learned", 1), ("block_diagonal", 1)]
+    assert snap.result.against == ("block_diagonal",)
 
 
 def test_a_rerun_waits_in_the_queue_behind_training_like_any_job(manager, tmp_path):
@@ -535,7 +548,26 @@ def test_retraining_w_o_alone_runs_as_a_job_and_leaves_the_shared_model_alone(ma
     assert r.metrics_learned[key] > 0.95 and r.metrics_start[key] < r.metrics_learned[key]
     assert r.metrics_after[key] > r.metrics_start[key]  # accuracy comes back with W_o retrained
     assert len(r.losses) == 40 and snap.step == 40
+    # The metric curve: step 0 (the start), every 40 // RETRAIN_CURVE_POINTS steps, the last.
+    assert r.curve_steps == list(range(0, 41, 40 // jobs.RETRAIN_CURVE_POINTS))
+    assert r.metrics_start is r.curve[0] and r.metrics_after is r.curve[-1]
     assert all(torch.equal(before[k], v) for k, v in shared.state_dict().items())
+
+
+def test_the_metric_curve_measures_the_model_being_retrained_on_fixed_examples():
+    from tfviz.evaluate import evaluate
+    from tfviz.trainer import retrain_w_o, with_w_o_start
+
+    shared, meta = load_checkpoint(
+        Path(__file__).resolve().parent.parent / "models/sort.safetensors"
+    )
+    curve = jobs.MetricCurve(meta.task, steps=7, every=3, n=64)
+    copy, _ = retrain_w_o(shared, meta.task, start="zero", steps=7, recorder=curve)
+    assert curve.done == [0, 3, 6, 7]  # the interval, and the last step however it falls
+    # Its ends are exactly the start and the result, measured on the same examples.
+    assert curve.metrics[0] == evaluate(with_w_o_start(shared, "zero"), meta.task, n=64)
+    assert curve.metrics[-1] == evaluate(copy, meta.task, n=64)
+    assert curve.metrics[0] != curve.metrics[-1]
 
 
 @pytest.mark.parametrize(

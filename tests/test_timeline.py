@@ -7,8 +7,17 @@ import pytest
 import torch
 
 from tfviz import get_task, train
+from tfviz.analysis import head_importance, w_o_mixing
 from tfviz.checkpoint import CheckpointError
-from tfviz.timeline import Timeline, load_timeline, replay, save_timeline, timeline_path
+from tfviz.snapshot import run_trace
+from tfviz.timeline import (
+    Timeline,
+    load_timeline,
+    replay,
+    replay_step,
+    save_timeline,
+    timeline_path,
+)
 
 TINY = dict(d_model=16, n_heads=2, d_ff=16, n_layers=2, dropout=0.0)
 
@@ -67,3 +76,24 @@ def test_replay_shows_attention_mixing_and_importance_at_every_step(run):
     assert not np.allclose(r.attn[0], r.attn[-1])
     with pytest.raises(ValueError, match="empty"):
         replay(Timeline(), config, task, "abcd")
+
+
+def test_one_step_replayed_is_that_snapshot_measured_directly(run):
+    """What the slider shows at a step: the snapshot's own trace, W_o mixing and importance."""
+    task, config, timeline, model, _ = run
+    last = replay_step(timeline, len(timeline.steps) - 1, config, task, "abcd", n=16)
+    assert last.step == 40  # the final weights: the trained model itself
+    np.testing.assert_array_equal(last.attn, run_trace(model, task, "abcd").attn)
+    assert last.labels == run_trace(model, task, "abcd").labels
+    np.testing.assert_array_equal(last.mixing, w_o_mixing(model).mixing)
+    imp = head_importance(model, task, n=16)
+    np.testing.assert_array_equal(last.importance, imp.loss_change)
+    assert last.loss == pytest.approx(imp.base_loss)
+    whole = replay(timeline, config, task, "abcd", n=16)
+    first = replay_step(timeline, 0, config, task, "abcd", n=16)
+    np.testing.assert_array_equal(first.attn, whole.attn[0])
+    np.testing.assert_array_equal(first.importance, whole.importance[0])
+    with pytest.raises(IndexError, match="keeps 3 steps"):
+        replay_step(timeline, 3, config, task, "abcd")
+    with pytest.raises(ValueError):
+        replay_step(timeline, 0, config, task, "abcz")  # z is not in reverse's alphabet

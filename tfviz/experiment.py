@@ -1,10 +1,14 @@
 """Does training without W_o converge more slowly and end worse? Measure it, over several seeds.
 
 Seed 000 claims that without the output projection W_o training converges more slowly and ends
-worse. `run_experiment` trains N seeds with the learned W_o and N seeds with W_o switched off
-(`train(..., w_o="identity")`: the heads' concatenation goes on unmixed), all other settings
-equal. Seed s of both conditions starts from the same initial weights (W_o aside) and sees the same
-batches, so the only difference between a pair of runs is W_o. For each run it records the loss of
+worse. `run_experiment` trains N seeds with the learned W_o and N seeds with the W_o it is
+compared against, all other settings equal:
+- "identity": W_o switched off (`train(..., w_o="identity")`: the heads' concatenation goes on
+  unmixed), the seeds' "without W_o";
+- "block_diagonal": each head keeps its own d_k x d_k map but nothing mixes heads, which tells
+  the two parts of W_o apart (a map inside each head's slice, and mixing across heads).
+Seed s of every condition starts from the same initial weights (W_o aside) and sees the same
+batches, so the only difference between runs of one seed is W_o. For each run it records the loss of
 every step, the final loss (mean of the last 5% of steps), the loss averaged over all steps (the
 area under the curve: lower means faster convergence) and the task metric on fresh examples
 (tfviz.evaluate). `compare` turns these into a table with a Welch 95% confidence interval for the
@@ -18,7 +22,8 @@ Without W_o a layer has D*D + D fewer parameters: the comparison is between the 
 as the seeds describe them, not at an equal parameter count.
 
 CLI: `python -m tfviz.experiment --task sum --seeds 5 [--steps N] [--out FILE]` prints the table;
-`--all` recomputes models/experiments/<task>.json for every task and models/experiments/README.md.
+`--all` recomputes models/experiments/<task>.json for every task and models/experiments/README.md;
+`--against block_diagonal --add` trains only the block-diagonal runs and adds them to the files.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -43,8 +48,14 @@ from tfviz.model import Encoder
 from tfviz.tasks import Task, get_task, list_tasks
 from tfviz.trainer import StepInfo, train
 
-CONDITIONS = ("learned", "identity")  # with W_o, and with W_o switched off
-LABELS = {"learned": "with W_o", "identity": "without W_o"}  # legend names for plots
+AGAINST = ("identity", "block_diagonal")  # what the learned W_o is compared with
+CONDITIONS = ("learned", "identity")  # the default pair: with W_o, and with W_o switched off
+KNOWN_CONDITIONS = ("learned", *AGAINST)  # every condition a run may have
+LABELS = {  # legend names for plots
+    "learned": "with W_o",
+    "identity": "without W_o",
+    "block_diagonal": "block-diagonal W_o",
+}
 FORMAT = "tfviz-experiment/1"
 FINAL_FRACTION = 0.05  # final loss = mean over this last share of the steps
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "models" / "experiments"
@@ -69,7 +80,7 @@ DEFAULTS: dict = {
 class Run:
     """One training run of one condition and seed."""
 
-    condition: str  # "learned" or "identity"
+    condition: str  # one of KNOWN_CONDITIONS
     seed: int
     losses: tuple[float, ...]  # training loss of every step
     final_loss: float  # mean of the last FINAL_FRACTION of steps
@@ -95,6 +106,26 @@ class ExperimentResult:
 
     def runs_of(self, condition: str) -> list[Run]:
         return [r for r in self.runs if r.condition == condition]
+
+    @property
+    def against(self) -> tuple[str, ...]:
+        """The conditions the learned W_o is compared with in this result, in AGAINST order."""
+        return tuple(c for c in AGAINST if self.runs_of(c))
+
+    def merged(self, other: ExperimentResult) -> ExperimentResult:
+        """This result with other's runs of conditions it lacks (e.g. block-diagonal runs trained
+        later). Refused unless both ran the same task, seeds and settings: only then is seed s of
+        each condition the run train() makes alone from the same weights and batches."""
+        same = ("seeds", "steps", "batch_size", "lr", "schedule", "sizes", "eval_n", "eval_seed")
+        differ = [k for k in same if self.settings.get(k) != other.settings.get(k)]
+        if self.task != other.task:
+            differ = ["task"]
+        if differ:
+            raise ValueError(f"cannot merge: the results differ in {', '.join(differ)}")
+        if self.cancelled or other.cancelled:
+            raise ValueError("cannot merge a cancelled result")
+        new = tuple(r for r in other.runs if not self.runs_of(r.condition))
+        return replace(self, runs=self.runs + new)
 
     def to_json(self) -> str:
         data = {
@@ -146,8 +177,10 @@ class ExperimentResult:
                 )
             except (KeyError, TypeError, ValueError) as e:
                 raise ValueError(f"run {i} of the experiment file is malformed ({e!r})") from None
-            if run.condition not in CONDITIONS:
-                raise ValueError(f"run {i} has condition {run.condition!r}; known: {CONDITIONS}")
+            if run.condition not in KNOWN_CONDITIONS:
+                raise ValueError(
+                    f"run {i} has condition {run.condition!r}; known: {KNOWN_CONDITIONS}"
+                )
             if not losses or not all(math.isfinite(x) for x in losses):
                 raise ValueError(f"run {i} has an empty or non-finite loss curve")
             runs.append(run)
@@ -212,17 +245,19 @@ def run_experiment(
     device: str = "cpu",
     on_progress: Callable[[Progress], bool | None] | None = None,
     batched: bool = True,
+    conditions: Sequence[str] = CONDITIONS,
 ) -> ExperimentResult:
-    """Train every seed with and without W_o and measure each run.
+    """Train every seed in every condition (by default with and without W_o); measure each run.
 
-    By default all 2 * len(seeds) runs train together as one batched model (tfviz.ensemble);
-    each run is still the run tfviz.trainer.train makes alone (same initial weights, batches and
-    Adam; with dropout 0 the same losses to float precision). batched=False trains them one after
-    another with tfviz.trainer.train: the reference the batched path is tested and timed against.
+    By default all len(conditions) * len(seeds) runs train together as one batched model
+    (tfviz.ensemble); each run is still the run tfviz.trainer.train makes alone (same initial
+    weights, batches and Adam; with dropout 0 the same losses to float precision). batched=False
+    trains them one after another with tfviz.trainer.train: the reference the batched path is
+    tested and timed against.
 
     Args:
         task: a Task or its name.
-        seeds: how many seeds (0..n-1), or the seeds themselves; each is used for both conditions.
+        seeds: how many seeds (0..n-1), or the seeds themselves; each is used in every condition.
         steps, batch_size, lr, schedule: as tfviz.trainer.train, the same for every run.
         d_model, n_heads, d_ff, n_layers, dropout: model sizes (the task sets the rest).
         eval_n: fresh examples for the final metric (tfviz.evaluate, its fixed seed).
@@ -232,14 +267,19 @@ def run_experiment(
             stops: the result holds the runs finished so far (batched: none, as all finish
             together) and cancelled=True.
         batched: train the runs together (True) or one after another (False).
+        conditions: the W_o of each arm, from KNOWN_CONDITIONS: ("learned", "block_diagonal")
+            compares the learned W_o with a block-diagonal one; ("block_diagonal",) alone trains
+            runs to add to a result that has the others (ExperimentResult.merged).
     Returns:
-        ExperimentResult with 2 * len(seeds) runs, conditions interleaved seed by seed (so a
-        cancelled sequential experiment stays balanced). Batched, each run's `seconds` is its
-        share of the joint training time plus its own evaluation.
+        ExperimentResult with len(conditions) * len(seeds) runs, conditions interleaved seed by
+        seed (so a cancelled sequential experiment stays balanced). Batched, each run's `seconds`
+        is its share of the joint training time plus its own evaluation.
     """
     sizes = dict(d_model=d_model, n_heads=n_heads, d_ff=d_ff, n_layers=n_layers, dropout=dropout)
     training = dict(steps=steps, batch_size=batch_size, lr=lr, schedule=schedule)
-    task, plan, config, settings = _prepare(task, seeds, eval_n, device, sizes, training)
+    task, plan, config, settings = _prepare(
+        task, seeds, eval_n, device, sizes, training, conditions
+    )
     trainer = _train_batched if batched else _train_sequential
     runs, stopped = trainer(task, config, plan, training, eval_n, device, on_progress)
     return ExperimentResult(task=task.name, settings=settings, runs=tuple(runs), cancelled=stopped)
@@ -301,7 +341,7 @@ def _train_sequential(task, config, plan, training, eval_n, device, on_progress)
 
 
 def _prepare(
-    task: Task | str, seeds, eval_n, device: str, sizes: dict, training: dict
+    task: Task | str, seeds, eval_n, device: str, sizes: dict, training: dict, conditions
 ) -> tuple[Task, list[tuple[str, int]], ModelConfig, dict]:
     """Check the arguments. Returns the task, the plan ((condition, seed) of every run:
     conditions interleaved seed by seed), the model config and the settings record."""
@@ -309,6 +349,12 @@ def _prepare(
     seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
     if not seed_list or len(set(seed_list)) != len(seed_list):
         raise ValueError(f"seeds must be a positive count or distinct integers, got {seeds!r}")
+    conditions = tuple(conditions)
+    if not conditions or len(set(conditions)) != len(conditions):
+        raise ValueError(f"conditions must be distinct and not empty, got {conditions!r}")
+    for condition in conditions:
+        if condition not in KNOWN_CONDITIONS:
+            raise ValueError(f"an experiment's conditions are {KNOWN_CONDITIONS}; {condition!r}?")
     if not isinstance(eval_n, int) or eval_n < 1:
         raise ValueError(f"eval_n must be a positive integer, got {eval_n!r}")
     config = task.model_config(**sizes)
@@ -322,7 +368,7 @@ def _prepare(
         "final_fraction": FINAL_FRACTION,
         "device": device,
     }
-    plan = [(cond, seed) for seed in seed_list for cond in CONDITIONS]
+    plan = [(cond, seed) for seed in seed_list for cond in conditions]
     return task, plan, config, settings
 
 
@@ -456,17 +502,25 @@ class Row:
     quantity: str  # "final_loss", "mean_loss" or the metric name
     label: str
     lower_is_better: bool
+    against: str  # the condition the learned W_o is compared with (AGAINST)
     n_learned: int
-    n_identity: int
+    n_against: int
     mean_learned: float
     std_learned: float  # sample std (ddof=1); 0 for a single run
-    mean_identity: float
-    std_identity: float
-    interval: Interval | None  # of learned - identity; None with fewer than 2 runs per side
+    mean_against: float
+    std_against: float
+    interval: Interval | None  # of learned - against; None with fewer than 2 runs per side
 
     @property
     def difference(self) -> float:
-        return self.mean_learned - self.mean_identity
+        return self.mean_learned - self.mean_against
+
+
+def check_against(against: str) -> str:
+    """against itself if the learned W_o can be compared with it; ValueError naming them if not."""
+    if against not in AGAINST:
+        raise ValueError(f"the learned W_o is compared with one of {AGAINST}, got {against!r}")
+    return against
 
 
 QUANTITY_LABELS = {
@@ -478,8 +532,11 @@ QUANTITY_LABELS = {
 }
 
 
-def compare(result: ExperimentResult, confidence: float = 0.95) -> list[Row]:
-    """The comparison table: final loss, mean loss and the task metric, learned vs identity."""
+def compare(
+    result: ExperimentResult, confidence: float = 0.95, against: str = "identity"
+) -> list[Row]:
+    """The comparison table: final loss, mean loss and the task metric, learned vs against."""
+    check_against(against)
     metric = result.metric
     rows = []
     for quantity in ("final_loss", "mean_loss", metric):
@@ -490,7 +547,7 @@ def compare(result: ExperimentResult, confidence: float = 0.95) -> list[Row]:
                 return np.array([getattr(r, quantity) for r in runs], np.float64)
             return np.array([r.metrics[quantity] for r in runs], np.float64)
 
-        a, b = values("learned"), values("identity")
+        a, b = values("learned"), values(against)
 
         def stats(x: np.ndarray) -> tuple[float, float]:
             if len(x) == 0:
@@ -504,12 +561,13 @@ def compare(result: ExperimentResult, confidence: float = 0.95) -> list[Row]:
                 quantity=quantity,
                 label=QUANTITY_LABELS[quantity],
                 lower_is_better=quantity != metric or metric == "mae",
+                against=against,
                 n_learned=len(a),
-                n_identity=len(b),
+                n_against=len(b),
                 mean_learned=ma,
                 std_learned=sa,
-                mean_identity=mb,
-                std_identity=sb,
+                mean_against=mb,
+                std_against=sb,
                 interval=interval,
             )
         )
@@ -521,7 +579,7 @@ class LossCurves:
     """Mean training loss per step of each condition with a mean ± std band, for plotting."""
 
     step: np.ndarray  # (S,) 1-based step numbers
-    conditions: tuple[str, ...]  # ("learned", "identity")
+    conditions: tuple[str, ...]  # ("learned", against)
     mean: np.ndarray  # (C, S)
     std: np.ndarray  # (C, S) sample std across seeds (0 with a single seed)
     lower: np.ndarray  # (C, S) mean - std
@@ -529,24 +587,26 @@ class LossCurves:
     n: np.ndarray  # (C,) runs per condition
 
 
-def summarise(result: ExperimentResult, window: int = 1) -> LossCurves:
-    """Mean loss curve and its ±1 std band per condition.
+def summarise(result: ExperimentResult, window: int = 1, against: str = "identity") -> LossCurves:
+    """Mean loss curve and its ±1 std band per condition (learned, and against).
 
     Args:
-        result: an ExperimentResult with at least one run per condition.
+        result: an ExperimentResult with at least one run of the learned condition and against.
         window: moving-average width applied to each run before averaging (1 = raw steps); the
             first window-1 steps average over what is there.
+        against: the condition drawn beside the learned W_o (AGAINST).
     Returns:
         LossCurves with (C, S) float32 arrays, C = 2 conditions, S = steps.
     """
     if not isinstance(window, int) or window < 1:
         raise ValueError(f"window must be a positive integer, got {window!r}")
-    curves = {c: [np.asarray(r.losses, np.float64) for r in result.runs_of(c)] for c in CONDITIONS}
+    conditions = ("learned", check_against(against))
+    curves = {c: [np.asarray(r.losses, np.float64) for r in result.runs_of(c)] for c in conditions}
     if not all(curves.values()):
         raise ValueError("summarise needs at least one finished run of each condition")
     S = min(len(x) for runs in curves.values() for x in runs)
     means, stds, ns = [], [], []
-    for cond in CONDITIONS:
+    for cond in conditions:
         stacked = np.stack([_moving_average(x[:S], window) for x in curves[cond]])  # (n, S)
         means.append(stacked.mean(0))
         stds.append(stacked.std(0, ddof=1) if len(stacked) > 1 else np.zeros(S))
@@ -554,7 +614,7 @@ def summarise(result: ExperimentResult, window: int = 1) -> LossCurves:
     mean, std = np.stack(means), np.stack(stds)
     return LossCurves(
         step=np.arange(1, S + 1),
-        conditions=CONDITIONS,
+        conditions=conditions,
         mean=mean.astype(np.float32),
         std=std.astype(np.float32),
         lower=(mean - std).astype(np.float32),
@@ -577,26 +637,61 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
 
 
+@dataclass(frozen=True)
+class _Words:
+    """How the verdict names the two sides of one comparison."""
+
+    learned: str  # the learned side, starting a sentence
+    other: str  # the other side, after "the same as" / "than"
+    minus: str  # what the difference is
+    runs: str  # the learned side's runs
+    count: str  # "{n} seeds with ... and {m} ...", with {learned} and {other} counts
+
+
+WORDS = {
+    "identity": _Words(
+        learned="With W_o",
+        other="without it",
+        minus="with minus without",
+        runs="the runs with W_o",
+        count="{learned} with W_o and {other} without",
+    ),
+    "block_diagonal": _Words(
+        learned="With the learned W_o",
+        other="with a block-diagonal W_o",
+        minus="learned minus block-diagonal",
+        runs="the runs with the learned W_o",
+        count="{learned} with the learned W_o and {other} with a block-diagonal one",
+    ),
+}
+
+
 def _row_sentence(row: Row) -> str:
+    words = WORDS[row.against]
     name = {
         "final_loss": "final training loss",
         "mean_loss": "the loss averaged over all steps",
     }.get(row.quantity, QUANTITY_LABELS[row.quantity])
     d = row.difference
     if d == 0:
-        said = f"With W_o, {name} was the same as without it ({_fmt(row.mean_learned)})"
+        said = f"{words.learned}, {name} was the same as {words.other} ({_fmt(row.mean_learned)})"
+    elif row.against == "identity":  # the seeds' wording, kept: "lower by x" reads as "than none"
+        said = f"{words.learned}, {name} was {'lower' if d < 0 else 'higher'} by {_fmt(abs(d))}"
     else:
-        said = f"With W_o, {name} was {'lower' if d < 0 else 'higher'} by {_fmt(abs(d))}"
+        said = (
+            f"{words.learned}, {name} was {'lower' if d < 0 else 'higher'} by {_fmt(abs(d))} "
+            f"than {words.other}"
+        )
     iv = row.interval
     if iv is None:
         return said + " (too few runs for a confidence interval, so no conclusion)."
     bounds = f"[{_fmt(iv.low)}, {_fmt(iv.high)}]"
-    ci = f" (with minus without: {_fmt(d)}, {iv.confidence:.0%} CI {bounds})"
+    ci = f" ({words.minus}: {_fmt(d)}, {iv.confidence:.0%} CI {bounds})"
     if iv.low <= 0 <= iv.high:
         return said + ci + "; the interval includes 0, so this run does not show a difference."
     better = (d < 0) == row.lower_is_better
     outcome = "better" if better else "worse"
-    tail = f"; the interval excludes 0, so in this setting the runs with W_o did {outcome}"
+    tail = f"; the interval excludes 0, so in this setting {words.runs} did {outcome}"
     return said + ci + tail + " on this measure."
 
 
@@ -604,13 +699,14 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def verdict(result: ExperimentResult) -> str:
+def verdict(result: ExperimentResult, against: str = "identity") -> str:
     """Sentences stating what the numbers show, no more: one per quantity of the table."""
     s = result.settings
     sizes = s.get("sizes", {})
-    n = [len(result.runs_of(c)) for c in CONDITIONS]
+    n = [len(result.runs_of(c)) for c in ("learned", check_against(against))]
+    counted = WORDS[against].count.format(learned=_count(n[0], "seed"), other=n[1])
     scope = (
-        f"Task {result.task}: {_count(n[0], 'seed')} with W_o and {n[1]} without, "
+        f"Task {result.task}: {counted}, "
         f"{s.get('steps')} steps "
         f"of batch {s.get('batch_size')}, D={sizes.get('d_model')}, {sizes.get('n_layers')} "
         f"layers, {sizes.get('n_heads')} heads"
@@ -619,7 +715,7 @@ def verdict(result: ExperimentResult) -> str:
     )
     if min(n) == 0:
         return scope + " No finished run of one of the conditions, so nothing can be compared."
-    sentences = [_row_sentence(row) for row in compare(result)]
+    sentences = [_row_sentence(row) for row in compare(result, against=against)]
     unlearned = _target_note(result)
     if unlearned:
         sentences.append(unlearned)
@@ -653,18 +749,19 @@ def _target_note(result: ExperimentResult) -> str:
     )
 
 
-def format_table(result: ExperimentResult) -> str:
-    """The comparison as a Markdown table."""
+def format_table(result: ExperimentResult, against: str = "identity") -> str:
+    """The comparison of the learned W_o with against as a Markdown table."""
     lines = [
-        "| quantity | with W_o (mean ± std) | without W_o (mean ± std) | difference | 95% CI |",
+        f"| quantity | {LABELS['learned']} (mean ± std) | {LABELS[check_against(against)]} "
+        "(mean ± std) | difference | 95% CI |",
         "|---|---|---|---|---|",
     ]
-    for row in compare(result):
+    for row in compare(result, against=against):
         iv = row.interval
         ci = "n/a" if iv is None else f"[{_fmt(iv.low)}, {_fmt(iv.high)}]"
         lines.append(
             f"| {row.label} | {_fmt(row.mean_learned)} ± {_fmt(row.std_learned)} | "
-            f"{_fmt(row.mean_identity)} ± {_fmt(row.std_identity)} | {_fmt(row.difference)} | "
+            f"{_fmt(row.mean_against)} ± {_fmt(row.std_against)} | {_fmt(row.difference)} | "
             f"{ci} |"
         )
     return "\n".join(lines)
@@ -685,7 +782,7 @@ def write_readme(folder: Path = EXPERIMENTS) -> Path:
     """Rewrite folder/README.md from every task's shipped JSON."""
     folder = Path(folder)
     parts = [
-        "# W_o on or off: what training measured",
+        "# W_o on or off, or block-diagonal: what training measured",
         "",
         "Generated by `python -m tfviz.experiment --all` (code: `tfviz/experiment.py`). For each",
         "task, every seed is trained once with the learned W_o and once with W_o switched off",
@@ -694,6 +791,15 @@ def write_readme(folder: Path = EXPERIMENTS) -> Path:
         "metric is measured on fresh examples (tfviz.evaluate). Seed 000's claim is that without",
         "W_o training converges more slowly and ends worse; read each row for what it shows.",
         "",
+        "The second table of a task compares the learned W_o with a block-diagonal one",
+        '(`w_o="block_diagonal"`: each head keeps its own d_k x d_k map, nothing mixes heads),',
+        "which tells apart the two things W_o does. Those runs were added by",
+        "`python -m tfviz.experiment --all --against block_diagonal --add`: the same seeds and",
+        "settings, trained in their own batch; each run is the run `train()` makes alone (to",
+        "float precision), so they pair with the learned runs above seed by seed.",
+        "",
+        *_summary(folder),
+        "",
     ]
     for task in list_tasks():
         result = load_precomputed(task, folder)
@@ -701,22 +807,61 @@ def write_readme(folder: Path = EXPERIMENTS) -> Path:
             parts += [f"## {task}", "", "Not computed.", ""]
             continue
         s = result.settings
-        seconds = sum(r.seconds for r in result.runs)
+        seconds = {c: sum(r.seconds for r in result.runs_of(c)) for c in KNOWN_CONDITIONS}
+        timing = ", ".join(f"{LABELS[c]} {t:.0f} s" for c, t in seconds.items() if t)
         parts += [
             f"## {task}",
             "",
             f"{len(s['seeds'])} seeds per condition, {s['steps']} steps x batch {s['batch_size']}, "
-            f"lr {s['lr']} ({s['schedule']}), model {_sizes_text(s['sizes'])}; "
-            f"{seconds:.0f} s of training and evaluation in all.",
-            "",
-            format_table(result),
-            "",
-            verdict(result),
+            f"lr {s['lr']} ({s['schedule']}), model {_sizes_text(s['sizes'])}; training and "
+            f"evaluation: {timing}.",
             "",
         ]
+        for against in result.against:
+            parts += [
+                f"### {LABELS['learned']} vs {LABELS[against]}",
+                "",
+                format_table(result, against),
+                "",
+                verdict(result, against),
+                "",
+            ]
     path = folder / "README.md"
     write_atomic(path, "\n".join(parts).encode())
     return path
+
+
+def _outcome(row: Row) -> str:
+    """One table row in words: what its interval lets one say about the learned W_o."""
+    iv = row.interval
+    if iv is None:
+        return "too few runs"
+    if iv.low <= 0 <= iv.high:
+        return "no difference shown"
+    return "learned better" if (row.difference < 0) == row.lower_is_better else "learned worse"
+
+
+def _summary(folder: Path) -> list[str]:
+    """A table of every task's outcome per comparison and quantity (from the intervals)."""
+    lines = [
+        "In short (each cell: final loss / loss over all steps / metric on fresh data, read off",
+        "the 95% intervals below; 'no difference shown' means the interval includes 0):",
+        "",
+        "| task | learned vs without W_o | learned vs block-diagonal |",
+        "|---|---|---|",
+    ]
+    for task in list_tasks():
+        result = load_precomputed(task, folder)
+        if result is None:
+            continue
+        cells = [
+            " / ".join(_outcome(r) for r in compare(result, against=a))
+            if a in result.against
+            else "not computed"
+            for a in AGAINST
+        ]
+        lines.append(f"| {task} | {cells[0]} | {cells[1]} |")
+    return lines
 
 
 def _sizes_text(sizes: dict) -> str:
@@ -741,6 +886,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-n", type=int, default=DEFAULTS["eval_n"])
     for key, value in DEFAULTS["sizes"].items():
         p.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=value)
+    p.add_argument(
+        "--against",
+        nargs="+",
+        choices=AGAINST,
+        default=["identity"],
+        help="what the learned W_o is compared with (default identity: W_o off)",
+    )
+    p.add_argument(
+        "--add",
+        action="store_true",
+        help="train only the --against runs and add them to the existing result file",
+    )
     p.add_argument("--out", type=Path, help="write the result JSON here")
     p.add_argument("--folder", type=Path, default=EXPERIMENTS, help="folder for --all/--readme")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -760,7 +917,9 @@ def main(argv: list[str] | None = None) -> int:
         tasks = list_tasks() if args.all else [get_task(args.task).name]
     except ValueError as e:
         p.error(str(e))
+    conditions = tuple(args.against) if args.add else ("learned", *args.against)
     kwargs = dict(
+        conditions=conditions,
         seeds=args.seeds,
         steps=args.steps,
         batch_size=args.batch_size,
@@ -769,9 +928,17 @@ def main(argv: list[str] | None = None) -> int:
         **{key: getattr(args, key) for key in DEFAULTS["sizes"]},
     )
     for name in tasks:
-        result = _run_with_bar(name, kwargs, args.quiet)
-        print(f"\n## {name}\n\n{format_table(result)}\n\n{verdict(result)}", flush=True)
         out = default_path(name, args.folder) if args.all else args.out
+        if args.add and (out is None or not out.is_file()):
+            p.error(f"--add needs an existing result to add to; {out} is not one")
+        began = time.perf_counter()
+        result = _run_with_bar(name, kwargs, args.quiet)
+        seconds = time.perf_counter() - began
+        if args.add:
+            result = ExperimentResult.load(out).merged(result)
+        print(f"\n## {name} ({seconds:.1f} s wall, {len(conditions)} conditions)", flush=True)
+        for against in result.against:
+            print(f"\n{format_table(result, against)}\n\n{verdict(result, against)}", flush=True)
         if out is not None:
             result.save(out)
             print(f"-> {out}", flush=True)
@@ -783,8 +950,8 @@ def main(argv: list[str] | None = None) -> int:
 def _run_with_bar(name: str, kwargs: dict, quiet: bool) -> ExperimentResult:
     from tqdm import tqdm
 
-    seeds = kwargs["seeds"]
-    total = (seeds if isinstance(seeds, int) else len(seeds)) * len(CONDITIONS) * kwargs["steps"]
+    seeds, conditions = kwargs["seeds"], kwargs["conditions"]
+    total = (seeds if isinstance(seeds, int) else len(seeds)) * len(conditions) * kwargs["steps"]
     bar = tqdm(total=total, desc=name, file=sys.stderr, disable=quiet, dynamic_ncols=True)
 
     def show(p: Progress) -> None:

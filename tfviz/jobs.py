@@ -11,8 +11,11 @@ is refused (QueueFull) with a message, whatever its kind.
 The manager knows nothing of what a job does. A job carries a `work` object (see `Work`):
 - TrainWork trains a model from a JobSpec and saves it under a name (atomically, never over an
   existing model);
-- ExperimentWork reruns the with/without-W_o experiment (tfviz.experiment) from an
-  ExperimentSpec; its result stays in memory, so the shipped results are never overwritten.
+- ExperimentWork reruns the W_o experiment (tfviz.experiment: learned against identity or
+  block-diagonal) from an ExperimentSpec; its result stays in memory, so the shipped results are
+  never overwritten;
+- RetrainWoWork retrains W_o alone on a copy of a shared model (RetrainSpec), measuring the task
+  metric along the way (MetricCurve); nothing is saved.
 Both report into the same snapshot shape (status, message, steps done of total, the loss curve,
 the result), so one progress view fits both.
 
@@ -53,6 +56,7 @@ from tfviz.settings import (
     EXPERIMENT_MAX_STEPS,
     MAX_PARAMS,
     MAX_STEPS,
+    RETRAIN_MAX_STEPS,
 )
 from tfviz.settings import (
     max_jobs as settings_max_jobs,
@@ -68,13 +72,12 @@ from tfviz.trainer import (
     resolve_device,
     retrain_w_o,
     train,
-    with_w_o_start,
 )
 
 EVAL_N = 1000  # fresh examples measured after training; stored in the checkpoint's metrics
 LOSS_POINTS = 400  # points of the live loss curve a snapshot carries
-RETRAIN_MAX_STEPS = 5000  # W_o alone trains fast; a few hundred steps show the recovery
-RETRAIN_EVAL_N = 512  # fresh examples behind the before/after metrics of a W_o retraining
+RETRAIN_EVAL_N = 512  # fresh examples behind each point of a W_o retraining's metric curve
+RETRAIN_CURVE_POINTS = 20  # points of that curve after step 0 (about: one every steps // 20)
 # The limits and environment variables of the server are in tfviz.settings; MAX_PARAMS there
 # also caps training: the largest model the Train form offers has about 2.1 M parameters.
 
@@ -228,7 +231,7 @@ class Work(Protocol):
     It leaves what it produced in `result` (also when stopped, if part of it is worth keeping).
     """
 
-    kind: str  # "train" or "experiment": names the worker thread, lets a page tell them apart
+    kind: str  # "train", "experiment", "retrain_w_o": names the worker thread, tells them apart
     spec: Any  # what was asked for, shown in snapshots
     result: Any
 
@@ -406,12 +409,40 @@ class RetrainSpec:
 
 @dataclass(frozen=True)
 class RetrainResult:
-    """W_o retrained alone: the metric with the learned W_o, with the start, and after."""
+    """W_o retrained alone: the metric with the learned W_o, and over the retraining's steps."""
 
     metrics_learned: dict
-    metrics_start: dict
-    metrics_after: dict
+    curve_steps: list[int]  # steps at which the metric was measured: 0, ..., the last step
+    curve: list[dict]  # tfviz.evaluate's output at each of them, on the same examples
     losses: list[float]
+
+    @property
+    def metrics_start(self) -> dict:
+        return self.curve[0]
+
+    @property
+    def metrics_after(self) -> dict:
+        return self.curve[-1]
+
+
+class MetricCurve:
+    """A trainer.Recorder: the task metric of the model being trained at step 0, every `every`
+    steps and at the last step, each time on the same RETRAIN_EVAL_N fresh examples."""
+
+    def __init__(self, task: str, steps: int, every: int, n: int = RETRAIN_EVAL_N):
+        self.task, self.steps, self.every, self.n = task, steps, max(1, every), n
+        self.done: list[int] = []
+        self.metrics: list[dict] = []
+
+    def record(self, step: int, model: Encoder) -> None:
+        if step % self.every and step != self.steps:
+            return
+        model.eval()  # no dropout while measuring; the trainer gets its mode back
+        try:
+            self.metrics.append(evaluate(model, self.task, n=self.n))
+        finally:
+            model.train()
+        self.done.append(step)
 
 
 class RetrainWoWork:
@@ -438,11 +469,10 @@ class RetrainWoWork:
 
     def run(self, report: Report, should_stop: Callable[[], bool]) -> str:
         spec = self.spec
-        report(message=f"measuring the learned W_o and the {spec.start} start")
+        report(message="measuring the learned W_o")
         learned = evaluate(self.model, spec.task, n=RETRAIN_EVAL_N)
-        start = with_w_o_start(self.model, spec.start, spec.seed)
-        at_start = evaluate(start, spec.task, n=RETRAIN_EVAL_N)
         report(message=f"training W_o alone from {spec.start}", new_curve=True)
+        curve = MetricCurve(spec.task, spec.steps, spec.steps // RETRAIN_CURVE_POINTS)
 
         def on_step(info: StepInfo) -> bool:
             report(done=info.step, step=info.step, loss=info.loss)
@@ -456,25 +486,32 @@ class RetrainWoWork:
             lr=spec.lr,
             seed=spec.seed,
             on_step=on_step,
+            recorder=curve,
         )
         if history["cancelled"]:
             raise Stopped(f"after {history['steps_done']} steps")
-        after = evaluate(copy, spec.task, n=RETRAIN_EVAL_N)
-        self.result = RetrainResult(learned, at_start, after, history["loss"])
+        self.result = RetrainResult(learned, curve.done, curve.metrics, history["loss"])
         return f"W_o retrained alone for {spec.steps} steps"
 
 
 @dataclass(frozen=True)
 class ExperimentSpec:
-    """What to rerun: the task, how many seeds per condition and how many steps per run."""
+    """What to rerun: the task, how many seeds per condition and how many steps per run, and what
+    the learned W_o is compared with (experiment.AGAINST)."""
 
     task: str
     seeds: int = 2
     steps: int = 200
+    against: str = "identity"
+
+    @property
+    def conditions(self) -> tuple[str, str]:
+        return ("learned", self.against)
 
     def check(self) -> None:
         """ValueError with a message a student can act on, for settings out of range."""
         get_task(self.task)  # names the known tasks if unknown
+        experiment.check_against(self.against)
         if not isinstance(self.seeds, int) or not 1 <= self.seeds <= EXPERIMENT_MAX_SEEDS:
             raise ValueError(
                 f"seeds must be a whole number from 1 to {EXPERIMENT_MAX_SEEDS}, got {self.seeds!r}"
@@ -487,11 +524,12 @@ class ExperimentSpec:
 
     @property
     def runs(self) -> int:
-        return self.seeds * len(experiment.CONDITIONS)
+        return self.seeds * len(self.conditions)
 
 
 class ExperimentWork:
-    """Rerun tfviz.experiment for one task: every seed trained with and without W_o.
+    """Rerun tfviz.experiment for one task: every seed trained with the learned W_o and with the
+    one it is compared against (spec.against).
 
     The result (an ExperimentResult, also when stopped: its finished runs) stays in memory for
     the caller to keep in its session; nothing is written to disk. The loss curve in snapshots
@@ -549,6 +587,7 @@ class ExperimentWork:
             steps=spec.steps,
             device=self.device,
             on_progress=on_progress,
+            conditions=spec.conditions,
         )
         self.result = result
         finished = len(result.runs)

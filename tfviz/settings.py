@@ -24,6 +24,7 @@ UPLOAD_MB_ENV = "TFVIZ_MAX_UPLOAD_MB"  # largest uploaded checkpoint
 MAX_PARAMS = 5_000_000  # one uploaded or trained model on a shared classroom server
 MAX_CHECKPOINT_BYTES = 64 * 1024 * 1024  # no bundled model is over 1 MB: a larger file is refused
 MAX_STEPS = 20_000  # training: about ten minutes for a bundled-size model on one CPU core
+RETRAIN_MAX_STEPS = 5000  # W_o alone trains fast; a few hundred steps show the recovery
 EXPERIMENT_MAX_SEEDS = 5  # per condition; the shipped results use 5
 EXPERIMENT_MAX_STEPS = 2000  # per run of an experiment rerun
 MAX_SEED = 2**31 - 1

@@ -127,31 +127,104 @@ class Replay:
     loss: np.ndarray  # (S,) loss on the same fresh examples
 
 
-def replay(timeline: Timeline, config: ModelConfig, task, text: str, n: int = 64) -> Replay:
-    """Attention, W_o's mixing and head importance at every kept step (one pass per step).
+@dataclass(frozen=True)
+class StepReplay:
+    """What the timeline slider shows at one kept step."""
 
-    Args:
-        timeline: the recorded run; config: its model's config.
-        task: the model's Task; text: a sequence it accepts (ValueError with its message if not).
-        n: fresh examples behind the importance scores (the same ones at every step).
-    """
+    step: int
+    labels: list[str]  # the typed sequence's token labels (tfviz.snapshot.TraceArrays.labels)
+    attn: np.ndarray  # (L, H, T, T) attention of the typed sequence
+    mixing: np.ndarray  # (L,) W_o's mixing index per layer (tfviz.analysis.w_o_mixing)
+    importance: np.ndarray  # (L, H) loss change when each head is zeroed before W_o
+    loss: float  # loss on the fresh examples behind importance
+
+
+@dataclass(frozen=True)
+class Scores:
+    """What does not depend on the typed sequence, at every kept step: computed once per
+    timeline, so that moving the slider only traces the sequence through one snapshot."""
+
+    steps: list[int]  # (S,)
+    mixing: np.ndarray  # (S, L)
+    importance: np.ndarray  # (S, L, H)
+    loss: np.ndarray  # (S,)
+
+    def at(self, index: int, labels: list[str], attn: np.ndarray) -> StepReplay:
+        """Step index's scores with the typed sequence's attention at that step."""
+        return StepReplay(
+            step=self.steps[index],
+            labels=labels,
+            attn=attn,
+            mixing=self.mixing[index],
+            importance=self.importance[index],
+            loss=float(self.loss[index]),
+        )
+
+
+def _check_index(timeline: Timeline, index: int) -> None:
+    if not 0 <= index < len(timeline.steps):
+        raise IndexError(f"the timeline keeps {len(timeline.steps)} steps; no step {index}")
+
+
+def scores(timeline: Timeline, config: ModelConfig, task, n: int = 64) -> Scores:
+    """W_o's mixing index and head importance (n fresh examples, the same at every step) at
+    every kept step."""
     from tfviz import analysis  # the analyses are only needed when a timeline is replayed
-    from tfviz.snapshot import run_trace
 
     if not timeline.steps:
         raise ValueError("the timeline is empty: it recorded no step")
-    attn, mixing, importance, loss = [], [], [], []
+    mixing, importance, loss = [], [], []
     for index in range(len(timeline.steps)):
         model = timeline.model_at(index, config)
-        attn.append(run_trace(model, task, text).attn)
         mixing.append(analysis.w_o_mixing(model).mixing)
         imp = analysis.head_importance(model, task, n=n)
         importance.append(imp.loss_change)
         loss.append(imp.base_loss)
-    return Replay(
+    return Scores(
         steps=list(timeline.steps),
-        attn=np.stack(attn),
         mixing=np.stack(mixing),
         importance=np.stack(importance),
         loss=np.array(loss, dtype=np.float32),
+    )
+
+
+def attention_at(
+    timeline: Timeline, index: int, config: ModelConfig, task, text: str
+) -> tuple[list[str], np.ndarray]:
+    """(token labels, (L, H, T, T) attention) of text through kept step index's snapshot;
+    ValueError with the task's message if text is not a sequence it accepts."""
+    from tfviz.snapshot import run_trace
+
+    _check_index(timeline, index)
+    trace = run_trace(timeline.model_at(index, config), task, text)
+    return trace.labels, trace.attn
+
+
+def replay_step(
+    timeline: Timeline, index: int, config: ModelConfig, task, text: str, n: int = 64
+) -> StepReplay:
+    """Attention, W_o's mixing and head importance at kept step `index` alone.
+
+    Args:
+        timeline: the recorded run; config: its model's config.
+        index: 0-based position among timeline.steps (IndexError if there is none).
+        task: the model's Task; text: a sequence it accepts (ValueError with its message if not).
+        n: fresh examples behind the importance scores (the same ones at every step).
+    """
+    _check_index(timeline, index)
+    one = Timeline(every=1, steps=[timeline.steps[index]], states=[timeline.states[index]])
+    labels, attn = attention_at(timeline, index, config, task, text)
+    return scores(one, config, task, n).at(0, labels, attn)
+
+
+def replay(timeline: Timeline, config: ModelConfig, task, text: str, n: int = 64) -> Replay:
+    """Attention, W_o's mixing and head importance at every kept step."""
+    measured = scores(timeline, config, task, n)
+    attn = [attention_at(timeline, i, config, task, text)[1] for i in range(len(timeline.steps))]
+    return Replay(
+        steps=measured.steps,
+        attn=np.stack(attn),
+        mixing=measured.mixing,
+        importance=measured.importance,
+        loss=measured.loss,
     )

@@ -10,6 +10,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -30,6 +31,14 @@ class StepInfo:
     steps: int
     loss: float
     lr: float
+
+
+class Recorder(Protocol):
+    """Watches the model between steps: record(0, model) before the first, record(s, model)
+    after step s (a Timeline keeps the weights; tfviz.jobs.MetricCurve measures the task metric).
+    The model is in training mode and must be left as it is found."""
+
+    def record(self, step: int, model: Encoder) -> None: ...
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -148,20 +157,20 @@ def _fit(
     on_step,
     min_len,
     max_len,
-    timeline: Timeline | None = None,
+    recorder: Recorder | None = None,
     **switches,
 ) -> list[float]:
     """The training loop: Adam on params (the others stay as they are), one fresh batch a step,
-    the learning-rate schedule, gradient clipping, on_step after each step, the weights into
-    timeline when due. Returns the losses."""
+    the learning-rate schedule, gradient clipping, on_step after each step, recorder (a timeline)
+    told of every step. Returns the losses."""
     dev = model.device
     model.train()
     # fused: one kernel for all parameters instead of a loop over them (CPU and CUDA).
     fused = dev.type in ("cpu", "cuda")
     opt = torch.optim.Adam(params, lr=lr, fused=fused or None)
     losses: list[float] = []
-    if timeline is not None:
-        timeline.record(0, model)
+    if recorder is not None:
+        recorder.record(0, model)
     try:
         for step in range(steps):
             rate = learning_rate(step, steps, lr, schedule)
@@ -178,8 +187,8 @@ def _fit(
             opt.step()
             value = loss.item()
             losses.append(value)
-            if timeline is not None:
-                timeline.record(step + 1, model)
+            if recorder is not None:
+                recorder.record(step + 1, model)
             if not math.isfinite(value):
                 raise FloatingPointError(
                     f"training diverged at step {step + 1} (loss {value}); "
@@ -226,6 +235,7 @@ def retrain_w_o(
     on_step: Callable[[StepInfo], bool | None] | None = None,
     schedule: str = TRAINING["schedule"],
     clip: float | None = TRAINING["clip"],
+    recorder: Recorder | None = None,
 ) -> tuple[Encoder, dict]:
     """Train only W_o (weight and bias, every layer) of a copy of model; all else stays frozen.
 
@@ -238,6 +248,7 @@ def retrain_w_o(
         task: its task, or the task's name.
         start: "identity", "zero", "random" (nn.Linear's own init, from seed) or "learned".
         steps, batch_size, lr, seed, on_step, schedule, clip: as train().
+        recorder: told of the copy before the first step and after each (e.g. a metric curve).
     Returns:
         (the copy in eval mode, history with the loss per step and the settings).
     """
@@ -263,6 +274,7 @@ def retrain_w_o(
             on_step,
             None,
             None,
+            recorder,
         )
     copy.requires_grad_(False)
     history = {

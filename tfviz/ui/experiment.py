@@ -1,9 +1,11 @@
-"""The "Does W_o matter?" view: seeds trained with and without W_o, shipped and rerunnable.
+"""The "Does W_o matter?" view: seeds trained with the learned W_o and with what it is compared
+against (W_o off, or a block-diagonal W_o), shipped and rerunnable.
 
-The model in the sidebar only picks the task. The shipped result (models/experiments/<task>.json)
-is shown with a smoothing slider, a table with confidence intervals and a verdict; a rerun with
-fewer seeds or steps runs in a worker thread that takes slots of the one training JobManager,
-and its result stays in this browser session only.
+The model in the sidebar only picks the task. A choice says what the learned W_o is compared with;
+the shipped result (models/experiments/<task>.json, which holds every comparison) is shown with a
+smoothing slider, a table with confidence intervals and a verdict; a rerun with fewer seeds or
+steps runs in a worker thread that takes slots of the one training JobManager, and its result
+stays in this browser session only.
 """
 
 from __future__ import annotations
@@ -13,7 +15,19 @@ import streamlit as st
 import tfviz.experiment as experiment
 from tfviz import jobs, plots, settings
 from tfviz.ui.common import POLL_SECONDS, TRAINS_TOYS, View, chart, md_escape, toy_only
+from tfviz.ui.i18n import current, t
 from tfviz.ui.train import job_manager, session_alive_check
+
+AGAINST_LABELS = {
+    "identity": "experiment.against.identity",
+    "block_diagonal": "experiment.against.block_diagonal",
+}
+SOURCE_LABELS = {"shipped": "experiment.source.shipped", "rerun": "experiment.source.rerun"}
+CONDITION_LABELS = {
+    "learned": "experiment.condition.learned",
+    "identity": "experiment.condition.identity",
+    "block_diagonal": "experiment.condition.block_diagonal",
+}
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -23,68 +37,78 @@ def cached_precomputed(task_name: str) -> experiment.ExperimentResult | None:
 
 
 def render(view: View) -> None:
-    if toy_only(view, '"Does W_o matter?"', TRAINS_TOYS):
+    if toy_only(view, t("experiment.what"), TRAINS_TOYS):
         return
     task = view.task.name
+    lang = current()  # for the option labels: see tfviz.ui.i18n.t
+    against = st.radio(
+        t("experiment.against"),
+        experiment.AGAINST,
+        format_func=lambda a: t(AGAINST_LABELS[a], lang=lang),
+        key="exp_against",
+        horizontal=True,
+        help=t("experiment.against_help"),
+    )
+    # Reruns are kept per task and comparison: one of each per session.
     reruns: dict = st.session_state.setdefault("experiment_reruns", {})
     job: jobs.Job | None = st.session_state.get("experiment_job")
     # One snapshot for the whole run: a rerun that ends mid-run is then both collected above and
     # reported below, never reported as shown above while it is not.
     snap = None if job is None else job.snapshot()
     if snap is not None and not snap.active:
-        collect_finished_rerun(job.id, snap, reruns, task)
+        collect_finished_rerun(job.id, snap, reruns, task, against)
     try:
         shipped = cached_precomputed(task)
     except ValueError as e:  # a damaged file: say so, and still offer the rerun
-        st.error(md_escape(f"The shipped result for {task} cannot be read: {e}"))
+        st.error(t("experiment.shipped_unreadable", task=task, why=md_escape(str(e))))
         shipped = None
-    sources = {"shipped": shipped, "rerun": reruns.get(task)}
+    if shipped is not None and not shipped.runs_of(against):
+        shipped = None  # a file from before this comparison was shipped
+    sources = {"shipped": shipped, "rerun": reruns.get((task, against))}
     sources = {k: v for k, v in sources.items() if v is not None}
-    st.caption(
-        "Seed 000 claims that without W_o training converges more slowly and ends worse. Here "
-        "is what training with and without W_o measured for this model's task."
-    )
+    st.caption(t(f"experiment.intro.{against}"))
     if not sources:
-        st.info(md_escape(f"No result for the {task} task yet: rerun the experiment below."))
+        st.info(t("experiment.no_result", task=task))
     else:
         if len(sources) > 1:
             if st.session_state.get("exp_source") not in sources:
                 st.session_state.pop("exp_source", None)
             source = st.radio(
-                "Show",
+                t("experiment.show"),
                 list(sources),
-                format_func={"shipped": "shipped result", "rerun": "your rerun"}.get,
+                format_func=lambda s: t(SOURCE_LABELS[s], lang=lang),
                 key="exp_source",
                 horizontal=True,
             )
         else:
             source = next(iter(sources))
-        show_experiment(sources[source])
-    st.subheader("Rerun the experiment")
+        show_experiment(sources[source], against)
+    st.subheader(t("experiment.rerun_title"))
     form_col, status_col = st.columns(2)
     with form_col:
-        experiment_form(task)
+        experiment_form(task, against)
     with status_col:
         now = st.session_state.get("experiment_job")  # the form may have submitted a new one
         if now is None:
-            st.caption(
-                "Your rerun will show its progress here. Its result stays in this browser "
-                "session only; the shipped results are not changed."
-            )
+            st.caption(t("experiment.progress_here"))
         elif now is job and not snap.active:
             experiment_outcome(snap)
         else:  # running, or just submitted: its fragment reruns the page once it ends
             experiment_progress(now)
 
 
-def collect_finished_rerun(job_id: int, snap: jobs.JobSnapshot, reruns: dict, task: str) -> None:
-    """Once per ended rerun: keep its result in this session, shown if it is this task's."""
+def collect_finished_rerun(
+    job_id: int, snap: jobs.JobSnapshot, reruns: dict, task: str, against: str
+) -> None:
+    """Once per ended rerun: keep its result in this session, shown if it is what is open."""
     if st.session_state.get("experiment_collected") == job_id:
         return
     st.session_state["experiment_collected"] = job_id
-    if snap.result is not None and snap.result.runs:
-        reruns[snap.spec.task] = snap.result  # this session only: never written to disk
-        if snap.spec.task == task:
+    result: experiment.ExperimentResult | None = snap.result
+    if result is not None and result.runs:
+        for compared in result.against:  # a rerun compares with one; a loaded file may hold both
+            reruns[(result.task, compared)] = result  # this session only: never on disk
+        if result.task == task and against in result.against:
             st.session_state["exp_source"] = "rerun"
 
 
@@ -93,49 +117,53 @@ def sig(x: float) -> str:
     return f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
 
 
-def experiment_table(result: experiment.ExperimentResult) -> list[dict]:
+def experiment_table(result: experiment.ExperimentResult, against: str) -> list[dict]:
     rows = []
-    for row in experiment.compare(result):
+    for row in experiment.compare(result, against=against):
         iv = row.interval
         rows.append(
             {
-                "quantity": row.label,
-                "with W_o": f"{sig(row.mean_learned)} ± {sig(row.std_learned)}",
-                "without W_o": f"{sig(row.mean_identity)} ± {sig(row.std_identity)}",
-                "difference": sig(row.difference),
-                "95% CI": f"[{sig(iv.low)}, {sig(iv.high)}]" if iv else "n/a (needs 2+ seeds)",
-                "runs": f"{row.n_learned} + {row.n_identity}",
+                t("experiment.col.quantity"): t(f"experiment.quantity.{row.quantity}"),
+                t(CONDITION_LABELS["learned"]): f"{sig(row.mean_learned)} ± {sig(row.std_learned)}",
+                t(CONDITION_LABELS[against]): f"{sig(row.mean_against)} ± {sig(row.std_against)}",
+                t("experiment.col.difference"): sig(row.difference),
+                t("experiment.col.ci"): (
+                    f"[{sig(iv.low)}, {sig(iv.high)}]" if iv else t("experiment.ci_missing")
+                ),
+                t("experiment.col.runs"): f"{row.n_learned} + {row.n_against}",
             }
         )
     return rows
 
 
-def show_experiment(result: experiment.ExperimentResult) -> None:
+def show_experiment(result: experiment.ExperimentResult, against: str) -> None:
     s = result.settings
     sizes = s.get("sizes", {})
-    n = [len(result.runs_of(c)) for c in experiment.CONDITIONS]
+    n_learned, n_against = (len(result.runs_of(c)) for c in ("learned", against))
     st.caption(
-        md_escape(
-            f"{n[0]} seeds with W_o and {n[1]} without, {s.get('steps')} steps × batch "
-            f"{s.get('batch_size')}, lr {s.get('lr')}, D={sizes.get('d_model')}, "
-            f"{sizes.get('n_heads')} heads, {sizes.get('n_layers')} layers: fresh small models "
-            "trained for this experiment (not the model in the sidebar, which only picks the "
-            "task). Seed s starts both conditions from the same weights and batches. Without W_o "
-            "each layer has D·D + D fewer parameters: this compares the two architectures, not "
-            "equal parameter counts."
+        t(
+            f"experiment.settings.{against}",
+            learned=n_learned,
+            other=n_against,
+            steps=s.get("steps"),
+            batch=s.get("batch_size"),
+            lr=s.get("lr"),
+            d_model=sizes.get("d_model"),
+            heads=sizes.get("n_heads"),
+            layers=sizes.get("n_layers"),
         )
     )
     window = st.select_slider(
-        "Smoothing (steps averaged)",
+        t("experiment.smoothing"),
         options=[1, 5, 10, 25, 50],
         value=10,
         key="exp_window",
-        help="A moving average over each run's loss before averaging over seeds.",
+        help=t("experiment.smoothing_help"),
     )
     try:
-        curves = experiment.summarise(result, window=int(window))
+        curves = experiment.summarise(result, window=int(window), against=against)
     except ValueError as e:
-        st.warning(md_escape(f"No curves to draw: {e}"))
+        st.warning(t("experiment.no_curves", why=md_escape(str(e))))
     else:
         chart(
             plots.experiment_curves(
@@ -144,49 +172,53 @@ def show_experiment(result: experiment.ExperimentResult) -> None:
                 curves.lower,
                 curves.upper,
                 curves.conditions,
-                [experiment.LABELS[c] for c in curves.conditions],
+                [t(CONDITION_LABELS[c]) for c in curves.conditions],
             ),
             key="experiment_curves",
         )
-    st.dataframe(experiment_table(result), hide_index=True, key="experiment_table")
-    st.caption(
-        "Mean ± standard deviation over seeds; difference = with W_o minus without; 95% CI: "
-        "Welch's confidence interval for that difference. Lower is better for the losses and "
-        "the MAE, higher for accuracies."
+    st.dataframe(experiment_table(result, against), hide_index=True, key="experiment_table")
+    st.caption(t(f"experiment.table_caption.{against}"))
+    # The verdict is built by the library from the numbers, in English, so that it claims no
+    # more than its interval does (tfviz.experiment.verdict).
+    st.markdown(
+        t("experiment.verdict", verdict=md_escape(experiment.verdict(result, against=against)))
     )
-    st.markdown("**What these runs show:** " + md_escape(experiment.verdict(result)))
 
 
-def experiment_form(task: str) -> None:
-    with st.form("experiment_form"):
+def experiment_form(task: str, against: str) -> None:
+    with st.form(key="experiment_form"):
         a, b = st.columns(2)
         seeds = a.number_input(
-            "Seeds per condition",
+            t("experiment.seeds"),
             min_value=1,
             max_value=settings.EXPERIMENT_MAX_SEEDS,
             value=2,
             key="exp_seeds",
-            help="Each seed trains once with W_o and once without. A confidence interval needs "
-            f"at least 2; at most {settings.EXPERIMENT_MAX_SEEDS}.",
+            help=t("experiment.seeds_help", high=settings.EXPERIMENT_MAX_SEEDS),
         )
         steps = b.number_input(
-            "Steps per run",
+            t("experiment.steps"),
             min_value=1,
             max_value=settings.EXPERIMENT_MAX_STEPS,
             value=200,
             step=50,
             key="exp_steps",
-            help=f"At most {settings.EXPERIMENT_MAX_STEPS:,}. The shipped results used "
-            f"{experiment.DEFAULTS['steps']}.",
+            help=t(
+                "experiment.steps_help",
+                high=f"{settings.EXPERIMENT_MAX_STEPS:,}",
+                shipped=experiment.DEFAULTS["steps"],
+            ),
         )
-        submitted = st.form_submit_button(f"Rerun for {task}", key="exp_submit", type="primary")
+        submitted = st.form_submit_button(
+            t(f"experiment.submit.{against}", task=task), key="exp_submit", type="primary"
+        )
     if not submitted:
         return
     job = st.session_state.get("experiment_job")
     if job is not None and job.snapshot().active:
-        st.error("Your rerun is still going: cancel it or wait for it to finish.")
+        st.error(t("experiment.still_running"))
         return
-    spec = jobs.ExperimentSpec(task=task, seeds=int(seeds), steps=int(steps))
+    spec = jobs.ExperimentSpec(task=task, seeds=int(seeds), steps=int(steps), against=against)
     try:
         st.session_state["experiment_job"] = job_manager().submit(
             jobs.ExperimentWork(spec), is_alive=session_alive_check()
@@ -202,32 +234,35 @@ def experiment_progress(job: jobs.Job) -> None:
     if not snap.active:
         st.rerun()  # the whole page: the result shows above
     if snap.position is not None:
-        st.info(
-            f"Your rerun is waiting for a free training slot: position {snap.position} in the "
-            "queue."
-        )
+        st.info(t("experiment.queued", position=snap.position))
     else:
-        loss = f" · loss {snap.loss:.4f}" if snap.loss is not None else ""
+        loss = t("experiment.loss_suffix", loss=f"{snap.loss:.4f}") if snap.loss is not None else ""
         st.progress(
             snap.fraction,
-            text=md_escape(
-                f"Rerunning {snap.spec.task}: {snap.message}, step {snap.step} of "
-                f"{snap.spec.steps}{loss}"
+            text=t(
+                "experiment.progress",
+                task=md_escape(snap.spec.task),
+                message=md_escape(snap.message),
+                step=snap.step,
+                steps=snap.spec.steps,
+                loss=loss,
             ),
         )
-    st.button("Cancel the rerun", key="cancel_experiment", on_click=job.cancel)
+    st.button(t("experiment.cancel"), key="cancel_experiment", on_click=job.cancel)
 
 
 def experiment_outcome(snap: jobs.JobSnapshot) -> None:
-    task = snap.spec.task
+    task = md_escape(snap.spec.task)
     if snap.status == jobs.DONE:
         st.success(
-            md_escape(
-                f"Rerun finished in {snap.seconds:.0f} s: {snap.message}. Shown above as 'your "
-                f"rerun' while the model picked is a {task} model."
+            t(
+                "experiment.done",
+                seconds=f"{snap.seconds:.0f}",
+                message=md_escape(snap.message),
+                task=task,
             )
         )
     elif snap.status == jobs.CANCELLED:
-        st.warning(md_escape(f"Rerun for {task} {snap.message}."))
+        st.warning(t("experiment.cancelled", task=task, message=md_escape(snap.message)))
     else:
-        st.error(md_escape(f"The rerun for {task} failed: {snap.message}"))
+        st.error(t("experiment.failed", task=task, why=md_escape(snap.message)))

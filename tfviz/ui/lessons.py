@@ -531,7 +531,7 @@ def show_experiment(view: View) -> None:
             {
                 t("lessons.s4.col.quantity"): what,
                 t("lessons.s4.col.with"): f"{num(row.mean_learned)} ± {num(row.std_learned)}",
-                t("lessons.s4.col.without"): f"{num(row.mean_identity)} ± {num(row.std_identity)}",
+                t("lessons.s4.col.without"): f"{num(row.mean_against)} ± {num(row.std_against)}",
                 t("lessons.s4.col.difference"): num(row.difference),
                 t("lessons.s4.col.ci"): "—" if iv is None else f"[{num(iv.low)}, {num(iv.high)}]",
             }

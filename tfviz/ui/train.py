@@ -1,8 +1,17 @@
-"""The Train view: train a small model in a worker thread, watch it, and open it when saved.
+"""The Train view: train a small model, retrain the chosen model's W_o alone, replay a training.
 
-Training runs under one server-wide cap (jobs.JobManager, one per process); a job stops when the
-browser session that started it has been gone longer than Streamlit's reconnect grace time. A
-saved model goes to the user models folder and into every session's picker.
+Three parts, one at a time:
+- Train a model: a worker thread trains it (jobs.TrainWork); it is saved to the user models folder
+  with its timeline beside it, and joins every session's picker.
+- Retrain W_o alone: a copy of the chosen model with every weight but W_o frozen, W_o started from
+  identity, zeros, random or the learned one (jobs.RetrainWoWork); its accuracy over the steps is
+  drawn against the learned W_o's. Nothing is saved and the shared model is never changed.
+- Training timeline: for a model trained in the app, a slider over its kept steps shows the
+  attention of the typed sequence, head importance and W_o's mixing index at that step
+  (tfviz.timeline.replay_step, cached per timeline file and step).
+
+Every job runs under one server-wide cap (jobs.JobManager, one per process) and stops when the
+browser session that started it has been gone longer than Streamlit's reconnect grace time.
 """
 
 from __future__ import annotations
@@ -10,37 +19,88 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from tfviz import get_task, jobs, list_tasks, plots, settings
-from tfviz.checkpoint import safe_model_path
-from tfviz.metrics import headline
-from tfviz.ui.common import POLL_SECONDS, TRAINS_TOYS, View, chart, md_escape, toy_only
+from tfviz import timeline as tl
+from tfviz.checkpoint import CheckpointError, safe_model_path
+from tfviz.experiment import headline_metric
+from tfviz.metrics import headline, metric
+from tfviz.trainer import W_O_STARTS
+from tfviz.ui.common import (
+    POLL_SECONDS,
+    TRAINS_TOYS,
+    View,
+    chart,
+    md_escape,
+    metric_text,
+    toy_only,
+)
+from tfviz.ui.i18n import current, t
 from tfviz.ui.models import ROOT, bundled_names, user_models_dir
 
-TRAIN_W_O_LABELS = {"learned": "learn W_o", "identity": "no W_o (identity)"}
+SECTIONS = {
+    "train": "train.section.train",
+    "retrain": "train.section.retrain",
+    "timeline": "train.section.timeline",
+}
+TRAIN_W_O_LABELS = {"learned": "train.w_o.learned", "identity": "train.w_o.identity"}
+START_LABELS = {
+    "identity": "train.retrain.start.identity",
+    "zero": "train.retrain.start.zero",
+    "random": "train.retrain.start.random",
+    "learned": "train.retrain.start.learned",
+}
 LISTED_AFTER = "_train_listed_after"  # session_state: id of the job the picker was listed after
+DEFAULT_NAME = "my_model"  # a file name, the same in every language
+RECONNECT_GRACE_OPTION = "server.disconnectedSessionTTL"  # how long a dropped session may return
+RETRAIN_DEFAULT_STEPS = 300
+TIMELINE_N = 64  # fresh examples behind the head importance at each step of a timeline
 
 
 @st.cache_resource(show_spinner=False)
 def job_manager() -> jobs.JobManager:
     """One manager for the process, so the cap on concurrent training jobs holds for everyone.
 
-    Experiment reruns (tfviz.ui.experiment) take their slots from this manager too.
+    Experiment reruns (tfviz.ui.experiment) and W_o retrainings take their slots from it too.
     """
     return jobs.JobManager()
 
 
 def render(view: View) -> None:
-    if toy_only(view, "Training", TRAINS_TOYS):
+    if toy_only(view, t("train.what"), TRAINS_TOYS):
         return
     try:
         manager = job_manager()
     except ValueError as e:  # a bad TFVIZ_MAX_JOBS / TFVIZ_MAX_QUEUE setting on the server
-        st.error(md_escape(f"Training is not available: {e}"))
+        st.error(t("train.unavailable", why=md_escape(str(e))))
         return
+    lang = current()  # for the option labels: see tfviz.ui.i18n.t
+    section = st.segmented_control(
+        t("train.section"),
+        list(SECTIONS),
+        default="train",
+        format_func=lambda s: t(SECTIONS[s], lang=lang),
+        key="train_section",
+        required=True,
+        label_visibility="collapsed",
+    )
+    if section == "retrain":
+        retrain_section(view, manager)
+    elif section == "timeline":
+        timeline_section(view)
+    else:
+        train_section(view, manager)
+
+
+# ---- train a model ------------------------------------------------------------------------------
+
+
+def train_section(view: View, manager: jobs.JobManager) -> None:
     folder = user_models_dir()
     form_col, status_col = st.columns(2)
     with form_col:
@@ -50,14 +110,17 @@ def render(view: View) -> None:
         # A path outside the app folder is the server's business, not every student's.
         shown = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder.name
         st.caption(
-            md_escape(
-                f"Training slots: {running} of {manager.max_jobs} busy, {queued} waiting. "
-                f"Models are saved in {shown}/ and listed in the picker for everyone."
+            t(
+                "train.slots",
+                running=running,
+                slots=manager.max_jobs,
+                queued=queued,
+                folder=md_escape(f"{shown}/"),
             )
         )
         job: jobs.Job | None = st.session_state.get("train_job")
         if job is None:
-            st.caption("Your training job will show its progress here.")
+            st.caption(t("train.progress_here"))
             return
         snap = job.snapshot()
         if snap.active:
@@ -73,63 +136,67 @@ def render(view: View) -> None:
 
 def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> None:
     tasks = list_tasks()
-    with st.form("train_form"):
-        task = st.selectbox("Task", tasks, index=tasks.index(default_task), key="train_task")
+    lang = current()
+    with st.form(key="train_form"):
+        task = st.selectbox(
+            t("train.task"), tasks, index=tasks.index(default_task), key="train_task"
+        )
         a, b, c, d = st.columns(4)
-        d_model = a.selectbox("d_model", [16, 32, 64, 128, 256], index=2, key="train_d_model")
-        n_heads = b.selectbox("Heads", [1, 2, 4, 8], index=2, key="train_heads")
-        n_layers = c.selectbox("Layers", [1, 2, 3, 4], index=1, key="train_layers")
-        d_ff = d.selectbox("d_ff", [32, 64, 128, 256, 512], index=2, key="train_d_ff")
+        d_model = a.selectbox(
+            t("train.d_model"), [16, 32, 64, 128, 256], index=2, key="train_d_model"
+        )
+        n_heads = b.selectbox(t("train.heads"), [1, 2, 4, 8], index=2, key="train_heads")
+        n_layers = c.selectbox(t("train.layers"), [1, 2, 3, 4], index=1, key="train_layers")
+        d_ff = d.selectbox(t("train.d_ff"), [32, 64, 128, 256, 512], index=2, key="train_d_ff")
         # The numbers are float inputs without widget bounds, checked below with a message that
         # names the field: Streamlit silently puts an out-of-range value back to the default,
         # and an int input fails inside Streamlit itself when a request sends NaN or inf.
         a, b, c = st.columns(3)
         steps = a.number_input(
-            "Steps",
+            t("train.steps"),
             value=1000.0,
             step=100.0,
             format="%.0f",
             key="train_steps",
-            help=f"A whole number from 1 to {settings.MAX_STEPS:,}.",
+            help=t("train.steps_help", high=f"{settings.MAX_STEPS:,}"),
         )
         lr = b.number_input(
-            "Learning rate",
+            t("train.lr"),
             value=3e-3,
             step=5e-4,
             format="%g",
             key="train_lr",
-            help=f"From {settings.MIN_LR:g} to {settings.MAX_LR:g}.",
+            help=t("train.lr_help", low=f"{settings.MIN_LR:g}", high=f"{settings.MAX_LR:g}"),
         )
         seed = c.number_input(
-            "Seed",
+            t("train.seed"),
             value=0.0,
             step=1.0,
             format="%.0f",
             key="train_seed",
-            help=f"A whole number from 0 to {settings.MAX_SEED:,}; one seed, one model.",
+            help=t("train.seed_help", high=f"{settings.MAX_SEED:,}"),
         )
         w_o = st.radio(
-            "W_o",
+            t("train.w_o"),
             list(TRAIN_W_O_LABELS),
-            format_func=TRAIN_W_O_LABELS.get,
+            format_func=lambda m: t(TRAIN_W_O_LABELS[m], lang=lang),
             key="train_w_o",
             horizontal=True,
-            help="no W_o: the model is trained with concat going straight into the residual "
-            "stream, to see what it can do without mixing heads.",
+            help=t("train.w_o_help"),
         )
         name = st.text_input(
-            "Model name",
-            value="my_model",
+            t("train.name"),
+            value=DEFAULT_NAME,
             key="train_name",
             max_chars=64,
-            help="Letters, digits, '_', '-' and '.'; saved as NAME.safetensors.",
+            help=t("train.name_help"),
         )
-        submitted = st.form_submit_button("Start training", key="train_submit", type="primary")
+        submitted = st.form_submit_button(t("train.submit"), key="train_submit", type="primary")
     if not submitted:
         return
     job = st.session_state.get("train_job")
     if job is not None and job.snapshot().active:
-        st.error("Your training job is still running: cancel it or wait for it to finish.")
+        st.error(t("train.still_running"))
         return
     numbers, problems = form_numbers(steps, lr, seed)
     try:
@@ -137,7 +204,8 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
     except ValueError as e:
         problems.append(str(e))
     if problems:
-        st.error("Training not started:\n\n" + "\n".join(f"- {md_escape(p)}" for p in problems))
+        listed = "\n".join(f"- {md_escape(p)}" for p in problems)
+        st.error(t("train.not_started", problems=listed))
         return
     spec = jobs.JobSpec(
         task=task,
@@ -193,7 +261,7 @@ def session_alive_check() -> Callable[[], bool] | None:
             return True
         return runtime.get_instance().is_active_session(session_id)
 
-    grace_s = float(st.get_option("server.disconnectedSessionTTL"))
+    grace_s = float(st.get_option(RECONNECT_GRACE_OPTION))
     return jobs.alive_with_grace(session_open, grace_s)
 
 
@@ -206,43 +274,253 @@ def job_progress(job: jobs.Job) -> None:
         st.rerun()  # the whole page: the result shows, and a saved model joins the picker
     name = md_escape(snap.spec.name)
     if snap.position is not None:
-        st.info(
-            f"{name} is waiting for a free training slot: position {snap.position} in the queue."
-        )
+        st.info(t("train.queued", name=name, position=snap.position))
     else:
-        loss = f" · loss {snap.losses[-1]:.4f}" if snap.losses else ""
+        loss = t("train.loss_suffix", loss=f"{snap.losses[-1]:.4f}") if snap.losses else ""
         st.progress(
             snap.step / snap.spec.steps,
-            text=f"Training {name}: step {snap.step} of {snap.spec.steps}{loss}",
+            text=t("train.progress", name=name, step=snap.step, steps=snap.spec.steps, loss=loss),
         )
         st.caption(md_escape(snap.message))
         if snap.losses:
             chart(plots.loss_curve(snap.losses, snap.loss_every, snap.spec.steps), key="live_loss")
-    st.button("Cancel training", key="cancel_training", on_click=job.cancel)
+    st.button(t("train.cancel"), key="cancel_training", on_click=job.cancel)
 
 
 def job_result(snap: jobs.JobSnapshot) -> None:
     """How a finished job ended, its loss curve, and a button to open the saved model."""
-    name = snap.spec.name
+    name = md_escape(snap.spec.name)
     if snap.status == jobs.DONE:
         best = headline(get_task(snap.spec.task).metric, snap.result.metrics)
         score = f" ({best[0]} {best[1]})" if best else ""
-        st.success(
-            md_escape(
-                f"Trained {name} in {snap.seconds:.0f} s{score}. It is in the model picker "
-                f"as '{name} (yours)'."
-            )
-        )
+        seconds = f"{snap.seconds:.0f}"
+        st.success(t("train.done", name=name, seconds=seconds, score=md_escape(score)))
         st.button(
-            "Show this model", key="open_trained", on_click=set_model, args=(f"yours:{name}",)
+            t("train.open"),
+            key="open_trained",
+            on_click=set_model,
+            args=(f"yours:{snap.spec.name}",),
         )
     elif snap.status == jobs.CANCELLED:
-        st.warning(md_escape(f"{name}: {snap.message}"))
+        st.warning(md_escape(f"{snap.spec.name}: {snap.message}"))
     else:
-        st.error(md_escape(f"Training {name} failed: {snap.message}"))
+        st.error(t("train.failed", name=name, why=md_escape(snap.message)))
     if snap.losses:
         chart(plots.loss_curve(snap.losses, snap.loss_every, snap.spec.steps), key="final_loss")
 
 
 def set_model(key: str) -> None:
     st.session_state["model"] = key
+
+
+# ---- retrain W_o alone --------------------------------------------------------------------------
+
+
+def retrain_section(view: View, manager: jobs.JobManager) -> None:
+    st.caption(t("train.retrain.intro", name=md_escape(view.entry.name)))
+    form_col, status_col = st.columns(2)
+    with form_col:
+        retrain_form(view, manager)
+    with status_col:
+        job: jobs.Job | None = st.session_state.get("retrain_job")
+        if job is None:
+            st.caption(t("train.retrain.progress_here"))
+            return
+        snap = job.snapshot()
+        if snap.active:
+            retrain_progress(job)
+        else:
+            retrain_result(snap, st.session_state.get("retrain_model_name", ""))
+
+
+def retrain_form(view: View, manager: jobs.JobManager) -> None:
+    lang = current()
+    with st.form(key="retrain_form"):
+        a, b = st.columns(2)
+        start = a.selectbox(
+            t("train.retrain.start"),
+            W_O_STARTS,
+            format_func=lambda s: t(START_LABELS[s], lang=lang),
+            key="retrain_start",
+            help=t("train.retrain.start_help"),
+        )
+        # A float input checked below, as the Train form's numbers are (NaN, inf, 2.5, 1e30).
+        steps = b.number_input(
+            t("train.retrain.steps"),
+            value=float(RETRAIN_DEFAULT_STEPS),
+            step=50.0,
+            format="%.0f",
+            key="retrain_steps",
+            help=t("train.retrain.steps_help", high=f"{jobs.RETRAIN_MAX_STEPS:,}"),
+        )
+        submitted = st.form_submit_button(
+            t("train.retrain.submit"), key="retrain_submit", type="primary"
+        )
+    if not submitted:
+        return
+    job = st.session_state.get("retrain_job")
+    if job is not None and job.snapshot().active:
+        st.error(t("train.retrain.still_running"))
+        return
+    try:
+        steps = jobs.whole_number(steps, "Steps", 1, jobs.RETRAIN_MAX_STEPS)
+        spec = jobs.RetrainSpec(task=view.task.name, start=start, steps=steps)
+        work = jobs.RetrainWoWork(spec, view.model)  # trains a copy: the shared model stays
+        job = manager.submit(work, is_alive=session_alive_check())
+    except (ValueError, jobs.QueueFull) as e:
+        st.error(t("train.retrain.not_started", why=md_escape(str(e))))
+        return
+    st.session_state["retrain_job"] = job
+    st.session_state["retrain_model_name"] = view.entry.name
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def retrain_progress(job: jobs.Job) -> None:
+    """Live progress of this session's W_o retraining, polled; reruns the page once it ends."""
+    snap = job.snapshot()
+    if not snap.active:
+        st.rerun()
+    if snap.position is not None:
+        st.info(t("train.retrain.queued", position=snap.position))
+    else:
+        loss = t("train.loss_suffix", loss=f"{snap.loss:.4f}") if snap.loss is not None else ""
+        st.progress(
+            snap.fraction,
+            text=t("train.retrain.progress", step=snap.step, steps=snap.total, loss=loss),
+        )
+        st.caption(md_escape(snap.message))
+        if snap.losses:
+            chart(plots.loss_curve(snap.losses, snap.loss_every, snap.total), key="retrain_loss")
+    st.button(t("train.retrain.cancel"), key="cancel_retrain", on_click=job.cancel)
+
+
+def retrain_result(snap: jobs.JobSnapshot, model_name: str) -> None:
+    """The metric over the retraining's steps beside the learned W_o's, or how it ended."""
+    spec: jobs.RetrainSpec = snap.spec
+    if snap.status == jobs.CANCELLED:
+        st.warning(t("train.retrain.cancelled", why=md_escape(snap.message)))
+        return
+    if snap.status != jobs.DONE:
+        st.error(t("train.retrain.failed", why=md_escape(snap.message)))
+        return
+    result: jobs.RetrainResult = snap.result
+    key = headline_metric(get_task(spec.task))
+    label = metric(key).label
+    start_label = t(START_LABELS[spec.start])
+    st.success(
+        t(
+            "train.retrain.done",
+            name=md_escape(model_name),
+            start=start_label,
+            steps=spec.steps,
+            seconds=f"{snap.seconds:.0f}",
+        )
+    )
+    a, b, c = st.columns(3)
+    learned, start, after = (result.metrics_learned, result.metrics_start, result.metrics_after)
+    a.metric(t("train.retrain.learned"), metric_text(key, learned[key]))
+    b.metric(t("train.retrain.at_start", start=start_label), metric_text(key, start[key]))
+    c.metric(t("train.retrain.after", steps=spec.steps), metric_text(key, after[key]))
+    retrained = t("train.retrain.col.retrained")
+    curve = pd.DataFrame(
+        {
+            retrained: [m[key] for m in result.curve],
+            t("train.retrain.col.learned"): [learned[key]] * len(result.curve),
+        },
+        index=pd.Index(result.curve_steps, name=t("train.retrain.step")),
+    )
+    st.line_chart(curve, x_label=t("train.retrain.step"), y_label=label)
+    st.caption(t("train.retrain.caption", n=jobs.RETRAIN_EVAL_N, metric=label))
+
+
+# ---- training timeline --------------------------------------------------------------------------
+
+
+# The timeline caches are keyed by the file (path, mtime, size) and the model's digest: the
+# timeline and model objects themselves are passed unhashed.
+@st.cache_resource(show_spinner=False, max_entries=16)
+def cached_timeline(
+    path: str, mtime_ns: int, size: int, digest: str, _config
+) -> tuple[tl.Timeline | None, str]:
+    """(timeline, "") for a model's timeline file, or (None, why it cannot be read). Shared by
+    every session: read-only (model_at builds a fresh model from it)."""
+    try:
+        return tl.load_timeline(path, _config), ""
+    except (CheckpointError, OSError) as e:
+        return None, str(e)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_scores(timeline_key: tuple, task_name: str, _timeline, _config, _task) -> tl.Scores:
+    """W_o's mixing and head importance at every kept step, once per timeline: they do not
+    depend on the typed sequence, so a slider move need not compute them."""
+    return tl.scores(_timeline, _config, _task, n=TIMELINE_N)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def cached_attention(
+    timeline_key: tuple, index: int, task_name: str, text: str, _timeline, _config
+) -> tuple[list[str], np.ndarray]:
+    """The typed sequence's attention at one kept step: one small forward pass, once per
+    timeline, step and sequence."""
+    return tl.attention_at(_timeline, index, _config, get_task(task_name), text)
+
+
+def timeline_section(view: View) -> None:
+    st.caption(t("train.timeline.intro"))
+    if not view.entry.path:  # an upload lives in memory only, and a timeline is a file beside
+        st.info(t("train.timeline.none_upload"))
+        return
+    path = tl.timeline_path(view.entry.path)
+    if not path.is_file():
+        bundled = view.entry.source == "bundled"
+        key = "train.timeline.none_bundled" if bundled else "train.timeline.none"
+        st.info(t(key, name=md_escape(view.entry.name)))
+        return
+    if view.text is None:
+        st.info(t("train.timeline.need_sequence"))
+        return
+    stat = path.stat()
+    timeline_key = (str(path), stat.st_mtime_ns, stat.st_size, view.entry.digest)
+    timeline, why = cached_timeline(*timeline_key, _config=view.model.config)
+    if timeline is None:
+        st.error(t("train.timeline.unreadable", why=md_escape(why)))
+        return
+    steps = timeline.steps
+    if st.session_state.get("timeline_step") not in steps:  # another model's step
+        st.session_state["timeline_step"] = steps[-1]
+    lang = current()
+    step = st.select_slider(
+        t("train.timeline.slider"),
+        options=steps,
+        format_func=lambda s: t("train.timeline.step_option", step=s, lang=lang),
+        key="timeline_step",
+        help=t("train.timeline.slider_help", n=len(steps)),
+    )
+    config, index = view.model.config, steps.index(step)
+    with st.spinner(t("train.timeline.computing", n=len(steps))):
+        scores = cached_scores(timeline_key, view.task.name, timeline, config, view.task)
+    labels, attn = cached_attention(
+        timeline_key, index, view.task.name, view.text, timeline, config
+    )
+    rep = scores.at(index, labels, attn)
+    st.caption(
+        t("train.timeline.at", step=rep.step, last=steps[-1], loss=f"{rep.loss:.4g}", n=TIMELINE_N)
+    )
+    columns = st.columns(len(rep.mixing))
+    for layer, (col, value) in enumerate(zip(columns, rep.mixing, strict=True)):
+        col.metric(t("train.timeline.mixing", layer=layer), f"{value:.3f}")
+    chart(
+        plots.attention_grid(
+            rep.attn, rep.labels, title=t("train.timeline.attention", step=rep.step)
+        ),
+        key="timeline_attention",
+    )
+    chart(
+        plots.head_score_map(
+            rep.importance,
+            title=t("train.timeline.importance", step=rep.step),
+            value=t("train.timeline.loss_change"),
+        ),
+        key="timeline_importance",
+    )
