@@ -19,13 +19,31 @@ import html
 from collections.abc import Sequence
 
 import numpy as np
+import plotly.colors
 import plotly.graph_objects as go
 
-ATTENTION_SCALE = "Blues"
+
+def _scale(colours: Sequence[str], start: float = 0.0) -> list[list]:
+    """A plotly colour scale: colours evenly spaced from start to 1."""
+    n = len(colours) - 1
+    # min(): plotly refuses a last stop of 1.0000000000000002.
+    return [[min(1.0, start + (1.0 - start) * i / n), c] for i, c in enumerate(colours)]
+
+
+# Colour scales readable with colour-vision deficiency (tests/test_share.py simulates the three
+# kinds). Sequential (weights, shares, norms, scores: 0 and up): white for 0, then cividis
+# reversed, light yellow to dark blue. Cividis varies along the blue-yellow axis that red-green
+# colour blindness keeps (Nuñez et al. 2018), and its lightness falls steadily, so "darker =
+# more" holds in every kind of vision and in grey print; the white start keeps empty cells white.
+SEQUENTIAL_SCALE = [[0.0, "#ffffff"]] + _scale(plotly.colors.sequential.Cividis[::-1], 0.08)
+# Diverging (signed values, centred on 0): ColorBrewer's PuOr, purple negative, white zero,
+# orange positive: the two sides differ in hue along the blue-yellow axis and in lightness, so
+# the sign stays readable without red-green vision (where red and green would merge).
+DIVERGING_SCALE = _scale(plotly.colors.diverging.PuOr[::-1])
+ATTENTION_SCALE = SEQUENTIAL_SCALE  # attention weights, and every other 0..1 share
 ATTENTION_AXIS = dict(
     colorscale=ATTENTION_SCALE, cmin=0.0, cmax=1.0, colorbar=dict(title=dict(text="weight"))
 )
-DIVERGING_SCALE = "RdBu_r"  # blue negative, white zero, red positive
 MOSAIC_PX = 900  # width the mosaic's cells are sized for (the wide layout's main column)
 MARGIN = dict(l=10, r=10, t=70, b=40)
 
@@ -448,7 +466,7 @@ def _head_blocks(D: int, n_heads: int) -> dict:
 
 # ---- analysis views: W_o-aware attention, head importance, OV circuits, the experiment --------
 
-NORM_SCALE = "Purples"  # norms are lengths (>= 0, no fixed top): a sequential scale of its own
+NORM_SCALE = SEQUENTIAL_SCALE  # norms are lengths (>= 0, no fixed top)
 CONDITION_COLOURS = {"learned": "31, 119, 180", "identity": "214, 39, 40"}  # RGB, experiment plot
 
 
@@ -698,7 +716,10 @@ def composition_grid(
         cols=["Q", "K", "V"],
         words=("writer", "reader", "score"),
         coloraxis=dict(
-            colorscale="Viridis", cmin=0.0, cmax=top, colorbar=dict(title=dict(text="score"))
+            colorscale=SEQUENTIAL_SCALE,
+            cmin=0.0,
+            cmax=top,
+            colorbar=dict(title=dict(text="score")),
         ),
         title=title or f"Composition scores (random baseline ≈ {baseline:.3f})",
     )
@@ -878,3 +899,251 @@ def _token_square(values, labels: Sequence[str], what: str, axes: str) -> np.nda
         if n != len(labels):
             raise ValueError(f"{what} has {n} {axis} but {len(labels)} tokens were given")
     return values
+
+
+# ---- taking W_o apart: modes swept, W_o's spectrum, two inputs compared, a class's guesses ----
+
+# RGB of each whole-matrix W_o mode's reference line in mode_sweep_plot, and of the rank-k curve:
+# Okabe and Ito's colour-blind-safe palette, with a dash pattern of its own per line as well.
+MODE_COLOURS = {
+    "learned": "0, 114, 178",  # blue
+    "block_diagonal": "230, 159, 0",  # orange
+    "identity": "204, 121, 167",  # reddish purple
+    "zero": "0, 0, 0",  # black
+}
+MODE_DASHES = {"learned": "solid", "block_diagonal": "dash", "identity": "dot", "zero": "dashdot"}
+RANK_COLOUR = "0, 158, 115"  # bluish green
+
+
+def mode_sweep_plot(
+    ranks: Sequence[int],
+    rank_values: Sequence[float],
+    whole: dict[str, float],
+    names: dict[str, str],
+    chosen_k: int | None = None,
+    title: str = "",
+    x_title: str = "k",
+    y_title: str = "",
+) -> go.Figure:
+    """One measure under every W_o mode: rank-k as a curve over k, the whole-matrix modes
+    (learned, block-diagonal, identity, zero) as horizontal reference lines.
+
+    Args:
+        ranks, rank_values: k (ascending) and the measure with W_o of rank k.
+        whole: mode -> measure, for the modes drawn as lines (keys of MODE_COLOURS).
+        names: the legend name of each key of whole and of "rank" (in the reader's language).
+        chosen_k: marked with a vertical line and a bigger marker, if it is one of ranks.
+        title, x_title, y_title: texts shown (passed in so they can be translated).
+    """
+    ranks = np.asarray(ranks, dtype=np.int64)
+    values = _float32(rank_values, "rank-k values", ndim=1)
+    if ranks.ndim != 1 or len(ranks) != len(values) or len(ranks) == 0:
+        raise ValueError(f"need one value per rank, got {len(values)} values for {ranks.size}")
+    missing = [key for key in (*whole, "rank") if key not in names]
+    if missing:
+        raise ValueError(f"no legend name for {missing}")
+    numbers = np.array([*whole.values(), *values], dtype=np.float64)
+    if not np.isfinite(numbers).all():
+        raise ValueError("mode-sweep values must be finite")
+    x_range = [0.5, float(ranks.max()) + 0.5]
+    traces = []
+    for mode, value in whole.items():
+        rgb = MODE_COLOURS.get(mode, "99, 99, 99")
+        name = _escape(names[mode])
+        traces.append(
+            dict(
+                type="scatter",
+                x=x_range,
+                y=[value, value],
+                mode="lines",
+                name=f"{name}: {value:.3g}",
+                line=dict(color=f"rgb({rgb})", dash=MODE_DASHES.get(mode, "dash"), width=2),
+                hovertemplate=f"{name}<br>%{{y:.4g}}<extra></extra>",
+            )
+        )
+    rank_name = _escape(names["rank"])
+    traces.append(
+        dict(
+            type="scatter",
+            x=ranks,
+            y=values,
+            mode="lines+markers",
+            name=rank_name,
+            line=dict(color=f"rgb({RANK_COLOUR})", width=2),
+            hovertemplate=f"{rank_name}<br>k = %{{x}}<br>%{{y:.4g}}<extra></extra>",
+        )
+    )
+    shapes = []
+    if chosen_k is not None and chosen_k in set(ranks.tolist()):
+        at = float(values[list(ranks).index(chosen_k)])
+        traces.append(
+            dict(
+                type="scatter",
+                x=[chosen_k],
+                y=[at],
+                mode="markers",
+                marker=dict(size=14, color=f"rgb({RANK_COLOUR})", line=dict(width=2)),
+                showlegend=False,
+                hovertemplate=f"{rank_name}<br>k = %{{x}}<br>%{{y:.4g}}<extra></extra>",
+            )
+        )
+        shapes.append(
+            dict(
+                type="line",
+                x0=chosen_k,
+                x1=chosen_k,
+                y0=0,
+                y1=1,
+                xref="x",
+                yref="paper",
+                line=dict(color=f"rgb({RANK_COLOUR})", width=1, dash="dot"),
+            )
+        )
+    layout = dict(
+        title=dict(text=_escape(title)),
+        height=400,
+        margin=MARGIN,
+        legend=dict(orientation="h", y=-0.25),
+        shapes=shapes,
+        xaxis=dict(
+            title=dict(text=_escape(x_title)),
+            type="log" if ranks.max() > 32 else "linear",
+            range=None if ranks.max() > 32 else x_range,
+        ),
+        yaxis=dict(title=dict(text=_escape(y_title))),
+    )
+    return _figure_of(traces, layout)
+
+
+def w_o_spectrum_plot(
+    sv: np.ndarray,
+    title: str = "",
+    x_title: str = "k",
+    y_title: str = "",
+    layer_ids: Sequence[int] | None = None,
+    chosen_k: int | None = None,
+) -> go.Figure:
+    """Singular values of W_o, one line per layer, largest first: (L, D) non-negative.
+
+    Rank-k W_o keeps the first k of a line; the values right of k are what it drops.
+    """
+    sv = _float32(sv, "singular values", ndim=2)
+    if (sv < 0).any() or not np.isfinite(sv).all():
+        raise ValueError("singular values must be finite and non-negative")
+    L, D = sv.shape
+    layer_ids = list(range(L)) if layer_ids is None else list(layer_ids)
+    if len(layer_ids) != L:
+        raise ValueError(f"{L} layers of singular values but {len(layer_ids)} layer ids")
+    x = np.arange(1, D + 1)
+    traces = [
+        dict(
+            type="scatter",
+            x=x,
+            y=sv[i],
+            mode="lines",
+            name=f"L{lay}",
+            hovertemplate=f"L{lay}<br>σ_%{{x}} = %{{y:.4g}}<extra></extra>",
+        )
+        for i, lay in enumerate(layer_ids)
+    ]
+    shapes = []
+    if chosen_k is not None and 1 <= chosen_k <= D:
+        shapes.append(
+            dict(
+                type="line",
+                x0=chosen_k + 0.5,
+                x1=chosen_k + 0.5,
+                y0=0,
+                y1=1,
+                xref="x",
+                yref="paper",
+                line=dict(color=f"rgb({RANK_COLOUR})", width=1, dash="dot"),
+            )
+        )
+    layout = dict(
+        title=dict(text=_escape(title)),
+        height=400,
+        margin=MARGIN,
+        legend=dict(orientation="h", y=-0.25),
+        shapes=shapes,
+        xaxis=dict(title=dict(text=_escape(x_title))),
+        yaxis=dict(title=dict(text=_escape(y_title)), rangemode="tozero"),
+    )
+    return _figure_of(traces, layout)
+
+
+def attention_diff_grid(
+    diff: np.ndarray, labels: Sequence[str], layer: int, title: str = ""
+) -> go.Figure:
+    """One layer's attention of input b minus input a, every head: (H, T, T), centred on 0."""
+    diff = _token_square(diff, labels, "attention difference", "(heads, queries, keys)")
+    return _mosaic(
+        diff[None],
+        labels,
+        labels,
+        rows=[f"L{layer}"],
+        cols=[f"H{h}" for h in range(diff.shape[0])],
+        words=("query", "key", "Δ weight"),
+        coloraxis=_diverging(diff),
+        title=_escape(title),
+    )
+
+
+def head_change_map(
+    change: np.ndarray, labels: Sequence[str], title: str = "", value_title: str = ""
+) -> go.Figure:
+    """(H, T) how much each head's term changed at each token (>= 0): heads on rows."""
+    change = _float32(change, "head change", ndim=2)
+    if not np.isfinite(change).all() or (change < 0).any():
+        raise ValueError("a head change map must be finite and non-negative")
+    H, T = change.shape
+    x = _token_axis(labels, T, "head change", "tokens")
+    trace = _heatmap(
+        change,
+        x,
+        [f"H{h}" for h in range(H)],
+        "%{y}<br>token %{x}<br>%{z:.3g}",
+    )
+    layout = dict(
+        title=dict(text=_escape(title)),
+        height=max(240, 36 * H + 150),
+        margin=MARGIN,
+        coloraxis=dict(
+            colorscale=ATTENTION_SCALE,
+            cmin=0.0,
+            cmax=float(change.max(initial=0.0)) or 1.0,
+            colorbar=dict(title=dict(text=_escape(value_title))),
+        ),
+        xaxis=dict(type="category"),
+        yaxis=dict(type="category", autorange="reversed"),
+    )
+    return _figure(trace, layout)
+
+
+def tally_bars(
+    choices: Sequence[str], counts: Sequence[int], title: str = "", y_title: str = ""
+) -> go.Figure:
+    """A class's guesses: one bar per choice (labels in the reader's language)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if counts.ndim != 1 or len(counts) != len(choices) or (counts < 0).any():
+        raise ValueError(f"need one non-negative count per choice, got {counts} for {choices}")
+    trace = dict(
+        type="bar",
+        x=[_escape(c) for c in choices],
+        y=counts,
+        text=counts,
+        textposition="auto",
+        hovertemplate="%{x}: %{y}<extra></extra>",
+    )
+    layout = dict(
+        title=dict(text=_escape(title)),
+        height=280,
+        margin=MARGIN,
+        xaxis=dict(type="category"),
+        yaxis=dict(
+            title=dict(text=_escape(y_title)),
+            rangemode="tozero",
+            dtick=1 if counts.max(initial=0) < 10 else None,
+        ),
+    )
+    return _figure(trace, layout)

@@ -13,61 +13,67 @@ import streamlit as st
 from tfviz import plots
 from tfviz.export import attention_csv
 from tfviz.ui.common import View, chart, index_picker
+from tfviz.ui.i18n import t
 
 MAX_GRID_HEADS = 32  # more heads than this in all: the grid shows one layer at a time
 
 
+def head_label(head: int) -> str:
+    """How the app names a head, e.g. H3: a technical name, the same in every language."""
+    return f"H{head}"
+
+
+def layer_head_label(layer: int, head: int) -> str:
+    """The enlarged head's title, e.g. "L1 H3" (technical names, as on the grid's squares)."""
+    return f"L{layer} {head_label(head)}"
+
+
 def render(view: View) -> None:
     tr = view.trace
-    st.caption(
-        "Each square is one head: row = the query token, column = the key token it looks at "
-        "(same order in every square, labelled under the first); a row sums to 1. Dark = much "
-        "attention. The last square of a layer is the mean of its heads: what one big head "
-        "averaging them would look like. Hover a cell for its layer, head, query and key."
-    )
+    st.caption(t("attention.intro"))
     if tr.n_layers * tr.n_heads <= MAX_GRID_HEADS:
-        layers, title = list(range(tr.n_layers)), "Attention: every layer x head"
+        layers, title = list(range(tr.n_layers)), t("attention.grid_title")
     else:
         layer = index_picker(
-            "Layer shown",
+            t("attention.layer_shown"),
             tr.n_layers,
             "attn_grid_layer",
             "L",
-            help=f"{tr.n_layers} layers x {tr.n_heads} heads: one layer's heads at a time.",
+            help=t("attention.layer_shown_help", layers=tr.n_layers, heads=tr.n_heads),
         )
-        layers, title = [layer], f"Attention of layer {layer}: every head"
+        layers, title = [layer], t("attention.layer_title", layer=layer)
     chart(
         plots.attention_grid(tr.attn[layers], tr.labels, layers, title=title, with_mean=True),
         key="attention_grid",
     )
     if view.is_sentence:
-        st.caption(
-            "Rows and columns are sentence A's word-pieces, framed by [CLS] and [SEP]. Many "
-            "heads of BERT-like models park their attention on [SEP] or [CLS] when they have "
-            "nothing to look for."
-        )
+        st.caption(t("attention.pieces"))
     left, right = st.columns(2)
     with left:
         # Off by default: a second heatmap costs the browser a redraw on every keystroke.
-        if st.toggle("Enlarge one head", key="attn_enlarge"):
+        if st.toggle(t("attention.enlarge"), key="attn_enlarge"):
             a, b = st.columns(2)
             layer = a.selectbox(
-                "Layer", range(tr.n_layers), format_func=lambda x: f"L{x}", key="attn_layer"
+                t("attention.layer"),
+                range(tr.n_layers),
+                format_func=lambda x: f"L{x}",
+                key="attn_layer",
             )
             head = b.selectbox(
-                "Head", range(tr.n_heads), format_func=lambda x: f"H{x}", key="attn_head"
+                t("attention.head"), range(tr.n_heads), format_func=head_label, key="attn_head"
             )
             chart(
-                plots.attention_map(tr.attn[layer, head], tr.labels, title=f"L{layer} H{head}"),
+                plots.attention_map(
+                    tr.attn[layer, head],
+                    tr.labels,
+                    title=layer_head_label(layer, head),
+                ),
                 key="attention_head",
             )
     with right:
-        st.caption(
-            "Every weight shown here, of every layer and head, can be downloaded as a table "
-            "with columns layer, head, query, key, weight:"
-        )
+        st.caption(t("attention.csv_intro"))
         st.download_button(
-            "Download attention weights (CSV)",
+            t("attention.csv"),
             functools.partial(attention_csv, tr.attn, tr.labels),  # built on click only
             file_name=f"attention_{view.entry.name}.csv",
             mime="text/csv",

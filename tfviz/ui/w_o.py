@@ -2,7 +2,8 @@
 
 Per layer: the heads side by side before W_o (concat), what W_o makes of them (attn_out), their
 cosine per token, the (D, D) matrix, and z_h W_o^h at one token with the check that these terms
-and b_o add up to attn_out exactly.
+and b_o add up to attn_out exactly. Every W_o mode of the sidebar is shown as the map it applies
+(block-diagonal and rank-k included), so the same identities can be checked in each.
 """
 
 from __future__ import annotations
@@ -11,71 +12,72 @@ import streamlit as st
 
 from tfviz import plots, wo
 from tfviz.snapshot import cosine_per_token, decomposition_error
-from tfviz.ui.common import W_O_LABELS, View, cached_w_o, chart, md_escape
+from tfviz.ui.common import (
+    View,
+    cached_w_o,
+    chart,
+    download_before_after,
+    md_escape,
+    w_o_label,
+)
+from tfviz.ui.i18n import t
 
 
 def render(view: View) -> None:
     tr = view.trace
     H = tr.n_heads
     layer = st.selectbox(
-        "Layer", range(tr.n_layers), format_func=lambda x: f"L{x}", key="wo_layer", width=200
+        t("w_o.layer"),
+        range(tr.n_layers),
+        format_func=lambda x: f"L{x}",
+        key="wo_layer",
+        width=200,
     )
     mode = tr.w_o_modes[layer]
     if mode != "learned":
-        st.info(md_escape(f"W_o is switched to '{W_O_LABELS[mode]}' in this layer (sidebar)."))
+        st.info(md_escape(t("w_o.switched", mode=w_o_label(mode))))
     before, after = st.columns(2)
     with before:
         chart(
             plots.activation_map(
-                tr.concat[layer], tr.labels, n_heads=H, title="Before W_o: concat of the heads"
+                tr.concat[layer], tr.labels, n_heads=H, title=t("w_o.concat_title")
             ),
             key="concat",
         )
-        st.caption(
-            "Each head's output z_h laid side by side: block H0 holds only head 0, block H1 only "
-            "head 1. Nothing is mixed yet: concatenating is not integrating."
-        )
+        st.caption(t("w_o.concat_caption"))
     with after:
         chart(
-            plots.activation_map(tr.attn_out[layer], tr.labels, title="After W_o: attn_out"),
+            plots.activation_map(tr.attn_out[layer], tr.labels, title=t("w_o.out_title")),
             key="attn_out",
         )
-        st.caption(
-            "attn_out = W_o applied to concat (+ b_o). Each output dimension is a weighted sum "
-            "of all of concat, so no block of columns belongs to one head any more."
-        )
+        st.caption(t("w_o.out_caption"))
     cosine = cosine_per_token(tr.concat[layer], tr.attn_out[layer])  # (T,)
     W_o = cached_w_o(view.entry.digest, tuple(tr.w_o_modes), _model=view.model)  # (L, D, D)
     chart(
-        plots.cosine_bars(cosine, tr.labels, title="cosine(concat, attn_out) per token"),
+        plots.cosine_bars(cosine, tr.labels, title=t("w_o.cosine_title")),
         key="cosine",
     )
-    st.caption(
-        "1 means W_o only rescaled the token's vector; lower means W_o turned it into a new "
-        "direction. With W_o off (identity) every bar is exactly 1."
-    )
+    st.caption(t("w_o.cosine_caption"))
     left, right = st.columns(2)
     with left:
-        chart(plots.w_o_matrix(W_o[layer], H, title=f"W_o of L{layer}"), key="w_o")
-        st.caption(
-            "Row i builds output dimension i from all D inputs; the dotted lines split the inputs "
-            "into the heads' blocks. Colour in every block of a row: that output draws on every "
-            "head."
-        )
+        chart(plots.w_o_matrix(W_o[layer], H, title=t("w_o.matrix_title", layer=layer)), key="w_o")
+        st.caption(t("w_o.matrix_caption"))
     with right:
-        token = st.select_slider("Token", options=tr.labels, key="wo_token")
-        t = tr.labels.index(token)
+        token = st.select_slider(t("w_o.token"), options=tr.labels, key="wo_token")
+        i = tr.labels.index(token)
+        (shown_token,) = plots.escape_labels([token])  # a title is HTML to plotly
         chart(
-            plots.head_contributions(wo.head_contributions(tr.z[layer], W_o[layer])[:, t], token),
+            plots.head_contributions(
+                wo.head_contributions(tr.z[layer], W_o[layer])[:, i],
+                token,
+                title=t("w_o.terms_title", token=shown_token),
+            ),
             key="head_contributions",
         )
-        st.caption(
-            "z_h W_o^h: the part of attn_out that comes from head h, at this token. A column "
-            "with colour in every row is an output dimension fed by all heads. The rows add up "
-            "(with b_o) to attn_out exactly:"
-        )
+        st.caption(t("w_o.terms_caption"))
         st.metric(
-            "max |Σ_h z_h W_o^h + b_o − attn_out|",
+            t("w_o.check_label"),
             f"{decomposition_error(tr, W_o, layer):.1e}",
-            help="Float32 rounding only: attn_out is exactly the sum of one term per head + b_o.",
+            help=t("w_o.check_help"),
         )
+    download_before_after(view)
