@@ -11,7 +11,15 @@ Targets on 2 cores: 40 sessions with 0 errors, p95 rerun latency under 2 s, memo
 of its start once the sessions close. The script says whether each is met and exits 0 either way
 (a benchmark, not a test), unless the server fails to start (exit 1).
 
+With --models toy,minilm the benchmark runs once per entry, each on a fresh server: "toy" is
+the plain run above (the opening toy model); "minilm" has every session pick the pretrained
+all-MiniLM-L6-v2 first and type sentences into sentence A. Then the ratio of the two runs' peak
+memory is printed (issue 9's target: within 1.5x), and the MiniLM run's memory per session is
+set against the model's own size: sessions share one copy (st.cache_resource), so each adds far
+less than a model.
+
 Usage: python -m bench.load [--sessions 40] [--seconds 60] [--port P]
+       python -m bench.load --models toy,minilm [--seconds 60]
        python -m bench.load --url http://127.0.0.1:8501 [--pid PID]   (a server already running)
 
 Protocol notes (streamlit 1.67):
@@ -65,6 +73,15 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGET_SESSIONS = 40
 TARGET_P95_S = 2.0
 TARGET_MEMORY_RATIO = 0.10
+TARGET_MINILM_MEMORY = 1.5  # peak memory with MiniLM / the same run on toy models (issue 9)
+MODEL_KEY = "model"
+MODELS = ("toy", "minilm")  # what --models takes
+# Words for MiniLM's sentences: any text will do, these keep every sentence in its vocabulary.
+WORDS = (
+    "the a man woman child dog cat bird house car road river city park music song book table "
+    "plays reads sees finds likes takes holds gives makes walks runs sings near under over "
+    "with without after before big small old new red green happy quiet fast slow today"
+).split()
 SEQUENCE_KEY = "sequence"
 W_O_KEY = "w_o_mode"
 FINISHED_OK = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_SUCCESSFULLY")
@@ -220,6 +237,11 @@ class Page:
     min_len: int = 1
     max_len: int = 16
 
+    @property
+    def sentence(self) -> bool:
+        """A sentence model's page: two sentence boxes, any text."""
+        return "sentence_b" in self.widgets
+
     def find(self, key: str, label: str) -> tuple[str, object] | None:
         if key in self.widgets:
             return self.widgets[key]
@@ -239,7 +261,11 @@ def user_key(widget_id: str) -> str:
 
 
 class Session:
-    """A simulated user: loads the page, then types sequences and toggles W_o until the deadline."""
+    """A simulated user: loads the page, then types sequences and toggles W_o until the deadline.
+
+    model: the start of a model picker option ("all-MiniLM-L6-v2") to pick right after the page
+    load, or None to stay on the opening model.
+    """
 
     def __init__(
         self,
@@ -248,9 +274,10 @@ class Session:
         rng: random.Random,
         timeout: float,
         think: tuple[float, float],
+        model: str | None = None,
     ):
         self.ws_url, self.stats, self.rng = ws_url, stats, rng
-        self.timeout, self.think = timeout, think
+        self.timeout, self.think, self.model = timeout, think, model
         self.page = Page()
         self.states: dict[str, WidgetState] = {}  # widget id -> the value this user set
         self.w_o_off = False
@@ -289,6 +316,11 @@ class Session:
         step = 0
         if load_only:
             return
+        if self.model is not None:
+            self._pick_model()
+            self.stats.reruns.append(await self._request(ws))
+            if not self.page.sentence:
+                raise SessionError("widget", f"picking {self.model} showed no sentence boxes")
         while time.monotonic() < deadline:
             await asyncio.sleep(self.rng.uniform(*self.think))
             if time.monotonic() >= deadline:
@@ -300,11 +332,26 @@ class Session:
             step += 1
             self.stats.reruns.append(await self._request(ws))
 
+    def _pick_model(self) -> None:
+        found = self.page.find(MODEL_KEY, "Model")
+        if found is None:
+            raise SessionError("widget", "no model picker with key 'model' on the page")
+        _, proto = found
+        option = next((o for o in proto.options if o.startswith(self.model)), None)
+        if option is None:
+            raise SessionError("widget", f"no {self.model} in the model picker: {proto.options}")
+        self.states[proto.id] = WidgetState(id=proto.id, string_value=option)
+
     def _set_sequence(self) -> None:
         found = self.page.find(SEQUENCE_KEY, "Sequence")
         if found is None:
             raise SessionError("widget", "no text box with key 'sequence' on the page")
         _, proto = found
+        if self.page.sentence:  # sentence A: a few words, another sentence each time
+            words = self.rng.choices(WORDS, k=self.rng.randint(5, 20))
+            text = " ".join(words).capitalize() + "."
+            self.states[proto.id] = WidgetState(id=proto.id, string_value=text)
+            return
         alphabet = self.page.alphabet or "0123456789"
         lo = max(self.page.min_len, min(8, self.page.max_len))
         hi = max(lo, min(16, self.page.max_len))
@@ -486,15 +533,28 @@ async def one_page_load(ws_url: str, timeout: float, stats: Stats) -> None:
     await session.run(time.monotonic() + timeout, load_only=True)
 
 
-async def bench(args, base_url: str, pid: int | None) -> dict:
+async def one_model_pick(ws_url: str, timeout: float, stats: Stats, model: str) -> None:
+    """Load the page, pick the model once and leave: the server loads it (once per process)."""
+    session = Session(ws_url, stats, random.Random(0), timeout, (0.0, 0.0), model)
+    await session.run(time.monotonic() + timeout, load_only=False)
+
+
+async def bench(args, base_url: str, pid: int | None, model: str | None = None) -> dict:
+    """One run; model: the picker option every session picks first (None: the opening one)."""
     ws_url = base_url.replace("http://", "ws://").replace("https://", "wss://") + "/_stcore/stream"
     result: dict = {"sessions": args.sessions, "seconds": args.seconds, "url": base_url}
+    result["model"] = model or "toy"
 
     cold = rss_bytes(pid) if pid else None
     # Warm-up: the first page load imports torch, loads the checkpoints and fills caches, which
-    # every later session shares; memory "at start" is measured after it.
+    # every later session shares; memory "at start" is measured after it. A model the sessions
+    # pick is picked by it too, so that "at start" holds that model once and the growth per
+    # session shows whether each session holds one more.
     warm_stats = Stats()
-    await one_page_load(ws_url, args.timeout * 2, warm_stats)
+    if model is None:
+        await one_page_load(ws_url, args.timeout * 2, warm_stats)
+    else:
+        await one_model_pick(ws_url, args.timeout * 2, warm_stats, model)
     result["warmup_errors"] = sum(warm_stats.errors.values())
     result["warmup_samples"] = warm_stats.samples
     start = await settled_rss(pid) if pid else None
@@ -512,9 +572,8 @@ async def bench(args, base_url: str, pid: int | None) -> dict:
     async def user(i: int) -> None:
         rng = random.Random(master.random())
         await asyncio.sleep(rng.uniform(0, args.ramp))  # users arrive over the ramp
-        await Session(ws_url, stats, rng, args.timeout, (args.think_min, args.think_max)).run(
-            deadline
-        )
+        think = (args.think_min, args.think_max)
+        await Session(ws_url, stats, rng, args.timeout, think, model).run(deadline)
 
     # A session ends at the deadline after its request in flight (timeout bounded); this bound
     # only guards against a hung connection.
@@ -568,6 +627,8 @@ async def bench(args, base_url: str, pid: int | None) -> dict:
 def report(r: dict) -> None:
     """Print the figures and whether each target is met."""
     print(f"tfviz load benchmark: {r['sessions']} sessions for {r['seconds']:g} s on {r['url']}")
+    if r["model"] != "toy":
+        print(f"every session picks {r['model']} first")
     if r["warmup_errors"]:
         print(f"warm-up page load failed: {'; '.join(r['warmup_samples'])}")
     print(
@@ -631,6 +692,36 @@ def report(r: dict) -> None:
     print(f"  memory after close within {TARGET_MEMORY_RATIO:.0%} of start: {verdict}")
 
 
+def report_models(results: dict[str, dict]) -> None:
+    """MiniLM's run against the toy run: peak memory ratio, and no copy of the model per session."""
+    toy, minilm = results.get("toy"), results.get("minilm")
+    if not toy or not minilm or not toy["rss_peak"] or not minilm["rss_peak"]:
+        return
+    from tfviz import pretrained
+
+    weights = (pretrained.model_dir() / "model.safetensors").stat().st_size
+    ratio = minilm["rss_peak"] / toy["rss_peak"]
+    print(f"\n{pretrained.NAME} against toy models, {minilm['sessions']} sessions each:")
+    print(
+        f"  memory at start: {mib(minilm['rss_start'])} vs {mib(toy['rss_start'])} "
+        f"(MiniLM loaded once: {mib(minilm['rss_start'] - toy['rss_start'])} more; its "
+        f"weights file: {mib(weights)})"
+    )
+    print(f"  memory at peak: {mib(minilm['rss_peak'])} vs {mib(toy['rss_peak'])}")
+    ok = ratio <= TARGET_MINILM_MEMORY
+    print(
+        f"  peak ratio MiniLM / toy: {ratio:.2f} (target <= {TARGET_MINILM_MEMORY:g}: "
+        f"{'met' if ok else 'NOT met'})"
+    )
+    per_session = minilm["rss_per_session"] or 0.0
+    shared = per_session < weights / 4
+    print(
+        f"  per session with MiniLM: {mib(per_session)}, {per_session / weights:.1%} of the "
+        f"weights: {'one shared copy' if shared else 'MORE than a shared copy would need'} "
+        f"({mib(weights * minilm['sessions'])} if every session held its own)"
+    )
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sessions", type=int, default=40, help="concurrent sessions (default 40)")
@@ -639,6 +730,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--url", help="use this running server (e.g. http://127.0.0.1:8501) instead")
     p.add_argument("--pid", type=int, help="with --url: the server's pid, for memory figures")
     p.add_argument("--app", default="app.py", help="the script the server runs (default app.py)")
+    p.add_argument(
+        "--models",
+        default="toy",
+        help="comma-separated runs, each on a fresh server: 'toy' (the opening model) and/or "
+        "'minilm' (sessions pick all-MiniLM-L6-v2); with both, their memory is compared",
+    )
     p.add_argument("--think-min", type=float, default=0.2, help="think time, seconds (min)")
     p.add_argument("--think-max", type=float, default=1.0, help="think time, seconds (max)")
     p.add_argument("--ramp", type=float, default=2.0, help="sessions start over this many s")
@@ -663,11 +760,42 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         p.error("need --sessions >= 1, --seconds > 0 and --think-min <= --think-max")
     if args.settle is None:
         args.settle = args.session_ttl + 2.0
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    if not args.models or set(args.models) - set(MODELS):
+        p.error(f"--models takes a comma-separated list of {', '.join(MODELS)}")
+    if args.url and len(args.models) > 1:
+        p.error("--url measures one running server: give one of --models")
     return args
+
+
+def picked(model: str) -> str | None:
+    """The model picker option a --models entry makes sessions pick (None: the opening model)."""
+    if model == "toy":
+        return None
+    from tfviz import pretrained
+
+    return pretrained.NAME
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    results = {}
+    for i, model in enumerate(args.models):
+        if i:
+            print()
+        result = run_once(args, model)
+        if result is None:
+            return 1
+        results[model] = result
+    report_models(results)
+    if args.json:
+        out = results[args.models[0]] if len(results) == 1 else results
+        args.json.write_text(json.dumps(out, indent=2, default=str))
+    return 0
+
+
+def run_once(args, model: str) -> dict | None:
+    """One benchmark run on a fresh server (or the --url one); None if the server is not up."""
     proc = None
     with tempfile.TemporaryDirectory(prefix="tfviz-load-") as tmp:
         log_path = Path(tmp) / "server.log"
@@ -678,7 +806,7 @@ def main(argv: list[str] | None = None) -> int:
                 pid = args.pid
                 if not wait_healthy(base_url, None, args.startup_timeout):
                     print(f"server at {base_url} is not healthy (/_stcore/health)")
-                    return 1
+                    return None
                 print(f"using the running server at {base_url} ({host})")
             else:
                 port = args.port or free_port()
@@ -689,16 +817,14 @@ def main(argv: list[str] | None = None) -> int:
                 if not wait_healthy(base_url, proc, args.startup_timeout):
                     log = log_path.read_text(errors="replace")[-3000:]
                     print(f"the server did not start (exit code {proc.poll()}); its log:\n{log}")
-                    return 1
+                    return None
                 print(f"server pid {pid} healthy after {time.monotonic() - started:.1f} s")
-            result = asyncio.run(bench(args, base_url, pid))
+            result = asyncio.run(bench(args, base_url, pid, picked(model)))
             report(result)
-            if args.json:
-                args.json.write_text(json.dumps(result, indent=2, default=str))
+            return result
         finally:
             if proc is not None:
                 stop_server(proc)
-    return 0
 
 
 if __name__ == "__main__":

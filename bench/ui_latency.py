@@ -24,6 +24,12 @@ every chart drawn, over --starts fresh servers (a fresh browser context each tim
 folder, so it imports its own tfviz) and the ratio of their medians is printed: a before/after
 figure from one run. --first-render-only skips the keystroke measurements.
 
+With --models reverse,minilm the keystrokes are measured on the toy `reverse` model (T=16, its
+longest sequence) and on the pretrained all-MiniLM-L6-v2 (sentence A of --pieces word-pieces,
+[CLS] and [SEP] included; default 32), side by side in one page of one server, and the ratio of
+their p95 is printed (issue 9's target: MiniLM <= 1.5x reverse). A MiniLM edit is done when
+sentence A's word-pieces show the new sentence and every chart has been repainted.
+
 Targets (2 CPU cores): p95 under 300 ms at T=16; first render under 5 s. Met / not met is printed;
 the exit status is 0 either way (a benchmark, not a test) unless nothing could be measured.
 
@@ -31,6 +37,7 @@ Needs Debian's Chromium at /usr/bin/chromium. Talks only to the servers it start
 
 Usage: python -m bench.ui_latency [--edits 30] [--warmup 3] [--starts 3] [--json out.json]
        python -m bench.ui_latency --first-render-only --starts 5 [--compare-app OLD/app.py]
+       python -m bench.ui_latency --models reverse,minilm [--pieces 32] --starts 0
 """
 
 from __future__ import annotations
@@ -72,6 +79,15 @@ CHROMIUM_ARGS = [
 ]
 VIEWPORT = {"width": 1400, "height": 1000}
 TARGET_P95_MS = 300.0  # at T=16
+TARGET_MINILM_RATIO = 1.5  # MiniLM's p95 / reverse's p95, measured in the same run (issue 9)
+MINILM = "minilm"  # what --models calls the pretrained sentence encoder
+# Words that are one word-piece each in MiniLM's vocabulary (checked when sentences are made), so
+# a sentence of n of them has n + 2 pieces with [CLS] and [SEP].
+WORDS = (
+    "the a man woman child dog cat bird house car road river city park music song book table "
+    "plays reads sees finds likes takes holds gives makes walks runs sings near under over "
+    "with without after before big small old new red green happy quiet fast slow today"
+).split()
 TARGET_FIRST_RENDER_S = 5.0
 QUIET_MS = 250  # no redraw for this long after the last one: the edit is done
 EDIT_TIMEOUT_MS = 20_000
@@ -144,14 +160,17 @@ HARNESS_JS = """
   if (document.body) start(); else document.addEventListener('DOMContentLoaded', start);
 
   // Resolves when the edit started by the last Enter is fully drawn (see the module docstring).
-  tf.waitEdit = (expected, quietMs, timeoutMs) => new Promise((resolve, reject) => {
+  // codeKey: the container whose code block shows the typed input: "prediction" (a toy
+  // model's input row) or "pieces" (a sentence model's word-pieces, all of the block).
+  tf.waitEdit = (expected, quietMs, timeoutMs, codeKey) => new Promise((resolve, reject) => {
     const began = performance.now();
     const app = () => document.querySelector('[data-testid="stApp"]');
     const inputShown = () => {
-      const code = document.querySelector('.st-key-prediction [data-testid="stCode"]');
+      const code = document.querySelector(`.st-key-${codeKey} [data-testid="stCode"]`);
       if (!code) return false;
-      const first = code.textContent.split('\\n')[0];
-      return first.replace(/^input\\s+/, '').replace(/\\s+/g, '') === expected;
+      const shown = codeKey === 'prediction'
+          ? code.textContent.split('\\n')[0].replace(/^input\\s+/, '') : code.textContent;
+      return shown.replace(/\\s+/g, '') === expected;
     };
     const check = () => {
       tf.hook();
@@ -204,13 +223,15 @@ HARNESS_JS = """
 })();
 """
 
-# True (as a page timestamp in epoch ms) once the first run has drawn the prediction and every
-# chart it sent: the very first load may read notRunning before its run started, hence the code.
+# True (as a page timestamp in epoch ms) once the first run has drawn the prediction (a sentence
+# model: its word-pieces) and every chart it sent: the very first load may read notRunning before
+# its run started, hence the code block.
 FIRST_RENDER_JS = """
 () => {
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-  if (!document.querySelector('.st-key-prediction [data-testid="stCode"]')) return false;
+  const code = '.st-key-prediction [data-testid="stCode"], .st-key-pieces [data-testid="stCode"]';
+  if (!document.querySelector(code)) return false;
   const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]').length;
   const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
   if (plots.length === 0 || plots.length < charts) return false;
@@ -254,8 +275,9 @@ class Config:
     """One measured configuration: a model and a sequence length."""
 
     model: str
-    T: int
+    T: int  # characters of a toy sequence; word-pieces of a sentence, [CLS] and [SEP] included
     target_ms: float | None  # p95 target, or None where none is set
+    source: str = "bundled"  # as the picker shows it, "NAME (source)"; "pretrained": MiniLM
     alphabet: str = ""  # read from the sidebar once the model is shown
     edits: list[dict] = field(default_factory=list)  # what waitEdit resolved with, per edit
     server_ms: list[float] = field(default_factory=list)  # websocket-only rerun times
@@ -264,6 +286,16 @@ class Config:
     @property
     def name(self) -> str:
         return f"{self.model} T={self.T}"
+
+    @property
+    def label(self) -> str:
+        """The model's option in the sidebar's picker."""
+        return f"{self.model} ({self.source})"
+
+    @property
+    def sentence(self) -> bool:
+        """The pretrained sentence encoder: sentence A's box, no alphabet, word-pieces shown."""
+        return self.source == "pretrained"
 
     def col(self, key: str) -> list[float]:
         return [e[key] for e in self.edits if e.get(key) is not None]
@@ -347,18 +379,19 @@ def task_facts(page) -> tuple[str, int, int]:
     return match.group(1), int(match.group(2)), int(match.group(3))
 
 
-def pick_model(page, name: str) -> None:
-    """Choose "NAME (bundled)" in the sidebar's Model picker and wait for the new model's run."""
-    label = f"{name} (bundled)"
+def pick_model(page, cfg: Config) -> None:
+    """Choose the configuration's model in the sidebar's Model picker and wait for its run."""
     picker = page.locator('[data-testid="stSidebar"]').get_by_role("combobox", name="Model")
-    if picker.input_value() == label:
+    if picker.input_value() == cfg.label:
         return
     picker.click()
-    page.get_by_role("option", name=label, exact=True).click()
+    page.get_by_role("option", name=cfg.label, exact=True).click()
+    # A toy model's task is named after it; the sentence encoder's is "sentence embedding".
+    task = sentence_task_name() if cfg.sentence else cfg.model
     page.wait_for_function(
         "name => document.querySelector('[data-testid=\"stSidebar\"]').innerText"
         ".includes('Task: ' + name)",
-        arg=name,
+        arg=task,
         timeout=EDIT_TIMEOUT_MS,
     )
     wait_quiet(page)
@@ -376,27 +409,58 @@ def sequences(alphabet: str, T: int, n: int, seed: int) -> list[str]:
     return seen
 
 
-def one_edit(page, text: str) -> dict:
-    box = page.get_by_role("textbox", name="Sequence")
+def sentence_task_name() -> str:
+    from tfviz.pretrained import SentenceTask
+
+    return SentenceTask.name
+
+
+def sentences(pieces: int, n: int, seed: int) -> list[tuple[str, str]]:
+    """n distinct (sentence, its word-pieces joined) of exactly `pieces` word-pieces for MiniLM,
+    [CLS] and [SEP] included; neighbours differ, so every edit changes every chart."""
+    from tfviz.pretrained import load_minilm
+
+    _, tokenizer = load_minilm()
+    words = [w for w in WORDS if len(tokenizer.encode(w).ids) == 3]  # one piece + the frame
+    rng = random.Random(seed)
+    found: dict[str, str] = {}
+    while len(found) < n:
+        text = " ".join(rng.choice(words) for _ in range(pieces - 3)).capitalize() + "."
+        encoded = tokenizer.encode(text)
+        if len(encoded.ids) != pieces:
+            raise RuntimeError(f"{text!r} has {len(encoded.ids)} word-pieces, not {pieces}")
+        found.setdefault(text, "".join(encoded.pieces))
+    return list(found.items())
+
+
+def one_edit(page, cfg: Config, text: str, shown: str) -> dict:
+    """Type text in the configuration's box; wait until `shown` (no spaces) is on the page."""
+    box = page.get_by_role("textbox", name="Sentence A (traced)" if cfg.sentence else "Sequence")
     box.fill(text)
     page.evaluate("window.__tfviz.t0 = -1")
     box.press("Enter")
+    key = "pieces" if cfg.sentence else "prediction"
     return page.evaluate(
-        "([s, q, t]) => window.__tfviz.waitEdit(s, q, t)", [text, QUIET_MS, EDIT_TIMEOUT_MS]
+        "([s, q, t, k]) => window.__tfviz.waitEdit(s, q, t, k)",
+        [shown, QUIET_MS, EDIT_TIMEOUT_MS, key],
     )
 
 
 def measure_edits(page, cfg: Config, n: int, warmup: int, seed: int) -> list[str]:
     """Time n edits (after `warmup` unrecorded ones); returns the sequences typed, in order."""
-    pick_model(page, cfg.model)
-    alphabet, lo, hi = task_facts(page)
-    cfg.alphabet = alphabet
-    if not lo <= cfg.T <= hi:
-        raise RuntimeError(f"{cfg.model} takes lengths {lo}..{hi}, not {cfg.T}")
-    texts = sequences(alphabet, cfg.T, warmup + n, seed)
-    for i, text in enumerate(texts):
+    pick_model(page, cfg)
+    if cfg.sentence:
+        typed = sentences(cfg.T, warmup + n, seed)
+    else:
+        alphabet, lo, hi = task_facts(page)
+        cfg.alphabet = alphabet
+        if not lo <= cfg.T <= hi:
+            raise RuntimeError(f"{cfg.model} takes lengths {lo}..{hi}, not {cfg.T}")
+        typed = [(s, s) for s in sequences(alphabet, cfg.T, warmup + n, seed)]
+    texts = [text for text, _ in typed]
+    for i, (text, shown) in enumerate(typed):
         try:
-            result = one_edit(page, text)
+            result = one_edit(page, cfg, text, shown)
         except Exception as e:  # noqa: BLE001 - a failed edit is counted and reported, not fatal
             cfg.failures.append(f"{text}: {' '.join(str(e).split())[:300]}")
             continue
@@ -482,9 +546,7 @@ async def server_only(url: str, plan: list[tuple[Config, list[str]]], timeout: f
     async with websockets.connect(ws_url, subprotocols=["streamlit"], max_size=None) as ws:
         await request(ws)  # the page load
         for cfg, texts in plan:
-            states[ids["model"]] = WidgetState(
-                id=ids["model"], string_value=f"{cfg.model} (bundled)"
-            )
+            states[ids["model"]] = WidgetState(id=ids["model"], string_value=cfg.label)
             await request(ws)  # the model change (it resets the sequence)
             for text in texts:
                 states[ids["sequence"]] = WidgetState(id=ids["sequence"], string_value=text)
@@ -501,6 +563,7 @@ def verdict(ok: bool) -> str:
 def report(configs: list[Config], starts: list[dict], edits: int, keystrokes: bool = True) -> None:
     if keystrokes:
         report_edits(configs, edits)
+        report_minilm_ratio(configs)
     apps = list(dict.fromkeys(s["app"] for s in starts))
     for app in apps:
         report_starts([s for s in starts if s["app"] == app], app if len(apps) > 1 else "")
@@ -554,6 +617,22 @@ def report_edits(configs: list[Config], edits: int) -> None:
             print(f"FAILED edit ({c.name}): {f}")
 
 
+def report_minilm_ratio(configs: list[Config]) -> None:
+    """MiniLM's p95 against the toy reverse model's, both from this run (issue 9's target)."""
+    sentence = [c for c in configs if c.sentence]
+    toy = [c for c in configs if c.model == DEFAULT_MODEL and not c.sentence]
+    if not sentence or not toy:
+        return
+    s, r = sentence[0], toy[-1]
+    ratio = percentile(s.col("total"), 95) / percentile(r.col("total"), 95)
+    ok = ratio <= TARGET_MINILM_RATIO
+    print(
+        f"\np95 {s.name} / {r.name} = {ratio:.2f} "
+        f"(target <= {TARGET_MINILM_RATIO}: {verdict(ok)}); "
+        f"server only: {percentile(s.server_ms, 95) / percentile(r.server_ms, 95):.2f}"
+    )
+
+
 def report_starts(starts: list[dict], app: str) -> None:
     if starts:
         times = [s["first_render_s"] for s in starts]
@@ -595,7 +674,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=Path,
         help="another checkout's app.py: first renders alternate with it, and the ratio is printed",
     )
+    p.add_argument(
+        "--models",
+        help=f"comma-separated models to time keystrokes on instead of the default set: bundled "
+        f"names at T=16 and '{MINILM}' (the pretrained sentence encoder at --pieces)",
+    )
+    p.add_argument(
+        "--pieces", type=int, default=32, help="MiniLM's sentence A in word-pieces (default 32)"
+    )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--lesson-steps",
+        type=int,
+        default=0,
+        help="time this many lesson step changes (Next/Previous) instead of the keystrokes",
+    )
     p.add_argument("--no-server-only", action="store_true", help="skip the websocket-only timing")
     p.add_argument("--json", type=Path, help="also write every figure here")
     p.add_argument(
@@ -618,6 +711,8 @@ def main(argv: list[str] | None = None) -> int:
         Config(DEFAULT_MODEL, 16, TARGET_P95_MS),
         Config(largest, 16, TARGET_P95_MS),
     ]
+    if args.models:
+        configs = [model_config(name.strip(), args.pieces) for name in args.models.split(",")]
     print(f"largest bundled model: {largest}; {os.cpu_count()} CPUs seen; chromium {CHROMIUM}")
     if args.server_arg:
         print(f"server options: {' '.join(args.server_arg)}")
@@ -627,17 +722,31 @@ def main(argv: list[str] | None = None) -> int:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             starts = first_renders(browser, workdir, args.starts, args.server_arg, apps)
-            if not args.first_render_only:
+            if args.lesson_steps:
+                measure_lesson_steps(browser, workdir, args.lesson_steps, args.server_arg)
+            elif not args.first_render_only:
                 measure_keystrokes(browser, workdir, configs, args)
         finally:
             browser.close()
-    report(configs, starts, args.edits, keystrokes=not args.first_render_only)
+    keystrokes = not (args.first_render_only or args.lesson_steps)
+    report(configs, starts, args.edits, keystrokes=keystrokes)
     if args.json:
         out = {"configs": [asdict(c) for c in configs], "first_renders": starts}
         args.json.write_text(json.dumps(out, indent=1))
     if args.first_render_only:
         return 0 if starts else 1
     return 0 if any(c.edits for c in configs) else 1
+
+
+def model_config(name: str, pieces: int) -> Config:
+    """A --models entry: a bundled model at T=16, or MiniLM at `pieces` word-pieces."""
+    if name == MINILM:
+        from tfviz.pretrained import NAME
+
+        return Config(NAME, pieces, None, source="pretrained")
+    if not (MODELS / f"{name}.safetensors").is_file():
+        raise SystemExit(f"--models: no bundled model {name!r} and not {MINILM!r}")
+    return Config(name, 16, TARGET_P95_MS)
 
 
 def measure_keystrokes(browser, workdir: Path, configs: list[Config], args) -> None:
@@ -658,7 +767,11 @@ def measure_keystrokes(browser, workdir: Path, configs: list[Config], args) -> N
             # Fresh sequences, so the server's trace cache does not answer from memory.
             fresh = []
             for i, (cfg, texts) in enumerate(plan):
-                more = sequences(cfg.alphabet, cfg.T, 2 * len(texts), 1000 + args.seed + i)
+                seed = 1000 + args.seed + i
+                if cfg.sentence:
+                    more = [text for text, _ in sentences(cfg.T, 2 * len(texts), seed)]
+                else:
+                    more = sequences(cfg.alphabet, cfg.T, 2 * len(texts), seed)
                 fresh.append((cfg, [s for s in more if s not in texts][: len(texts)]))
             # Playwright's sync API owns this thread's event loop: use another thread.
             with ThreadPoolExecutor(1) as pool:
@@ -666,6 +779,65 @@ def measure_keystrokes(browser, workdir: Path, configs: list[Config], args) -> N
                 pool.submit(run).result()
     finally:
         server.stop()
+
+
+# ---- lesson step changes (issue 10) ------------------------------------------------------------
+
+LESSON_STEP_JS = """
+([n, quietMs]) => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  const picker = document.querySelector('.st-key-lesson_step input');
+  const tf = window.__tfviz;
+  return app && app.getAttribute('data-test-script-state') === 'notRunning'
+      && picker && picker.value.startsWith(n + '. ')
+      && tf.changed > tf.t0 && performance.now() - tf.changed > quietMs;
+}
+"""
+
+
+def measure_lesson_steps(browser, workdir: Path, n: int, server_args: list[str]) -> None:
+    """Lesson step change p95: a click on Next or Previous -> the new step drawn and quiet.
+
+    The page opens on the Lessons tab through a shared link (?view=lessons) and walks the four
+    steps up and down (1 2 3 4 3 2 1 2 ...), n changes after one untimed round. A change ends
+    at the last DOM change (charts included) before QUIET_MS of quiet, with the app idle and
+    the step picker showing the new step; it starts at the click, in page time.
+    """
+    server = Server(workdir, server_args)
+    try:
+        server.wait_healthy()
+        context = browser.new_context(viewport=VIEWPORT)
+        context.add_init_script(HARNESS_JS)
+        page = open_page(context, f"{server.url}/?view=lessons")
+        page.evaluate(
+            "document.addEventListener('click', () => { window.__tfviz.t0 = performance.now(); },"
+            " true)"
+        )
+        step, times, by_step = 1, [], {}
+        for i in range(n + 6):  # the first round (six changes) warms the caches up
+            target = (2, 3, 4, 3, 2, 1)[i % 6]
+            key = "lesson_next" if target > step else "lesson_prev"
+            step = target
+            page.evaluate("window.__tfviz.t0 = Infinity")
+            page.locator(f".st-key-{key} button").click()
+            page.wait_for_function(
+                LESSON_STEP_JS, arg=[step, QUIET_MS], polling=20, timeout=EDIT_TIMEOUT_MS
+            )
+            if i >= 6:
+                ms = page.evaluate("window.__tfviz.changed - window.__tfviz.t0")
+                times.append(ms)
+                by_step.setdefault(step, []).append(ms)
+        context.close()
+    finally:
+        server.stop()
+    p95 = percentile(times, 95)
+    print(f"\nLesson step change (Next/Previous) -> the step drawn and quiet, {len(times)} changes")
+    print(
+        f"  median {median(times):.0f} ms, p95 {p95:.0f} ms, max {max(times):.0f} ms  "
+        f"target p95 < {TARGET_P95_MS:.0f} ms: {verdict(p95 < TARGET_P95_MS)}"
+    )
+    for step, ms in sorted(by_step.items()):
+        print(f"  to step {step}: median {median(ms):.0f} ms, max {max(ms):.0f} ms ({len(ms)})")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from tfviz.export import attention_csv
 from tfviz.interventions import Interventions, head_names, parse_head_name
 from tfviz.metrics import headline
 from tfviz.model import Encoder
-from tfviz.ui.text import changed_tokens, prediction_table
+from tfviz.ui.text import changed_tokens, prediction_table, width
 
 TEXT = "abcdefg"
 
@@ -184,6 +184,15 @@ def test_prediction_table_aligns_and_marks_wrong_tokens():
     assert lines[3].index("^") == lines[2].index("9")
     right = prediction_table([("model", ["x"])], ["x"])
     assert "^" not in right
+
+
+def test_prediction_table_aligns_chinese_row_names_by_display_width():
+    # 输入 and 模型 take four monospace columns each, like "abcd": the marks stay under the tokens.
+    table = prediction_table([("输入", ["a", "b"]), ("模型", ["a", "x"])], ["a", "b"])
+    lines = table.split("\n")
+    assert lines[1] == "模型  a x"
+    assert width(lines[2][: lines[2].index("^")]) == width(lines[1][: lines[1].index("x")])
+    assert width("模型 a") == 6 and width("abc") == 3
 
 
 def test_prediction_table_shows_markup_literally():

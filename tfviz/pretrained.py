@@ -500,6 +500,35 @@ class PairSimilarity:
     switched: float  # the same under the switches (equal to learned when none is set)
     moved: tuple[float, float]  # (A, B): cos(learned embedding, switched embedding); 1: unmoved
 
+    @classmethod
+    def of(cls, learned, switched) -> PairSimilarity:
+        """From the unit embeddings of A and B, (2, D) each (torch or numpy), learned and
+        switched."""
+        moved = (learned * switched).sum(-1)  # (2,) cosines of unit vectors
+        return cls(
+            learned=float(learned[0] @ learned[1]),
+            switched=float(switched[0] @ switched[1]),
+            moved=(float(moved[0]), float(moved[1])),
+        )
+
+
+def embed_each(
+    model: Encoder,
+    task: SentenceTask,
+    texts: tuple[str, ...],
+    interventions: Interventions | None = None,
+) -> Tensor:
+    """(n, D) unit sentence embeddings, one forward pass per text.
+
+    Not one padded batch: the app's sentence A is often several times as long as sentence B,
+    and padding B to A's length cost about half as much again as two passes (bench/README.md).
+    """
+    rows = []
+    for text in texts:
+        ids, pad_mask = task.encode_batch([text], device=model.device)  # (1, T) each
+        rows.append(sentence_embedding(model, ids, pad_mask, interventions))  # (1, D)
+    return torch.cat(rows)
+
 
 def compare_similarity(
     model: Encoder,
@@ -510,12 +539,6 @@ def compare_similarity(
 ) -> PairSimilarity:
     """Cosine similarity of two texts learned and switched, and how far each embedding moved."""
     iv = Interventions.of(interventions)
-    ids, pad_mask = task.encode_batch([text_a, text_b], device=model.device)
-    learned = sentence_embedding(model, ids, pad_mask)  # (2, D), unit rows
-    switched = learned if iv.is_default else sentence_embedding(model, ids, pad_mask, iv)
-    moved = (learned * switched).sum(-1)  # (2,) cosines of unit vectors
-    return PairSimilarity(
-        learned=float(learned[0] @ learned[1]),
-        switched=float(switched[0] @ switched[1]),
-        moved=(float(moved[0]), float(moved[1])),
-    )
+    learned = embed_each(model, task, (text_a, text_b))  # (2, D), unit rows
+    switched = learned if iv.is_default else embed_each(model, task, (text_a, text_b), iv)
+    return PairSimilarity.of(learned, switched)

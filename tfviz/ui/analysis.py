@@ -16,7 +16,7 @@ import streamlit as st
 
 import tfviz.analysis as analysis
 from tfviz import get_task, plots
-from tfviz.interventions import Interventions
+from tfviz.interventions import Interventions, head_name
 from tfviz.ui.common import (
     View,
     chart,
@@ -30,13 +30,20 @@ from tfviz.ui.common import (
     what_is_this,
 )
 from tfviz.ui.help import HELP
+from tfviz.ui.i18n import current, t
 
 ANALYSIS_N = 256  # fresh examples behind importance, ablation and the keep-top-k curve
-METRIC_NAMES = {"token_accuracy": "token accuracy", "accuracy": "accuracy", "mae": "MAE"}
+# A task metric -> the catalogue key of its name.
+METRIC_NAMES = {
+    "token_accuracy": "analysis.metric.token_accuracy",
+    "accuracy": "analysis.metric.accuracy",
+    "mae": "analysis.metric.mae",
+}
+# A head score -> the catalogue key of its name ({metric}: the task metric's name).
 SCORE_NAMES = {
-    "loss": "loss change when zeroed",
-    "metric": "{metric} change when zeroed",
-    "gradient": "gradient score |dL/dξ| (Michel et al.)",
+    "loss": "analysis.score.loss",
+    "metric": "analysis.score.metric",
+    "gradient": "analysis.score.gradient",
 }
 
 
@@ -115,35 +122,36 @@ def flow_for(view: View) -> dict[str, np.ndarray]:
 
 def weight_views_for(view: View) -> dict:
     # From the weights alone: instant for a toy model, a few seconds once for MiniLM's 72 heads.
-    with st.spinner("Computing from the weights (a few seconds the first time for a big model)…"):
+    with st.spinner(t("analysis.weights_spinner")):
         return cached_weight_views(view.entry.digest, view.interventions.w_o, _model=view.model)
 
 
 # ---- the view ------------------------------------------------------------------------------
 
 
+def first_upper(text: str) -> str:
+    """text with its first letter in upper case and the rest as written ("MAE", "dL/dξ")."""
+    return text[:1].upper() + text[1:]
+
+
 def render(view: View) -> None:
-    sections = list(SECTIONS)
+    sections = list(SECTIONS)  # the English names: the widget's stable values
+    lang = current()  # for format_func, which Streamlit may call outside this run
     section = st.segmented_control(
-        "Method",
+        t("analysis.method"),
         sections,
         default=sections[0],
         required=True,
         key="analysis_section",
-        help="Each method looks past the raw attention weights, with W_o in the picture.",
+        format_func=lambda name: t(SECTIONS[name][2], lang=lang),
+        help=t("analysis.method_help"),
     )
-    draw, needs_text = SECTIONS[section or sections[0]]
+    draw, needs_text, _ = SECTIONS[section or sections[0]]
     if needs_text and view.trace is None:
-        st.info("Type a valid sequence above to see this view.")
+        st.info(t("analysis.needs_sequence"))
         return
     if not view.interventions.is_default:
-        st.caption(
-            md_escape(
-                f"Sidebar: {describe(view.interventions)}. The W_o switch applies to every method "
-                "here; heads zeroed in the sidebar only to norm-based attention and rollout, "
-                "which read the traced sequence."
-            )
-        )
+        st.caption(md_escape(t("analysis.switched", what=describe(view.interventions))))
     draw(view)
 
 
@@ -152,20 +160,15 @@ def render(view: View) -> None:
 
 def norm_attention_section(view: View) -> None:
     tr = view.trace
-    layer = index_picker("Layer", tr.n_layers, "norm_layer", "L")
+    layer = index_picker(t("analysis.layer"), tr.n_layers, "norm_layer", "L")
     flow = flow_for(view)
-    st.caption(
-        "Kobayashi et al., EMNLP 2020. Top: the raw weights α (where each head looks; a row sums "
-        "to 1). Below: ‖α f(x)‖, how much each key token really moves into the query through the "
-        "head's values and W_o. Same tokens, same layout; the norms share one colour scale, so a "
-        "head that writes little looks faint even where it looks hard."
-    )
+    st.caption(t("analysis.norm.caption"))
     chart(
         plots.attention_grid(
             tr.attn[layer : layer + 1],
             tr.labels,
             [layer],
-            title=f"Raw attention α of L{layer} (last: mean of the heads)",
+            title=t("analysis.norm.raw_title", layer=layer),
             with_mean=True,
         ),
         key="raw_attention_layer",
@@ -176,7 +179,7 @@ def norm_attention_section(view: View) -> None:
             flow["norm_summed"][layer],
             tr.labels,
             layer,
-            title=f"Norm-based attention ‖α f(x)‖ of L{layer} (last: all heads summed as vectors)",
+            title=t("analysis.norm.title", layer=layer),
         ),
         key="norm_attention",
     )
@@ -185,12 +188,7 @@ def norm_attention_section(view: View) -> None:
 
 def rollout_section(view: View) -> None:
     flow = flow_for(view)
-    st.caption(
-        "Abnar & Zuidema, ACL 2020. Row i of a block: how much of token i's representation after "
-        "that layer traces back to each input token (rows sum to 1). Left from raw attention, "
-        "right from the norm-based weights, which also count what the values and W_o do. An "
-        "approximation: the feed-forward nets and LayerNorm are left out."
-    )
+    st.caption(t("analysis.rollout.caption"))
     chart(
         plots.rollout_grid(flow["rollout_raw"], flow["rollout_norm"], view.trace.labels),
         key="rollout",
@@ -199,43 +197,54 @@ def rollout_section(view: View) -> None:
 
 
 def importance_section(view: View) -> None:
-    if toy_only(view, "Head importance"):
+    if toy_only(view, t("analysis.importance.what")):
         return
     entry, task, w_o = view.entry, view.task, view.interventions.w_o
-    with st.spinner(f"Zeroing each head in turn on {ANALYSIS_N} random examples…"):
+    with st.spinner(t("analysis.importance.spinner", n=ANALYSIS_N)):
         imp = cached_importance(entry.digest, task.name, w_o, _model=view.model)
     L, H = imp.loss_change.shape
-    metric = METRIC_NAMES[imp.metric]
-    names = {kind: label.format(metric=metric) for kind, label in SCORE_NAMES.items()}
+    metric = t(METRIC_NAMES[imp.metric])
+    lang = current()  # for format_func, which Streamlit may call outside this run
+    names = {kind: t(key, metric=metric, lang=lang) for kind, key in SCORE_NAMES.items()}
     st.caption(
         md_escape(
-            f"Michel et al., NeurIPS 2019. On {imp.n} fresh examples, with the sidebar's W_o "
-            f"switch; heads zeroed in the sidebar are not applied here. With every head: loss "
-            f"{imp.base_loss:.4g}, {metric} {metric_text(imp.metric, imp.base_metric)}."
+            t(
+                "analysis.importance.caption",
+                n=imp.n,
+                loss=f"{imp.base_loss:.4g}",
+                metric=metric,
+                value=metric_text(imp.metric, imp.base_metric),
+            )
         )
     )
     kind = st.radio(
-        "Rank heads by",
+        t("analysis.importance.rank"),
         list(SCORE_NAMES),
         format_func=names.get,
         key="importance_rank",
         horizontal=True,
-        help="Which score orders the heads for the heatmap and for 'keep the k most important'.",
+        help=t("analysis.importance.rank_help"),
     )
     shown = {"loss": imp.loss_change, "metric": imp.metric_change, "gradient": imp.gradient}[kind]
     left, right = st.columns(2)
     with left:
         chart(
-            plots.head_score_map(shown, title=names[kind].capitalize(), value=names[kind]),
+            plots.head_score_map(shown, title=first_upper(names[kind]), value=names[kind]),
             key="importance_map",
         )
+        columns = {
+            "head": t("analysis.col.head"),
+            "loss": t("analysis.col.loss_change"),
+            "metric": t("analysis.col.metric_change", metric=metric),
+            "gradient": t("analysis.col.gradient"),
+        }
         number_table(
             [
                 {
-                    "head": f"L{lay}H{h}",
-                    "loss change": float(imp.loss_change[lay, h]),
-                    f"{metric} change": float(imp.metric_change[lay, h]),
-                    "gradient score": float(imp.gradient[lay, h]),
+                    columns["head"]: head_name(lay, h),
+                    columns["loss"]: float(imp.loss_change[lay, h]),
+                    columns["metric"]: float(imp.metric_change[lay, h]),
+                    columns["gradient"]: float(imp.gradient[lay, h]),
                 }
                 for lay in range(L)
                 for h in range(H)
@@ -243,13 +252,13 @@ def importance_section(view: View) -> None:
             key="importance_table",
         )
     with right:
-        with st.spinner("Measuring the metric for every number of heads kept…"):
+        with st.spinner(t("analysis.importance.curve_spinner")):
             curve = cached_top_k_curve(entry.digest, task.name, w_o, kind, _model=view.model)
         n_heads = L * H
         if st.session_state.get("importance_k", 0) > n_heads:
             st.session_state.pop("importance_k")  # a bigger model was shown before
         k = st.slider(
-            "Keep the k most important heads",
+            t("analysis.importance.keep"),
             0,
             n_heads,
             value=n_heads,
@@ -257,68 +266,78 @@ def importance_section(view: View) -> None:
             help=HELP["accuracy_keeping_top_k"],
         )
         st.metric(
-            f"{metric.capitalize()} keeping {k} of {n_heads} heads",
+            t("analysis.importance.keeping", metric=first_upper(metric), k=k, n=n_heads),
             metric_text(imp.metric, float(curve[k])),
             delta=None if k == n_heads else metric_delta(imp.metric, float(curve[k] - curve[-1])),
             delta_color="inverse" if imp.metric == "mae" else "normal",
-            help="On the same fresh examples; the others are zeroed before W_o. The change is "
-            "against keeping every head.",
+            help=t("analysis.importance.keeping_help"),
         )
         kept = analysis.top_k_heads(imp.scores(kind), k)
-        st.caption(md_escape("Kept: " + (", ".join(f"L{a}H{b}" for a, b in kept) or "none")))
+        heads = ", ".join(head_name(a, b) for a, b in kept) or t("analysis.importance.none")
+        st.caption(md_escape(t("analysis.importance.kept", heads=heads)))
         chart(plots.keep_top_k_plot(curve, k, metric), key="keep_top_k")
     what_is_this("head_importance", "accuracy_keeping_top_k")
 
 
 def ablation_section(view: View) -> None:
-    if toy_only(view, "Ablation before vs after W_o"):
+    if toy_only(view, t("analysis.ablation.what")):
         return
     tr, entry, task = view.trace, view.entry, view.task
     a, b = st.columns(2)
     with a:
-        layer = index_picker("Layer", tr.n_layers, "ablation_layer", "L")
+        layer = index_picker(t("analysis.layer"), tr.n_layers, "ablation_layer", "L")
     with b:
-        head = index_picker("Head", tr.n_heads, "ablation_head", "H")
+        head = index_picker(t("analysis.head"), tr.n_heads, "ablation_head", "H")
     args = (entry.digest, task.name)
     switch = (view.interventions.w_o, layer, head)
     typed = cached_ablation(*args, view.text, *switch, _model=view.model)
-    with st.spinner(f"Zeroing L{layer}H{head} on {ANALYSIS_N} random examples…"):
+    zeroed = head_name(layer, head)
+    with st.spinner(t("analysis.ablation.spinner", head=zeroed, n=ANALYSIS_N)):
         fresh = cached_ablation(*args, None, *switch, _model=view.model)
-    metric = METRIC_NAMES[typed.metric]
+    metric = first_upper(t(METRIC_NAMES[typed.metric]))
     st.info(md_escape(HELP["compare_ablation_mistake"]))
     for col, what, result in (
-        (a, "your sequence", typed),
-        (b, f"{ANALYSIS_N} random examples", fresh),
+        (a, t("analysis.ablation.typed"), typed),
+        (b, t("analysis.ablation.fresh", n=ANALYSIS_N), fresh),
     ):
         with col:
             base = metric_text(result.metric, result.base_metric)
-            st.markdown(f"**On {md_escape(what)}** (every head kept: {md_escape(base)})")
+            st.markdown(t("analysis.ablation.on", what=md_escape(what), base=md_escape(base)))
             st.metric(
-                f"{metric.capitalize()}, L{layer}H{head} zeroed before W_o (right)",
+                t("analysis.ablation.before", metric=metric, head=zeroed),
                 metric_text(result.metric, result.metric_before),
             )
             st.metric(
-                f"{metric.capitalize()}, same dims zeroed after W_o (mistake)",
+                t("analysis.ablation.after", metric=metric),
                 metric_text(result.metric, result.metric_after),
-                delta=metric_delta(result.metric, result.metric_difference) + " vs before",
+                delta=t(
+                    "analysis.ablation.vs_before",
+                    diff=metric_delta(result.metric, result.metric_difference),
+                ),
                 delta_color="off",
             )
             st.caption(
                 md_escape(
-                    f"Loss {result.loss_before:.4g} (before) vs {result.loss_after:.4g} (after): "
-                    f"difference {result.loss_difference:+.4g}. Answers changed: "
-                    f"{result.prediction_changed_before:.0%} before, "
-                    f"{result.prediction_changed_after:.0%} after."
+                    t(
+                        "analysis.ablation.loss",
+                        before=f"{result.loss_before:.4g}",
+                        after=f"{result.loss_after:.4g}",
+                        diff=f"{result.loss_difference:+.4g}",
+                        changed_before=f"{result.prediction_changed_before:.0%}",
+                        changed_after=f"{result.prediction_changed_after:.0%}",
+                    )
                 )
             )
     share = fresh.removed_share_after  # (H,): share of each head's output removed after W_o
     others = np.delete(share, head)
     st.caption(
         md_escape(
-            f"On the random examples, zeroing those dims after W_o removed "
-            f"{share[head]:.0%} of head {head}'s own output and on average "
-            f"{others.mean() if others.size else 0.0:.0%} of each other head's; zeroing before "
-            f"W_o removes all of head {head}'s and none of the others'."
+            t(
+                "analysis.ablation.share",
+                own=f"{share[head]:.0%}",
+                head=head,
+                others=f"{others.mean() if others.size else 0.0:.0%}",
+            )
         )
     )
     chart(
@@ -326,7 +345,7 @@ def ablation_section(view: View) -> None:
             typed.attn_out_change_before[0],
             typed.attn_out_change_after[0],
             tr.labels,
-            title=f"How far attn_out of L{layer} moved at each token of your sequence",
+            title=t("analysis.ablation.bars_title", layer=layer),
         ),
         key="ablation_bars",
     )
@@ -337,26 +356,25 @@ def ov_section(view: View) -> None:
     w = weight_views_for(view)
     sv = w["singular_values"]  # (L, H, d_k)
     L, H, d_k = sv.shape
-    st.caption(
-        "Elhage et al. 2021. W_OV = W_V^h W_O^h maps what a token holds to what the head writes "
-        f"when it attends to it; its rank is at most d_k = {d_k}. Effective rank: Roy & Vetterli "
-        "2007."
-    )
+    st.caption(t("analysis.ov.caption", d_k=d_k))
     left, right = st.columns(2)
     with left:
         chart(
-            plots.singular_value_lines(sv, title="Singular values of each head's OV circuit"),
+            plots.singular_value_lines(sv, title=t("analysis.ov.title")),
             key="ov_singular_values",
         )
     with right:
+        columns = {
+            "head": t("analysis.col.head"),
+            "effective": t("analysis.col.effective_rank"),
+            "numerical": t("analysis.col.numerical_rank", rtol=f"{w['rtol']:.0%}"),
+        }
         number_table(
             [
                 {
-                    "head": f"L{lay}H{h}",
-                    "effective rank": float(w["effective_rank"][lay, h]),
-                    f"numerical rank (> {w['rtol']:.0%} of largest)": int(
-                        w["numerical_rank"][lay, h]
-                    ),
+                    columns["head"]: head_name(lay, h),
+                    columns["effective"]: float(w["effective_rank"][lay, h]),
+                    columns["numerical"]: int(w["numerical_rank"][lay, h]),
                     "‖W_OV‖_F": float(w["frobenius"][lay, h]),
                 }
                 for lay in range(L)
@@ -366,60 +384,49 @@ def ov_section(view: View) -> None:
         )
     comp = w["composition"]
     if comp.q.shape[0] == 0:
-        st.info("This model has one layer: no next layer to compose with.")
+        st.info(t("analysis.ov.one_layer"))
     else:
+        baseline = f"{comp.baseline:.3f}"
         chart(
             plots.composition_grid(
                 comp.q,
                 comp.k,
                 comp.v,
                 comp.baseline,
-                title=f"Composition: how much of each head's output the next layer's Q, K, V read "
-                f"(random baseline ≈ {comp.baseline:.3f})",
+                title=t("analysis.ov.composition_title", baseline=baseline),
             ),
             key="composition",
         )
-        st.caption(
-            md_escape(
-                f"Rows: the writing head of layer l; columns: the reading head of layer l+1. "
-                f"Unrelated random matrices score about {comp.baseline:.3f} (1/√D). Caveat: "
-                "LayerNorm's per-token division and the feed-forward net between the layers are "
-                "not in these numbers: they describe the weights, not a measurement on data."
-            )
-        )
+        st.caption(md_escape(t("analysis.ov.composition_caption", baseline=baseline)))
     what_is_this("ov_circuits", "composition_scores")
 
 
 def mixing_section(view: View) -> None:
     w = weight_views_for(view)
     shares, mixing = w["shares"], w["mixing"]  # (L, D, H), (L,)
-    layer = index_picker("Layer", len(mixing), "mixing_layer", "L")
+    layer = index_picker(t("analysis.layer"), len(mixing), "mixing_layer", "L")
     cols = st.columns(len(mixing))
     for lay, col in enumerate(cols):
         col.metric(
-            f"Mixing number L{lay}",
+            t("analysis.mixing.number", layer=lay),
             f"{mixing[lay]:.2f}",
-            help="0: each output dimension reads one head; 1: every one reads all heads equally.",
+            help=t("analysis.mixing.number_help"),
         )
     chart(
-        plots.head_shares_map(
-            shares[layer], title=f"W_o of L{layer}: share of each output dim's weight per head"
-        ),
+        plots.head_shares_map(shares[layer], title=t("analysis.mixing.title", layer=layer)),
         key="w_o_shares",
     )
-    st.caption(
-        "A block-diagonal picture (each output dimension reading a single head) would mean no "
-        "mixing; colour across a whole row means that output dimension draws on every head."
-    )
+    st.caption(t("analysis.mixing.caption"))
     what_is_this("w_o_mixing")
 
 
-# label: (draw, needs a valid typed sequence)
-SECTIONS: dict[str, tuple[Callable[[View], None], bool]] = {
-    "Norm-based attention": (norm_attention_section, True),
-    "Attention rollout": (rollout_section, True),
-    "Head importance": (importance_section, False),
-    "Ablate before vs after W_o": (ablation_section, True),
-    "OV circuits": (ov_section, False),
-    "How W_o mixes heads": (mixing_section, False),
+# The picker's value (the English name, stable across languages): (draw, needs a valid typed
+# sequence, catalogue key of the name shown).
+SECTIONS: dict[str, tuple[Callable[[View], None], bool, str]] = {
+    "Norm-based attention": (norm_attention_section, True, "analysis.section.norm"),
+    "Attention rollout": (rollout_section, True, "analysis.section.rollout"),
+    "Head importance": (importance_section, False, "analysis.section.importance"),
+    "Ablate before vs after W_o": (ablation_section, True, "analysis.section.ablation"),
+    "OV circuits": (ov_section, False, "analysis.section.ov"),
+    "How W_o mixes heads": (mixing_section, False, "analysis.section.mixing"),
 }

@@ -18,6 +18,7 @@ import streamlit as st
 
 from tfviz import CheckpointError, load_checkpoint, pretrained, settings
 from tfviz.checkpoint import CheckpointMeta, file_digest
+from tfviz.ui.i18n import t
 
 ROOT = Path(__file__).resolve().parents[2]  # the app's folder: models/, user_models/
 BUNDLED_DIR = ROOT / "models"
@@ -106,7 +107,7 @@ def list_models(device: str) -> tuple[list[ModelEntry], list[str]]:
     if missing is None:
         entries.append(PRETRAINED)
     else:
-        problems.append(f"{pretrained.NAME} is not offered: {missing}")
+        problems.append(t("minilm.not_offered", name=pretrained.NAME, why=missing))
     entries += checkpoints_in(user_models_dir(), "yours", device, problems)
     return entries, problems
 
@@ -121,11 +122,11 @@ def checkpoints_in(folder: Path, source: str, device: str, problems: list[str]) 
             stat = path.stat()
             digest = file_sha256(str(path), stat.st_mtime_ns, stat.st_size)
         except OSError as e:
-            problems.append(f"skipped {path.name}: {e.strerror}")
+            problems.append(t("sequence.model_skipped", name=path.name, why=e.strerror))
             continue
         model, meta = load_model(str(path), digest, device)
         if model is None:
-            problems.append(f"skipped {path.name}: {meta}")
+            problems.append(t("sequence.model_skipped", name=path.name, why=meta))
             continue
         entries.append(ModelEntry(f"{source}:{path.stem}", path.stem, source, str(path), digest))
     return entries

@@ -9,19 +9,21 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from tfviz import get_task
+from tfviz import get_task, pretrained
 from tfviz.tasks import Task
-from tfviz.ui.common import View, describe, md_escape, similarity_for
+from tfviz.ui.common import View, cut, describe, md_escape, similarity_for
+from tfviz.ui.i18n import t
 from tfviz.ui.text import changed_tokens, prediction_table
 
 MAX_TYPED = 256  # the text box refuses more; the task's own limit is checked with a message
 # A sentence box takes far more than the model reads (128 word-pieces), so a long text is run
 # cut, with a note saying where, rather than silently clipped by the box.
 MAX_TYPED_SENTENCE = 20_000
-SPECIALS_HELP = (
-    "[CLS] and [SEP] are not typed: the model frames every text with them ([CLS] first, [SEP] "
-    "last) and attends to them like any word-piece; '##' marks a piece that continues a word."
-)
+# The example pairs of the sentence task (tfviz.pretrained.SentenceTask.pairs) by catalogue key.
+PAIR_LABELS = {
+    "paraphrase pair": "minilm.pair.paraphrase",
+    "unrelated pair": "minilm.pair.unrelated",
+}
 
 
 def set_sequence(text: str) -> None:
@@ -45,11 +47,11 @@ def sequence_input(task: Task) -> tuple[str | None, str | None]:
     if task.kind == "sentence":
         return sentence_inputs(task)
     text = st.text_input(
-        "Sequence",
+        t("sequence.label"),
         value=task.examples[0],
         key="sequence",
         max_chars=MAX_TYPED,
-        help=f"{task.min_len} to {task.max_len} characters from: {task.alphabet}",
+        help=t("sequence.help", min_len=task.min_len, max_len=task.max_len, alphabet=task.alphabet),
     )
     with st.container(horizontal=True):
         for i, example in enumerate(task.examples):
@@ -57,7 +59,7 @@ def sequence_input(task: Task) -> tuple[str | None, str | None]:
                 md_escape(example), key=f"example_{i}", on_click=set_sequence, args=(example,)
             )
         st.button(
-            "random example",
+            t("sequence.random"),
             key="random_example",
             on_click=set_random_sequence,
             args=(task.name,),
@@ -65,31 +67,30 @@ def sequence_input(task: Task) -> tuple[str | None, str | None]:
     return checked(task, text), None
 
 
-def checked(task: Task, text: str, what: str = "") -> str | None:
-    """text if the task accepts it, else None after an error saying why."""
+def checked(task: Task, text: str, box: str | None = None) -> str | None:
+    """text if the task accepts it, else None after an error saying why; box: "A" or "B", the
+    sentence box it came from, named in the error."""
     try:
         return task.validate(text)
     except ValueError as e:
-        st.error(md_escape(f"{what}{e}"))
+        why = str(e)  # the task's own words (tfviz.tasks, tfviz.pretrained)
+        st.error(md_escape(why if box is None else t("minilm.refused", name=box, why=why)))
         return None
 
 
 def sentence_inputs(task: Task) -> tuple[str | None, str | None]:
     """Sentence A (traced by every view) and sentence B (compared with A), with example pairs."""
-    help_text = (
-        f"Any text; the model reads its first {task.max_pieces - 2} word-pieces (lower-case "
-        "English pieces) and says where it cut a longer one."
-    )
+    help_text = t("minilm.box_help", n=task.max_pieces - 2)
     left, right = st.columns(2)
     a = left.text_input(
-        "Sentence A (traced)",
+        t("minilm.sentence_a"),
         value=task.examples[0],
         key="sequence",
         max_chars=MAX_TYPED_SENTENCE,
-        help=help_text + " Every view shows what happens inside the model on this one.",
+        help=help_text + " " + t("minilm.box_help_a"),
     )
     b = right.text_input(
-        "Sentence B (compared with A)",
+        t("minilm.sentence_b"),
         value=task.examples[1],
         key="sentence_b",
         max_chars=MAX_TYPED_SENTENCE,
@@ -97,11 +98,11 @@ def sentence_inputs(task: Task) -> tuple[str | None, str | None]:
     )
     with st.container(horizontal=True):
         for i, (label, pair) in enumerate(task.pairs.items()):
-            st.button(label, key=f"example_{i}", on_click=set_pair, args=pair)
+            st.button(t(PAIR_LABELS[label]), key=f"example_{i}", on_click=set_pair, args=pair)
     with left:
-        text_a = checked(task, a, "Sentence A: ")
+        text_a = checked(task, a, "A")
     with right:
-        text_b = checked(task, b, "Sentence B: ")
+        text_b = checked(task, b, "B")
     return text_a, text_b
 
 
@@ -112,18 +113,18 @@ def show_prediction(view: View) -> None:
         return
     trace, base, task = view.trace, view.base, view.task
     inputs = list(view.text) if task.kind == "token" else [view.text]
-    rows = [("input", inputs), ("right answer", trace.answer)]
+    rows = [(t("sequence.row.input"), inputs), (t("sequence.row.answer"), trace.answer)]
     if not view.interventions.is_default:
-        rows.append(("learned W_o", base.prediction))
-        rows.append(("switched", trace.prediction))
+        rows.append((t("sequence.row.learned"), base.prediction))
+        rows.append((t("sequence.row.switched"), trace.prediction))
     else:
-        rows.append(("model", trace.prediction))
+        rows.append((t("sequence.row.model"), trace.prediction))
     with st.container(key="prediction"):  # a stable hook for browser tests
         st.code(prediction_table(rows, trace.answer), language=None)
     wrong = changed_tokens(trace.prediction, trace.answer)
-    note = f"{len(wrong)} of {len(trace.answer)} answer tokens wrong (marked ^)."
+    note = t("sequence.wrong", n=len(wrong), total=len(trace.answer))
     if not view.interventions.is_default:
-        note += f" Switched: {describe(view.interventions)}."
+        note += " " + t("sequence.switched", what=describe(view.interventions))
     st.caption(md_escape(note))
 
 
@@ -133,19 +134,51 @@ def show_sentences(view: View) -> None:
     pieces = task.pieces(view.text)
     with st.container(key="pieces"):  # a stable hook for browser tests
         st.code(" ".join(pieces.pieces), language=None, wrap_lines=True)
-    st.caption(
-        md_escape(f"Sentence A as the model reads it: {len(pieces.ids)} word-pieces. ")
-        + md_escape(SPECIALS_HELP)
-    )
-    notes = [("A", pieces)]
+    st.caption(md_escape(t("minilm.pieces", n=len(pieces.ids)) + " " + t("minilm.specials")))
+    texts = [("A", pieces)]
     if view.text_b is not None:
-        notes.append(("B", task.pieces(view.text_b)))
-    for name, p in notes:
-        for note in p.notes:
-            # A cut changes what is measured, so it is a warning; the rest is information.
-            show = st.warning if note is p.notes[0] and p.truncated else st.info
-            show(md_escape(f"Sentence {name}: {note}"))
+        texts.append(("B", task.pieces(view.text_b)))
+    for name, p in texts:
+        if p.truncated:  # a cut changes what is measured: a warning; the rest is information
+            st.warning(md_escape(cut_note(name, p)))
+        for note in other_notes(task, name, p):
+            st.info(md_escape(note))
     show_similarity(view, key="similarity")
+
+
+def cut_note(name: str, p: pretrained.Pieces) -> str:
+    """Where a text too long for the model was cut, and the start of what was not read."""
+    room = len(p.ids) - 2  # the word-pieces read, between [CLS] and [SEP]
+    rest = " ".join(p.text[p.cut_at :].split())  # what was not read, spaces collapsed
+    return t(
+        "minilm.cut",
+        name=name,
+        room=room,
+        piece=p.pieces[-2],
+        at=p.cut_at,
+        length=len(p.text),
+        rest=cut(rest, 40),
+    )
+
+
+def other_notes(task: pretrained.SentenceTask, name: str, p: pretrained.Pieces) -> list[str]:
+    """The notes on a text besides a cut: pieces the vocabulary lacks, special names typed.
+
+    Built here from the Pieces' fields, in the student's language (Pieces.notes says the same
+    in English for library users).
+    """
+    notes = []
+    if p.n_unknown:
+        unk = task.tokenizer.unk_id
+        stretches = dict.fromkeys(  # each unknown stretch of text once, in order
+            p.text[a:b] for i, (a, b) in zip(p.ids, p.spans, strict=True) if i == unk
+        )
+        what = cut(" ".join(stretches), 40)
+        notes.append(t("minilm.unknown", name=name, n=p.n_unknown, total=len(p.ids) - 2, what=what))
+    typed = [special for special in pretrained.SPECIAL_NAMES if special in p.text.upper()]
+    if typed:
+        notes.append(t("minilm.typed_special", name=name, names=", ".join(typed)))
+    return notes
 
 
 def show_similarity(view: View, key: str) -> None:
@@ -154,27 +187,23 @@ def show_similarity(view: View, key: str) -> None:
     sim = similarity_for(view)
     if sim is None:
         return  # sentence B is refused: its box says why
-    help_text = (
-        "Cosine of the two sentence embeddings (mean of the last layer over the word-pieces, "
-        "normalised): near 1 = same meaning to the model, near 0 = unrelated."
-    )
+    help_text = t("minilm.similarity_help")
     with st.container(key=key, horizontal=True):
         if view.interventions.is_default:
-            st.metric("Similarity of A and B", f"{sim.learned:.3f}", help=help_text)
+            st.metric(t("minilm.similarity"), f"{sim.learned:.3f}", help=help_text)
             return
-        st.metric("Similarity, learned W_o", f"{sim.learned:.3f}", help=help_text)
+        st.metric(t("minilm.similarity_learned"), f"{sim.learned:.3f}", help=help_text)
         st.metric(
-            "Similarity, switched",
+            t("minilm.similarity_switched"),
             f"{sim.switched:.3f}",
             delta=f"{sim.switched - sim.learned:+.3f}",
             delta_color="off",
-            help=help_text + " The change is against the learned model.",
+            help=help_text + " " + t("minilm.similarity_change_help"),
         )
         for name, moved in zip("AB", sim.moved, strict=True):
             st.metric(
-                f"Embedding of {name}: cosine to learned",
+                t("minilm.moved", name=name),
                 f"{moved:.3f}",
-                help="How far the switch moved the sentence's own embedding: 1 = not at all, "
-                "0 = to an unrelated direction.",
+                help=t("minilm.moved_help"),
             )
-    st.caption(md_escape(f"Switched: {describe(view.interventions)}."))
+    st.caption(md_escape(t("sequence.switched", what=describe(view.interventions))))

@@ -5,7 +5,18 @@ Pure functions (no streamlit), so they are tested without a page.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
+
+
+def width(text: str) -> int:
+    """Columns text takes in a monospace font: a wide character (Chinese) takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def pad(text: str, columns: int) -> str:
+    """text with spaces after it to fill `columns` monospace columns."""
+    return text + " " * (columns - width(text))
 
 
 def changed_tokens(a: Sequence[str], b: Sequence[str]) -> list[int]:
@@ -29,14 +40,14 @@ def prediction_table(
     """
     rows = [(name, [str(t) for t in tokens]) for name, tokens in rows]
     n = max(len(tokens) for _, tokens in rows)
-    widths = [max((len(t[i]) for _, t in rows if i < len(t)), default=1) for i in range(n)]
-    name_width = max(len(name) for name, _ in rows)
+    widths = [max((width(t[i]) for _, t in rows if i < len(t)), default=1) for i in range(n)]
+    name_width = max(width(name) for name, _ in rows)
     marked = rows[marked_row][1]
     wrong = set(changed_tokens(marked, answer)) if len(marked) == len(answer) else set(range(n))
 
     def line(name: str, cells: Sequence[str]) -> str:
-        padded = [c.ljust(w) for c, w in zip(cells, widths, strict=False)]
-        return f"{name.ljust(name_width)}  {' '.join(padded)}".rstrip()
+        padded = [pad(c, w) for c, w in zip(cells, widths, strict=False)]
+        return f"{pad(name, name_width)}  {' '.join(padded)}".rstrip()
 
     lines = [line(name, tokens) for name, tokens in rows]
     if wrong:
