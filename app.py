@@ -12,6 +12,10 @@ forward arguments. Traces are cached per (model digest, sequence, switches) and 
 An uploaded checkpoint is validated before use and kept in its session only; training and
 experiment reruns run in worker threads under one server-wide cap (tfviz.jobs).
 
+Every string shown comes from the language catalogue (tfviz.ui.i18n; the picker tops the
+sidebar), and what is on screen (model, sequence, switches, tab, lesson step, language) is kept
+in the address's query string, so a link opens the same view (tfviz.ui.share).
+
 The tabs are lazy: only the open one runs, and a view's module (with the library modules only it
 needs) is imported the first time it is opened, so the first page does not wait for them. A new
 view is one module with a render(view) function, added to VIEWS.
@@ -26,40 +30,43 @@ from dataclasses import replace
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-# (tab label, module in tfviz.ui with render(view), needs a valid sequence)
+# (catalogue key of the tab's label, module in tfviz.ui with render(view), needs a valid sequence)
 VIEWS: list[tuple[str, str, bool]] = [
-    ("Attention", "attention", True),
-    ("Before/after W_o", "w_o", True),
-    ("W_o off: compare", "w_o_off", True),
-    ("Train", "train", False),
-    ("Analysis", "analysis", False),
-    ("Does W_o matter?", "experiment", False),
-    ("Lessons", "lessons", False),
+    ("app.view.attention", "attention", True),
+    ("app.view.w_o", "w_o", True),
+    ("app.view.w_o_off", "w_o_off", True),
+    ("app.view.parts", "parts", False),  # says itself which of its parts need a sequence
+    ("app.view.train", "train", False),
+    ("app.view.analysis", "analysis", False),
+    ("app.view.experiment", "experiment", False),
+    ("app.view.lessons", "lessons", False),
 ]
 WARMED = "_browser_warmed"  # session_state: this session's browser has its chart code
+# Phones: the tab strip wraps onto a second line instead of scrolling sideways (at 390 px the
+# eight tabs need about three screen widths); nothing else needs CSS (checked at 390 x 844 by
+# tests/test_browser_share.py).
+PHONE_CSS = '<style>[role="tablist"] { flex-wrap: wrap; row-gap: 0.25rem; }</style>'
 
 
-def first_paint() -> DeltaGenerator | None:
-    """The page's title, and on a session's first run a warm-up for the browser.
+def first_paint() -> tuple[DeltaGenerator, DeltaGenerator | None]:
+    """The page title's place, and on a session's first run a warm-up for the browser.
 
     This runs before tfviz is imported: on a fresh server that import (torch) takes about 2 s,
     and the browser would sit idle through it, then fetch and compile its chart and code-block
     components (4.7 MB of plotly.js) only once the data arrived. A tiny chart and code block,
     sent now and removed once the imports are done, make it do that work meanwhile: the first
     complete page came about 1.5 s sooner (bench/ui_latency.py --compare-app). Returns the
-    slot to clear once the imports are done, or None when there is nothing to clear.
+    title's slot, written once the language catalogue is imported (tfviz.ui.i18n comes with
+    torch, through the tfviz package), and the slot to clear once the imports are done, or
+    None when there is nothing to clear.
     """
-    st.header("Inside multi-head attention: what W_o does")
-    st.caption(
-        "Concatenating the heads is not integrating them: the output projection W_o mixes every "
-        "head into every output dimension. Type a sequence and look."
-    )
+    heading = st.empty()
     slot = st.empty()  # always there, so the elements after it keep their places
     if st.session_state.get(WARMED):
-        return None
+        return heading, None
     st.session_state[WARMED] = True
     with slot.container():
-        st.caption("Loading the models…")
+        st.caption("…")  # something moves; the words come with the catalogue
         # A transparent 10 x 10 px heatmap: drawn, but nothing to see.
         heatmap = {"type": "heatmap", "z": [[0]], "opacity": 0, "showscale": False}
         clear = "rgba(0,0,0,0)"
@@ -77,21 +84,27 @@ def first_paint() -> DeltaGenerator | None:
             figure, width="content", theme=None, config={"staticPlot": True}, key="warm_up_chart"
         )
         st.code(" ", language=None)
-    return slot
+    return heading, slot
 
 
-st.set_page_config(page_title="tfviz: inside multi-head attention", layout="wide")
-warm_up = first_paint()
+# The browser tab's title is set before any language is known: it stays the project's name.
+st.set_page_config(page_title="tfviz", layout="wide")
+st.html(PHONE_CSS)  # style only: Streamlit adds it to the page without a visible element
+heading, warm_up = first_paint()
 
 # The heavy imports (torch, through tfviz) come after the first paint on purpose: see above.
 from tfviz import jobs  # noqa: E402
 from tfviz.interventions import NONE  # noqa: E402
 from tfviz.trainer import resolve_device  # noqa: E402
-from tfviz.ui import sequence, sidebar  # noqa: E402
-from tfviz.ui.common import View, trace_for  # noqa: E402
+from tfviz.ui import i18n, sequence, share, sidebar  # noqa: E402
+from tfviz.ui.common import View, md_escape, trace_for  # noqa: E402
+from tfviz.ui.i18n import t  # noqa: E402
 
 if warm_up is not None:
     warm_up.empty()
+with heading.container():
+    st.header(t("app.title"))
+    st.caption(t("app.subtitle"))
 
 
 @st.cache_resource(show_spinner=False)
@@ -111,17 +124,44 @@ def setup_process() -> str:
     return device
 
 
+def tab_labels() -> dict[str, str]:
+    """Tab module -> its label in the current language."""
+    return {module: t(key) for key, module, _ in VIEWS}
+
+
+def open_tab(labels: dict[str, str]) -> str:
+    """The module of the tab to open, the tabs' state carried over a language switch.
+
+    The tabs' value is the open tab's label, which the other language does not know: it is
+    translated here, before the tabs are drawn, or the page would fall back to the first tab.
+    """
+    shown = st.session_state.get("view")
+    for lang in i18n.LANGUAGES:
+        for key, module, _ in VIEWS:
+            if shown == i18n.translate(lang, key):
+                if shown != labels[module]:
+                    st.session_state["view"] = labels[module]
+                return module
+    return VIEWS[0][1]
+
+
 def main() -> None:
     device = setup_process()
     with st.sidebar:
-        st.title("tfviz")
+        # A shared link, on the session's first run; before the language picker, which drops
+        # an unknown ?lang= from the address before it could get its notice.
+        share.read_link(tab_labels())
+        i18n.language_picker()
+        st.title(t("sidebar.title"))
         picked = sidebar.pick_model(device)
         if picked is None:
             return
         entry, model, meta, task = picked
         sidebar.on_model_change(entry, task)
+        sidebar.restore_link(meta, task)
         sidebar.model_info(meta, task, device)
         iv = sidebar.switch_controls(meta)
+        sidebar.chart_format_picker()
     main_area(View(entry=entry, model=model, meta=meta, task=task, interventions=iv))
 
 
@@ -132,21 +172,42 @@ def main_area(view: View) -> None:
     A fragment: typing a sequence or using a tab reruns only this part, so the sidebar is neither
     recomputed nor redrawn on each keystroke (bench/ui_latency.py). The sidebar's widgets still
     rerun the whole page.
+
+    Every run writes what is shown into the address's query string (tfviz.ui.share), and a
+    fragment run does too: a keystroke, a tab or a lesson step changes the link.
     """
+    share.show_notices(md_escape)  # what a shared link asked for and did not get
     text, text_b = sequence.sequence_input(view.task)
     if text is not None:
         trace = trace_for(view, text, view.interventions)
         base = trace if view.interventions.is_default else trace_for(view, text, NONE)
         view = replace(view, text=text, text_b=text_b, trace=trace, base=base)
         sequence.show_prediction(view)
+    else:
+        view = replace(view, text_b=text_b)
 
-    tabs = st.tabs([label for label, _, _ in VIEWS], key="view", on_change="rerun")
+    labels = tab_labels()
+    shown = open_tab(labels)
+    query = share.query_of(
+        model=view.entry.key,
+        sequence=view.text,
+        sentence_b=view.text_b,
+        interventions=view.interventions,
+        view=shown,
+        step=st.session_state.get(share.LESSON_STEP),
+        lang=i18n.current(),
+    )
+    share.sync(query)
+    if view.text is not None:  # a refused sequence has no view to link to; its error shows
+        share.link_box(query)
+
+    tabs = st.tabs(list(labels.values()), key="view", on_change="rerun")
     for tab, (_, module, needs_trace) in zip(tabs, VIEWS, strict=True):
         if not tab.open:
             continue
         with tab:
             if needs_trace and view.trace is None:
-                st.info("Type a valid sequence above to see this view.")
+                st.info(t("app.needs_sequence"))
             else:
                 importlib.import_module(f"tfviz.ui.{module}").render(view)
 

@@ -63,7 +63,7 @@ def test_every_lesson_step_in_both_languages(page, server, lang):
         page.goto(f"{server}/?lang={lang}")
         page.wait_for_selector(CODE)
         page.wait_for_selector(APP_IDLE)
-    open_tab(page, "Lessons")
+    open_tab(page, translate(lang, "app.view.lessons"))
     check_step(page, lang, 1)
     screenshot(page, f"browser_lessons_{lang}_1.png")
     for step in (2, 3, 4):

@@ -22,22 +22,7 @@ LESSONS = ROOT / "tfviz" / "ui" / "lessons.py"
 # Every module that draws: app.py and the views. A module listed in UNCONVERTED still shows
 # English of its own and is skipped by the bypass check; the list only shrinks.
 UI_MODULES = sorted([ROOT / "app.py", *(ROOT / "tfviz" / "ui").glob("*.py")])
-UNCONVERTED = {
-    "app.py",
-    "analysis.py",
-    "attention.py",
-    "common.py",
-    "experiment.py",
-    "help.py",
-    "models.py",
-    "sequence.py",
-    "sidebar.py",
-    "text.py",
-    "train.py",
-    "uploads.py",
-    "w_o.py",
-    "w_o_off.py",
-}
+UNCONVERTED: set[str] = set()
 # Keyword arguments of Streamlit elements that a student reads.
 SHOWN_KEYWORDS = {
     "label",

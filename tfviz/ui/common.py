@@ -2,30 +2,42 @@
 
 The caches here are keyed by checkpoint digest, sequence and switches (the model itself is
 passed unhashed as _model) and hold numpy only, so one trace serves every session that asks for
-it. Helpers that only format (md_escape, metric_text) or draw one kind of widget (chart,
-number_table, index_picker) live here so that every view shows numbers and text the same way.
+it. Helpers that only format (md_escape, metric_text, describe, w_o_label) or draw one kind of
+widget (chart, number_table, index_picker, csv_download and the views' CSV buttons) live here so
+that every view shows numbers and text the same way, in the student's language (tfviz.ui.i18n).
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import streamlit as st
 
-from tfviz import get_task
+from tfviz import get_task, pretrained, wo
 from tfviz.checkpoint import CheckpointMeta
 from tfviz.evaluate import evaluate
-from tfviz.interventions import Interventions, head_name
-from tfviz.pretrained import PairSimilarity, compare_similarity
+from tfviz.export import before_after_csv, comparison_csv
+from tfviz.interventions import NONE, Interventions, head_name
+from tfviz.pretrained import PairSimilarity
 from tfviz.snapshot import TraceArrays, run_trace, w_o_used
 from tfviz.tasks import Task
 from tfviz.ui.help import HELP
+from tfviz.ui.i18n import t
 from tfviz.ui.models import ModelEntry
 
-W_O_LABELS = {"learned": "learned", "identity": "off (identity)", "zero": "zero"}
-ALL_LAYERS = "all layers"
+# W_o mode -> catalogue key of its name; "rank:K" modes are named by RANK_LABEL with K filled in.
+W_O_LABELS = {
+    "learned": "common.w_o.learned",
+    "identity": "common.w_o.identity",
+    "zero": "common.w_o.zero",
+    wo.BLOCK_DIAGONAL: "common.w_o.block_diagonal",
+}
+RANK_LABEL = "common.w_o.rank"
+ALL_LAYERS = "all layers"  # the scope picker's value for "every layer" (shown through t())
 POLL_SECONDS = 0.5  # how often a running job's progress is redrawn
 ACCURACY_N = 256  # examples behind the "with and without the switch" accuracy
 ACCURACY_SEED = 7_000_001  # fixed, so the two accuracies are measured on the same examples
@@ -34,17 +46,31 @@ ACCURACY_SEED = 7_000_001  # fixed, so the two accuracies are measured on the sa
 # ---- the sidebar's switches and what the views draw from -----------------------------------
 
 
+def w_o_label(mode: str, lang: str | None = None) -> str:
+    """A W_o mode's name in the student's language: every mode of tfviz.wo, "rank:K" included.
+
+    lang: the language fixed while the script ran, when called from a widget's format_func.
+    """
+    k = wo.rank_of(mode)
+    if k is not None:
+        return t(RANK_LABEL, k=k, lang=lang)
+    return t(W_O_LABELS[mode], lang=lang)
+
+
 def describe(iv: Interventions) -> str:
     """The sidebar's switches in words, e.g. "W_o off (identity) in layer 1; zeroed L0H2"."""
     parts = []
     if isinstance(iv.w_o, str):
         if iv.w_o != "learned":
-            parts.append(f"W_o {W_O_LABELS[iv.w_o]} in {ALL_LAYERS}")
+            parts.append(t("common.describe.all_layers", mode=w_o_label(iv.w_o)))
     else:
-        parts += [f"W_o {W_O_LABELS[mode]} in layer {layer}" for layer, mode in iv.w_o]
+        parts += [
+            t("common.describe.layer", mode=w_o_label(mode), layer=layer) for layer, mode in iv.w_o
+        ]
     if iv.ablate_heads:
-        parts.append("zeroed " + ", ".join(head_name(lay, h) for lay, h in iv.ablate_heads))
-    return "; ".join(parts) or "learned W_o"
+        heads = ", ".join(head_name(lay, h) for lay, h in iv.ablate_heads)
+        parts.append(t("common.describe.zeroed", heads=heads))
+    return t("common.describe.separator").join(parts) or t("common.describe.learned")
 
 
 @dataclass(frozen=True)
@@ -67,33 +93,25 @@ class View:
         return self.task.kind == "sentence"
 
 
-NEEDS_ANSWERS = (
-    "{what} is not shown for {name}: it scores a task's right answers (a loss or an accuracy), "
-    "and a sentence encoder has none. Pick a toy model for it."
-)
-
-TRAINS_TOYS = (
-    "{what} is not shown for {name}: it trains small models on a toy task, and {name} comes "
-    "pretrained, with no toy task. Pick a toy model for it."
-)
+# Catalogue keys of the reasons a view is toy-only; each takes {what} and {name} (the model).
+NEEDS_ANSWERS = "common.toy_only.needs_answers"
+TRAINS_TOYS = "common.toy_only.trains_toys"
 
 
 def toy_only(view: View, what: str, why: str = NEEDS_ANSWERS) -> bool:
     """True, after one line saying why, when the view's model is a sentence encoder and so
-    cannot show `what`; why: that line, with {what} and {name} (the model) filled in."""
+    cannot show `what` (already in the student's language); why: the reason's catalogue key."""
     if not view.is_sentence:
         return False
-    st.info(md_escape(why.format(what=what, name=view.entry.name)))
+    st.info(md_escape(t(why, what=what, name=view.entry.name)))
     return True
 
 
 # ---- cached computations -------------------------------------------------------------------
 
 
-# ~50 KB a trace (W_o and the per-head terms are derived when shown, not stored): 96 keep every
-# open session's current pair (learned, switched) of a class of 40 in about 5 MB.
-# A MiniLM trace of 128 word-pieces is ~8 MB ((L, H, T, T) attention and four (L, T, D) sites);
-# a typical sentence's (~15 pieces) is ~0.5 MB.
+# ~50 KB a toy trace (W_o and the per-head terms are derived when shown, not stored): 96 keep
+# every open session's current pair (learned, switched) of a class of 40 in about 5 MB.
 @st.cache_data(show_spinner=False, max_entries=96)
 def cached_trace(
     digest: str, task_name: str, text: str, iv: Interventions, _model, _task
@@ -103,12 +121,27 @@ def cached_trace(
     return run_trace(_model, _task, text, iv)
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
-def cached_similarity(
-    digest: str, text_a: str, text_b: str, iv: Interventions, _model, _task
-) -> PairSimilarity:
-    """Two sentences' cosine similarity, learned and switched (sentence models only)."""
-    return compare_similarity(_model, _task, text_a, text_b, iv)
+# A MiniLM trace is ~0.5 MB for a typical sentence ((L, H, T, T) attention and four (L, T, D)
+# sites) and ~8 MB at 128 word-pieces: 96 of them held most of a 40-session server's growth
+# (bench/load.py), so sentence models keep fewer; a miss costs one forward pass (~15 ms).
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_sentence_trace(
+    digest: str, task_name: str, text: str, iv: Interventions, _model, _task
+) -> TraceArrays:
+    """cached_trace for the pretrained sentence model, with fewer entries."""
+    return run_trace(_model, _task, text, iv)
+
+
+# 1.5 KB an entry: 1024 hold A and B, learned and switched, for every session of a large class.
+@st.cache_data(show_spinner=False, max_entries=1024)
+def cached_embedding(digest: str, text: str, iv: Interventions, _model, _task) -> np.ndarray:
+    """One sentence's unit embedding (D,) under switches iv, keyed by model digest, text and
+    switches (the model and task are not hashed: the digest stands for them).
+
+    Per sentence, not per pair: while sentence A is typed, sentence B's embedding is read from
+    here, so a keystroke runs the model on A alone (bench/README.md, "MiniLM").
+    """
+    return pretrained.embed_each(_model, _task, (text,), iv)[0].cpu().numpy()
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
@@ -125,23 +158,32 @@ def cached_accuracy(digest: str, task_name: str, iv: Interventions, _model) -> d
 
 def trace_for(view: View, text: str, iv: Interventions) -> TraceArrays:
     """The trace of text through the view's model with switches iv (cached)."""
-    return cached_trace(
-        view.entry.digest, view.task.name, text, iv, _model=view.model, _task=view.task
-    )
+    cached = cached_sentence_trace if view.is_sentence else cached_trace
+    return cached(view.entry.digest, view.task.name, text, iv, _model=view.model, _task=view.task)
+
+
+def similarity(view: View, text_a: str, text_b: str, iv: Interventions) -> PairSimilarity:
+    """Two sentences compared with the learned model and under switches iv (sentence models;
+    embeddings cached per sentence)."""
+
+    def embeddings(switches: Interventions) -> np.ndarray:  # (2, D): A and B
+        digest, model, task = view.entry.digest, view.model, view.task
+        return np.stack(
+            [
+                cached_embedding(digest, text, switches, _model=model, _task=task)
+                for text in (text_a, text_b)
+            ]
+        )
+
+    learned = embeddings(NONE)
+    return PairSimilarity.of(learned, learned if iv.is_default else embeddings(iv))
 
 
 def similarity_for(view: View) -> PairSimilarity | None:
-    """Sentences A and B compared under the view's switches (cached); None unless both are valid."""
+    """Sentences A and B compared under the view's switches; None unless both are valid."""
     if view.text is None or view.text_b is None:
         return None
-    return cached_similarity(
-        view.entry.digest,
-        view.text,
-        view.text_b,
-        view.interventions,
-        _model=view.model,
-        _task=view.task,
-    )
+    return similarity(view, view.text, view.text_b, view.interventions)
 
 
 def accuracy_for(view: View, iv: Interventions) -> dict[str, float]:
@@ -152,13 +194,78 @@ def accuracy_for(view: View, iv: Interventions) -> dict[str, float]:
 # ---- drawing -------------------------------------------------------------------------------
 
 
+CHART_FORMAT = "chart_format"  # session_state: "png" or "svg", what the charts' camera saves
+CHART_FORMATS = ("png", "svg")
+_FILE_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_-]+")
+
+
+def chart_file_name(key: str, model_key: str | None) -> str:
+    """A download's file name without extension: tfviz_<model>_<chart key>, letters, digits,
+    '_' and '-' only (a trained model's name may hold anything), at most 80 characters."""
+    model = (model_key or "").split(":", 1)[-1]
+    name = "_".join(part for part in ("tfviz", model[:40], key) if part)
+    return _FILE_NAME_UNSAFE.sub("_", name)[:80]
+
+
 def chart(figure, key: str) -> None:
-    """A plotly figure, full width, without Streamlit's theme.
+    """A plotly figure, full width, without Streamlit's theme, downloadable from its toolbar.
 
     Applying the theme in the browser cost about 250 ms per keystroke on the Attention tab (three
     charts) on a 2-core machine; the figures set their own colours, so it adds nothing needed.
+
+    The toolbar's camera saves the chart as PNG or SVG (the sidebar's choice, CHART_FORMAT),
+    named after the model and the chart. plotly.js draws the file itself, from the plotly.js
+    that Streamlit bundles, so it works offline. One camera button with a chosen format, not two
+    buttons: an added toolbar button needs a JavaScript click handler, which a chart's config,
+    sent as JSON, cannot carry.
     """
-    st.plotly_chart(figure, key=key, theme=None)
+    fmt = st.session_state.get(CHART_FORMAT)
+    config = {
+        "displaylogo": False,
+        "toImageButtonOptions": {
+            "format": fmt if fmt in CHART_FORMATS else CHART_FORMATS[0],
+            "filename": chart_file_name(key, st.session_state.get("model")),
+            "scale": 2,  # a sharp PNG for slides; SVG ignores it
+        },
+    }
+    st.plotly_chart(figure, key=key, theme=None, config=config)
+
+
+def csv_download(label: str, build: Callable[[], str], name: str, key: str) -> None:
+    """A button that downloads build()'s CSV text as <name>.csv; build runs on click only, so
+    a keystroke does not pay for a table nobody downloads."""
+    st.download_button(
+        label,
+        build,
+        file_name=f"{_FILE_NAME_UNSAFE.sub('_', name)[:80]}.csv",
+        mime="text/csv",
+        key=key,
+        on_click="ignore",
+    )
+
+
+def download_before_after(view: View, key: str = "download_before_after") -> None:
+    """The "Before/after W_o" view's numbers as CSV: concat and attn_out of every layer, token
+    and dimension (tfviz.export.before_after_csv)."""
+    tr = view.trace
+    csv_download(
+        t("common.download.before_after"),
+        functools.partial(before_after_csv, tr.concat, tr.attn_out, tr.labels, tr.n_heads),
+        f"before_after_w_o_{view.entry.name}",
+        key,
+    )
+
+
+def download_comparison(view: View, key: str = "download_comparison") -> None:
+    """The "W_o off" view's numbers as CSV: the residual stream after every layer, learned
+    beside switched (tfviz.export.comparison_csv)."""
+    base, switched = view.base, view.trace
+    csv_download(
+        t("common.download.comparison"),
+        functools.partial(comparison_csv, base.resid_out, switched.resid_out, base.labels),
+        f"w_o_off_{view.entry.name}",
+        key,
+    )
 
 
 def number_table(rows: list[dict], key: str) -> None:
@@ -179,7 +286,7 @@ def index_picker(label: str, n: int, key: str, prefix: str, **kwargs) -> int:
 
 def what_is_this(*keys: str) -> None:
     """The method's citation and explanation (tfviz.ui.help), folded away."""
-    with st.expander("What is this?"):
+    with st.expander(t("common.what_is_this")):
         for key in keys:
             st.markdown(md_escape(HELP[key]))
 
@@ -206,4 +313,6 @@ def metric_text(metric: str, value: float) -> str:
 
 def metric_delta(metric: str, diff: float) -> str:
     """A change of a task metric: MAE signed to 3 decimals, accuracies in percentage points."""
-    return f"{diff:+.3f}" if metric == "mae" else f"{100 * diff:+.1f} points"
+    if metric == "mae":
+        return f"{diff:+.3f}"
+    return t("common.points", diff=f"{100 * diff:+.1f}")

@@ -82,8 +82,10 @@ def language_picker() -> str:
 
     Meant for the sidebar, once per page: two widgets with the key "lang" would clash.
     """
-    # Bound to the address (?lang=zh), so a teacher can hand out a link in either language. A
-    # default is given only while the session has no value yet: a widget never gets both.
+    # Not bound to the address with bind="query-params": with a format_func that writes the shown
+    # name (lang=中文) and drops ?lang=zh. tfviz.ui.share reads ?lang= on a session's first run and
+    # writes it back on every run. A default is given only while the session has no value yet: a
+    # widget never gets both.
     default = None if KEY in st.session_state else current()
     return st.segmented_control(
         t("lang.picker"),  # the same text in both languages: a switch must be findable in either
@@ -93,5 +95,4 @@ def language_picker() -> str:
         key=KEY,
         selection_mode="single",
         required=True,
-        bind="query-params",
     )

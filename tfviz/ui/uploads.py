@@ -15,12 +15,16 @@ import streamlit as st
 from tfviz import CheckpointError, jobs, settings
 from tfviz.checkpoint import CheckpointMeta
 from tfviz.ui.common import cut, md_escape
+from tfviz.ui.i18n import t
 from tfviz.ui.models import ModelEntry
 
 MB = 1024 * 1024  # Streamlit's megabyte
+SERVER_LIMIT = "server.maxUploadSize"  # Streamlit's own cap on a request body, in MB
 MAX_UPLOADS = 3  # models one session holds; one more upload drops the oldest
 UPLOADS = "_uploads"  # session_state: {"upload:<sha256>": Upload}, in this session only
-UPLOAD_MESSAGE = "_upload_message"  # session_state: (kind, text) about the latest upload
+# session_state: (kind, catalogue key, values) about the latest upload; translated when shown, so
+# it follows a language switch.
+UPLOAD_MESSAGE = "_upload_message"
 SHOWN_NAME_CHARS = 60  # an uploaded file's name in the picker is cut to this
 MESSAGE_NAME_CHARS = 120  # and in messages about it
 
@@ -43,7 +47,7 @@ def upload_limit_mb() -> int:
     """Largest upload in MB: $TFVIZ_MAX_UPLOAD_MB (tfviz.settings), capped by
     server.maxUploadSize: Streamlit's server refuses larger bodies whatever a widget says, so a
     larger setting would only promise what the server will not take."""
-    return min(settings.upload_mb(), int(st.get_option("server.maxUploadSize")))
+    return min(settings.upload_mb(), int(st.get_option(SERVER_LIMIT)))
 
 
 def shown_name(file_name: str) -> str:
@@ -55,9 +59,7 @@ def shown_name(file_name: str) -> str:
 def read_upload(file, device: str, limit_mb: int) -> Upload:
     """Check an UploadedFile and build its model; CheckpointError saying what is wrong if not."""
     if file.size > limit_mb * MB:
-        raise CheckpointError(
-            f"the file is {file.size / MB:.1f} MB; uploads may be at most {limit_mb} MB"
-        )
+        raise CheckpointError(t("uploads.too_large", size=f"{file.size / MB:.1f}", limit=limit_mb))
     data = file.getvalue()
     digest = hashlib.sha256(data).hexdigest()
     key = f"upload:{digest}"
@@ -79,12 +81,13 @@ def on_upload(device: str, limit_mb: int) -> None:
     try:
         upload = read_upload(file, device, limit_mb)
     except CheckpointError as e:
-        st.session_state[UPLOAD_MESSAGE] = ("error", f"{name} was not loaded: {e}")
+        st.session_state[UPLOAD_MESSAGE] = ("error", "uploads.refused", {"name": name, "why": e})
         return
     except Exception as e:  # a hostile file must get a message, never a traceback
         st.session_state[UPLOAD_MESSAGE] = (
             "error",
-            f"{name} was not loaded: it could not be read as a tfviz model ({type(e).__name__})",
+            "uploads.unreadable",
+            {"name": name, "error": type(e).__name__},
         )
         return
     uploads = st.session_state.setdefault(UPLOADS, {})
@@ -96,8 +99,14 @@ def on_upload(device: str, limit_mb: int) -> None:
     c = upload.meta.config
     st.session_state[UPLOAD_MESSAGE] = (
         "success",
-        f"Loaded {name}: a {upload.meta.task} model, D={c.d_model}, {c.n_heads} heads, "
-        f"{c.n_layers} layers. Only this browser tab sees it; it is gone when the tab closes.",
+        "uploads.loaded",
+        {
+            "name": name,
+            "task": upload.meta.task,
+            "d_model": c.d_model,
+            "heads": c.n_heads,
+            "layers": c.n_layers,
+        },
     )
 
 
@@ -106,20 +115,18 @@ def upload_box(device: str) -> None:
     try:
         limit_mb = upload_limit_mb()
     except ValueError as e:  # a bad setting on the server
-        st.error(md_escape(f"Uploads are not available: {e}"))
+        st.error(md_escape(t("uploads.unavailable", why=e)))
         return
     st.file_uploader(
-        "Upload a model (.safetensors)",
+        t("uploads.label"),
         type=["safetensors"],
         key="upload",
         max_upload_size=limit_mb,
         on_change=on_upload,
         args=(device, limit_mb),
-        help=f"A tfviz checkpoint of at most {limit_mb} MB and {settings.MAX_PARAMS:,} parameters. "
-        "It is checked before use, never unpickled, never saved on the server, and only "
-        "this browser tab can see it.",
+        help=t("uploads.help", limit=limit_mb, params=f"{settings.MAX_PARAMS:,}"),
     )
     message = st.session_state.get(UPLOAD_MESSAGE)
     if message is not None:
-        kind, text = message
-        (st.error if kind == "error" else st.success)(md_escape(text))
+        kind, key, values = message
+        (st.error if kind == "error" else st.success)(md_escape(t(key, **values)))

@@ -1,0 +1,451 @@
+"""Shareable links: the view on screen lives in the address bar's query string.
+
+A teacher copies the address (or the link under the views) and a student who opens it sees the
+same model, sequence, W_o switch, zeroed heads, tab, lesson step and language. The query keys:
+
+    model       picker key, e.g. bundled:sum or pretrained:all-MiniLM-L6-v2
+    sequence    the typed sequence (sentence A for the pretrained model)
+    sentence_b  sentence B (pretrained model only)
+    w_o_mode    learned | identity | zero | block_diagonal | rank:K
+    w_o_scope   the one layer the W_o switch acts in (absent: every layer)
+    ablate      heads zeroed before W_o, comma-separated: L0H1,L1H0
+    view        the open tab, by its module name (attention, w_o, lessons...): the same link
+                works in every language, whose tab labels differ
+    step        the lesson step (with view=lessons)
+    lang        en | zh (the language's own name, English | 中文, is taken too)
+
+Two halves. parse_query and fit_to_model are pure: a query in, the values it validly names plus
+one Notice per value refused (unknown, malformed, too long, given twice, out of range for the
+model). Nothing a link says can raise: a refused value falls back to its default, and the page
+says which and why. read_link, restore_model, restore_for_model and sync are the Streamlit glue:
+on a session's first run the validated values are put into session_state before the widgets
+that own them are created (the model's once the picker's list is known, the switches and
+sequences once the model is); on every run the query string is rewritten from what is on
+screen (query_of), so the address bar always holds the current view.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from tfviz import wo
+from tfviz.interventions import Interventions, head_name, parse_head_name
+from tfviz.ui.i18n import DEFAULT, LANGUAGES, t
+
+MODEL, SEQUENCE, SENTENCE_B = "model", "sequence", "sentence_b"
+W_O, SCOPE, ABLATE = "w_o_mode", "w_o_scope", "ablate"
+VIEW, STEP, LANG = "view", "step", "lang"
+# Every key a link may carry, and sync writes.
+KEYS = (MODEL, SEQUENCE, SENTENCE_B, W_O, SCOPE, ABLATE, VIEW, STEP, LANG)
+
+# Longest value taken from a link. A sentence box takes more, but a link is for showing a
+# sentence, and servers and chat tools cut long addresses; the rest are short names.
+MAX_TEXT_CHARS = 2000
+MAX_NAME_CHARS = 100
+SHOWN_CHARS = 60  # a refused value is quoted in its notice cut to this
+
+RESTORED = "_share_restored"  # session_state: this session's link has been read
+NOTICES = "_share_notices"  # session_state: [Notice] still shown
+LESSON_STEP = "lesson_step"  # tfviz.ui.lessons.STEP (not imported: it pulls in the training code)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A value of the link that was refused, and why (a REASONS key)."""
+
+    param: str
+    reason: str
+    value: str = ""  # what the link said (cut when shown: shown_value)
+    detail: str = ""  # the model's reason, for a sequence the model refuses
+
+
+# reason -> catalogue key of its message (each takes {param}, {value} and {detail}).
+REASONS = {
+    "repeated": "share.notice.repeated",
+    "too_long": "share.notice.too_long",
+    "control": "share.notice.control",
+    "unknown_model": "share.notice.unknown_model",
+    "upload": "share.notice.upload",
+    "bad_mode": "share.notice.bad_mode",
+    "rank_too_large": "share.notice.rank_too_large",
+    "bad_layer": "share.notice.bad_layer",
+    "bad_head": "share.notice.bad_head",
+    "unknown_view": "share.notice.unknown_view",
+    "bad_step": "share.notice.bad_step",
+    "unknown_lang": "share.notice.unknown_lang",
+    "bad_sequence": "share.notice.bad_sequence",
+    "not_for_model": "share.notice.not_for_model",
+}
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What a link validly asks for; None (or empty) where it asks for nothing, or for something
+    refused: the default then stays."""
+
+    model: str | None = None
+    sequence: str | None = None
+    sentence_b: str | None = None
+    w_o_mode: str | None = None
+    w_o_layer: int | None = None  # None: every layer
+    ablate: tuple[str, ...] = ()
+    view: str | None = None
+    step: int | None = None
+    lang: str | None = None
+    notices: tuple[Notice, ...] = field(default=(), compare=False)
+
+
+# ---- pure: query -> values and notices ------------------------------------------------------
+
+
+def _values(query: Mapping[str, str | Sequence[str]], key: str) -> list[str]:
+    raw = query.get(key)
+    if raw is None:
+        return []
+    return [raw] if isinstance(raw, str) else [str(v) for v in raw]
+
+
+def _has_control(text: str) -> bool:
+    """Control, private-use, unassigned or invisible format characters (bidi overrides, zero-width
+    marks): nothing a student types, and they make a quoted value read as something else."""
+    return any(unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn") for ch in text)
+
+
+def _single(
+    query: Mapping[str, str | Sequence[str]], key: str, limit: int, notices: list[Notice]
+) -> str | None:
+    """The one value of key, or None (absent, or refused with a notice)."""
+    values = _values(query, key)
+    if not values:
+        return None
+    if len(values) > 1:
+        notices.append(Notice(key, "repeated", values[0]))
+        return None
+    value = values[0]
+    if len(value) > limit:
+        notices.append(Notice(key, "too_long", value, str(limit)))
+        return None
+    if _has_control(value):
+        notices.append(Notice(key, "control", value))
+        return None
+    return value
+
+
+def parse_query(
+    query: Mapping[str, str | Sequence[str]],
+    *,
+    views: Collection[str],
+    steps: Collection[int],
+) -> Shared:
+    """The values a link's query names, checked for what can be checked without the models.
+
+    Args:
+        query: key -> value, or key -> every value given for it (a key repeated in the link).
+        views: the tab module names; steps: the lesson steps.
+    Returns:
+        Shared, with a Notice for every refused value. Keys not listed in KEYS are ignored
+        (links often carry tracking parameters); every other bad value is refused.
+    """
+    notices: list[Notice] = []
+
+    def one(key: str, limit: int = MAX_NAME_CHARS) -> str | None:
+        return _single(query, key, limit, notices)
+
+    mode = one(W_O)
+    if mode is not None:
+        try:
+            wo.check_mode(mode)
+        except ValueError:
+            notices.append(Notice(W_O, "bad_mode", mode))
+            mode = None
+    layer = None
+    scope = one(SCOPE)
+    if scope is not None:
+        if scope.isascii() and scope.isdigit():
+            layer = int(scope)
+        else:
+            notices.append(Notice(SCOPE, "bad_layer", scope))
+    heads: list[str] = []
+    ablate = one(ABLATE, limit=MAX_TEXT_CHARS)
+    for name in ablate.split(",") if ablate else ():
+        try:
+            pair = parse_head_name(name.strip()) if name.isascii() else (-1, -1)
+        except ValueError:
+            pair = (-1, -1)
+        # int() also reads "L-1H0" and full-width or Arabic-Indic digits: refused too.
+        if min(pair) < 0:
+            notices.append(Notice(ABLATE, "bad_head", name))
+            continue
+        if head_name(*pair) not in heads:
+            heads.append(head_name(*pair))
+    view = one(VIEW)
+    if view is not None and view not in views:
+        notices.append(Notice(VIEW, "unknown_view", view))
+        view = None
+    step = None
+    step_text = one(STEP)
+    if step_text is not None:
+        if step_text.isascii() and step_text.isdigit() and int(step_text) in steps:
+            step = int(step_text)
+        else:
+            notices.append(Notice(STEP, "bad_step", step_text))
+    lang = one(LANG)
+    by_name = {name: code for code, name in LANGUAGES.items()}
+    if lang is not None and lang not in LANGUAGES:
+        if lang in by_name:
+            lang = by_name[lang]
+        else:
+            notices.append(Notice(LANG, "unknown_lang", lang))
+            lang = None
+    return Shared(
+        model=one(MODEL),
+        sequence=one(SEQUENCE, MAX_TEXT_CHARS),
+        sentence_b=one(SENTENCE_B, MAX_TEXT_CHARS),
+        w_o_mode=mode,
+        w_o_layer=layer,
+        ablate=tuple(heads),
+        view=view,
+        step=step,
+        lang=lang,
+        notices=tuple(notices),
+    )
+
+
+def check_model(shared: Shared, models: Collection[str]) -> Shared:
+    """shared with its model refused unless it is one of models (the picker keys offered)."""
+    if shared.model is None or shared.model in models:
+        return shared
+    # An upload lives only in the browser tab that uploaded it: no link can reach it.
+    reason = "upload" if shared.model.startswith("upload:") else "unknown_model"
+    notices = (*shared.notices, Notice(MODEL, reason, shared.model))
+    return replace(shared, model=None, notices=notices)
+
+
+def fit_to_model(
+    shared: Shared,
+    *,
+    n_layers: int,
+    n_heads: int,
+    d_model: int,
+    validate: Callable[[str], object],
+    sentences: bool,
+) -> Shared:
+    """shared with what the chosen model cannot take refused: a layer or head it lacks, a rank
+    above d_model, a sequence its task rejects (validate raises ValueError), sentence B for a
+    model that reads one sequence."""
+    notices = list(shared.notices)
+    changes: dict[str, object] = {}
+    if shared.w_o_mode is not None:
+        try:
+            wo.check_rank(shared.w_o_mode, d_model)
+        except ValueError:
+            notices.append(Notice(W_O, "rank_too_large", shared.w_o_mode, str(d_model)))
+            changes["w_o_mode"] = None
+    if shared.w_o_layer is not None and shared.w_o_layer >= n_layers:
+        notices.append(Notice(SCOPE, "bad_layer", str(shared.w_o_layer), str(n_layers - 1)))
+        changes["w_o_layer"] = None
+    kept = []
+    for name in shared.ablate:
+        layer, head = parse_head_name(name)
+        if layer < n_layers and head < n_heads:
+            kept.append(name)
+        else:
+            notices.append(Notice(ABLATE, "bad_head", name))
+    changes["ablate"] = tuple(kept)
+    for key, text in ((SEQUENCE, shared.sequence), (SENTENCE_B, shared.sentence_b)):
+        if text is None:
+            continue
+        if key == SENTENCE_B and not sentences:
+            notices.append(Notice(key, "not_for_model", text))
+            changes[key] = None
+            continue
+        try:
+            validate(text)
+        except ValueError as e:
+            notices.append(Notice(key, "bad_sequence", text, str(e)))
+            changes[key] = None
+    return replace(shared, notices=tuple(notices), **changes)
+
+
+def query_of(
+    *,
+    model: str,
+    sequence: str | None,
+    sentence_b: str | None,
+    interventions: Interventions,
+    view: str | None,
+    step: int | None,
+    lang: str = DEFAULT,
+) -> dict[str, str]:
+    """The query string's values for what is on screen (written by sync; read by parse_query).
+
+    Defaults are left out (learned W_o in every layer, no head zeroed); the model, the sequence
+    and the tab never are: a model's first example and the first tab may change, a link should
+    not. The lesson step is written only with view="lessons".
+    """
+    query = {MODEL: model}
+    if sequence is not None:
+        query[SEQUENCE] = sequence
+    if sentence_b is not None:
+        query[SENTENCE_B] = sentence_b
+    if isinstance(interventions.w_o, str):
+        if interventions.w_o != "learned":
+            query[W_O] = interventions.w_o
+    else:  # the app switches one layer at a time: ((layer, mode),)
+        (layer, mode), *_ = interventions.w_o
+        if mode != "learned":  # learned in one layer is learned everywhere: the same view
+            query[W_O], query[SCOPE] = mode, str(layer)
+    if interventions.ablate_heads:
+        query[ABLATE] = ",".join(head_name(*pair) for pair in interventions.ablate_heads)
+    if view is not None:
+        query[VIEW] = view
+        if view == "lessons" and step is not None:
+            query[STEP] = str(step)
+    if lang != DEFAULT:
+        query[LANG] = lang
+    return query
+
+
+def shown_value(value: str) -> str:
+    """A refused value as a notice quotes it: control characters replaced, cut to SHOWN_CHARS."""
+    clean = "".join("\ufffd" if _has_control(ch) else ch for ch in value)
+    return clean if len(clean) <= SHOWN_CHARS else clean[: SHOWN_CHARS - 1] + "…"
+
+
+def notice_text(notice: Notice, lang: str | None = None) -> str:
+    """The notice in the student's language (plain text: the caller escapes it)."""
+    return t(
+        REASONS[notice.reason],
+        param=notice.param,
+        value=shown_value(notice.value),
+        detail=notice.detail,
+        lang=lang,
+    )
+
+
+# ---- Streamlit glue: restore on a session's first run, then keep the address in step ---------
+
+PENDING = "_share_pending"  # session_state: the link's values not yet applied (they need the model)
+
+
+def read_link(views: Mapping[str, str]) -> None:
+    """A session's first run: read the link; set its language, tab and lesson step.
+
+    views: tab module -> its label in the current language. The model waits for the picker's
+    list (restore_model), the rest for the model itself (restore_for_model).
+    """
+    if RESTORED in st.session_state:
+        return
+    st.session_state[RESTORED] = True
+    query = {key: st.query_params.get_all(key) for key in st.query_params}
+    steps: Collection[int] = ()
+    if STEP in query:
+        from tfviz.ui import lessons  # only for a link into the lessons: it imports training code
+
+        steps = lessons.STEPS
+    shared = parse_query(query, views=list(views), steps=steps)
+    # Set before the widgets that own these keys are created, as Streamlit requires.
+    if shared.view is not None:
+        st.session_state[VIEW] = views[shared.view]
+    if shared.step is not None:
+        st.session_state[LESSON_STEP] = shared.step
+    if shared.lang is not None:
+        st.session_state[LANG] = shared.lang
+    st.session_state[PENDING] = shared
+
+
+def restore_model(models: Collection[str]) -> None:
+    """Before the model picker is drawn: the link's model, if this server offers it."""
+    shared = st.session_state.get(PENDING)
+    if shared is None:
+        return
+    shared = check_model(shared, models)
+    if shared.model is not None:
+        st.session_state[MODEL] = shared.model
+    st.session_state[PENDING] = shared
+
+
+def restore_for_model(
+    n_layers: int,
+    n_heads: int,
+    d_model: int,
+    validate: Callable[[str], object],
+    sentences: bool,
+    switch_state: Callable[[str | None, int | None, tuple[str, ...]], dict],
+) -> None:
+    """Once the model is loaded, before its switches and sequence boxes are drawn: the rest of
+    the link, checked against the model; every refused value leaves a notice.
+
+    switch_state: (W_o mode, its layer, zeroed heads) -> the session_state values of the
+    sidebar's switch widgets that show them (tfviz.ui.sidebar.switch_state).
+    """
+    shared = st.session_state.pop(PENDING, None)
+    if shared is None:
+        return
+    shared = fit_to_model(
+        shared,
+        n_layers=n_layers,
+        n_heads=n_heads,
+        d_model=d_model,
+        validate=validate,
+        sentences=sentences,
+    )
+    if shared.sequence is not None:
+        st.session_state[SEQUENCE] = shared.sequence
+    if shared.sentence_b is not None:
+        st.session_state[SENTENCE_B] = shared.sentence_b
+    if shared.w_o_mode is not None or shared.w_o_layer is not None or shared.ablate:
+        st.session_state.update(switch_state(shared.w_o_mode, shared.w_o_layer, shared.ablate))
+    if shared.notices:
+        st.session_state[NOTICES] = list(shared.notices)
+
+
+def dismiss_notices() -> None:
+    st.session_state.pop(NOTICES, None)
+
+
+def show_notices(escape: Callable[[str], str]) -> None:
+    """What the link asked for and did not get, one warning each, until dismissed."""
+    notices = st.session_state.get(NOTICES)
+    if not notices:
+        return
+    for notice in notices:
+        st.warning(escape(notice_text(notice)))
+    st.button(t("share.dismiss"), key="share_dismiss", on_click=dismiss_notices)
+
+
+def sync(query: Mapping[str, str]) -> None:
+    """Rewrite the address's query string to query (query_of's values): keys of ours that are
+    not in it are removed. Only changed keys are written, so an unchanged view sends the browser
+    nothing."""
+    for key in KEYS:
+        want = query.get(key)
+        have = st.query_params.get_all(key)
+        if want is None:
+            if have:
+                del st.query_params[key]
+        elif have != [want]:
+            st.query_params[key] = want
+
+
+def link_box(query: Mapping[str, str]) -> None:
+    """The link to this view, in a code block with its copy button.
+
+    The server does not know the address the browser used (a proxy may stand in between) except
+    through st.context.url, which the browser reports; without it the link is the query alone,
+    to be put after the app's address, and the caption says so.
+    """
+    link = "?" + urlencode(query)
+    base = st.context.url
+    with st.expander(t("share.link.title")):
+        if base:
+            st.code(base.rstrip("?") + link, language=None, wrap_lines=True)
+            st.caption(t("share.link.caption"))
+        else:
+            st.code(link, language=None, wrap_lines=True)
+            st.caption(t("share.link.relative"))
