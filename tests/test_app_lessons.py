@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
-from tfviz import jobs
+from tfviz import jobs, lessons
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
@@ -56,6 +56,9 @@ def test_every_step_runs_in_both_languages_without_a_missing_key(lang):
     at = open_lessons(lang)
     for step in (1, 2, 3, 4):
         go_to(at, step)
+        if step == 1:  # what step 1 draws on request too
+            at.toggle(key="lesson_show_model").set_value(True).run()
+            at.toggle(key="lesson_edit_w").set_value(True).run()
         text = page_text(at)
         assert "⟦" not in text, f"step {step}: a key is missing from the {lang} catalogue"
         assert translate(lang, f"lessons.step{step}.title") in text
@@ -87,14 +90,40 @@ def test_the_example_shows_1_8_and_follows_an_edited_number():
     at = open_lessons()
     text = page_text(at)
     assert "= **1.8**" in text
-    # The loaded model's real W_o: every output dimension of the bundled reverse model's layer 0
-    # draws on all 4 heads.
-    assert "**64 of 64**" in text
+    # The loaded model's real W_o, on request: every output dimension of the bundled reverse
+    # model's layer 0 draws on all 4 heads.
+    assert "**64 of 64**" not in text
+    at.toggle(key="lesson_show_model").set_value(True).run()
+    assert "**64 of 64**" in page_text(at) and len(at.get("plotly_chart")) == 2
     at.number_input(key="lesson_z1_1").set_value(3.0).run()
     assert not at.exception and not at.error
     assert "0.5 × 3 (head 1) = **2.3**" in page_text(at)
     at.button(key="lesson_reset").click().run()
     assert "= **1.8**" in page_text(at)
+
+
+def test_w_is_edited_on_request_and_kept_when_the_editor_goes_away():
+    at = open_lessons()
+    assert "= **1.8**" in page_text(at)
+    assert not at.toggle(key="lesson_edit_w").value  # a plain table until asked for
+    at.toggle(key="lesson_edit_w").set_value(True).run()
+    assert not at.exception and "= **1.8**" in page_text(at)
+    # What the editor stores after an edit: row 0 now reads head 0's first number twice.
+    w = [list(row) for row in lessons.ARTICLE_W]
+    w[0][0] *= 2
+    at.session_state["lesson_w_values"] = w
+    at.toggle(key="lesson_edit_w").set_value(False).run()
+    assert not at.exception
+    out = w[0][0] * lessons.ARTICLE_Z0[0] + lessons.ARTICLE_W[0][3] * lessons.ARTICLE_Z1[1]
+    assert f"= **{out:.3g}**" in page_text(at) and "= **1.8**" not in page_text(at)
+    w[2][1] = float("nan")  # an emptied cell
+    at.session_state["lesson_w_values"] = w
+    at.run()
+    assert [e.value for e in at.error] == [
+        translate("en", "lessons.err.not_finite", where=r"W\[2, 1\]")
+    ]
+    at.button(key="lesson_reset").click().run()
+    assert "= **1.8**" in page_text(at) and not at.error
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

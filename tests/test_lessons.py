@@ -264,3 +264,21 @@ def test_dependency_map_draws_the_matrix_with_given_labels_and_refuses_bad_value
     for bad in (-dep, dep * np.nan, np.ones(3)):
         with pytest.raises(ValueError):
             plots.dependency_map(bad)
+
+
+def test_dependency_pair_puts_both_maps_in_one_figure_on_one_scale():
+    ex = L.two_head_example()
+    fig = plots.dependency_pair(
+        ex.dependency_identity, ex.dependency, titles=("<i>without</i>", "with"), head_label="头"
+    )
+    spec = json.loads(fig.to_json())
+    left, right = spec["data"]
+    assert (left.get("xaxis", "x"), right["xaxis"], right["yaxis"]) == ("x", "x2", "y2")
+    assert spec["layout"]["xaxis"]["domain"][1] < spec["layout"]["xaxis2"]["domain"][0]
+    top = max(ex.dependency_identity.max(), ex.dependency.max())
+    assert spec["layout"]["coloraxis"]["cmax"] == pytest.approx(top, rel=1e-6)
+    titles = [a["text"] for a in spec["layout"]["annotations"]]
+    assert titles == ["&lt;i&gt;without&lt;/i&gt;", "with"]
+    assert spec["layout"]["xaxis2"]["title"]["text"] == "头"
+    with pytest.raises(ValueError, match="differ in shape"):
+        plots.dependency_pair(np.ones((4, 2)), np.ones((2, 4)))

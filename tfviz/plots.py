@@ -798,6 +798,52 @@ def dependency_map(
     return _figure(trace, layout)
 
 
+def dependency_pair(
+    without: np.ndarray,
+    with_w: np.ndarray,
+    titles: tuple[str, str] = ("", ""),
+    head_label: str = "head",
+    output_label: str = "output dim",
+    value_label: str = "size",
+) -> go.Figure:
+    """Two dependency maps of the same shape side by side in ONE figure, on one colour scale.
+
+    For the lesson's "without W_o" against "with W_o": one chart costs the browser one draw
+    instead of two (bench/ui_latency.py --lesson-steps), and a shared scale makes the two
+    comparable cell by cell.
+    """
+    if np.shape(without) != np.shape(with_w):
+        raise ValueError(f"the maps differ in shape: {np.shape(without)} and {np.shape(with_w)}")
+    left, right = (
+        dependency_map(m, "", head_label, output_label, value_label).to_dict()
+        for m in (without, with_w)
+    )
+    traces = [left["data"][0], {**right["data"][0], "xaxis": "x2", "yaxis": "y2"}]
+    layout = left["layout"]
+    layout["coloraxis"]["cmax"] = max(
+        left["layout"]["coloraxis"]["cmax"], right["layout"]["coloraxis"]["cmax"]
+    )
+    layout["xaxis"] = {**layout["xaxis"], "domain": [0.0, 0.42]}
+    layout["xaxis2"] = {**right["layout"]["xaxis"], "domain": [0.5, 0.92], "anchor": "y2"}
+    layout["yaxis2"] = {**right["layout"]["yaxis"], "anchor": "x2", "title": {"text": ""}}
+    layout["title"] = {"text": ""}
+    layout["annotations"] = [
+        dict(
+            text=_escape(title),
+            x=x,
+            y=1.0,
+            xref="paper",
+            yref="paper",
+            yanchor="bottom",
+            yshift=30,
+            showarrow=False,
+            font=dict(size=14),
+        )
+        for title, x in zip(titles, (0.21, 0.71), strict=True)
+    ]
+    return go.Figure(data=traces, layout=layout)
+
+
 def experiment_curves(
     step: np.ndarray,
     mean: np.ndarray,

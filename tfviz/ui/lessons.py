@@ -50,6 +50,8 @@ QUANTITIES = {
 W_O_SWITCHES = {"identity": "lessons.s4.mode.identity", "zero": "lessons.s4.mode.zero"}
 Z_KEYS = ("lesson_z0_0", "lesson_z0_1", "lesson_z1_0", "lesson_z1_1")  # head 0, then head 1
 W_EDITOR = "lesson_w"
+EDIT_W = "lesson_edit_w"  # the toggle that shows the table editor
+W_VALUES = "lesson_w_values"  # W as the student left it: the editor is not always on the page
 MAX_LESSON_STEPS = 2000  # training steps a student may ask for (the recipe's own is 500)
 DIGITS_EXAMPLE = "31415926"
 JOB, RESULT, COLLECTED = "lesson_job", "lesson_trained", "lesson_collected"
@@ -124,6 +126,7 @@ def reset_example() -> None:
     for key, value in zip(Z_KEYS, lessons.ARTICLE_Z0 + lessons.ARTICLE_Z1, strict=True):
         st.session_state[key] = value
     st.session_state.pop(W_EDITOR, None)
+    st.session_state.pop(W_VALUES, None)
 
 
 def input_message(error: LessonInputError) -> str:
@@ -142,16 +145,24 @@ def example_inputs() -> tuple[list[float], np.ndarray]:
         # message from the check below instead of Streamlit silently restoring the default.
         z.append(col.number_input(t(label), value=value, step=0.1, format="%g", key=key))
     st.markdown(t("lessons.s1.w_label"))
-    columns = [f"c{j}" for j in range(4)]
-    config = {
-        name: st.column_config.NumberColumn(t("lessons.s1.w_column", j=j, h=j // 2), format="%g")
-        for j, name in enumerate(columns)
-    }
-    import pandas as pd  # only this step draws a table editor
+    W = np.array(st.session_state.get(W_VALUES, lessons.ARTICLE_W), dtype=np.float64)
+    names = [t("lessons.s1.w_column", j=j, h=j // 2) for j in range(4)]
+    import pandas as pd  # only this step draws a table of W
 
-    frame = pd.DataFrame(np.array(lessons.ARTICLE_W), columns=columns)
-    edited = st.data_editor(frame, key=W_EDITOR, column_config=config, num_rows="fixed")
-    W = edited.to_numpy(dtype=np.float64, na_value=np.nan)
+    # A table editor takes the browser about 400 ms to draw, most of a step change
+    # (bench/ui_latency.py --lesson-steps): it is drawn on request, a plain table otherwise.
+    if st.toggle(t("lessons.s1.edit_w"), key=EDIT_W):
+        columns = [f"c{j}" for j in range(4)]
+        config = {
+            c: st.column_config.NumberColumn(name, format="%g")
+            for c, name in zip(columns, names, strict=True)
+        }
+        frame = pd.DataFrame(W, columns=columns)
+        edited = st.data_editor(frame, key=W_EDITOR, column_config=config, num_rows="fixed")
+        W = edited.to_numpy(dtype=np.float64, na_value=np.nan)
+        st.session_state[W_VALUES] = W.tolist()
+    else:
+        st.table(pd.DataFrame([[num(x) for x in row] for row in W], columns=names))
     return z, W
 
 
@@ -198,7 +209,7 @@ def show_example(ex: lessons.HeadExample) -> None:
                 t("lessons.s1.col.heads_with"): int(ex.heads_drawn_on[d]),
             }
         )
-    st.dataframe(rows, hide_index=True, key="lesson_example_table")
+    st.table(rows)  # static: a data grid costs the browser far more to draw
     st.markdown(
         t(
             "lessons.s1.feature0",
@@ -209,28 +220,26 @@ def show_example(ex: lessons.HeadExample) -> None:
             out=num(ex.output[0]),
         )
     )
-    left, right = st.columns(2)
-    labels = dict(
-        head_label=t("lessons.map.head"),
-        output_label=t("lessons.map.output"),
-        value_label=t("lessons.map.contribution"),
+    chart(
+        plots.dependency_pair(
+            ex.dependency_identity,
+            ex.dependency,
+            titles=(t("lessons.s1.map_without"), t("lessons.s1.map_with")),
+            head_label=t("lessons.map.head"),
+            output_label=t("lessons.map.output"),
+            value_label=t("lessons.map.contribution"),
+        ),
+        key="lesson_maps",
     )
-    with left:
-        chart(
-            plots.dependency_map(
-                ex.dependency_identity, title=t("lessons.s1.map_without"), **labels
-            ),
-            key="lesson_map_without",
-        )
-    with right:
-        chart(
-            plots.dependency_map(ex.dependency, title=t("lessons.s1.map_with"), **labels),
-            key="lesson_map_with",
-        )
 
 
 def show_model_dependency(view: View) -> None:
     cfg = view.meta.config
+    # On request: a third chart on this step's first paint put a step change over its budget
+    # (bench/ui_latency.py --lesson-steps), and the real W_o reads best after the small example.
+    show = t("lessons.s1.show_model", name=md_escape(view.entry.name))
+    if not st.toggle(show, key="lesson_show_model"):
+        return
     st.markdown(t("lessons.s1.model_intro", name=md_escape(view.entry.name)))
     layer = index_picker(t("lessons.layer"), cfg.n_layers, key="lesson_dep_layer", prefix="L")
     dep = lessons.model_dependency(view.model, layer)  # (D, H)
