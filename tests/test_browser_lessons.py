@@ -51,7 +51,13 @@ def check_step(page, lang: str, step: int) -> None:
     assert MARKER not in text, f"a key is missing from the {lang} catalogue on step {step}"
     assert translate(lang, "lessons.show_answer") in text
     if step == 1:
-        assert_charts_drawn(page, at_least=3, heatmaps=True)  # without W_o, with W, the model
+        assert_charts_drawn(page, at_least=1, heatmaps=True)  # without W_o and with W: one figure
+        # The loaded model's map is drawn on request.
+        show = page.get_by_text(translate(lang, "lessons.s1.show_model", name="reverse"))
+        two_charts = "() => document.querySelectorAll('.js-plotly-plot').length >= 2"
+        rerun(page, show.click, two_charts)
+        assert_charts_drawn(page, at_least=2, heatmaps=True)
+        assert MARKER not in page.locator(MAIN).inner_text()
         assert "1.8" in text
     if step == 3:  # the bundled sum_seed answers at once, nothing trained
         assert translate(lang, "lessons.s3.digits") in text
