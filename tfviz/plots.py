@@ -1033,18 +1033,7 @@ def mode_sweep_plot(
                 hovertemplate=f"{rank_name}<br>k = %{{x}}<br>%{{y:.4g}}<extra></extra>",
             )
         )
-        shapes.append(
-            dict(
-                type="line",
-                x0=chosen_k,
-                x1=chosen_k,
-                y0=0,
-                y1=1,
-                xref="x",
-                yref="paper",
-                line=dict(color=f"rgb({RANK_COLOUR})", width=1, dash="dot"),
-            )
-        )
+        shapes.append(_k_marker(chosen_k))
     layout = dict(
         title=dict(text=_escape(title)),
         height=400,
@@ -1094,18 +1083,7 @@ def w_o_spectrum_plot(
     ]
     shapes = []
     if chosen_k is not None and 1 <= chosen_k <= D:
-        shapes.append(
-            dict(
-                type="line",
-                x0=chosen_k + 0.5,
-                x1=chosen_k + 0.5,
-                y0=0,
-                y1=1,
-                xref="x",
-                yref="paper",
-                line=dict(color=f"rgb({RANK_COLOUR})", width=1, dash="dot"),
-            )
-        )
+        shapes.append(_k_marker(chosen_k + 0.5))
     layout = dict(
         title=dict(text=_escape(title)),
         height=400,
@@ -1193,3 +1171,17 @@ def tally_bars(
         ),
     )
     return _figure(trace, layout)
+
+
+def _k_marker(x: float) -> dict:
+    """A dotted vertical line at x across the plot: where the chosen rank k is."""
+    return dict(
+        type="line",
+        x0=x,
+        x1=x,
+        y0=0,
+        y1=1,
+        xref="x",
+        yref="paper",
+        line=dict(color=f"rgb({RANK_COLOUR})", width=1, dash="dot"),
+    )
