@@ -300,3 +300,25 @@ def test_a_model_trains_block_diagonal_but_not_rank_k():
         train("sort", steps=3, w_o="rank:2")
     with pytest.raises(ValueError, match="w_o must be one of"):
         train("sort", steps=3, w_o="sideways")
+
+
+def test_a_block_diagonal_start_is_drawn_for_a_block_s_fan_in():
+    D, H = 64, 4
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(D, D)
+    W, b = lin.weight.detach(), lin.bias.detach()
+    start_W, start_b = wo.training_start(W, b, wo.BLOCK_DIAGONAL, H)
+    masked, _ = wo.effective(W, b, wo.BLOCK_DIAGONAL, H)
+    torch.testing.assert_close(start_W, masked * 2.0)  # sqrt(H) = 2
+    torch.testing.assert_close(start_b, b * 2.0)
+    assert (start_W[wo.block_mask(D, H, W) == 0] == 0).all()  # still no mixing across heads
+    # Each output's expected squared weight norm matches a full Linear's (fan-in D): 1/3 either
+    # way; masked alone it would be H times smaller.
+    full = (W**2).sum(1).mean().item()
+    assert abs((start_W**2).sum(1).mean().item() / full - 1) < 0.15
+    assert abs((masked**2).sum(1).mean().item() * H / full - 1) < 0.15
+    for mode in ("learned", "identity", "zero"):
+        for got, want in zip(
+            wo.training_start(W, b, mode, H), wo.effective(W, b, mode, H), strict=True
+        ):
+            torch.testing.assert_close(got, want)

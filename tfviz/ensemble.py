@@ -108,15 +108,17 @@ def initial_state(config: ModelConfig, seed: int) -> dict[str, Tensor]:
         return Encoder(config).state_dict()
 
 
-def set_w_o(state: dict[str, Tensor], config: ModelConfig, w_o: str) -> None:
+def set_w_o(state: dict[str, Tensor], config: ModelConfig, w_o: str, start: bool = False) -> None:
     """Put the map mode w_o applies into W_o, in place (tfviz.wo.effective): identity (eye, bias
-    0), zero, or W_o's diagonal blocks; as train() stores it."""
+    0), zero, or W_o's diagonal blocks; as train() stores it. start: the map training starts
+    from, as train() starts (tfviz.wo.training_start)."""
     n_layers, n_heads = config.n_layers, config.n_heads
     if w_o == "learned":
         return
+    mapped = wo.training_start if start else wo.effective
     for i in range(n_layers):
         W, b = state[f"layers.{i}.attn.W_o.weight"], state[f"layers.{i}.attn.W_o.bias"]
-        W_eff, b_eff = wo.effective(W.clone(), b.clone(), w_o, n_heads)
+        W_eff, b_eff = mapped(W.clone(), b.clone(), w_o, n_heads)
         W.copy_(W_eff)
         b.copy_(b_eff)
 
@@ -450,7 +452,7 @@ def train_runs(
     rows = []
     for seed, mode in runs:
         state = initial_state(config, seed)
-        set_w_o(state, config, mode)
+        set_w_o(state, config, mode, start=True)
         rows.append(flatten(blocks, state))
     flat = torch.stack(rows).to(dev).requires_grad_()  # (R, N): the one leaf
     # Elementwise Adam on the stacked leaf = one Adam per run; fused as train() has it.

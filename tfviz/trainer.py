@@ -106,7 +106,7 @@ def train(
         torch.manual_seed(seed)
         model = Encoder(config).to(dev)
         if w_o != "learned":
-            _set_w_o(model, w_o)
+            _set_w_o(model, w_o, start=True)
         losses = _fit(
             model,
             list(model.parameters()),
@@ -315,11 +315,13 @@ def check_training(
 
 
 @torch.no_grad()
-def _set_w_o(model: Encoder, w_o: str) -> None:
+def _set_w_o(model: Encoder, w_o: str, start: bool = False) -> None:
     """Store in W_o the map a mode applies (identity, zeros, or W_o's diagonal blocks), so the
-    model's "learned" W_o is exactly the one it was trained with."""
+    model's "learned" W_o is exactly the one it was trained with. start: the map training
+    starts from (wo.training_start: block-diagonal blocks drawn for their own fan-in)."""
+    mapped = wo.training_start if start else wo.effective
     for layer in model.layers:
         lin = layer.attn.W_o
-        W, b = wo.effective(lin.weight.clone(), lin.bias.clone(), w_o, model.config.n_heads)
+        W, b = mapped(lin.weight.clone(), lin.bias.clone(), w_o, model.config.n_heads)
         lin.weight.copy_(W)
         lin.bias.copy_(b)

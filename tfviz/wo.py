@@ -17,6 +17,8 @@ papers (z_h @ W_O^h). Functions accept torch tensors or numpy arrays and return 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from torch import Tensor
@@ -163,6 +165,21 @@ def head_energy(W_o: Array, n_heads: int) -> np.ndarray:
     W = W_o.detach().cpu().numpy() if isinstance(W_o, Tensor) else np.asarray(W_o)
     blocks = head_blocks(W.astype(np.float64), n_heads)  # (H, d_k, D)
     return (blocks**2).sum(axis=1).T  # (D, H)
+
+
+def training_start(W: Tensor, b: Tensor, mode: str, n_heads: int) -> tuple[Tensor, Tensor]:
+    """The (W, b) a model trained with W_o in `mode` starts from, given nn.Linear's random draw.
+
+    As effective(), except that a block-diagonal W_o's kept blocks (and bias) are scaled by
+    sqrt(H). nn.Linear draws its entries for a fan-in of D; a block reads only d_k = D / H
+    inputs, so masked alone it would start every output H times smaller in variance than a full
+    W_o does, and a slower start would be measured as "mixing heads matters". Scaled, each block
+    starts as nn.Linear would draw it for its own fan-in (bound 1 / sqrt(d_k)).
+    """
+    W_eff, b_eff = effective(W, b, mode, n_heads)
+    if mode == BLOCK_DIAGONAL:
+        return W_eff * math.sqrt(n_heads), b_eff * math.sqrt(n_heads)
+    return W_eff, b_eff
 
 
 def fixed_weights(mode: str, D: int) -> tuple[Tensor, Tensor]:
