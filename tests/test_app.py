@@ -338,3 +338,13 @@ def test_one_head_is_enlarged_on_choice():
     grid_weights = array(big["data"][0]["z"])
     assert grid_weights.shape[0] == len(at.text_input(key="sequence").value) + 1  # BOS + tokens
     np.testing.assert_allclose(grid_weights.sum(axis=1), 1.0, atol=1e-5)  # rows sum to 1
+
+
+def test_a_refused_sequence_is_explained_in_the_page_s_language():
+    at = start_app(lang="zh")
+    at.text_input(key="sequence").set_value("abz").run()
+    assert not at.exception
+    [error] = [e.value for e in at.error]
+    # The reason in Chinese, with the place and what is allowed (the task's own alphabet).
+    assert "第 3 个位置" in error and get_task("reverse").alphabet in error
+    assert "not allowed" not in error

@@ -349,3 +349,11 @@ def test_minilm_speaks_chinese():
     assert len(cut) == 1 and "126" in cut[0] and "10000" in cut[0]
     set_text(at, "sequence", "")
     assert [e for e in messages(at, "error") if e.startswith("句子 A：")]
+
+
+def test_a_sentence_without_word_pieces_is_explained_in_chinese():
+    at = start_app(model=MINILM, lang="zh")
+    at.text_input(key="sentence_b").set_value("\u200b \u0301").run()  # invisible and an accent
+    assert not at.exception
+    errors = [e.value for e in at.error]
+    assert any(translate("zh", "input.no_pieces") in e for e in errors), errors

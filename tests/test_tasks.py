@@ -8,6 +8,7 @@ import torch
 
 from tfviz import get_task, list_tasks, train
 from tfviz.evaluate import evaluate
+from tfviz.tasks import InputError
 
 HAND_WORKED = [
     ("sum", "31415926", "31"),
@@ -222,3 +223,30 @@ def test_retraining_w_o_alone_changes_only_w_o_of_a_copy_and_recovers():
     assert not copy.training and not any(p.requires_grad for p in copy.parameters())
     with pytest.raises(ValueError, match="W_o starts from one of"):
         trainer.retrain_w_o(model, meta.task, start="ones")
+
+
+@pytest.mark.parametrize(
+    ("text", "code", "values"),
+    [
+        ("", "empty", {}),
+        ("a" * 17, "too_long", {"length": 17}),
+        ("abz", "bad_char", {"char": "'z' (U+007A LATIN SMALL LETTER Z)", "position": 3}),
+        (5, "not_text", {"type": "int"}),
+    ],
+)
+def test_a_refusal_carries_its_code_and_values_for_other_languages(text, code, values):
+    task = get_task("reverse")
+    with pytest.raises(InputError) as caught:
+        task.validate(text)
+    error = caught.value
+    assert isinstance(error, ValueError) and error.code == code
+    assert values.items() <= error.values.items()
+    if code != "not_text":  # every other refusal names what is allowed
+        assert error.values["alphabet"] == task.alphabet and error.values["max_len"] == 16
+    # Each code has a catalogue text whose placeholders the values fill, in every language.
+    from tfviz.ui.i18n import LANGUAGES, translate
+
+    for lang in LANGUAGES:
+        shown = translate(lang, f"input.{code}", **error.values)
+        for value in values.values():
+            assert str(value) in shown

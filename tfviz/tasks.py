@@ -23,6 +23,16 @@ IGNORE = -100  # target value for positions without a target (BOS, padding)
 BOS_LABEL = "BOS"
 
 
+class InputError(ValueError):
+    """A typed input refused: its English message (str(error)), and a code and the values the
+    message names, so an interface can say the same in another language."""
+
+    def __init__(self, code: str, message: str, **values):
+        super().__init__(message)
+        self.code = code  # "not_text", "empty", "too_long", "bad_char", "too_short", ...
+        self.values = values
+
+
 @dataclass(frozen=True)
 class Batch:
     """A batch of examples as tensors: ids (B, T), pad_mask (B, T) True at padding, target."""
@@ -98,24 +108,29 @@ class Task:
     def validate(self, text: str) -> str:
         """Return text if this task accepts it, else raise ValueError saying what is wrong."""
         if not isinstance(text, str):
-            raise ValueError(f"input must be text, got {type(text).__name__}")
+            kind = type(text).__name__
+            raise InputError("not_text", f"input must be text, got {kind}", type=kind)
         # Every refusal ends by saying what is allowed, so one message is enough to fix the input.
+        rules = dict(task=self.name, min_len=self.min_len, max_len=self.max_len)
+        rules["alphabet"] = self.alphabet
         allowed = (
             f"{self.name} takes {self.min_len} to {self.max_len} characters from: {self.alphabet}"
         )
         if not text:
-            raise ValueError(f"input is empty; {allowed}")
+            raise InputError("empty", f"input is empty; {allowed}", **rules)
         if len(text) > self.max_len:
-            raise ValueError(f"input is {len(text)} characters long; {allowed}")
+            message = f"input is {len(text)} characters long; {allowed}"
+            raise InputError("too_long", message, length=len(text), **rules)
         for i, ch in enumerate(text):
             if ch not in self.alphabet:
-                raise ValueError(
-                    f"character {describe_char(ch)} at position {i + 1} is not allowed; {allowed}"
-                )
+                char = describe_char(ch)
+                message = f"character {char} at position {i + 1} is not allowed; {allowed}"
+                raise InputError("bad_char", message, char=char, position=i + 1, **rules)
         if len(text) < self.min_len:
-            raise ValueError(
+            message = (
                 f"input is {len(text)} characters long; {self.name} needs at least {self.min_len}"
             )
+            raise InputError("too_short", message, length=len(text), **rules)
         return text
 
     def encode(self, text: str) -> list[int]:

@@ -10,6 +10,7 @@ chart() also translates the words tfviz.plots writes into a figure itself: local
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import string
@@ -27,7 +28,7 @@ from tfviz.export import before_after_csv, comparison_csv
 from tfviz.interventions import NONE, Interventions, head_name
 from tfviz.pretrained import PairSimilarity
 from tfviz.snapshot import TraceArrays, run_trace, w_o_used
-from tfviz.tasks import Task
+from tfviz.tasks import InputError, Task
 from tfviz.ui.help import HELP
 from tfviz.ui.i18n import DEFAULT, catalogue, current, placeholders, t
 from tfviz.ui.models import ModelEntry
@@ -104,6 +105,17 @@ NEEDS_ANSWERS = "common.toy_only.needs_answers"
 TRAINS_TOYS = "common.toy_only.trains_toys"
 
 
+def refusal(error: ValueError) -> str:
+    """Why an input was refused, in the page's language: in English the library's own message;
+    in another, a library InputError through the catalogue by its code and values
+    ("input.<code>"). Any other error is shown in its own words."""
+    lang = current()
+    key = f"input.{getattr(error, 'code', '')}"
+    if lang != DEFAULT and isinstance(error, InputError) and key in catalogue(lang):
+        return t(key, **error.values)
+    return str(error)
+
+
 def toy_only(view: View, what: str, why: str = NEEDS_ANSWERS) -> bool:
     """True, after one line saying why, when the view's model is a sentence encoder and so
     cannot show `what` (already in the student's language); why: the reason's catalogue key."""
@@ -116,26 +128,39 @@ def toy_only(view: View, what: str, why: str = NEEDS_ANSWERS) -> bool:
 # ---- cached computations -------------------------------------------------------------------
 
 
+# Traces are shared, not copied: st.cache_resource hands every session the same object, where
+# st.cache_data would unpickle a fresh copy on every rerun of every session (a MiniLM trace is
+# ~1.5 MB at 32 word-pieces; 40 sessions' copies in flight held most of a server's growth,
+# bench/load.py). The arrays are made read-only, so a view cannot change what others see.
+def shared_trace(trace: TraceArrays) -> TraceArrays:
+    """trace with every array read-only (and returned)."""
+    for field in dataclasses.fields(trace):
+        value = getattr(trace, field.name)
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return trace
+
+
 # ~50 KB a toy trace (W_o and the per-head terms are derived when shown, not stored): 96 keep
 # every open session's current pair (learned, switched) of a class of 40 in about 5 MB.
-@st.cache_data(show_spinner=False, max_entries=96)
+@st.cache_resource(show_spinner=False, max_entries=96)
 def cached_trace(
     digest: str, task_name: str, text: str, iv: Interventions, _model, _task
 ) -> TraceArrays:
     """run_trace keyed by model digest, task, sequence and switches (model and task are not
-    hashed: the digest and task name stand for them)."""
-    return run_trace(_model, _task, text, iv)
+    hashed: the digest and task name stand for them). Shared: read-only."""
+    return shared_trace(run_trace(_model, _task, text, iv))
 
 
 # A MiniLM trace is ~0.5 MB for a typical sentence ((L, H, T, T) attention and four (L, T, D)
-# sites) and ~8 MB at 128 word-pieces: 96 of them held most of a 40-session server's growth
-# (bench/load.py), so sentence models keep fewer; a miss costs one forward pass (~15 ms).
-@st.cache_data(show_spinner=False, max_entries=16)
+# sites) and ~8 MB at 128 word-pieces, so sentence models keep fewer; a miss costs one forward
+# pass (~15 ms).
+@st.cache_resource(show_spinner=False, max_entries=16)
 def cached_sentence_trace(
     digest: str, task_name: str, text: str, iv: Interventions, _model, _task
 ) -> TraceArrays:
     """cached_trace for the pretrained sentence model, with fewer entries."""
-    return run_trace(_model, _task, text, iv)
+    return shared_trace(run_trace(_model, _task, text, iv))
 
 
 # 1.5 KB an entry: 1024 hold A and B, learned and switched, for every session of a large class.

@@ -36,6 +36,7 @@ from tfviz.ui.common import (
     chart,
     index_picker,
     md_escape,
+    refusal,
     similarity,
     trace_for,
     w_o_label,
@@ -395,7 +396,7 @@ def diff_section(view: View) -> None:
     try:
         text_b = view.task.validate(typed)
     except ValueError as e:
-        st.error(md_escape(t("parts.diff.bad_b", why=str(e))))
+        st.error(md_escape(t("parts.diff.bad_b", why=refusal(e))))
         return
     if text_b == text:
         st.error(t("parts.diff.same"))

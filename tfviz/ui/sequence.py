@@ -11,7 +11,7 @@ import streamlit as st
 
 from tfviz import get_task, pretrained
 from tfviz.tasks import Task
-from tfviz.ui.common import View, cut, describe, md_escape, similarity_for
+from tfviz.ui.common import View, cut, describe, md_escape, refusal, similarity_for
 from tfviz.ui.i18n import t
 from tfviz.ui.text import changed_tokens, prediction_table
 
@@ -73,7 +73,7 @@ def checked(task: Task, text: str, box: str | None = None) -> str | None:
     try:
         return task.validate(text)
     except ValueError as e:
-        why = str(e)  # the task's own words (tfviz.tasks, tfviz.pretrained)
+        why = refusal(e)
         st.error(md_escape(why if box is None else t("minilm.refused", name=box, why=why)))
         return None
 
