@@ -457,13 +457,17 @@ def cached_scores(timeline_key: tuple, task_name: str, _timeline, _config, _task
     return tl.scores(_timeline, _config, _task, n=TIMELINE_N)
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
+@st.cache_data(show_spinner=False, max_entries=64)
 def cached_attention(
-    timeline_key: tuple, index: int, task_name: str, text: str, _timeline, _config
+    timeline_key: tuple, task_name: str, text: str, _timeline, _config
 ) -> tuple[list[str], np.ndarray]:
-    """The typed sequence's attention at one kept step: one small forward pass, once per
-    timeline, step and sequence."""
-    return tl.attention_at(_timeline, index, _config, get_task(task_name), text)
+    """(labels, (S, L, H, T, T)): the typed sequence's attention at every kept step, once per
+    timeline and sequence. All steps at once: a small forward pass each (about 2 ms for a
+    bundled-size model), so every slider move is a lookup; one step at a time, a move to a new
+    step measured 60 ms slower than a move back (bench/timeline_slider.py)."""
+    task = get_task(task_name)
+    each = [tl.attention_at(_timeline, i, _config, task, text) for i in range(len(_timeline.steps))]
+    return each[0][0], np.stack([attn for _, attn in each])
 
 
 def timeline_section(view: View) -> None:
@@ -500,10 +504,8 @@ def timeline_section(view: View) -> None:
     config, index = view.model.config, steps.index(step)
     with st.spinner(t("train.timeline.computing", n=len(steps))):
         scores = cached_scores(timeline_key, view.task.name, timeline, config, view.task)
-    labels, attn = cached_attention(
-        timeline_key, index, view.task.name, view.text, timeline, config
-    )
-    rep = scores.at(index, labels, attn)
+    labels, attn = cached_attention(timeline_key, view.task.name, view.text, timeline, config)
+    rep = scores.at(index, labels, attn[index])
     st.caption(
         t("train.timeline.at", step=rep.step, last=steps[-1], loss=f"{rep.loss:.4g}", n=TIMELINE_N)
     )
