@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
 from tfviz import Encoder, analysis, experiment, get_task, jobs, save_checkpoint
+from tfviz.ui.i18n import translate
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 ANALYSIS, EXPERIMENT = "Analysis", "Does W_o matter?"
@@ -312,3 +313,29 @@ def test_a_rerun_can_be_cancelled():
         time.sleep(0.1)
         at.run()
     assert "cancelled" in at.warning[0].value
+
+
+def test_in_chinese_the_verdict_is_one_finding_per_quantity_read_off_its_interval():
+    at = start_app(EXPERIMENT, "bundled:sort", lang="zh")
+    result = experiment.load_precomputed("sort")
+    rows = experiment.compare(result)
+    text = " ".join(m.value for m in at.markdown)
+    assert translate("zh", "experiment.findings") in text
+    # sort's shipped runs: the learned W_o trains to a lower final loss than none (interval
+    # excludes 0), and the accuracy shows no difference; each finding says exactly that.
+    outcomes = {row.quantity: row.outcome for row in rows}
+    assert outcomes["final_loss"] == "better" and outcomes["token_accuracy"] == "unclear"
+    for row in rows:
+        what = translate("zh", f"lessons.s4.q.{row.quantity}")
+        line = translate(
+            "zh",
+            f"experiment.finding.{row.outcome}",
+            what=what,
+            other=translate("zh", "experiment.condition.identity"),
+            low=f"{row.interval.low:.3g}",
+            high=f"{row.interval.high:.3g}",
+            diff=f"{row.difference:.3g}",
+        )
+        assert line in text, line
+    # The library's English verdict stays one click away.
+    assert translate("zh", "experiment.verdict_en") in [e.label for e in at.expander]

@@ -515,6 +515,15 @@ class Row:
     def difference(self) -> float:
         return self.mean_learned - self.mean_against
 
+    @property
+    def outcome(self) -> str:
+        """ "better" or "worse" (for the learned W_o) when the interval excludes 0, else
+        "unclear" (also without an interval)."""
+        iv = self.interval
+        if iv is None or iv.low <= 0 <= iv.high:
+            return "unclear"
+        return "better" if (self.difference < 0) == self.lower_is_better else "worse"
+
 
 def check_against(against: str) -> str:
     """against itself if the learned W_o can be compared with it; ValueError naming them if not."""
@@ -716,7 +725,7 @@ def verdict(result: ExperimentResult, against: str = "identity") -> str:
     if min(n) == 0:
         return scope + " No finished run of one of the conditions, so nothing can be compared."
     sentences = [_row_sentence(row) for row in compare(result, against=against)]
-    unlearned = _target_note(result)
+    unlearned = target_note(result)
     if unlearned:
         sentences.append(unlearned)
     return " ".join(
@@ -729,7 +738,7 @@ def verdict(result: ExperimentResult, against: str = "identity") -> str:
     )
 
 
-def _target_note(result: ExperimentResult) -> str:
+def target_note(result: ExperimentResult) -> str:
     """A warning when no run reached the bundled model's target: the models are partly trained."""
     from tfviz.recipes import TARGETS
 

@@ -15,12 +15,19 @@ import streamlit as st
 import tfviz.experiment as experiment
 from tfviz import jobs, plots, settings
 from tfviz.ui.common import POLL_SECONDS, TRAINS_TOYS, View, chart, md_escape, toy_only
-from tfviz.ui.i18n import current, t
+from tfviz.ui.i18n import DEFAULT, current, t
 from tfviz.ui.train import job_manager, session_alive_check
 
 AGAINST_LABELS = {
     "identity": "experiment.against.identity",
     "block_diagonal": "experiment.against.block_diagonal",
+}
+QUANTITY_LABELS = {  # the table's quantities, named as the lessons name them
+    "final_loss": "lessons.s4.q.final_loss",
+    "mean_loss": "lessons.s4.q.mean_loss",
+    "mae": "lessons.s4.q.mae",
+    "accuracy": "lessons.s4.q.accuracy",
+    "token_accuracy": "lessons.s4.q.token_accuracy",
 }
 SOURCE_LABELS = {"shipped": "experiment.source.shipped", "rerun": "experiment.source.rerun"}
 CONDITION_LABELS = {
@@ -178,11 +185,31 @@ def show_experiment(result: experiment.ExperimentResult, against: str) -> None:
         )
     st.dataframe(experiment_table(result, against), hide_index=True, key="experiment_table")
     st.caption(t(f"experiment.table_caption.{against}"))
-    # The verdict is built by the library from the numbers, in English, so that it claims no
-    # more than its interval does (tfviz.experiment.verdict).
-    st.markdown(
-        t("experiment.verdict", verdict=md_escape(experiment.verdict(result, against=against)))
-    )
+    verdict(result, against)
+
+
+def verdict(result: experiment.ExperimentResult, against: str) -> None:
+    """What the runs show, claiming no more than each interval does: in English the library's
+    verdict (tfviz.experiment.verdict); in another language one finding per quantity from the
+    catalogue, with the library's English kept beside it."""
+    english = md_escape(experiment.verdict(result, against=against))
+    if current() == DEFAULT:
+        st.markdown(t("experiment.verdict", verdict=english))
+        return
+    other = t(CONDITION_LABELS[against])
+    lines = []
+    for row in experiment.compare(result, against=against):
+        what, iv = t(QUANTITY_LABELS[row.quantity]), row.interval
+        if iv is None:
+            lines.append(t("experiment.finding.no_interval", what=what))
+            continue
+        values = dict(low=f"{iv.low:.3g}", high=f"{iv.high:.3g}", diff=f"{row.difference:.3g}")
+        lines.append(t(f"experiment.finding.{row.outcome}", what=what, other=other, **values))
+    if experiment.target_note(result):
+        lines.append(t("experiment.finding.partly_trained"))
+    st.markdown(t("experiment.findings") + "\n" + "\n".join(f"- {line}" for line in lines))
+    with st.expander(t("experiment.verdict_en")):
+        st.markdown(english)
 
 
 def experiment_form(task: str, against: str) -> None:

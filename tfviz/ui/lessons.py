@@ -22,7 +22,7 @@ from tfviz import get_task, jobs, lessons, plots
 from tfviz.lessons import LessonInputError
 from tfviz.recipes import RECIPES
 from tfviz.ui.common import POLL_SECONDS, View, chart, index_picker, md_escape
-from tfviz.ui.experiment import cached_precomputed
+from tfviz.ui.experiment import QUANTITY_LABELS, cached_precomputed
 from tfviz.ui.i18n import current, t
 from tfviz.ui.models import BUNDLED_DIR, file_sha256, load_model
 from tfviz.ui.train import job_manager, session_alive_check
@@ -39,13 +39,6 @@ INPUT_ERRORS = {
     "shape": "lessons.err.shape",
     "not_finite": "lessons.err.not_finite",
     "too_large": "lessons.err.too_large",
-}
-QUANTITIES = {
-    "final_loss": "lessons.s4.q.final_loss",
-    "mean_loss": "lessons.s4.q.mean_loss",
-    "mae": "lessons.s4.q.mae",
-    "accuracy": "lessons.s4.q.accuracy",
-    "token_accuracy": "lessons.s4.q.token_accuracy",
 }
 W_O_SWITCHES = {"identity": "lessons.s4.mode.identity", "zero": "lessons.s4.mode.zero"}
 Z_KEYS = ("lesson_z0_0", "lesson_z0_1", "lesson_z1_0", "lesson_z1_1")  # head 0, then head 1
@@ -534,7 +527,7 @@ def show_experiment(view: View) -> None:
     compared = experiment.compare(result)
     rows, findings = [], []
     for row in compared:
-        what = t(QUANTITIES[row.quantity])
+        what = t(QUANTITY_LABELS[row.quantity])
         iv = row.interval
         rows.append(
             {
@@ -547,12 +540,12 @@ def show_experiment(view: View) -> None:
         )
         findings.append(finding(row, what))
     st.dataframe(rows, hide_index=True, key="lesson_experiment_table")
-    if experiment._target_note(result):  # no run reached the bundled model's target
+    if experiment.target_note(result):  # no run reached the bundled model's target
         findings.append(t("lessons.s4.partly_trained"))
     st.markdown("\n".join(f"- {line}" for line in findings))
     with st.expander(t("lessons.s4.verdict_en")):
         st.markdown(md_escape(experiment.verdict(result)))
-    outcomes = [outcome(row) for row in compared]
+    outcomes = [row.outcome for row in compared]
     better, worse = outcomes.count("better"), outcomes.count("worse")
     answer = (
         t("lessons.s4.answer_none", task=md_escape(task))
@@ -562,18 +555,10 @@ def show_experiment(view: View) -> None:
     question("lessons.s4.question", answer)
 
 
-def outcome(row: experiment.Row) -> str:
-    """ "better" or "worse" (with W_o) when the interval excludes 0, else "unclear"."""
-    iv = row.interval
-    if iv is None or iv.low <= 0 <= iv.high:
-        return "unclear"
-    return "better" if (row.difference < 0) == row.lower_is_better else "worse"
-
-
 def finding(row: experiment.Row, what: str) -> str:
     """One sentence per quantity that claims no more than its interval does."""
     iv = row.interval
     if iv is None:
         return t("lessons.s4.finding.no_interval", what=what)
     values = dict(what=what, low=num(iv.low), high=num(iv.high), diff=num(row.difference))
-    return t(FINDINGS[outcome(row)], **values)
+    return t(FINDINGS[row.outcome], **values)
