@@ -59,7 +59,7 @@ def test_starts_on_a_bundled_model_with_its_first_example():
     assert len(figures) == 1  # the grid (heads and their mean); a head is enlarged on request
     titles = [a["text"] for a in figures[0]["layout"]["annotations"]]
     assert titles == [f"L{lay} {h}" for lay in range(2) for h in ("H0", "H1", "H2", "H3", "mean")]
-    assert figures[0]["data"][0]["x"][0] == "H0 key BOS"
+    assert figures[0]["data"][0]["x"][0] == "H0 BOS"
     # The device the models run on here: CPU on a CPU-only machine, CUDA where there is a GPU.
     device = str(resolve_device("auto")).upper()
     assert device in ("CPU", "CUDA", "MPS")

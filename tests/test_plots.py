@@ -18,10 +18,10 @@ def attn(L=2, H=3, T=4, seed=0) -> np.ndarray:
     return w / w.sum(-1, keepdims=True)
 
 
-def block(fig, row: str, col: str, words=("query", "key")) -> np.ndarray:
-    """The block of a mosaic figure whose hover names start with row and col (e.g. L1, H2)."""
+def block(fig, row: str, col: str) -> np.ndarray:
+    """The block of a mosaic figure whose cell names start with row and col (e.g. L1, H2)."""
     trace = fig.data[0]
-    y_prefix, x_prefix = f"{row} {words[0]} ".lstrip(), f"{col} {words[1]} ".lstrip()
+    y_prefix, x_prefix = f"{row} ", f"{col} "
     ys = [i for i, name in enumerate(trace.y) if name.startswith(y_prefix)]
     xs = [i for i, name in enumerate(trace.x) if name.startswith(x_prefix)]
     return np.asarray(trace.z, dtype=np.float64)[np.ix_(ys, xs)]
@@ -40,8 +40,9 @@ def test_attention_grid_is_one_mosaic_of_every_layer_and_head():
     titles = [ann.text for ann in fig.layout.annotations]
     assert titles == ["L0 H0", "L0 H1", "L0 H2", "L1 H0", "L1 H1", "L1 H2"]
     assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0.0, 1.0)
-    # Hover names say layer, head, query and key; the ticks show only the token.
-    assert fig.data[0].y[1] == "L0 query a·1" and fig.data[0].x[5] == "H1 key BOS"
+    # Hover says query and key, then the cell's layer, head and token; ticks show the token.
+    assert fig.data[0].y[1] == "L0 a·1" and fig.data[0].x[5] == "H1 BOS"
+    assert fig.data[0].hovertemplate.startswith("query %{y}<br>key %{x}<br>")
     assert list(fig.layout.xaxis.ticktext) == LABELS  # under the first block column only
     assert list(fig.layout.yaxis.ticktext) == LABELS * 2
     assert "weight %{z" in fig.data[0].hovertemplate and fig.data[0].hoverongaps is False
@@ -55,7 +56,7 @@ def test_attention_is_sent_as_float32():
 def test_attention_grid_titles_a_slice_of_layers():
     fig = plots.attention_grid(attn(L=1), LABELS, layer_ids=[3])
     assert fig.layout.annotations[0].text == "L3 H0"
-    assert fig.data[0].y[0] == "L3 query BOS"
+    assert fig.data[0].y[0] == "L3 BOS"
     with pytest.raises(ValueError, match="1 layers but 2 layer ids"):
         plots.attention_grid(attn(L=1), LABELS, layer_ids=[0, 1])
 
@@ -97,7 +98,7 @@ def test_markup_tokens_are_shown_literally():
     ticks = list(fig.layout.xaxis.ticktext)
     assert ticks[0] == "&lt;b&gt;x&lt;/b&gt;"
     assert ticks[1] == "&amp;amp;"
-    assert fig.data[0].x[0] == "H0 key &lt;b&gt;x&lt;/b&gt;"
+    assert fig.data[0].x[0] == "H0 &lt;b&gt;x&lt;/b&gt;"
     assert "<b>" not in fig.to_json()
     one = plots.attention_map(np.eye(3), labels)
     assert list(one.data[0].y)[0] == "&lt;b&gt;x&lt;/b&gt;"
@@ -160,9 +161,9 @@ def test_residual_pair_puts_learned_left_and_switched_right():
     rng = np.random.default_rng(2)
     base, switched = rng.normal(size=(2, 4, 6)), rng.normal(size=(2, 4, 6))
     fig = plots.residual_pair(base, switched, LABELS)
-    words = ("token", "dim")
-    np.testing.assert_allclose(block(fig, "L0 out", "learned W_o", words), base[0], rtol=1e-6)
-    np.testing.assert_allclose(block(fig, "L1 out", "switched", words), switched[1], rtol=1e-6)
+    assert fig.data[0].hovertemplate.startswith("token %{y}<br>dim %{x}")
+    np.testing.assert_allclose(block(fig, "L0 out", "learned W_o"), base[0], rtol=1e-6)
+    np.testing.assert_allclose(block(fig, "L1 out", "switched"), switched[1], rtol=1e-6)
     assert fig.layout.annotations[1].text == "L0 out switched"
     assert fig.layout.coloraxis.cmin == -fig.layout.coloraxis.cmax
     with pytest.raises(ValueError, match="differ in shape"):

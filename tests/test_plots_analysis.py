@@ -7,18 +7,11 @@ import json
 import numpy as np
 import pytest
 
+from tests.test_plots import block
 from tfviz import plots
 
 LABELS = ["BOS", "a·1", "b·2", "c·3"]
 MARKUP = ["<b>x</b>", "&amp;", "a"]
-
-
-def block(fig, row: str, col: str, words: tuple[str, str]) -> np.ndarray:
-    """The block of a mosaic whose hover names start with row and col."""
-    trace = fig.data[0]
-    ys = [i for i, name in enumerate(trace.y) if name.startswith(f"{row} {words[0]} ")]
-    xs = [i for i, name in enumerate(trace.x) if name.startswith(f"{col} {words[1]} ")]
-    return np.asarray(trace.z, dtype=np.float64)[np.ix_(ys, xs)]
 
 
 def rows_summing_to_one(shape, seed=0) -> np.ndarray:
@@ -34,10 +27,10 @@ def test_norm_attention_grid_has_every_head_and_the_layer_total():
     norms, summed = rng.random((3, 4, 4)) * 5, rng.random((4, 4)) * 7
     fig = plots.norm_attention_grid(norms, summed, LABELS, layer=1, title="L1")
     assert len(fig.data) == 1 and fig.data[0].type == "heatmap"
-    words = ("query", "key")
+    assert fig.data[0].hovertemplate.startswith("query %{y}<br>key %{x}")
     for h in range(3):
-        np.testing.assert_allclose(block(fig, "L1", f"H{h}", words), norms[h], rtol=1e-6)
-    np.testing.assert_allclose(block(fig, "L1", "all heads", words), summed, rtol=1e-6)
+        np.testing.assert_allclose(block(fig, "L1", f"H{h}"), norms[h], rtol=1e-6)
+    np.testing.assert_allclose(block(fig, "L1", "all heads"), summed, rtol=1e-6)
     assert [a.text for a in fig.layout.annotations] == ["L1 H0", "L1 H1", "L1 H2", "L1 all heads"]
     # Norms are lengths with no fixed top: the scale runs 0..largest, shared by every block.
     axis = fig.layout.coloraxis
@@ -65,9 +58,9 @@ def test_norm_attention_grid_all_zero_still_draws_and_refuses_bad_input():
 def test_rollout_grid_puts_layers_on_rows_and_methods_on_columns():
     raw, norm = rows_summing_to_one((2, 4, 4), 1), rows_summing_to_one((2, 4, 4), 2)
     fig = plots.rollout_grid(raw, norm, LABELS)
-    words = ("token", "input")
-    np.testing.assert_allclose(block(fig, "after L0", "from raw attention", words), raw[0], 1e-6)
-    np.testing.assert_allclose(block(fig, "after L1", "from norm-based", words), norm[1], 1e-6)
+    assert fig.data[0].hovertemplate.startswith("token %{y}<br>input %{x}")
+    np.testing.assert_allclose(block(fig, "after L0", "from raw attention"), raw[0], 1e-6)
+    np.testing.assert_allclose(block(fig, "after L1", "from norm-based"), norm[1], 1e-6)
     assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0.0, 1.0)
     with pytest.raises(ValueError, match="differ in shape"):
         plots.rollout_grid(raw, norm[:1], LABELS)
@@ -156,11 +149,11 @@ def test_composition_grid_rows_are_layer_pairs_and_columns_q_k_v():
     rng = np.random.default_rng(4)
     q, k, v = (rng.random((2, 3, 3)) * 0.5 for _ in range(3))
     fig = plots.composition_grid(q, k, v, baseline=0.125)
-    words = ("writer", "reader")
-    np.testing.assert_allclose(block(fig, "L0→L1", "Q", words), q[0], rtol=1e-6)
-    np.testing.assert_allclose(block(fig, "L1→L2", "V", words), v[1], rtol=1e-6)
-    np.testing.assert_allclose(block(fig, "L1→L2", "K", words), k[1], rtol=1e-6)
-    assert fig.data[0].y[0] == "L0→L1 writer H0" and fig.data[0].x[0] == "Q reader H0"
+    assert fig.data[0].hovertemplate.startswith("writer %{y}<br>reader %{x}")
+    np.testing.assert_allclose(block(fig, "L0→L1", "Q"), q[0], rtol=1e-6)
+    np.testing.assert_allclose(block(fig, "L1→L2", "V"), v[1], rtol=1e-6)
+    np.testing.assert_allclose(block(fig, "L1→L2", "K"), k[1], rtol=1e-6)
+    assert fig.data[0].y[0] == "L0→L1 H0" and fig.data[0].x[0] == "Q H0"
     assert "0.125" in fig.layout.title.text
     assert fig.layout.coloraxis.cmin == 0
     with pytest.raises(ValueError, match="differ in shape"):

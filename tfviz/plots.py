@@ -369,14 +369,17 @@ def _mosaic(
         for c in range(C):
             y0, x0 = r * (ny + gap_y), c * (nx + gap_x)
             z[y0 : y0 + ny, x0 : x0 + nx] = blocks[r, c]
-    y_names = _axis_names(rows, words[0], y_ticks, gap_y)
-    x_names = _axis_names(cols, words[1], x_ticks, gap_x)
+    y_names = _axis_names(rows, y_ticks, gap_y)
+    x_names = _axis_names(cols, x_ticks, gap_x)
     y_tickvals = [y_names[r * (ny + gap_y) + i] for r in range(R) for i in range(ny)]
     # Every block has its columns in the same order, so only the first block column is ticked:
     # each tick label costs the browser a text measurement on every redraw (about 65 ms for the
     # 85 of a 2 x 5 grid at T=17), and the hover names each cell anyway.
     x_tickvals = [x_names[i] for i in range(0, nx, x_tick_every)]
-    trace = _heatmap(z, x_names, y_names, f"%{{y}}<br>%{{x}}<br>{words[2]} %{{z:.3f}}")
+    # The words go into the template, not the cell names, so a page in another language can
+    # swap them (tfviz.ui.common.localize) without touching every cell's name.
+    hover = f"{words[0]} %{{y}}<br>{words[1]} %{{x}}<br>{words[2]} %{{z:.3f}}"
+    trace = _heatmap(z, x_names, y_names, hover)
     trace["hoverongaps"] = False
     annotations = [
         dict(
@@ -421,11 +424,11 @@ def _mosaic(
     return _figure(trace, layout)
 
 
-def _axis_names(blocks: list[str], word: str, ticks: list[str], gap: int) -> list[str]:
-    """Unique category names along one mosaic axis: "L0 query a·1", then gap names."""
+def _axis_names(blocks: list[str], ticks: list[str], gap: int) -> list[str]:
+    """Unique category names along one mosaic axis: "L0 a·1", then gap names."""
     names: list[str] = []
     for b, block in enumerate(blocks):
-        names += [f"{block} {word} {t}".strip() for t in ticks]
+        names += [f"{block} {t}".strip() for t in ticks]
         if b < len(blocks) - 1:
             names += [f"gap {b}.{i}" for i in range(gap)]
     return names
