@@ -164,7 +164,13 @@ def test_the_chart_toolbar_downloads_png_and_svg(browser, server, fmt):
             def pick() -> None:
                 button.click()
 
-            rerun(page, pick, "() => false")
+            # Waits for what the switch changes, the chart's save format, not for a "running"
+            # state a fast rerun can skip.
+            saves_svg = """() => {
+                const plot = document.querySelector('.js-plotly-plot');
+                return plot?._context?.toImageButtonOptions?.format === 'svg';
+            }"""
+            rerun(page, pick, saves_svg)
         chart = page.locator(PLOT).first
         chart.hover()
         camera = chart.locator('.modebar-btn[data-title^="Download plot"]')
