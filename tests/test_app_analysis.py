@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
 from tfviz import Encoder, analysis, experiment, get_task, jobs, save_checkpoint
+from tfviz.metrics import compact
 from tfviz.ui.i18n import translate
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -326,15 +327,15 @@ def test_in_chinese_the_verdict_is_one_finding_per_quantity_read_off_its_interva
     outcomes = {row.quantity: row.outcome for row in rows}
     assert outcomes["final_loss"] == "better" and outcomes["token_accuracy"] == "unclear"
     for row in rows:
-        what = translate("zh", f"lessons.s4.q.{row.quantity}")
+        what = translate("zh", f"experiment.quantity.{row.quantity}")
         line = translate(
             "zh",
             f"experiment.finding.{row.outcome}",
             what=what,
-            other=translate("zh", "experiment.condition.identity"),
-            low=f"{row.interval.low:.3g}",
-            high=f"{row.interval.high:.3g}",
-            diff=f"{row.difference:.3g}",
+            other=translate("zh", "experiment.versus.identity"),
+            low=compact(row.interval.low),
+            high=compact(row.interval.high),
+            diff=compact(row.difference),
         )
         assert line in text, line
     # The library's English verdict stays one click away.

@@ -66,7 +66,7 @@ def test_every_step_runs_in_both_languages_without_a_missing_key(lang):
         assert not at.error, [e.value for e in at.error]
     # Step 4 on the default model (reverse): its shipped runs never reached the target, and the
     # lesson says so in the student's language, as the library's verdict does in English.
-    assert translate(lang, "lessons.s4.partly_trained") in text
+    assert translate(lang, "experiment.finding.partly_trained") in text
     if lang == "zh":
         assert "Concatenation is not integration" not in page_text(at)
 

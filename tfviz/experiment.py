@@ -44,6 +44,7 @@ from tfviz.checkpoint import write_atomic
 from tfviz.config import ModelConfig
 from tfviz.ensemble import EnsembleStep, train_runs
 from tfviz.evaluate import EVAL_SEED, evaluate
+from tfviz.metrics import compact
 from tfviz.model import Encoder
 from tfviz.tasks import Task, get_task, list_tasks
 from tfviz.trainer import StepInfo, train
@@ -642,10 +643,6 @@ def _moving_average(x: np.ndarray, window: int) -> np.ndarray:
 
 
 # ---- words --------------------------------------------------------------------------------------
-def _fmt(x: float) -> str:
-    return f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
-
-
 @dataclass(frozen=True)
 class _Words:
     """How the verdict names the two sides of one comparison."""
@@ -683,24 +680,23 @@ def _row_sentence(row: Row) -> str:
     }.get(row.quantity, QUANTITY_LABELS[row.quantity])
     d = row.difference
     if d == 0:
-        said = f"{words.learned}, {name} was the same as {words.other} ({_fmt(row.mean_learned)})"
+        same = compact(row.mean_learned)
+        said = f"{words.learned}, {name} was the same as {words.other} ({same})"
     elif row.against == "identity":  # the seeds' wording, kept: "lower by x" reads as "than none"
-        said = f"{words.learned}, {name} was {'lower' if d < 0 else 'higher'} by {_fmt(abs(d))}"
+        said = f"{words.learned}, {name} was {'lower' if d < 0 else 'higher'} by {compact(abs(d))}"
     else:
         said = (
-            f"{words.learned}, {name} was {'lower' if d < 0 else 'higher'} by {_fmt(abs(d))} "
+            f"{words.learned}, {name} was {'lower' if d < 0 else 'higher'} by {compact(abs(d))} "
             f"than {words.other}"
         )
     iv = row.interval
     if iv is None:
         return said + " (too few runs for a confidence interval, so no conclusion)."
-    bounds = f"[{_fmt(iv.low)}, {_fmt(iv.high)}]"
-    ci = f" ({words.minus}: {_fmt(d)}, {iv.confidence:.0%} CI {bounds})"
-    if iv.low <= 0 <= iv.high:
+    bounds = f"[{compact(iv.low)}, {compact(iv.high)}]"
+    ci = f" ({words.minus}: {compact(d)}, {iv.confidence:.0%} CI {bounds})"
+    if row.outcome == "unclear":
         return said + ci + "; the interval includes 0, so this run does not show a difference."
-    better = (d < 0) == row.lower_is_better
-    outcome = "better" if better else "worse"
-    tail = f"; the interval excludes 0, so in this setting {words.runs} did {outcome}"
+    tail = f"; the interval excludes 0, so in this setting {words.runs} did {row.outcome}"
     return said + ci + tail + " on this measure."
 
 
@@ -767,11 +763,11 @@ def format_table(result: ExperimentResult, against: str = "identity") -> str:
     ]
     for row in compare(result, against=against):
         iv = row.interval
-        ci = "n/a" if iv is None else f"[{_fmt(iv.low)}, {_fmt(iv.high)}]"
+        ci = "n/a" if iv is None else f"[{compact(iv.low)}, {compact(iv.high)}]"
         lines.append(
-            f"| {row.label} | {_fmt(row.mean_learned)} ± {_fmt(row.std_learned)} | "
-            f"{_fmt(row.mean_against)} ± {_fmt(row.std_against)} | {_fmt(row.difference)} | "
-            f"{ci} |"
+            f"| {row.label} | {compact(row.mean_learned)} ± {compact(row.std_learned)} | "
+            f"{compact(row.mean_against)} ± {compact(row.std_against)} | "
+            f"{compact(row.difference)} | {ci} |"
         )
     return "\n".join(lines)
 
@@ -843,14 +839,14 @@ def write_readme(folder: Path = EXPERIMENTS) -> Path:
     return path
 
 
+SUMMARY_WORDS = {"better": "learned better", "worse": "learned worse"}
+
+
 def _outcome(row: Row) -> str:
     """One table row in words: what its interval lets one say about the learned W_o."""
-    iv = row.interval
-    if iv is None:
+    if row.interval is None:
         return "too few runs"
-    if iv.low <= 0 <= iv.high:
-        return "no difference shown"
-    return "learned better" if (row.difference < 0) == row.lower_is_better else "learned worse"
+    return SUMMARY_WORDS.get(row.outcome, "no difference shown")
 
 
 def _summary(folder: Path) -> list[str]:

@@ -40,58 +40,50 @@ def before_after_csv(
 
     The head column belongs to concat only: after W_o a dimension draws on every head.
     """
-    concat, attn_out = np.asarray(concat), np.asarray(attn_out)
-    if concat.ndim != 3 or concat.shape != attn_out.shape:
-        raise ValueError(
-            f"concat and attn_out must both be (layers, T, D), got {concat.shape} and "
-            f"{attn_out.shape}"
-        )
-    L, T, D = concat.shape
-    _check_tokens(T, labels)
+    concat, attn_out = _pair(concat, attn_out, labels, "concat and attn_out")
+    D = concat.shape[2]
     if n_heads < 1 or D % n_heads:
         raise ValueError(f"{D} dimensions do not split into {n_heads} heads")
     d_k = D // n_heads
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["layer", "token", "dim", "head", "concat", "attn_out"])
-    for lay in range(L):
-        for t in range(T):
-            for d in range(D):
-                writer.writerow(
-                    [
-                        lay,
-                        labels[t],
-                        d,
-                        d // d_k,
-                        f"{concat[lay, t, d]:.6g}",
-                        f"{attn_out[lay, t, d]:.6g}",
-                    ]
-                )
-    return buf.getvalue()
+    header = ["layer", "token", "dim", "head", "concat", "attn_out"]
+    return _per_dimension(
+        header, labels, concat, lambda lay, t, d: [d // d_k, concat[lay, t, d], attn_out[lay, t, d]]
+    )
 
 
 def comparison_csv(learned: np.ndarray, switched: np.ndarray, labels: Sequence[str]) -> str:
     """The residual stream after each layer, (L, T, D), of the learned and the switched model as
     CSV with columns layer, token, dim, learned, switched, difference (switched - learned)."""
-    learned, switched = np.asarray(learned), np.asarray(switched)
-    if learned.ndim != 3 or learned.shape != switched.shape:
-        raise ValueError(
-            f"both residual streams must be (layers, T, D), got {learned.shape} and "
-            f"{switched.shape}"
-        )
-    L, T, D = learned.shape
-    _check_tokens(T, labels)
+    learned, switched = _pair(learned, switched, labels, "both residual streams")
+    header = ["layer", "token", "dim", "learned", "switched", "difference"]
+
+    def values(lay: int, t: int, d: int) -> list:
+        a, b = learned[lay, t, d], switched[lay, t, d]
+        return [a, b, b - a]
+
+    return _per_dimension(header, labels, learned, values)
+
+
+def _pair(a, b, labels: Sequence[str], what: str) -> tuple[np.ndarray, np.ndarray]:
+    """a and b as arrays, checked: both (layers, T, D) of one shape, with T labels."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.ndim != 3 or a.shape != b.shape:
+        raise ValueError(f"{what} must both be (layers, T, D), got {a.shape} and {b.shape}")
+    if a.shape[1] != len(labels):
+        raise ValueError(f"the arrays have {a.shape[1]} tokens but {len(labels)} labels were given")
+    return a, b
+
+
+def _per_dimension(header: list[str], labels: Sequence[str], shape_of: np.ndarray, values) -> str:
+    """CSV with one row per (layer, token, dim) of shape_of: layer, token label, dim, then
+    values(layer, t, dim); floats to 6 significant digits, whole numbers as they are."""
+    L, T, D = shape_of.shape
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(["layer", "token", "dim", "learned", "switched", "difference"])
+    writer.writerow(header)
     for lay in range(L):
         for t in range(T):
             for d in range(D):
-                a, b = learned[lay, t, d], switched[lay, t, d]
-                writer.writerow([lay, labels[t], d, f"{a:.6g}", f"{b:.6g}", f"{b - a:.6g}"])
+                cells = [c if isinstance(c, int) else f"{c:.6g}" for c in values(lay, t, d)]
+                writer.writerow([lay, labels[t], d, *cells])
     return buf.getvalue()
-
-
-def _check_tokens(T: int, labels: Sequence[str]) -> None:
-    if T != len(labels):
-        raise ValueError(f"the arrays have {T} tokens but {len(labels)} labels were given")

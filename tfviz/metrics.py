@@ -10,6 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
+def compact(x: float) -> str:
+    """A statistic as tables and verdicts print it: 3 significant digits, small ones in
+    e-notation (0.0154, 2.44e-04)."""
+    return f"{x:.3g}" if x == 0 or abs(x) >= 1e-3 else f"{x:.2e}"
+
+
 @dataclass(frozen=True)
 class Metric:
     """A number a task is judged by."""

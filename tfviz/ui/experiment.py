@@ -14,6 +14,7 @@ import streamlit as st
 
 import tfviz.experiment as experiment
 from tfviz import jobs, plots, settings
+from tfviz.metrics import compact
 from tfviz.ui.common import POLL_SECONDS, TRAINS_TOYS, View, chart, md_escape, toy_only
 from tfviz.ui.i18n import DEFAULT, current, t
 from tfviz.ui.train import job_manager, session_alive_check
@@ -21,13 +22,6 @@ from tfviz.ui.train import job_manager, session_alive_check
 AGAINST_LABELS = {
     "identity": "experiment.against.identity",
     "block_diagonal": "experiment.against.block_diagonal",
-}
-QUANTITY_LABELS = {  # the table's quantities, named as the lessons name them
-    "final_loss": "lessons.s4.q.final_loss",
-    "mean_loss": "lessons.s4.q.mean_loss",
-    "mae": "lessons.s4.q.mae",
-    "accuracy": "lessons.s4.q.accuracy",
-    "token_accuracy": "lessons.s4.q.token_accuracy",
 }
 SOURCE_LABELS = {"shipped": "experiment.source.shipped", "rerun": "experiment.source.rerun"}
 CONDITION_LABELS = {
@@ -119,23 +113,21 @@ def collect_finished_rerun(
             st.session_state["exp_source"] = "rerun"
 
 
-def sig(x: float) -> str:
-    """x to 3 significant digits, in scientific notation when tiny."""
-    return f"{x:.3g}" if abs(x) >= 1e-3 or x == 0 else f"{x:.2e}"
-
-
 def experiment_table(result: experiment.ExperimentResult, against: str) -> list[dict]:
+    def spread(mean: float, std: float) -> str:
+        return f"{compact(mean)} ± {compact(std)}"
+
     rows = []
     for row in experiment.compare(result, against=against):
         iv = row.interval
         rows.append(
             {
                 t("experiment.col.quantity"): t(f"experiment.quantity.{row.quantity}"),
-                t(CONDITION_LABELS["learned"]): f"{sig(row.mean_learned)} ± {sig(row.std_learned)}",
-                t(CONDITION_LABELS[against]): f"{sig(row.mean_against)} ± {sig(row.std_against)}",
-                t("experiment.col.difference"): sig(row.difference),
+                t(CONDITION_LABELS["learned"]): spread(row.mean_learned, row.std_learned),
+                t(CONDITION_LABELS[against]): spread(row.mean_against, row.std_against),
+                t("experiment.col.difference"): compact(row.difference),
                 t("experiment.col.ci"): (
-                    f"[{sig(iv.low)}, {sig(iv.high)}]" if iv else t("experiment.ci_missing")
+                    f"[{compact(iv.low)}, {compact(iv.high)}]" if iv else t("experiment.ci_missing")
                 ),
                 t("experiment.col.runs"): f"{row.n_learned} + {row.n_against}",
             }
@@ -196,20 +188,27 @@ def verdict(result: experiment.ExperimentResult, against: str) -> None:
     if current() == DEFAULT:
         st.markdown(t("experiment.verdict", verdict=english))
         return
-    other = t(CONDITION_LABELS[against])
-    lines = []
-    for row in experiment.compare(result, against=against):
-        what, iv = t(QUANTITY_LABELS[row.quantity]), row.interval
-        if iv is None:
-            lines.append(t("experiment.finding.no_interval", what=what))
-            continue
-        values = dict(low=f"{iv.low:.3g}", high=f"{iv.high:.3g}", diff=f"{row.difference:.3g}")
-        lines.append(t(f"experiment.finding.{row.outcome}", what=what, other=other, **values))
-    if experiment.target_note(result):
-        lines.append(t("experiment.finding.partly_trained"))
+    lines = findings(result, against)
     st.markdown(t("experiment.findings") + "\n" + "\n".join(f"- {line}" for line in lines))
     with st.expander(t("experiment.verdict_en")):
         st.markdown(english)
+
+
+def findings(result: experiment.ExperimentResult, against: str) -> list[str]:
+    """One sentence per quantity of the comparison, in the student's language, claiming no more
+    than its interval does (Row.outcome), and a warning when the models are partly trained."""
+    other = t(f"experiment.versus.{against}")
+    lines = []
+    for row in experiment.compare(result, against=against):
+        what, iv = t(f"experiment.quantity.{row.quantity}"), row.interval
+        if iv is None:
+            lines.append(t("experiment.finding.no_interval", what=what))
+            continue
+        values = dict(low=compact(iv.low), high=compact(iv.high), diff=compact(row.difference))
+        lines.append(t(f"experiment.finding.{row.outcome}", what=what, other=other, **values))
+    if experiment.target_note(result):  # no run reached the bundled model's target
+        lines.append(t("experiment.finding.partly_trained"))
+    return lines
 
 
 def experiment_form(task: str, against: str) -> None:

@@ -20,9 +20,10 @@ import streamlit as st
 import tfviz.experiment as experiment
 from tfviz import get_task, jobs, lessons, plots
 from tfviz.lessons import LessonInputError
+from tfviz.metrics import compact
 from tfviz.recipes import RECIPES
 from tfviz.ui.common import POLL_SECONDS, View, chart, index_picker, md_escape
-from tfviz.ui.experiment import QUANTITY_LABELS, cached_precomputed
+from tfviz.ui.experiment import cached_precomputed, experiment_table, findings
 from tfviz.ui.i18n import current, t
 from tfviz.ui.models import BUNDLED_DIR, file_sha256, load_model
 from tfviz.ui.train import job_manager, session_alive_check
@@ -50,11 +51,6 @@ DIGITS_EXAMPLE = "31415926"
 JOB, RESULT, COLLECTED = "lesson_job", "lesson_trained", "lesson_collected"
 MODEL_CHOICE = "lesson_model_choice"
 MODEL_LABELS = {"bundled": "lessons.s3.model.bundled", "trained": "lessons.s3.model.trained"}
-FINDINGS = {
-    "better": "lessons.s4.finding.better",
-    "worse": "lessons.s4.finding.worse",
-    "unclear": "lessons.s4.finding.unclear",
-}
 
 # Seed 004's two ways of computing the heads' queries (shown as code: not translated).
 PROJECTION_CODE = """# one big D x D projection, then split into heads (B, T, D) -> (B, H, T, d_k)
@@ -107,11 +103,6 @@ def question(q_key: str, answer: str) -> None:
         st.markdown(answer)
 
 
-def num(x: float) -> str:
-    """A number as the lessons print it: 3 significant digits, small ones in e-notation."""
-    return f"{x:.3g}" if x == 0 or abs(x) >= 1e-3 else f"{x:.2e}"
-
-
 # ---- step 1: concatenation is not integration ----------------------------------------------------
 
 
@@ -124,7 +115,7 @@ def reset_example() -> None:
 
 def input_message(error: LessonInputError) -> str:
     where = error.field + (str(list(error.index)) if error.index else "")
-    return t(INPUT_ERRORS[error.code], where=md_escape(where), limit=num(lessons.MAX_ABS))
+    return t(INPUT_ERRORS[error.code], where=md_escape(where), limit=compact(lessons.MAX_ABS))
 
 
 def example_inputs() -> tuple[list[float], np.ndarray]:
@@ -155,7 +146,7 @@ def example_inputs() -> tuple[list[float], np.ndarray]:
         W = edited.to_numpy(dtype=np.float64, na_value=np.nan)
         st.session_state[W_VALUES] = W.tolist()
     else:
-        st.table(pd.DataFrame([[num(x) for x in row] for row in W], columns=names))
+        st.table(pd.DataFrame([[compact(x) for x in row] for row in W], columns=names))
     return z, W
 
 
@@ -179,10 +170,10 @@ def step_concat(view: View) -> None:
         "lessons.s1.question",
         t(
             "lessons.s1.answer",
-            identity=num(shown.output_identity[3]),
-            c0=num(c0),
-            c1=num(c1),
-            out=num(shown.output[3]),
+            identity=compact(shown.output_identity[3]),
+            c0=compact(c0),
+            c1=compact(c1),
+            out=compact(shown.output[3]),
         ),
     )
 
@@ -194,10 +185,10 @@ def show_example(ex: lessons.HeadExample) -> None:
             {
                 t("lessons.s1.col.dim"): d,
                 t("lessons.s1.col.owner"): f"H{d // ex.z.shape[1]}",
-                t("lessons.s1.col.without"): num(ex.output_identity[d]),
-                t("lessons.s1.col.from0"): num(ex.contributions[0, d]),
-                t("lessons.s1.col.from1"): num(ex.contributions[1, d]),
-                t("lessons.s1.col.with"): num(ex.output[d]),
+                t("lessons.s1.col.without"): compact(ex.output_identity[d]),
+                t("lessons.s1.col.from0"): compact(ex.contributions[0, d]),
+                t("lessons.s1.col.from1"): compact(ex.contributions[1, d]),
+                t("lessons.s1.col.with"): compact(ex.output[d]),
                 t("lessons.s1.col.heads_without"): int(ex.heads_drawn_on_identity[d]),
                 t("lessons.s1.col.heads_with"): int(ex.heads_drawn_on[d]),
             }
@@ -206,11 +197,11 @@ def show_example(ex: lessons.HeadExample) -> None:
     st.markdown(
         t(
             "lessons.s1.feature0",
-            w0=num(ex.W[0, 0]),
-            w3=num(ex.W[0, 3]),
-            z00=num(ex.z[0, 0]),
-            z11=num(ex.z[1, 1]),
-            out=num(ex.output[0]),
+            w0=compact(ex.W[0, 0]),
+            w3=compact(ex.W[0, 3]),
+            z00=compact(ex.z[0, 0]),
+            z11=compact(ex.z[1, 1]),
+            out=compact(ex.output[0]),
         )
     )
     chart(
@@ -282,9 +273,9 @@ def step_projection(view: View) -> None:
     n = min(d_k, 8)
     rows = [
         {t("lessons.s2.col.way"): t("lessons.s2.way.big")}
-        | {f"[{i}]": num(v) for i, v in enumerate(check.big_first[:n])},
+        | {f"[{i}]": compact(v) for i, v in enumerate(check.big_first[:n])},
         {t("lessons.s2.col.way"): t("lessons.s2.way.separate")}
-        | {f"[{i}]": num(v) for i, v in enumerate(check.separate_first[:n])},
+        | {f"[{i}]": compact(v) for i, v in enumerate(check.separate_first[:n])},
     ]
     st.caption(t("lessons.s2.table_caption", n=n, d_k=d_k))
     st.dataframe(rows, hide_index=True, key="lesson_projection_table")
@@ -432,7 +423,9 @@ def lesson_progress(job: jobs.Job) -> None:
     else:
         st.progress(
             snap.fraction,
-            text=t("lessons.s3.progress", step=snap.done, steps=snap.total, loss=num(snap.loss)),
+            text=t(
+                "lessons.s3.progress", step=snap.done, steps=snap.total, loss=compact(snap.loss)
+            ),
         )
     st.button(t("lessons.s3.cancel"), key="lesson_cancel", on_click=job.cancel)
 
@@ -444,7 +437,7 @@ def job_outcome(snap: jobs.JobSnapshot) -> None:
                 "lessons.s3.done",
                 steps=snap.total,
                 seconds=f"{snap.seconds:.1f}",
-                mae=num(snap.result.metrics["mae"]),
+                mae=compact(snap.result.metrics["mae"]),
             )
         )
         chart(plots.loss_curve(snap.losses, snap.loss_every, snap.total), key="lesson_loss_curve")
@@ -495,7 +488,7 @@ def step_switch(view: View) -> None:
             t(
                 "lessons.s4.changed",
                 tokens=result.tokens_changed,
-                change=num(result.max_change),
+                change=compact(result.max_change),
             )
         )
     show_experiment(view)
@@ -525,24 +518,10 @@ def show_experiment(view: View) -> None:
         )
     )
     compared = experiment.compare(result)
-    rows, findings = [], []
-    for row in compared:
-        what = t(QUANTITY_LABELS[row.quantity])
-        iv = row.interval
-        rows.append(
-            {
-                t("lessons.s4.col.quantity"): what,
-                t("lessons.s4.col.with"): f"{num(row.mean_learned)} ± {num(row.std_learned)}",
-                t("lessons.s4.col.without"): f"{num(row.mean_against)} ± {num(row.std_against)}",
-                t("lessons.s4.col.difference"): num(row.difference),
-                t("lessons.s4.col.ci"): "—" if iv is None else f"[{num(iv.low)}, {num(iv.high)}]",
-            }
-        )
-        findings.append(finding(row, what))
-    st.dataframe(rows, hide_index=True, key="lesson_experiment_table")
-    if experiment.target_note(result):  # no run reached the bundled model's target
-        findings.append(t("lessons.s4.partly_trained"))
-    st.markdown("\n".join(f"- {line}" for line in findings))
+    table = experiment_table(result, "identity")
+    st.dataframe(table, hide_index=True, key="lesson_experiment_table")
+    lines = findings(result, against="identity")  # the seeds' question: W_o or none
+    st.markdown("\n".join(f"- {line}" for line in lines))
     with st.expander(t("lessons.s4.verdict_en")):
         st.markdown(md_escape(experiment.verdict(result)))
     outcomes = [row.outcome for row in compared]
@@ -553,12 +532,3 @@ def show_experiment(view: View) -> None:
         else t("lessons.s4.answer_some", task=md_escape(task), better=better, worse=worse)
     )
     question("lessons.s4.question", answer)
-
-
-def finding(row: experiment.Row, what: str) -> str:
-    """One sentence per quantity that claims no more than its interval does."""
-    iv = row.interval
-    if iv is None:
-        return t("lessons.s4.finding.no_interval", what=what)
-    values = dict(what=what, low=num(iv.low), high=num(iv.high), diff=num(row.difference))
-    return t(FINDINGS[row.outcome], **values)
