@@ -148,8 +148,8 @@ def open_tab(labels: dict[str, str]) -> str:
 def main() -> None:
     device = setup_process()
     with st.sidebar:
-        # A shared link, on the session's first run; before the language picker, which drops
-        # an unknown ?lang= from the address before it could get its notice.
+        # A shared link, on the session's first run; before the language picker, which takes
+        # the link's language from session_state (a widget's value can be set only before it).
         share.read_link(tab_labels())
         i18n.language_picker()
         st.title(t("sidebar.title"))

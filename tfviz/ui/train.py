@@ -7,8 +7,9 @@ Three parts, one at a time:
   identity, zeros, random or the learned one (jobs.RetrainWoWork); its accuracy over the steps is
   drawn against the learned W_o's. Nothing is saved and the shared model is never changed.
 - Training timeline: for a model trained in the app, a slider over its kept steps shows the
-  attention of the typed sequence, head importance and W_o's mixing index at that step
-  (tfviz.timeline.replay_step, cached per timeline file and step).
+  attention of the typed sequence, head importance and W_o's mixing index at that step (the
+  scores once per timeline, the sequence's attention at every kept step once per sequence, so a
+  slider move is a lookup).
 
 Every job runs under one server-wide cap (jobs.JobManager, one per process) and stops when the
 browser session that started it has been gone longer than Streamlit's reconnect grace time.

@@ -17,6 +17,7 @@ from tfviz.ui.common import (
     cached_w_o,
     chart,
     download_before_after,
+    index_picker,
     md_escape,
     w_o_label,
 )
@@ -26,13 +27,7 @@ from tfviz.ui.i18n import t
 def render(view: View) -> None:
     tr = view.trace
     H = tr.n_heads
-    layer = st.selectbox(
-        t("w_o.layer"),
-        range(tr.n_layers),
-        format_func=lambda x: f"L{x}",
-        key="wo_layer",
-        width=200,
-    )
+    layer = index_picker(t("w_o.layer"), tr.n_layers, "wo_layer", "L")
     mode = tr.w_o_modes[layer]
     if mode != "learned":
         st.info(md_escape(t("w_o.switched", mode=w_o_label(mode))))
