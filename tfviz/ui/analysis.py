@@ -150,8 +150,9 @@ def render(view: View) -> None:
     if needs_text and view.trace is None:
         st.info(t("analysis.needs_sequence"))
         return
+    note = st.empty()  # one slot, switched or not, so the charts after it keep their places
     if not view.interventions.is_default:
-        st.caption(md_escape(t("analysis.switched", what=describe(view.interventions))))
+        note.caption(md_escape(t("analysis.switched", what=describe(view.interventions))))
     draw(view)
 
 

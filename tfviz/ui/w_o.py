@@ -29,8 +29,11 @@ def render(view: View) -> None:
     H = tr.n_heads
     layer = index_picker(t("w_o.layer"), tr.n_layers, "wo_layer", "L")
     mode = tr.w_o_modes[layer]
+    # One slot whether or not there is a note: an element that comes and goes would move every
+    # chart after it, and the browser would redraw concat, which no W_o mode changes.
+    note = st.empty()
     if mode != "learned":
-        st.info(md_escape(t("w_o.switched", mode=w_o_label(mode))))
+        note.info(md_escape(t("w_o.switched", mode=w_o_label(mode))))
     before, after = st.columns(2)
     with before:
         chart(
