@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import APP
+from tests.conftest import APP, wait_until
 from tests.test_app import array
 from tests.test_app_lessons import page_text
-from tfviz import get_task, pretrained
+from tfviz import dissect, get_task, pretrained
+from tfviz.ui.common import accuracy_cache
 from tfviz.ui.i18n import translate
+from tfviz.ui.models import list_models
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
 MINILM = f"pretrained:{pretrained.NAME}"
@@ -92,6 +94,22 @@ def test_modes_chart_has_every_mode_and_the_spectrum_beside_it():
     sweep, spectrum = figures(at)
     assert "L1" in sweep["layout"]["title"]["text"]
     assert [tr["name"] for tr in spectrum["data"]] == ["L1"]
+
+
+def test_the_other_scopes_are_measured_ahead_and_then_shown_from_the_cache():
+    at = open_parts("modes")  # every layer: L0 and L1 are then measured in the background
+    # The cache is the server's, shared with this test's process: reached by the model's digest.
+    (entry,) = [e for e in list_models("cpu")[0] if e.key == "bundled:reverse"]
+    shared = accuracy_cache(entry.digest, "reverse", _model=None)
+    ranks = dissect.rank_grid(64, extra=[16])  # reverse: D = 64, the k box starts at d_k = 16
+    ahead = dissect.sweep_switches(64, 0, ranks) + dissect.sweep_switches(64, 1, ranks)
+    wait_until(lambda: all(shared.known(iv) for iv in ahead), timeout=60)
+    # What the page shows for L1 is what was measured ahead.
+    at.selectbox(key="parts_scope").set_value(1).run()
+    sweep, _ = figures(at)
+    learned = next(tr for tr in sweep["data"] if tr.get("name", "").startswith("learned"))
+    metric = get_task("reverse").metric
+    assert learned["y"][0] == pytest.approx(shared(dissect.mode_switches("learned", 1))[metric])
 
 
 def test_the_chosen_k_is_swept_and_marked():

@@ -3,11 +3,14 @@ where the numbers can be worked by hand, and on a bundled model where they canno
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 import torch
 
-from tests.conftest import MODELS
+from tests.conftest import MODELS, wait_until
 from tfviz import dissect, get_task, plots, snapshot, wo
 from tfviz.checkpoint import load_checkpoint
 from tfviz.evaluate import evaluate
@@ -72,6 +75,88 @@ def test_the_sweep_switches_one_layer_or_all():
     assert [iv.w_o for iv in seen] == ["learned", "block_diagonal", "identity", "zero", "rank:3"]
     with pytest.raises(ValueError, match="k from 1 to d_model = 8"):
         dissect.sweep_modes(lambda iv: 0.0, 8, ranks=[9])
+
+
+def test_sweep_switches_are_what_the_sweep_measures_in_order():
+    seen = []
+    dissect.sweep_modes(lambda iv: seen.append(iv) or 0.0, 8, layer=0, ranks=[8, 2, 2])
+    assert dissect.sweep_switches(8, 0, [8, 2, 2]) == seen
+    assert len(dissect.sweep_switches(64)) == len(dissect.WHOLE_MODES) + len(dissect.rank_grid(64))
+    with pytest.raises(ValueError, match="k from 1 to d_model = 8"):
+        dissect.sweep_switches(8, ranks=[0])
+
+
+# ---- the shared measure cache ------------------------------------------------------------------
+
+
+class CountedMeasure:
+    """key -> key * 10, counting the calls per key; blocks on `gate` while it is cleared."""
+
+    def __init__(self):
+        self.calls: dict = {}
+        self.gate = threading.Event()
+        self.gate.set()
+        self.lock = threading.Lock()
+
+    def __call__(self, key):
+        with self.lock:
+            self.calls[key] = self.calls.get(key, 0) + 1
+        self.gate.wait(10)
+        if key == "bad":
+            raise ValueError("cannot measure bad")
+        return key * 10
+
+
+def test_the_cache_measures_each_key_once():
+    measure = CountedMeasure()
+    cache = dissect.MeasureCache(measure)
+    assert [cache(1), cache(2), cache(1)] == [10, 20, 10]
+    assert measure.calls == {1: 1, 2: 1}
+    assert cache.known(1) and not cache.known(3)
+
+
+def test_warm_measures_ahead_in_the_background_and_skips_what_is_known():
+    measure = CountedMeasure()
+    cache = dissect.MeasureCache(measure)
+    cache(1)
+    cache.warm([1, 2, 3, 2])
+    wait_until(lambda: cache.known(2) and cache.known(3))
+    assert measure.calls == {1: 1, 2: 1, 3: 1}
+    assert cache(3) == 30 and measure.calls[3] == 1  # a lookup now
+
+
+def test_a_key_being_measured_is_waited_for_not_measured_again():
+    measure = CountedMeasure()
+    measure.gate.clear()  # the background measure of 5 hangs until the gate opens
+    cache = dissect.MeasureCache(measure)
+    cache.warm([5])
+    wait_until(lambda: measure.calls.get(5) == 1)
+    got = []
+    asker = threading.Thread(target=lambda: got.append(cache(5)))
+    asker.start()
+    time.sleep(0.05)
+    assert got == []  # waiting for the background's value
+    measure.gate.set()
+    asker.join(10)
+    assert got == [50] and measure.calls[5] == 1
+
+
+def test_a_failed_measure_raises_where_it_is_asked_and_poisons_nothing():
+    measure = CountedMeasure()
+    cache = dissect.MeasureCache(measure)
+    cache.warm(["bad", 4])  # the background drops the failure and goes on
+    wait_until(lambda: cache.known(4))
+    assert not cache.known("bad")
+    with pytest.raises(ValueError, match="cannot measure bad"):
+        cache("bad")
+    assert measure.calls["bad"] == 2
+
+
+def test_the_cache_keeps_at_most_max_entries_the_newest():
+    cache = dissect.MeasureCache(CountedMeasure(), max_entries=3)
+    for key in range(5):
+        cache(key)
+    assert [cache.known(key) for key in range(5)] == [False, False, True, True, True]
 
 
 def test_rank_grid_covers_one_to_d_and_keeps_extra_ranks():

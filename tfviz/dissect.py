@@ -17,8 +17,10 @@ message can be shown as it is. Nothing here changes a model: every mode is a for
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -132,6 +134,17 @@ def mode_switches(mode: str, layer: int | None = None) -> Interventions:
     return Interventions(w_o=mode if layer is None else {int(layer): mode})
 
 
+def sweep_switches(
+    d_model: int, layer: int | None = None, ranks: Sequence[int] | None = None
+) -> list[Interventions]:
+    """Every switch sweep_modes measures, in its order: WHOLE_MODES, then rank k for each k of
+    `ranks` (default rank_grid(D)), in every layer (layer None) or one layer."""
+    ranks = rank_grid(d_model) if ranks is None else sorted(set(int(k) for k in ranks))
+    for k in ranks:
+        wo.check_rank(rank_mode(k), d_model)
+    return [mode_switches(mode, layer) for mode in (*WHOLE_MODES, *map(rank_mode, ranks))]
+
+
 def sweep_modes(
     measure: Callable[[Interventions], float],
     d_model: int,
@@ -148,11 +161,84 @@ def sweep_modes(
         ranks: the k to sweep (default rank_grid(D)); each must be in 1..D.
     """
     ranks = rank_grid(d_model) if ranks is None else sorted(set(int(k) for k in ranks))
-    for k in ranks:
-        wo.check_rank(rank_mode(k), d_model)
-    whole = {mode: float(measure(mode_switches(mode, layer))) for mode in WHOLE_MODES}
-    values = [float(measure(mode_switches(rank_mode(k), layer))) for k in ranks]
-    return ModeSweep(layer=layer, whole=whole, ranks=list(ranks), rank_values=values)
+    values = [float(measure(iv)) for iv in sweep_switches(d_model, layer, ranks)]
+    whole = dict(zip(WHOLE_MODES, values, strict=False))
+    rank_values = values[len(WHOLE_MODES) :]
+    return ModeSweep(layer=layer, whole=whole, ranks=list(ranks), rank_values=rank_values)
+
+
+class MeasureCache:
+    """A measure of one model under switches, remembered for every session of the server, and
+    filled ahead of need in one background thread.
+
+    The mode sweep of one layer scope measures the model ~20 times (0.4 s for max_position on a
+    2-core machine); warm() measures the other scopes while the student reads the first, so a
+    switch of scope is a lookup. Thread-safe: a value being measured (in the background or for
+    another session) is waited for, not measured twice. measure(key) must be a pure function of
+    key (the shared model is read, never changed), and key hashable.
+    """
+
+    def __init__(self, measure: Callable[[Hashable], Any], max_entries: int = 512):
+        self._measure = measure
+        self.max_entries = max_entries
+        self._values: dict[Hashable, Any] = {}
+        self._busy: dict[Hashable, threading.Event] = {}  # key -> set when its value is in
+        self._pending: list[Hashable] = []  # what warm() still has to measure, in order
+        self._worker: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self, key: Hashable) -> Any:
+        """The value for key: remembered, awaited if being measured, or measured now."""
+        while True:
+            with self._lock:
+                if key in self._values:
+                    return self._values[key]
+                busy = self._busy.get(key)
+                if busy is None:
+                    busy = self._busy[key] = threading.Event()
+                    break
+            busy.wait()  # measured elsewhere; if that failed, the loop measures it here
+        try:
+            value = self._measure(key)
+            with self._lock:
+                self._values[key] = value
+                while len(self._values) > self.max_entries:  # the oldest go first
+                    self._values.pop(next(iter(self._values)))
+            return value
+        finally:
+            with self._lock:
+                self._busy.pop(key, None)
+            busy.set()
+
+    def known(self, key: Hashable) -> bool:
+        with self._lock:
+            return key in self._values
+
+    def warm(self, keys: Iterable[Hashable]) -> None:
+        """Measure, in one background thread, each key not known yet (those already waiting
+        keep their place; later calls add to the same thread's list)."""
+        with self._lock:
+            waiting = set(self._pending)
+            for key in keys:
+                if key not in self._values and key not in waiting:
+                    self._pending.append(key)
+                    waiting.add(key)
+            if not self._pending or self._worker is not None:
+                return
+            self._worker = threading.Thread(target=self._fill, name="tfviz-warm", daemon=True)
+            self._worker.start()
+
+    def _fill(self) -> None:
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._worker = None
+                    return
+                key = self._pending.pop(0)
+            try:
+                self(key)
+            except Exception:  # noqa: BLE001 - asked for in the page, it raises there with its message
+                continue
 
 
 def singular_values(model) -> np.ndarray:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import streamlit as st
 
-from tfviz import get_task, pretrained, wo
+from tfviz import dissect, get_task, pretrained, wo
 from tfviz.checkpoint import CheckpointMeta
 from tfviz.evaluate import evaluate
 from tfviz.export import before_after_csv, comparison_csv
@@ -181,10 +181,16 @@ def cached_w_o(digest: str, w_o_modes: tuple[str, ...], _model) -> np.ndarray:
     return w_o_used(_model, w_o_modes)
 
 
-@st.cache_data(show_spinner=False, max_entries=256)
-def cached_accuracy(digest: str, task_name: str, iv: Interventions, _model) -> dict[str, float]:
-    """The task metric on ACCURACY_N fixed random examples with the switches applied."""
-    return evaluate(_model, get_task(task_name), ACCURACY_N, ACCURACY_SEED, interventions=iv)
+@st.cache_resource(show_spinner=False, max_entries=16)
+def accuracy_cache(digest: str, task_name: str, _model) -> dissect.MeasureCache:
+    """Switches -> the task metric on ACCURACY_N fixed random examples, per checkpoint: shared by
+    every session, and thread-safe, so that a view can have it measure ahead (warm)."""
+    task = get_task(task_name)
+
+    def measure(iv: Interventions) -> dict[str, float]:
+        return evaluate(_model, task, ACCURACY_N, ACCURACY_SEED, interventions=iv)
+
+    return dissect.MeasureCache(measure)
 
 
 def trace_for(view: View, text: str, iv: Interventions) -> TraceArrays:
@@ -219,7 +225,7 @@ def similarity_for(view: View) -> PairSimilarity | None:
 
 def accuracy_for(view: View, iv: Interventions) -> dict[str, float]:
     """The view's model's task metric with switches iv (cached)."""
-    return cached_accuracy(view.entry.digest, view.task.name, iv, _model=view.model)
+    return dict(accuracy_cache(view.entry.digest, view.task.name, _model=view.model)(iv))
 
 
 # ---- drawing -------------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from tfviz.snapshot import diff_inputs
 from tfviz.tally import Tally
 from tfviz.ui.common import (
     View,
+    accuracy_cache,
     accuracy_for,
     cached_w_o,
     chart,
@@ -129,6 +130,26 @@ def measure_for(view: View):
     return accuracy, t(f"parts.metric.{metric}")
 
 
+def warm_other_scopes(view: View, layer: int | None) -> None:
+    """Have the other layer scopes' sweeps measured in the background, so that switching the
+    scope picker is a lookup (the first sweep of a scope costs ~0.4 s on max_position).
+
+    The ranks are the grid and the k box's first k (d_k): what each scope shows when first
+    picked. Another typed k costs a scope one measurement (~25 ms) when it is picked, rather
+    than background work on every k typed. Known values are skipped, so this is cheap to call
+    on every run.
+
+    Toy models only: their measure is the task's accuracy on fixed examples, one set of values
+    per server and model. A sentence model's measure is the typed pair's similarity, which the
+    next keystroke replaces, so measuring its other scopes ahead would mostly be wasted.
+    """
+    cfg = view.meta.config
+    ranks = dissect.rank_grid(cfg.d_model, extra=[cfg.d_k])
+    scopes = [scope for scope in (None, *range(cfg.n_layers)) if scope != layer]
+    cache = accuracy_cache(view.entry.digest, view.task.name, _model=view.model)
+    cache.warm(iv for scope in scopes for iv in dissect.sweep_switches(cfg.d_model, scope, ranks))
+
+
 @st.cache_data(show_spinner=False, max_entries=16)
 def cached_spectrum(digest: str, _model) -> np.ndarray:
     """(L, D) singular values of each layer's learned W_o, per checkpoint."""
@@ -162,6 +183,8 @@ def modes_section(view: View, k: int | None) -> None:
     ranks = dissect.rank_grid(cfg.d_model, extra=[] if k is None else [k])
     with st.spinner(t("parts.modes.computing")):
         sweep = dissect.sweep_modes(measure, cfg.d_model, layer, ranks)
+    if not view.is_sentence:
+        warm_other_scopes(view, layer)
     lang = current()
     scope = t("parts.all_layers") if layer is None else f"L{layer}"
     left, right = st.columns([3, 2])
