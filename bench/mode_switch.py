@@ -8,8 +8,12 @@ performance.now() from the input event to the last chart redrawn and painted:
                  cosine and per-head charts follow the mode;
   k keystroke    type a new k into the "Take W_o apart" k box and press Enter: the mode chart
                  and the singular values mark the new rank (one new rank-k measurement each);
-  layer picker   switch the mode sweep between all layers, L0 and L1: the sweep is measured
-                 again the first time a scope is seen, then comes from the cache.
+  layer picker   switch the mode sweep between all layers, L0 and L1: the first scope's sweep
+                 is measured when the view opens, the others in the background meanwhile
+                 (tfviz.dissect.MeasureCache.warm), then each comes from the cache;
+  floor          the sidebar switch again, on bench/floor_app.py: a bare page with only the
+                 five charts that switch redraws, so that what Streamlit and plotly.js take on
+                 this machine is told apart from what the app's page adds.
 
 Start: the pointerdown of the click, or the Enter keydown (capture listeners on the document,
 before Streamlit sees them). End: the app is idle again, the chart named for the interaction
@@ -20,7 +24,8 @@ pass over the options (cold caches) reported apart. Target: p95 < 300 ms (2 CPU 
 The server, the page harness and the figures are bench/ui_latency.py's, imported. --app runs
 another app file (e.g. a copy with a view added); the default is this checkout's app.py.
 
-Usage: python -m bench.mode_switch [--switches 30] [--json out.json] [--app PATH]
+Usage: python -m bench.mode_switch [--switches 30] [--json out.json] [--app PATH] [--no-floor]
+                                   [--detail]
 """
 
 from __future__ import annotations
@@ -82,8 +87,13 @@ SWITCH_JS = """
         const finishedAt = finished ? finished[0] : 0;
         if (now - Math.max(lastDraw, finishedAt) >= quietMs) {
           const end = Math.max(finishedAt, ...redrawn.map((gd) => gd.__tfPainted));
+          const draws = tf.draws.filter(([b]) => b >= t0 && b <= end);
+          tf.draws = tf.draws.filter(([b]) => b > end);
           resolve({total: end - t0, redrawn: redrawn.length, plots: plots.length,
-                   run: finished ? finished[0] - running[0] : null});
+                   run: finished ? finished[0] - running[0] : null,
+                   to_running: running ? running[0] - t0 : null,
+                   after_run: finished ? end - finished[0] : null,
+                   draws: draws.map(([b, e]) => [b - t0, e - b])});
           return;
         }
       }
@@ -100,6 +110,9 @@ SWITCH_JS = """
   });
 })();
 """
+
+
+DETAIL = False  # --detail: print each switch's parts as it is measured
 
 
 def en(key: str, **values) -> str:
@@ -138,6 +151,11 @@ def record(page, result: Interaction, action, title: str, cold: bool, what: str)
         wait_quiet(page)
         return
     (result.cold if cold else result.warm).append(float(drawn["total"]))
+    if DETAIL:
+        parts = ("total", "to_running", "run", "after_run", "redrawn")
+        shown = {part: drawn[part] for part in parts}
+        draws = [[round(begin), round(took)] for begin, took in drawn["draws"]]
+        print(f"  {what}: {json.dumps(shown)} draws (start, ms) {draws}")
     if drawn["run"] is not None:
         result.runs.append(float(drawn["run"]))
     wait_quiet(page)
@@ -201,6 +219,43 @@ def layer_picks(page, n: int, n_layers: int) -> Interaction:
     return result
 
 
+FLOOR_APP = Path(__file__).resolve().parent / "floor_app.py"
+FLOOR_MODES = ("block_diagonal", "identity", "zero", "rank:16", "learned")  # the app's order
+FLOOR_DRAWN_JS = """
+() => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+  const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
+  return plots.length === 5 && plots.every((gd) => gd.querySelector('.main-svg'));
+}
+"""
+
+
+def floor_modes(browser, workdir: Path, model: str, n: int) -> Interaction:
+    """The same clicks on bench/floor_app.py: the five charts alone, no app around them."""
+    result = Interaction("floor: the 5 charts on a bare page")
+    os.environ["TFVIZ_FLOOR_MODEL"] = model  # the server's environment is this process's
+    server = Server(workdir, app=FLOOR_APP)
+    try:
+        server.wait_healthy()
+        context = browser.new_context(viewport=VIEWPORT)
+        context.add_init_script(HARNESS_JS)
+        context.add_init_script(SWITCH_JS)
+        page = context.new_page()
+        page.goto(server.url)
+        page.wait_for_function(FLOOR_DRAWN_JS, polling="raf", timeout=60_000)
+        wait_quiet(page)
+        radio = page.locator('[data-testid="stSidebar"] [data-testid="stRadio"]')
+        for i in range(n):
+            mode = FLOOR_MODES[i % len(FLOOR_MODES)]
+            option = radio.get_by_text(mode, exact=True)
+            record(page, result, option.click, "W_o of layer 0", i < len(FLOOR_MODES), mode)
+        context.close()
+    finally:
+        server.stop()
+    return result
+
+
 def report(results: list[Interaction], model: str) -> None:
     print(f"\nMode switch -> every chart it changes redrawn and painted, on {model} (ms)")
     head = f"{'interaction':<36} {'n':>3} {'median':>7} {'p95':>7} {'max':>7}  {'cold median':>11}"
@@ -218,6 +273,13 @@ def report(results: list[Interaction], model: str) -> None:
         )
         for failure in r.failures:
             print(f"FAILED ({r.name}): {failure}")
+    app, floor = results[0], results[-1]
+    if app.all and floor.all and floor.name.startswith("floor"):
+        print(
+            f"sidebar switch / floor: median {median(app.all) / median(floor.all):.2f}, "
+            f"p95 {percentile(app.all, 95) / percentile(floor.all, 95):.2f} (what the app's page "
+            "adds over\nStreamlit and plotly.js redrawing the same charts on this machine)"
+        )
     print(
         "cold: the first pass over the options (nothing cached yet for this mode, k or scope);\n"
         "the p95 is over every switch, cold ones included. run: the script run alone (running ->\n"
@@ -231,7 +293,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--app", type=Path, default=APP, help="the app file to serve")
     p.add_argument("--json", type=Path, help="also write every timing here")
+    p.add_argument("--no-floor", action="store_true", help="skip the bare page (floor_app.py)")
+    p.add_argument(
+        "--detail",
+        action="store_true",
+        help="print each switch: click to 'running', the run, after it, and each chart's draw",
+    )
     args = p.parse_args(argv)
+    global DETAIL
+    DETAIL = args.detail
     from playwright.sync_api import sync_playwright
 
     from tfviz.checkpoint import load_checkpoint
@@ -255,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
                 layer_picks(page, args.switches, config.n_layers),
             ]
             context.close()
+            server.stop()
+            if not args.no_floor:
+                results.append(floor_modes(browser, Path(tmp), model, args.switches))
         finally:
             server.stop()
             browser.close()
