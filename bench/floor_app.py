@@ -1,14 +1,21 @@
-"""The floor under bench/mode_switch.py's sidebar switch: a bare Streamlit page that redraws what
-the switch changes on "Before/after W_o", and nothing else.
+"""The floor under bench/mode_switch.py's interactions: a bare Streamlit page that redraws what
+one interaction changes in the app, and nothing else.
 
-A sidebar radio of the same W_o modes, and the same five charts for the same model and sequence
-(concat, attn_out, their cosine per token, W_o as applied, each head's term at one token),
-drawn by the same tfviz.ui.common.chart call. No header, sequence box, prediction, tabs, link,
-layer picker or token slider. The time from a click to these charts painted is what Streamlit
-and plotly.js alone take on the machine at hand; the app's switch minus this is what the app's
-page adds. Served by bench/mode_switch.py; not part of the app.
+TFVIZ_FLOOR_VIEW=before_after (the default): a sidebar radio of the same W_o modes and the five
+charts of "Before/after W_o" for the same model and sequence (concat, attn_out, their cosine per
+token, W_o as applied, each head's term at the first token).
+TFVIZ_FLOOR_VIEW=parts: a picker of the same layer scopes and the two charts of "Take W_o apart"
+(the task's accuracy under each W_o mode, W_o's singular values), measured once at start.
+TFVIZ_FLOOR_VIEW=timeline: a step slider and the training timeline's two charts (every head's
+attention, the head importance map), for bench/timeline_slider.py.
 
-Environment: TFVIZ_FLOOR_MODEL, the bundled model's name (default max_position).
+Both draw with the app's own tfviz.ui.common.chart and tfviz.plots, and have no header, sequence
+box, prediction, tabs, link, or other widgets. The time from a click to these charts painted is
+what Streamlit and plotly.js alone take on the machine at hand; the app's time minus this is
+what the app's page adds. Served by bench/mode_switch.py and bench/timeline_slider.py; not part
+of the app.
+
+TFVIZ_FLOOR_MODEL: the bundled model's name (default max_position).
 """
 
 from __future__ import annotations
@@ -16,25 +23,33 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import streamlit as st
 
-from tfviz import plots, wo
+from tfviz import dissect, plots, wo
 from tfviz.checkpoint import load_checkpoint
+from tfviz.evaluate import evaluate
 from tfviz.interventions import switches
 from tfviz.snapshot import cosine_per_token, run_trace, w_o_used
 from tfviz.tasks import get_task
-from tfviz.ui.common import chart
+from tfviz.ui.common import ACCURACY_N, ACCURACY_SEED, chart
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 MODES = ("learned", wo.BLOCK_DIAGONAL, "identity", "zero", "rank:16")  # "rank k": the app's k
 LAYER, TOKEN = 0, 0  # the app's defaults: layer 0, the first token
+ALL = "all layers"
+
+
+@st.cache_resource(show_spinner=False)
+def model_and_task(name: str):
+    model, meta = load_checkpoint(MODELS / f"{name}.safetensors")
+    return model, get_task(meta.task)
 
 
 @st.cache_resource(show_spinner=False)
 def traces(name: str) -> dict:
-    """mode -> (trace, W_o applied) of the model's first example, computed once."""
-    model, meta = load_checkpoint(MODELS / f"{name}.safetensors")
-    task = get_task(meta.task)
+    """mode -> (trace, W_o applied) of the task's first example, computed once."""
+    model, task = model_and_task(name)
     out = {}
     for mode in MODES:
         iv = switches(mode, None, [])
@@ -43,16 +58,32 @@ def traces(name: str) -> dict:
     return out
 
 
-def main() -> None:
-    by_mode = traces(os.environ.get("TFVIZ_FLOOR_MODEL", "max_position"))
+@st.cache_resource(show_spinner=False)
+def sweeps(name: str) -> dict:
+    """scope -> the mode sweep the app shows for it (its k box at d_k), measured once."""
+    model, task = model_and_task(name)
+    cfg = model.config
+
+    def accuracy(iv) -> float:
+        return evaluate(model, task, ACCURACY_N, ACCURACY_SEED, interventions=iv)[task.metric]
+
+    ranks = dissect.rank_grid(cfg.d_model, extra=[cfg.d_k])
+    sweep = dissect.sweep_modes
+    by_scope = {ALL: sweep(accuracy, cfg.d_model, None, ranks)}
+    for layer in range(cfg.n_layers):
+        by_scope[f"L{layer}"] = sweep(accuracy, cfg.d_model, layer, ranks)
+    return by_scope
+
+
+def before_after(name: str) -> None:
+    by_mode = traces(name)
     mode = st.sidebar.radio("W_o", MODES, key="floor_mode")
     tr, W_o = by_mode[mode]
     H = tr.n_heads
     before, after = st.columns(2)
     with before:
-        chart(
-            plots.activation_map(tr.concat[LAYER], tr.labels, n_heads=H, title="concat"), "concat"
-        )
+        concat = plots.activation_map(tr.concat[LAYER], tr.labels, n_heads=H, title="concat")
+        chart(concat, "concat")
     with after:
         chart(plots.activation_map(tr.attn_out[LAYER], tr.labels, title="attn_out"), "attn_out")
     cosine = cosine_per_token(tr.concat[LAYER], tr.attn_out[LAYER])
@@ -65,4 +96,47 @@ def main() -> None:
         chart(plots.head_contributions(terms, tr.labels[TOKEN], title="terms"), "terms")
 
 
-main()
+def parts(name: str) -> None:
+    by_scope = sweeps(name)
+    model, task = model_and_task(name)
+    k = model.config.d_k
+    scope = st.selectbox("Switch W_o in", list(by_scope), key="floor_scope", width=220)
+    sweep = by_scope[scope]
+    names = {mode: mode for mode in dissect.WHOLE_MODES} | {"rank": "rank-k W_o"}
+    left, right = st.columns([3, 2])
+    with left:
+        figure = plots.mode_sweep_plot(
+            sweep.ranks, sweep.rank_values, sweep.whole, names, chosen_k=k, title=f"modes, {scope}"
+        )
+        chart(figure, "parts_sweep")
+    with right:
+        sv = dissect.singular_values(model)
+        shown = list(range(model.config.n_layers)) if scope == ALL else [int(scope[1:])]
+        figure = plots.w_o_spectrum_plot(
+            sv[shown], title="Singular values of W_o", layer_ids=shown, chosen_k=k
+        )
+        chart(figure, "parts_spectrum")
+
+
+def timeline(name: str) -> None:
+    """A slider over 13 steps and the timeline's two charts: every head's attention and the head
+    importance map, with data of the same shapes as a trained model's (not measured: made up
+    per step from the model's attention, since only the drawing is timed)."""
+    tr, _ = traces(name)["learned"]
+    steps = list(range(0, 481, 40))  # bench/timeline_slider.py's model keeps 13 steps of 480
+    step = st.select_slider("Step", options=steps, value=steps[-1], key="floor_step")
+    i = steps.index(step)
+    attn = tr.attn ** ((i + 1) / len(steps))  # from flat to the trained pattern
+    attn = attn / attn.sum(-1, keepdims=True)
+    importance = np.random.default_rng(i).random(attn.shape[:2])
+    st.caption(f"step {step}")
+    for col, layer in zip(st.columns(tr.n_layers), range(tr.n_layers), strict=True):
+        col.metric(f"mixing L{layer}", f"{importance[layer].mean():.3f}")
+    chart(plots.attention_grid(attn, tr.labels, title=f"attention, step {step}"), "attention")
+    chart(plots.head_score_map(importance, title=f"importance, step {step}"), "importance")
+
+
+VIEWS = {"before_after": before_after, "parts": parts, "timeline": timeline}
+VIEWS[os.environ.get("TFVIZ_FLOOR_VIEW", "before_after")](
+    os.environ.get("TFVIZ_FLOOR_MODEL", "max_position")
+)

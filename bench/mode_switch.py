@@ -36,6 +36,7 @@ import os
 import random
 import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -222,19 +223,20 @@ def layer_picks(page, n: int, n_layers: int) -> Interaction:
 FLOOR_APP = Path(__file__).resolve().parent / "floor_app.py"
 FLOOR_MODES = ("block_diagonal", "identity", "zero", "rank:16", "learned")  # the app's order
 FLOOR_DRAWN_JS = """
-() => {
+(n) => {
   const app = document.querySelector('[data-testid="stApp"]');
   if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
   const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
-  return plots.length === 5 && plots.every((gd) => gd.querySelector('.main-svg'));
+  return plots.length === n && plots.every((gd) => gd.querySelector('.main-svg'));
 }
 """
 
 
-def floor_modes(browser, workdir: Path, model: str, n: int) -> Interaction:
-    """The same clicks on bench/floor_app.py: the five charts alone, no app around them."""
-    result = Interaction("floor: the 5 charts on a bare page")
-    os.environ["TFVIZ_FLOOR_MODEL"] = model  # the server's environment is this process's
+@contextmanager
+def floor_page(browser, workdir: Path, model: str, view: str, n_charts: int):
+    """bench/floor_app.py's page for one view, served and drawn, in a fresh browser context."""
+    # The server's environment is this process's.
+    os.environ.update(TFVIZ_FLOOR_MODEL=model, TFVIZ_FLOOR_VIEW=view)
     server = Server(workdir, app=FLOOR_APP)
     try:
         server.wait_healthy()
@@ -243,16 +245,38 @@ def floor_modes(browser, workdir: Path, model: str, n: int) -> Interaction:
         context.add_init_script(SWITCH_JS)
         page = context.new_page()
         page.goto(server.url)
-        page.wait_for_function(FLOOR_DRAWN_JS, polling="raf", timeout=60_000)
+        page.wait_for_function(FLOOR_DRAWN_JS, arg=n_charts, polling="raf", timeout=120_000)
         wait_quiet(page)
+        yield page
+        context.close()
+    finally:
+        server.stop()
+
+
+def floor_modes(browser, workdir: Path, model: str, n: int) -> Interaction:
+    """The sidebar clicks on the bare page of Before/after W_o's five charts."""
+    result = Interaction("floor: sidebar mode, 5 charts")
+    with floor_page(browser, workdir, model, "before_after", 5) as page:
         radio = page.locator('[data-testid="stSidebar"] [data-testid="stRadio"]')
         for i in range(n):
             mode = FLOOR_MODES[i % len(FLOOR_MODES)]
             option = radio.get_by_text(mode, exact=True)
             record(page, result, option.click, "W_o of layer 0", i < len(FLOOR_MODES), mode)
-        context.close()
-    finally:
-        server.stop()
+    return result
+
+
+def floor_scopes(browser, workdir: Path, model: str, n: int, n_layers: int) -> Interaction:
+    """The layer picks on the bare page of the W_o modes chart and the spectrum (all measured
+    before the first pick: no sweep is measured while timing)."""
+    result = Interaction("floor: layer picker, 2 charts")
+    options = [f"L{lay}" for lay in range(n_layers)] + ["all layers"]
+    with floor_page(browser, workdir, model, "parts", 2) as page:
+        picker = page.locator('[data-testid="stMain"]').get_by_role("combobox")
+        for i in range(n):
+            name = options[i % len(options)]
+            picker.click()
+            option = page.get_by_role("option", name=name, exact=True)
+            record(page, result, option.click, "Singular values of W_o", i < len(options), name)
     return result
 
 
@@ -273,12 +297,20 @@ def report(results: list[Interaction], model: str) -> None:
         )
         for failure in r.failures:
             print(f"FAILED ({r.name}): {failure}")
-    app, floor = results[0], results[-1]
-    if app.all and floor.all and floor.name.startswith("floor"):
+    floors = {r.name: r for r in results if r.name.startswith("floor")}
+    pairs = [(results[0], "floor: sidebar mode, 5 charts")]
+    pairs += [(results[2], "floor: layer picker, 2 charts")] if len(results) > 2 else []
+    for app, name in pairs:
+        floor = floors.get(name)
+        if app.all and floor is not None and floor.all:
+            print(
+                f"{app.name} / {name}: median {median(app.all) / median(floor.all):.2f}, "
+                f"p95 {percentile(app.all, 95) / percentile(floor.all, 95):.2f}"
+            )
+    if floors:
         print(
-            f"sidebar switch / floor: median {median(app.all) / median(floor.all):.2f}, "
-            f"p95 {percentile(app.all, 95) / percentile(floor.all, 95):.2f} (what the app's page "
-            "adds over\nStreamlit and plotly.js redrawing the same charts on this machine)"
+            "floor: the same charts redrawn by the same clicks on bench/floor_app.py, a page with\n"
+            "nothing else: what Streamlit and plotly.js alone take on this machine."
         )
     print(
         "cold: the first pass over the options (nothing cached yet for this mode, k or scope);\n"
@@ -328,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
             server.stop()
             if not args.no_floor:
                 results.append(floor_modes(browser, Path(tmp), model, args.switches))
+                results.append(
+                    floor_scopes(browser, Path(tmp), model, args.switches, config.n_layers)
+                )
         finally:
             server.stop()
             browser.close()

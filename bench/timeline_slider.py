@@ -12,10 +12,14 @@ again, every plotly chart on the page redrawn after the keydown and painted (two
 later), and nothing redrawn for QUIET_MS. Chart redraws are observed by bench/ui_latency.py's
 page harness, and the server, page and percentile helpers are that module's (imported).
 
+Then the floor: the same moves on bench/floor_app.py's timeline page, a slider and the same two
+charts with nothing else (data of the same shapes), so that what Streamlit and plotly.js take on
+the machine at hand is told apart from what the app adds.
+
 Target (2 CPU cores): p95 under 300 ms, first visits and revisits alike. Met / not met is printed;
 the exit status is 0 either way unless nothing could be measured.
 
-Usage: python -m bench.timeline_slider [--steps 480] [--rounds 1] [--json out.json]
+Usage: python -m bench.timeline_slider [--steps 480] [--rounds 1] [--json out.json] [--no-floor]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.mode_switch import floor_page
 from bench.ui_latency import (
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -134,10 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=480, help="training steps of the model")
     p.add_argument("--rounds", type=int, default=1, help="down-and-up sweeps (first is uncached)")
     p.add_argument("--json", type=Path, help="also write every figure here")
+    p.add_argument("--no-floor", action="store_true", help="skip the bare page (floor_app.py)")
     args = p.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
-    first, again = [], []
+    first, again, floor = [], [], []
     with tempfile.TemporaryDirectory(prefix="tfviz_timeline_") as tmp, sync_playwright() as pw:
         workdir = Path(tmp)
         server = Server(workdir)
@@ -159,6 +165,13 @@ def main(argv: list[str] | None = None) -> int:
                 down = [move(page, "ArrowLeft")["total"] for _ in range(kept - 1)]
                 (first if sweep == 0 else again).extend(down)
                 again.extend(move(page, "ArrowRight")["total"] for _ in range(kept - 1))
+            context.close()
+            server.stop()
+            if not args.no_floor:  # the same moves on a page with only the two charts
+                with floor_page(browser, workdir, "max_position", "timeline", 2) as bare:
+                    for _ in range(args.rounds):
+                        floor.extend(move(bare, "ArrowLeft")["total"] for _ in range(kept - 1))
+                        floor.extend(move(bare, "ArrowRight")["total"] for _ in range(kept - 1))
             browser.close()
         finally:
             server.stop()
@@ -173,12 +186,23 @@ def main(argv: list[str] | None = None) -> int:
         )
     every = first + again
     p95 = percentile(every, 95)
+    if floor:
+        print(
+            f"  {'floor (bare page)':<24} n={len(floor):3d}  median {median(floor):5.0f}  "
+            f"p95 {percentile(floor, 95):5.0f}  max {max(floor):5.0f}"
+        )
+        print(
+            f"  app / floor: median {median(every) / median(floor):.2f}, "
+            f"p95 {p95 / percentile(floor, 95):.2f} (floor: the same moves on bench/floor_app.py,"
+            " a page\n  with only the two charts, made-up data of the same shapes)"
+        )
     print(
         f"  all moves p95 {p95:.0f} ms: target p95 < {TARGET_P95_MS:.0f} ms "
         f"{verdict(p95 < TARGET_P95_MS)}"
     )
     if args.json:
-        args.json.write_text(json.dumps({"first": first, "again": again}, indent=1))
+        every_figure = {"first": first, "again": again, "floor": floor}
+        args.json.write_text(json.dumps(every_figure, indent=1))
     return 0
 
 
