@@ -154,7 +154,7 @@ def record(page, result: Interaction, action, title: str, cold: bool, what: str)
     (result.cold if cold else result.warm).append(float(drawn["total"]))
     if DETAIL:
         parts = ("total", "to_running", "run", "after_run", "redrawn")
-        shown = {part: drawn[part] for part in parts}
+        shown = {part: drawn[part] and round(drawn[part]) for part in parts}
         draws = [[round(begin), round(took)] for begin, took in drawn["draws"]]
         print(f"  {what}: {json.dumps(shown)} draws (start, ms) {draws}")
     if drawn["run"] is not None:
