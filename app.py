@@ -8,7 +8,9 @@ code here.
 
 Each checkpoint (and the pretrained all-MiniLM-L6-v2, once picked) is loaded once per process and
 shared by every browser session, so it is never changed: the W_o switch and head ablation are
-forward arguments. Traces are cached per (model digest, sequence, switches) and hold numpy only.
+forward arguments. Traces are cached per (model digest, sequence, switches) and hold numpy only;
+a task's accuracy under switches is cached per model for every session (tfviz.dissect.
+MeasureCache), which "Take W_o apart" fills ahead for the layer scopes not yet shown.
 An uploaded checkpoint is validated before use and kept in its session only; training and
 experiment reruns run in worker threads under one server-wide cap (tfviz.jobs).
 
