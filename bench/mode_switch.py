@@ -11,9 +11,9 @@ performance.now() from the input event to the last chart redrawn and painted:
   layer picker   switch the mode sweep between all layers, L0 and L1: the first scope's sweep
                  is measured when the view opens, the others in the background meanwhile
                  (tfviz.dissect.MeasureCache.warm), then each comes from the cache;
-  floor          the sidebar switch again, on bench/floor_app.py: a bare page with only the
-                 five charts that switch redraws, so that what Streamlit and plotly.js take on
-                 this machine is told apart from what the app's page adds.
+  floor          the sidebar clicks and the layer picks again, on bench/floor_app.py: bare
+                 pages with only the charts each redraws (five, two), so that what Streamlit
+                 and plotly.js take on this machine is told apart from what the app adds.
 
 Start: the pointerdown of the click, or the Enter keydown (capture listeners on the document,
 before Streamlit sees them). End: the app is idle again, the chart named for the interaction
