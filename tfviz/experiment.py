@@ -786,6 +786,7 @@ def load_precomputed(task: str, folder: Path = EXPERIMENTS) -> ExperimentResult 
 def write_readme(folder: Path = EXPERIMENTS) -> Path:
     """Rewrite folder/README.md from every task's shipped JSON."""
     folder = Path(folder)
+    results = {task: load_precomputed(task, folder) for task in list_tasks()}
     parts = [
         "# W_o on or off, or block-diagonal: what training measured",
         "",
@@ -806,11 +807,10 @@ def write_readme(folder: Path = EXPERIMENTS) -> Path:
         "the masked draw times sqrt(H)); masked alone it started every output H times smaller in",
         "variance, and those runs measured the slower start more than the missing mixing.",
         "",
-        *_summary(folder),
+        *_summary(results),
         "",
     ]
-    for task in list_tasks():
-        result = load_precomputed(task, folder)
+    for task, result in results.items():
         if result is None:
             parts += [f"## {task}", "", "Not computed.", ""]
             continue
@@ -849,7 +849,7 @@ def _outcome(row: Row) -> str:
     return SUMMARY_WORDS.get(row.outcome, "no difference shown")
 
 
-def _summary(folder: Path) -> list[str]:
+def _summary(results: dict[str, ExperimentResult | None]) -> list[str]:
     """A table of every task's outcome per comparison and quantity (from the intervals)."""
     lines = [
         "In short (each cell: final loss / loss over all steps / metric on fresh data, read off",
@@ -858,8 +858,7 @@ def _summary(folder: Path) -> list[str]:
         "| task | learned vs without W_o | learned vs block-diagonal |",
         "|---|---|---|",
     ]
-    for task in list_tasks():
-        result = load_precomputed(task, folder)
+    for task, result in results.items():
         if result is None:
             continue
         cells = [
