@@ -221,6 +221,11 @@ def layer_picks(page, n: int, n_layers: int) -> Interaction:
 
 
 FLOOR_APP = Path(__file__).resolve().parent / "floor_app.py"
+# Each app interaction measured again on the bare page: its name -> the floor's name.
+FLOOR_OF = {
+    "sidebar mode -> Before/after W_o": "floor: sidebar mode, 5 charts",
+    "layer picker -> W_o modes chart": "floor: layer picker, 2 charts",
+}
 FLOOR_MODES = ("block_diagonal", "identity", "zero", "rank:16", "learned")  # the app's order
 FLOOR_DRAWN_JS = """
 (n) => {
@@ -297,17 +302,15 @@ def report(results: list[Interaction], model: str) -> None:
         )
         for failure in r.failures:
             print(f"FAILED ({r.name}): {failure}")
-    floors = {r.name: r for r in results if r.name.startswith("floor")}
-    pairs = [(results[0], "floor: sidebar mode, 5 charts")]
-    pairs += [(results[2], "floor: layer picker, 2 charts")] if len(results) > 2 else []
-    for app, name in pairs:
-        floor = floors.get(name)
-        if app.all and floor is not None and floor.all:
+    by_name = {r.name: r for r in results}
+    for app_name, floor_name in FLOOR_OF.items():
+        app, floor = by_name.get(app_name), by_name.get(floor_name)
+        if app and floor and app.all and floor.all:
             print(
-                f"{app.name} / {name}: median {median(app.all) / median(floor.all):.2f}, "
+                f"{app_name} / {floor_name}: median {median(app.all) / median(floor.all):.2f}, "
                 f"p95 {percentile(app.all, 95) / percentile(floor.all, 95):.2f}"
             )
-    if floors:
+    if any(name in by_name for name in FLOOR_OF.values()):
         print(
             "floor: the same charts redrawn by the same clicks on bench/floor_app.py, a page with\n"
             "nothing else: what Streamlit and plotly.js alone take on this machine."
@@ -357,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
                 layer_picks(page, args.switches, config.n_layers),
             ]
             context.close()
-            server.stop()
+            server.stop()  # before the floor's server starts: the two never share the CPU
             if not args.no_floor:
                 results.append(floor_modes(browser, Path(tmp), model, args.switches))
                 results.append(
