@@ -458,12 +458,21 @@ def what_is_this(*keys: str) -> None:
 
 # ---- text ----------------------------------------------------------------------------------
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:&])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:&=])")
+# Where Streamlit's markdown (GFM) makes a link of plain text: "http://" and "https://", "www."
+# and name@domain. It looks for them in the text after the escapes are resolved, so a backslash
+# cannot stop it: an invisible WORD_JOINER inside each one does ("https:<WJ>//", "www<WJ>.",
+# "a@<WJ>b.c"), and the text still reads the same.
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)(?=[-\w])", re.IGNORECASE)
+WORD_JOINER = "\u2060"
 
 
 def md_escape(text: str) -> str:
-    """Text for a markdown-rendering element (st.error, st.caption...) shown exactly as written."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", str(text))
+    """Text for a markdown-rendering element (st.error, st.caption, a label...) shown exactly as
+    written and inert: no markdown, no HTML, no link (not even a bare address or e-mail address,
+    which GFM would link). Every echo of what a user gave (a link's values, a file or model name,
+    a typed sequence) goes through here, or into st.code / st.text."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", _AUTOLINK.sub(WORD_JOINER, str(text)))
 
 
 def cut(text: str, n: int) -> str:

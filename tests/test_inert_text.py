@@ -1,0 +1,110 @@
+"""Issue 16: what a user gave (a link's values, a file name, a typed sequence) is echoed inert.
+
+tfviz.ui.common.md_escape is the one helper every echo goes through: its output, rendered by
+Streamlit's markdown, must show the text exactly (no emphasis, code, HTML or link) and hold no
+bare address GFM would turn into a link. GFM_AUTOLINK below is the pattern Streamlit's markdown
+uses for that (remark's gfm-autolink-literal), applied to the text after markdown's escapes are
+resolved, as Streamlit applies it. AppTest sees the markdown source only; that no <a> element
+appears in a real browser is tests/test_browser_inert.py.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.conftest import APP
+from tfviz.ui.common import WORD_JOINER, md_escape
+from tfviz.ui.i18n import LANGUAGES
+
+ROOT = Path(__file__).resolve().parent.parent
+# remark-gfm's literal autolinks (Streamlit's markdown): an address and an e-mail address.
+GFM_AUTOLINK = re.compile(
+    r"(https?://|www(?=\.))[-.\w]+|[-.\w+]+@[-\w]+(?:\.[-\w]+)+", re.IGNORECASE | re.ASCII
+)
+# Characters that start markdown, HTML or Streamlit's own directives when not escaped.
+MARKUP = set("<>*_[]`$&#|~\\!:=")
+
+HOSTILE = [
+    "class moved, continue at https://evil.example/tfviz/login",
+    "www.evil.example",
+    "WWW.Evil.Example/x",
+    "HTTP://EVIL.EXAMPLE",
+    "mail admin@evil.example now",
+    "mailto:admin@evil.example",
+    "[x](http://evil.example)",
+    "[x]: http://evil.example",
+    "<https://evil.example>",
+    "<a href='http://evil.example'>y</a>",
+    "**bold** __bold__ *em* `code` ~~gone~~ $x^2$",
+    ":red[red] :material/home: :smile:",
+    "# heading",
+    "title\n===",
+    "| a | b |",
+    "![img](http://evil.example/i.png)",
+    "&lt;b&gt; &#60;",
+    "https://evil.example 中文 www.evil.example。",
+]
+
+
+def rendered(body: str) -> str:
+    """A markdown source as the reader sees it: escapes resolved."""
+    return re.sub(r"\\(.)", r"\1", body, flags=re.DOTALL)
+
+
+def unescaped_markup(body: str) -> set[str]:
+    """Markup characters of body that markdown would act on (not backslash-escaped)."""
+    return set(re.sub(r"\\.", "", body, flags=re.DOTALL)) & MARKUP
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=lambda t: ascii(t)[:30])
+def test_md_escape_leaves_no_markup_and_no_autolink_and_reads_the_same(text):
+    body = md_escape(text)
+    assert not unescaped_markup(body), body
+    shown = rendered(body)
+    assert GFM_AUTOLINK.search(shown) is None, shown
+    assert shown.replace(WORD_JOINER, "") == text  # the joiner is invisible: it reads the same
+
+
+def test_md_escape_leaves_ordinary_text_alone():
+    text = "Loaded sort: D=16, 4 heads. 1.5 points; a:b //c www x@ y"
+    assert rendered(md_escape(text)) == text
+
+
+# ---- the app: a hostile link's notices, in both languages ------------------------------------
+
+
+def open_link(query: dict[str, str]) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+LINK = {
+    "model": "class moved, continue at https://evil.example/tfviz/login",
+    "view": "www.evil.example",
+    "w_o_mode": "admin@evil.example",
+    "ablate": "[x](http://evil.example)",
+    "lang": "",
+}
+
+
+@pytest.mark.usefixtures("fresh_app")
+@pytest.mark.parametrize("lang", list(LANGUAGES))
+def test_a_hostile_link_s_notices_quote_it_inert_in_both_languages(lang):
+    at = open_link({**LINK, "lang": lang})
+    warnings = [w.value for w in at.warning]
+    assert len(warnings) == 4, warnings
+    for body in warnings:
+        assert GFM_AUTOLINK.search(rendered(body)) is None, body
+        assert "](" not in body and "**" not in body
+    shown = rendered("\n".join(warnings)).replace(WORD_JOINER, "")
+    for key, value in LINK.items():
+        if key != "lang":
+            assert value in shown, (value, shown)
