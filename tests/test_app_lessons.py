@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -145,6 +147,39 @@ def test_the_projection_step_prints_a_rounding_sized_difference():
     go_to(at, 2)
     values = [float(m.value) for m in at.main.metric]
     assert len(values) == 3 and all(0 <= v < 1e-5 for v in values)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_exactly_zero_difference_is_called_exact_not_rounding(lang):
+    """The bundled reverse model's layer 0 gives bit-identical q, k, v both ways: the step must
+    say so, not show "0.00e+00" and call it float32 rounding."""
+    at = open_lessons(lang)
+    go_to(at, 2)
+    assert [m.value for m in at.main.metric] == ["0", "0", "0"]
+    text = page_text(at)
+    assert translate(lang, "lessons.s2.answer_exact") in text
+    assert "0.00e+00" not in text
+    for worst in ("0", "0.00e+00"):  # the answer that calls the difference rounding
+        assert translate(lang, "lessons.s2.answer", worst=worst) not in text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_rounding_sized_difference_is_still_explained_as_rounding(lang, monkeypatch):
+    """On a CPU every bundled model agrees to the bit; a GPU or another BLAS may sum in another
+    order. Such a check (differences of about 1e-7) is stood in for here."""
+    real = lessons.projection_equivalence
+
+    def rounded(*args, **kwargs):
+        check = real(*args, **kwargs)
+        return dataclasses.replace(check, max_diff={"q": 1.19e-7, "k": 0.0, "v": 2.38e-7})
+
+    monkeypatch.setattr(lessons, "projection_equivalence", rounded)
+    at = open_lessons(lang)
+    go_to(at, 2)
+    assert [m.value for m in at.main.metric] == ["1.19e-07", "0", "2.38e-07"]
+    text = page_text(at)
+    assert translate(lang, "lessons.s2.answer", worst="2.38e-07") in text
+    assert translate(lang, "lessons.s2.answer_exact") not in text
 
 
 def test_step_three_predicts_at_once_and_refuses_bad_digits():

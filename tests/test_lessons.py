@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -152,6 +153,16 @@ def test_projection_equivalence_on_the_bundled_seed_model_is_about_1e_7():
     assert max(check.max_diff.values()) < 1e-5
     with pytest.raises(ValueError, match="2-d"):
         L.projection_equivalence(model, 0, ids[0])
+
+
+def test_a_projection_check_is_exact_only_when_every_difference_is_zero():
+    model, _ = load_checkpoint(MODELS / "sum_seed.safetensors")
+    ids, pad = get_task("sum").encode_batch(["31415926"])
+    check = L.projection_equivalence(model, 0, ids, pad)
+    assert check.exact == all(d == 0.0 for d in check.max_diff.values())
+    rounded = dataclasses.replace(check, max_diff={"q": 0.0, "k": 1.2e-7, "v": 0.0})
+    assert not rounded.exact
+    assert dataclasses.replace(check, max_diff={"q": 0.0, "k": 0.0, "v": 0.0}).exact
 
 
 # ---- step 3: the recipe as a job -------------------------------------------------------------

@@ -223,6 +223,12 @@ class ProjectionCheck:
     big_first: np.ndarray  # (d_k,) head 0, first token, from the big projection's W_q
     separate_first: np.ndarray  # (d_k,) the same from head 0's own (d_k, D) projection
 
+    @property
+    def exact(self) -> bool:
+        """True when both ways agree to the last bit for q, k and v: no rounding showed at all
+        (the same products summed in the same order), which a lesson must not call rounding."""
+        return all(diff == 0.0 for diff in self.max_diff.values())
+
 
 @torch.no_grad()
 def projection_equivalence(

@@ -269,7 +269,7 @@ def step_projection(view: View) -> None:
         t("lessons.s2.sequence", text=md_escape(view.text), T=T, H=H, d_k=d_k, D=cfg.d_model)
     )
     for col, (role, diff) in zip(st.columns(3), check.max_diff.items(), strict=True):
-        col.metric(t("lessons.s2.diff", role=role), f"{diff:.2e}")
+        col.metric(t("lessons.s2.diff", role=role), difference_text(diff))
     n = min(d_k, 8)
     rows = [
         {t("lessons.s2.col.way"): t("lessons.s2.way.big")}
@@ -280,7 +280,17 @@ def step_projection(view: View) -> None:
     st.caption(t("lessons.s2.table_caption", n=n, d_k=d_k))
     st.dataframe(rows, hide_index=True, key="lesson_projection_table")
     worst = max(check.max_diff.values())
-    question("lessons.s2.question", t("lessons.s2.answer", worst=f"{worst:.2e}"))
+    if check.exact:  # "0.00e+00: float32 rounding" would tell a student rounding happened
+        answer = t("lessons.s2.answer_exact")
+    else:
+        answer = t("lessons.s2.answer", worst=difference_text(worst))
+    question("lessons.s2.question", answer)
+
+
+def difference_text(diff: float) -> str:
+    """A difference as shown: a plain 0 when it is exactly zero (not "0.00e+00", which reads as
+    a rounded value), else in scientific notation, as rounding-sized differences are."""
+    return "0" if diff == 0.0 else f"{diff:.2e}"
 
 
 # ---- step 3: the digit-sum model of seed 002, trained as a job -----------------------------------
