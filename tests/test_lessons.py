@@ -267,7 +267,7 @@ def test_dependency_map_draws_the_matrix_with_given_labels_and_refuses_bad_value
 
         z = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(4, 2)
     np.testing.assert_allclose(np.asarray(z, dtype=np.float64), dep, rtol=1e-6)
-    assert spec["layout"]["title"]["text"] == "&lt;b&gt;t&lt;/b&gt;"
+    assert [a["text"] for a in spec["layout"]["annotations"]] == ["&lt;b&gt;t&lt;/b&gt;"]
     assert spec["layout"]["xaxis"]["title"]["text"] == "头"
     assert spec["layout"]["coloraxis"]["cmax"] == pytest.approx(1.6)
     big = plots.dependency_map(np.ones((64, 4)))
@@ -293,3 +293,25 @@ def test_dependency_pair_puts_both_maps_in_one_figure_on_one_scale():
     assert spec["layout"]["xaxis2"]["title"]["text"] == "头"
     with pytest.raises(ValueError, match="differ in shape"):
         plots.dependency_pair(np.ones((4, 2)), np.ones((2, 4)))
+
+
+def test_panel_titles_are_wrapped_to_a_phone_panel_and_sit_above_the_head_axis_title():
+    """The lesson's two titles once ran into each other and into the "head" axis title: each is
+    now cut into lines of a panel's width on a phone, placed above the head names and axis
+    title, with the top margin grown to hold its lines (tests/test_browser_layout.py measures
+    the drawn result)."""
+    ex = L.two_head_example()
+    long = ("Without W_o: |contribution| of each head", "无 W_o：每个头的 |贡献|，以及更多说明")
+    fig = plots.dependency_pair(ex.dependency_identity, ex.dependency, titles=long)
+    layout = json.loads(fig.to_json())["layout"]
+    lines = [a["text"].split("<br>") for a in layout["annotations"]]
+    assert lines[0] == ["Without W_o:", "|contribution| of", "each head"]
+    units = [sum(2 if ord(c) > 0x2E80 else 1 for c in line) for line in lines[1]]
+    assert len(lines[1]) > 1 and max(units) <= plots.DEP_TITLE_UNITS, lines[1]
+    axis_band = plots.DEP_TICKS_PX + plots.DEP_AXIS_TITLE_PX
+    for annotation in layout["annotations"]:
+        assert annotation["yanchor"] == "bottom" and annotation["yshift"] > axis_band
+    title_band = layout["margin"]["t"] - axis_band
+    assert title_band >= plots.DEP_TITLE_LINE_PX * max(len(x) for x in lines)
+    assert layout["xaxis"]["domain"][1] <= 0.45 and layout["xaxis2"]["domain"][0] >= 0.55
+    assert layout["coloraxis"]["colorbar"]["orientation"] == "h"  # no width taken from the maps

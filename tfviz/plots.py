@@ -16,6 +16,7 @@ only the token. The browser draws that in about 40 ms; the same grid as 8 subplo
 from __future__ import annotations
 
 import html
+import unicodedata
 from collections.abc import Sequence
 
 import numpy as np
@@ -757,6 +758,18 @@ def head_shares_map(shares: np.ndarray, title: str = "") -> go.Figure:
     return _figure(trace, layout)
 
 
+# The dependency maps' text above the cells, from the top of the plot up: tick labels (H0, H1),
+# the axis title ("head"), then a panel's own title. Each band's height in px at the fonts used
+# (12 px ticks and axis title, 14 px titles), with the gap plotly leaves between them.
+DEP_TICKS_PX = 22
+DEP_AXIS_TITLE_PX = 22
+DEP_TITLE_LINE_PX = 19
+# A panel title is wrapped to this many width units (a Latin letter 1, a CJK character 2): about
+# the 130 px a panel of the pair gets on a 390 px phone at 14 px, so it never runs into the
+# other panel's title, at any screen width (the figure cannot know the screen's).
+DEP_TITLE_UNITS = 20
+
+
 def dependency_map(
     dependency: np.ndarray,
     title: str = "",
@@ -769,7 +782,9 @@ def dependency_map(
 
     Concatenation alone gives a staircase (one coloured head per row); a W_o that mixes colours
     every row. Small maps (up to 64 cells) have their numbers written in. The labels are passed
-    in so the caller can give them in the student's language.
+    in so the caller can give them in the student's language. The heads' names and the head
+    axis title sit above the map, and the title above them (wrapped to fit a phone), so that no
+    two texts share a place.
     """
     dependency = _float32(dependency, "dependency", ndim=2)
     D, H = dependency.shape
@@ -785,20 +800,54 @@ def dependency_map(
     )
     if D * H <= 64:
         trace.update(texttemplate="%{z:.3g}", textfont=dict(size=13))
+    title_lines = _wrap(title, DEP_TITLE_UNITS * 2)  # a whole figure's width: twice a panel's
     layout = dict(
-        title=dict(text=_escape(title)),
-        height=max(240, min(640, (40 if D <= 16 else 6) * D + 140)),
-        margin=MARGIN,
+        height=max(240, min(640, (40 if D <= 16 else 6) * D + 140))
+        + DEP_TITLE_LINE_PX * max(0, len(title_lines) - 1),
+        margin=dict(
+            l=10, r=10, t=_dependency_top(len(title_lines)), b=MARGIN["b"] if D > 16 else 20
+        ),
         coloraxis=dict(
             colorscale=ATTENTION_SCALE,
             cmin=0.0,
             cmax=top,
             colorbar=dict(title=dict(text=_escape(value_label))),
         ),
-        xaxis=dict(type="category", side="top", title=dict(text=_escape(head_label))),
+        xaxis=dict(
+            type="category",
+            side="top",
+            tickfont=dict(size=12),
+            title=dict(text=_escape(head_label), font=dict(size=12), standoff=4),
+        ),
         yaxis=dict(type="category", autorange="reversed", title=dict(text=_escape(output_label))),
+        annotations=[_dependency_title(title_lines, 0.5)] if title else [],
     )
     return _figure(trace, layout)
+
+
+def _dependency_title(lines: list[str], x: float) -> dict:
+    """A dependency map's title (lines already escaped), centred on x (paper), its last line
+    just above the head names and the head axis title, which plotly puts in the top margin.
+    An annotation, not the layout's title: a title's lines are placed from the figure's top,
+    and a wrapped one then runs into the axis title."""
+    return dict(
+        text="<br>".join(lines),
+        x=x,
+        y=1.0,
+        xref="paper",
+        yref="paper",
+        xanchor="center",
+        yanchor="bottom",
+        yshift=DEP_TICKS_PX + DEP_AXIS_TITLE_PX + 4,
+        showarrow=False,
+        font=dict(size=14),
+    )
+
+
+def _dependency_top(title_lines: int) -> int:
+    """The top margin of a dependency map: the head names, the head axis title and title_lines
+    lines of title, stacked without touching."""
+    return DEP_TICKS_PX + DEP_AXIS_TITLE_PX + DEP_TITLE_LINE_PX * title_lines + 12
 
 
 def dependency_pair(
@@ -813,7 +862,9 @@ def dependency_pair(
 
     For the lesson's "without W_o" against "with W_o": one chart costs the browser one draw
     instead of two (bench/ui_latency.py --lesson-steps), and a shared scale makes the two
-    comparable cell by cell.
+    comparable cell by cell. Each panel's title is wrapped to a panel's width on a phone and
+    placed above its head names and head axis title; the colour bar lies under the maps, where
+    it takes no width from them.
     """
     if np.shape(without) != np.shape(with_w):
         raise ValueError(f"the maps differ in shape: {np.shape(without)} and {np.shape(with_w)}")
@@ -822,29 +873,68 @@ def dependency_pair(
         for m in (without, with_w)
     )
     traces = [left["data"][0], {**right["data"][0], "xaxis": "x2", "yaxis": "y2"}]
+    wrapped = [_wrap(title, DEP_TITLE_UNITS) for title in titles]
+    lines = max(1, *(len(w) for w in wrapped))
     layout = left["layout"]
     layout["coloraxis"]["cmax"] = max(
         left["layout"]["coloraxis"]["cmax"], right["layout"]["coloraxis"]["cmax"]
     )
-    layout["xaxis"] = {**layout["xaxis"], "domain": [0.0, 0.42]}
-    layout["xaxis2"] = {**right["layout"]["xaxis"], "domain": [0.5, 0.92], "anchor": "y2"}
+    layout["coloraxis"]["colorbar"].update(
+        orientation="h", x=0.5, xanchor="center", y=-0.04, yanchor="top", thickness=12, len=0.6
+    )
+    layout["coloraxis"]["colorbar"]["title"]["side"] = "right"
+    layout["xaxis"] = {**layout["xaxis"], "domain": [0.0, 0.45]}
+    layout["xaxis2"] = {**right["layout"]["xaxis"], "domain": [0.55, 1.0], "anchor": "y2"}
     layout["yaxis2"] = {**right["layout"]["yaxis"], "anchor": "x2", "title": {"text": ""}}
     layout["title"] = {"text": ""}
+    layout["margin"] = {**layout["margin"], "t": _dependency_top(lines), "b": 70}
+    layout["height"] = layout["height"] + DEP_TITLE_LINE_PX * (lines - 1) + 50
     layout["annotations"] = [
-        dict(
-            text=_escape(title),
-            x=x,
-            y=1.0,
-            xref="paper",
-            yref="paper",
-            yanchor="bottom",
-            yshift=30,
-            showarrow=False,
-            font=dict(size=14),
-        )
-        for title, x in zip(titles, (0.21, 0.71), strict=True)
+        _dependency_title(lines_of_title, x)
+        for lines_of_title, x in zip(wrapped, (0.225, 0.775), strict=True)
     ]
     return go.Figure(data=traces, layout=layout)
+
+
+def _wrap(text: str, units: int) -> list[str]:
+    """text HTML-escaped and cut into lines of at most `units` width units (a CJK character
+    counts 2, any other 1), at spaces, or between CJK characters; a longer word keeps a line of
+    its own. Plotly does not wrap text itself."""
+    lines: list[str] = []
+    line, width = "", 0
+    for word in _words(str(text)):
+        w = sum(2 if _is_wide(c) else 1 for c in word)
+        if line and width + w > units and word != " ":
+            lines.append(line.rstrip())
+            line, width = "", 0
+        if not line and word == " ":
+            continue
+        line, width = line + word, width + w
+    if line.strip():
+        lines.append(line.rstrip())
+    return [_escape(x) for x in lines] or [""]
+
+
+def _words(text: str) -> list[str]:
+    """text as words, spaces and single CJK characters (each a place a line may break)."""
+    out: list[str] = []
+    word = ""
+    for c in text:
+        if c == " " or _is_wide(c):
+            if word:
+                out.append(word)
+            out.append(c)
+            word = ""
+        else:
+            word += c
+    if word:
+        out.append(word)
+    return out
+
+
+def _is_wide(c: str) -> bool:
+    """A character that takes about two Latin letters' width: CJK and full-width forms."""
+    return unicodedata.east_asian_width(c) in ("W", "F")
 
 
 def experiment_curves(
