@@ -18,6 +18,7 @@ papers (z_h @ W_O^h). Functions accept torch tensors or numpy arrays and return 
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import torch
@@ -80,10 +81,41 @@ def block_mask(D: int, n_heads: int, like: Array) -> Array:
     return mask.astype(like.dtype)
 
 
+# SVDs of weights already taken, shared by every caller (every browser session): a rank-k
+# forward pass used to take one SVD per layer per pass, ~40 ms each at D = 384, so MiniLM's
+# mode sweep (about 20 modes, two sentences, six layers) spent seconds on the same six SVDs.
+# key -> (the tensor's storage, its version, (U, S, Vh)): holding the storage keeps its memory
+# from being reused by another tensor while the entry lives, and the version counter (shared
+# by W, W.detach() and every view of it) tells an in-place change (an optimiser step) apart.
+SVD_CACHE_ENTRIES = 16  # MiniLM: 6 layers' W_o, 2.4 MB each in float64
+_svd_cache: dict = {}
+_svd_lock = threading.Lock()
+
+
+def _svd(W: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """torch.linalg.svd(W.double(), full_matrices=False), remembered for a weight that takes no
+    gradient (a shared model's: never changed) until it changes in place."""
+    if W.requires_grad:  # training through the SVD: autograd needs a fresh graph
+        return torch.linalg.svd(W.double(), full_matrices=False)
+    storage = W.untyped_storage()
+    key = (storage.data_ptr(), W.storage_offset(), tuple(W.shape), W.stride(), W.dtype, W.device)
+    with _svd_lock:
+        hit = _svd_cache.get(key)
+        if hit is not None and hit[1] == W._version:
+            return hit[2]
+    factors = torch.linalg.svd(W.double(), full_matrices=False)
+    with _svd_lock:
+        _svd_cache.pop(key, None)  # re-inserted last: the oldest entry goes first
+        _svd_cache[key] = (storage, W._version, factors)
+        while len(_svd_cache) > SVD_CACHE_ENTRIES:
+            _svd_cache.pop(next(iter(_svd_cache)))
+    return factors
+
+
 def truncated(W: Array, k: int) -> Array:
     """W's best rank-k approximation (Eckart-Young): its k largest singular directions."""
     if isinstance(W, Tensor):
-        U, S, Vh = torch.linalg.svd(W.double(), full_matrices=False)
+        U, S, Vh = _svd(W)
         return ((U[:, :k] * S[:k]) @ Vh[:k]).to(W.dtype)
     U, S, Vh = np.linalg.svd(np.asarray(W, dtype=np.float64), full_matrices=False)
     return ((U[:, :k] * S[:k]) @ Vh[:k]).astype(W.dtype)

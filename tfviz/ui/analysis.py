@@ -9,13 +9,14 @@ not shown for the pretrained sentence encoder; the other methods work on it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
 import streamlit as st
 
 import tfviz.analysis as analysis
-from tfviz import get_task, plots
+from tfviz import dissect, get_task, plots
 from tfviz.interventions import Interventions, head_name
 from tfviz.ui.common import (
     View,
@@ -91,22 +92,53 @@ def cached_ablation(
     )
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_weight_views(digest: str, w_o, _model) -> dict:
-    """OV spectra, composition scores and W_o's head mixing: from the weights alone."""
-    ov = analysis.ov_circuits(_model, w_o)
-    comp = analysis.composition_scores(_model, w_o)
-    mixing = analysis.w_o_mixing(_model, w_o)
-    return {  # the (L, H, D, D) circuits themselves are not drawn, so not kept in the cache
-        "singular_values": ov.singular_values,
-        "effective_rank": ov.effective_rank,
-        "numerical_rank": ov.numerical_rank,
-        "frobenius": ov.frobenius,
-        "rtol": ov.rtol,
-        "composition": comp,
-        "shares": mixing.shares,
-        "mixing": mixing.mixing,
-    }
+WEIGHT_PARTS = ("ov", "mixing")  # the sections drawn from the weights alone
+
+
+def read_only(values: dict) -> dict:
+    """values with every numpy array in it (or in a dataclass in it) made read-only: one dict
+    serves every session, so no view may change what the others see."""
+    for value in values.values():
+        arrays = vars(value).values() if dataclasses.is_dataclass(value) else (value,)
+        for array in arrays:
+            if isinstance(array, np.ndarray):
+                array.flags.writeable = False
+    return values
+
+
+def weight_views(model, w_o, part: str) -> dict:
+    """The numbers one weights-only section draws: "ov" (OV spectra and composition scores) or
+    "mixing" (W_o's head shares and mixing number), for the w_o switch."""
+    if part == "ov":
+        ov = analysis.ov_spectra(model, w_o)
+        return {  # the (L, H, D, D) circuits themselves are not drawn: never formed
+            "singular_values": ov.singular_values,
+            "effective_rank": ov.effective_rank,
+            "numerical_rank": ov.numerical_rank,
+            "frobenius": ov.frobenius,
+            "rtol": ov.rtol,
+            "composition": analysis.composition_scores(model, w_o),
+        }
+    if part == "mixing":
+        mixing = analysis.w_o_mixing(model, w_o)
+        return {"shares": mixing.shares, "mixing": mixing.mixing}
+    raise ValueError(f"part must be one of {WEIGHT_PARTS}, got {part!r}")
+
+
+# One per checkpoint and server process, shared by every session: the numbers depend on the
+# weights and the W_o switch only. A MeasureCache computes each (w_o, part) once (a session
+# asking while another computes it waits for that result), keeps at most 64 (a few KB each
+# for MiniLM), and fills ahead in the background (render() warms the sidebar's switch).
+@st.cache_resource(show_spinner=False, max_entries=8)
+def weight_views_cache(digest: str, _model) -> dissect.MeasureCache:
+    """(w_o, part) -> weight_views(model, w_o, part), read-only, per checkpoint (the digest
+    stands for the unhashed model)."""
+
+    def compute(key) -> dict:
+        w_o, part = key
+        return read_only(weight_views(_model, w_o, part))
+
+    return dissect.MeasureCache(compute, max_entries=64)
 
 
 def flow_for(view: View) -> dict[str, np.ndarray]:
@@ -120,10 +152,22 @@ def flow_for(view: View) -> dict[str, np.ndarray]:
     )
 
 
-def weight_views_for(view: View) -> dict:
-    # From the weights alone: instant for a toy model, a few seconds once for MiniLM's 72 heads.
+def weight_views_for(view: View, part: str) -> dict:
+    # From the weights alone: computed once per server and switch (under 0.5 s for MiniLM's
+    # 72 heads on one core), usually ahead of the click (warm_weight_views).
+    cache = weight_views_cache(view.entry.digest, _model=view.model)
+    key = (view.interventions.w_o, part)
+    if cache.known(key):
+        return cache(key)
     with st.spinner(t("analysis.weights_spinner")):
-        return cached_weight_views(view.entry.digest, view.interventions.w_o, _model=view.model)
+        return cache(key)
+
+
+def warm_weight_views(view: View) -> None:
+    """Have the weights-only sections' numbers for the sidebar's switch computed in the
+    background while the student reads the section on screen (known ones are skipped)."""
+    cache = weight_views_cache(view.entry.digest, _model=view.model)
+    cache.warm((view.interventions.w_o, part) for part in WEIGHT_PARTS)
 
 
 # ---- the view ------------------------------------------------------------------------------
@@ -147,6 +191,7 @@ def render(view: View) -> None:
         help=t("analysis.method_help"),
     )
     draw, needs_text, _ = SECTIONS[section or sections[0]]
+    warm_weight_views(view)
     if needs_text and view.trace is None:
         st.info(t("analysis.needs_sequence"))
         return
@@ -354,7 +399,7 @@ def ablation_section(view: View) -> None:
 
 
 def ov_section(view: View) -> None:
-    w = weight_views_for(view)
+    w = weight_views_for(view, "ov")
     sv = w["singular_values"]  # (L, H, d_k)
     L, H, d_k = sv.shape
     st.caption(t("analysis.ov.caption", d_k=d_k))
@@ -403,7 +448,7 @@ def ov_section(view: View) -> None:
 
 
 def mixing_section(view: View) -> None:
-    w = weight_views_for(view)
+    w = weight_views_for(view, "mixing")
     shares, mixing = w["shares"], w["mixing"]  # (L, D, H), (L,)
     layer = index_picker(t("analysis.layer"), len(mixing), "mixing_layer", "L")
     cols = st.columns(len(mixing))
