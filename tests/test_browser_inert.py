@@ -1,4 +1,4 @@
-"""Browser tests of issue 16: what a link or a file name says is shown as inert text.
+"""Browser tests of issue 16: what a user gives is shown as inert text, and never silently lost.
 
 Streamlit's markdown (GFM) turns a bare https://... or www.... or name@domain into a link after
 markdown escapes are resolved, so only a real browser shows whether a notice, a warning or a
@@ -6,20 +6,28 @@ message holds a link: AppTest gives the markdown source. A hostile link or uploa
 <a> element into the page, and its text must still be there to read (tfviz.ui.common.md_escape
 breaks each would-be link with an invisible word joiner, U+2060).
 
+A text box with Streamlit's max_chars drops a longer paste in the browser without a word (the
+box keeps its old text); AppTest cannot see that either. The boxes have none: a long paste is
+refused with a message naming the limit. A link carries whatever a sentence box takes.
+
 The server and browser are those of tests/test_browser.py (its fixtures are reused): skipped
 without Chromium at /usr/bin/chromium, except under CI=true, where they fail.
 """
 
 from __future__ import annotations
 
+import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import urlencode
+from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
 
 from tests import test_browser as shared
-from tests.test_browser import ALERT
+from tests.test_browser import ALERT, APP_IDLE, EXCEPTION, PLOT, TIMEOUT_MS, WATCH_JS, rerun
 from tests.test_browser_share import opened, quiet
+from tfviz.ui import share
+from tfviz.ui.sequence import MAX_SENTENCE_CHARS
 
 pytestmark = pytest.mark.browser
 app_exists, browser, server = shared.app_exists, shared.browser, shared.server
@@ -38,6 +46,7 @@ HOSTILE_LINKS = {
     "autolinks": {
         "model": "class moved, continue at https://evil.example/tfviz/login",
         "view": "www.evil.example",
+        "see https://evil.example/login": "1",  # a key a link cannot set: quoted in its note
     },
     "markdown": {
         "model": "[x](http://evil.example/a) **bold**",
@@ -71,7 +80,9 @@ def assert_inert(page, quoted: list[str]) -> None:
 def test_a_hostile_link_puts_no_link_into_its_notices(browser, server, case, lang):
     query = {**HOSTILE_LINKS[case], "lang": lang}
     with opened(browser, f"{server}/?{urlencode(query)}", VIEWPORT) as page:
-        assert_inert(page, [v for k, v in query.items() if k != "lang"])
+        quoted = [v if k in share.KEYS else k for k, v in query.items() if k != "lang"]
+        assert_inert(page, quoted)
+        assert set(parse_qs(urlparse(page.url).query)) <= set(share.KEYS)  # dropped from it
 
 
 SORT = (ROOT / "models" / "sort.safetensors").read_bytes()
@@ -95,3 +106,81 @@ def test_an_uploaded_file_name_puts_no_link_into_the_page(browser, server, name,
         quiet(page)
         stem = name.removesuffix(".safetensors")
         assert_inert(page, [stem])
+
+
+# ---- a long paste is refused with a message, never dropped ---------------------------------
+
+ALERT_UP = f"() => document.querySelector('{ALERT}') !== null"
+
+
+def paste(page, key: str, text: str) -> None:
+    box = page.locator(f".st-key-{key} input")
+    box.fill(text)
+    rerun(page, lambda: box.press("Enter"), ALERT_UP)
+    assert box.input_value() == text  # the box shows what was pasted, not its old text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_long_paste_into_the_sequence_box_is_refused_with_a_message(browser, server, lang):
+    with opened(browser, f"{server}/?lang={lang}", VIEWPORT) as page:
+        paste(page, "sequence", "abc" * 3334)  # 10,002 characters; the reverse task takes 16
+        message = page.locator(ALERT).first.inner_text()
+        assert "10002" in message and "16" in message, message
+
+
+MINILM = "pretrained:all-MiniLM-L6-v2"
+PIECES = '.st-key-pieces [data-testid="stCode"]'  # the sentence model's word-pieces
+
+
+@contextmanager
+def opened_minilm(browser, query: dict[str, str]):
+    """tests/test_browser_share.opened for the sentence model, which shows word-pieces instead of
+    a prediction; skipped where the model is not installed."""
+    context = browser.new_context(viewport=VIEWPORT)
+    context.set_default_timeout(TIMEOUT_MS)
+    context.add_init_script(WATCH_JS)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(f"{browser.tfviz_server}/?{urlencode({'model': MINILM, **query})}")
+        page.wait_for_selector(f"{PIECES}, {ALERT}")
+        page.wait_for_selector(APP_IDLE)
+        page.wait_for_selector(f"{PLOT} .main-svg")
+        quiet(page)
+        if page.locator(".st-key-sentence_b input").count() == 0:
+            pytest.skip("the pretrained model is not installed here")
+        yield page
+        assert page.locator(EXCEPTION).count() == 0
+        assert errors == [], f"uncaught errors in the page: {errors}"
+    finally:
+        context.close()
+
+
+def test_a_sentence_box_refuses_past_its_limit_and_a_link_carries_up_to_it(browser, server):
+    limit = MAX_SENTENCE_CHARS
+    browser.tfviz_server = server
+    with opened_minilm(browser, {}) as page:
+        paste(page, "sequence", "a" * (limit + 1))
+        message = page.locator(ALERT).first.inner_text()
+        assert f"{limit + 1:,}" in message and f"{limit:,}" in message, message
+        # Chinese: nine characters of a link each (percent-encoded UTF-8).
+        longest = "猫坐在垫子上。" * (limit // 7) + "猫" * (limit % 7)
+        assert len(longest) == limit
+        box = page.locator(".st-key-sequence input")
+        box.fill(longest)
+        wanted = f"() => new URLSearchParams(location.search).get('sequence')?.length === {limit}"
+        rerun(page, lambda: box.press("Enter"), wanted)
+        link = parse_qs(urlparse(page.url).query)
+        notes = page.locator(ALERT).all_inner_texts()  # where the model cut the text
+    assert link["sequence"] == [longest]
+    with opened_minilm(browser, {k: v[0] for k, v in link.items()}) as page:
+        assert page.locator(".st-key-sequence input").input_value() == longest
+        assert page.locator(ALERT).all_inner_texts() == notes  # and no notice about the link
+
+
+def test_the_longest_link_the_boxes_make_is_one_the_server_takes(server):
+    worst = "😀" * MAX_SENTENCE_CHARS  # four bytes, twelve characters once percent-encoded
+    query = urlencode({"model": MINILM, "sequence": worst, "sentence_b": worst, "view": "w_o_off"})
+    with urllib.request.urlopen(f"{server}/?{query}", timeout=30) as reply:
+        assert reply.status == 200

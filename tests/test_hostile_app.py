@@ -46,9 +46,17 @@ SAMPLE = [
     or any(_accepted(task, item["text"]) for task in list_tasks())
 ]
 BUNDLED = frozenset(p.stem for p in (ROOT / "models").glob("*.safetensors"))
-# Streamlit cuts what a text box receives to its max_chars on the server: 256 for the sequence
-# (tfviz/ui/sequence.py), 64 for a model name (tfviz/ui/train.py).
-SEQUENCE_CHARS, NAME_CHARS = 256, 64
+
+
+def received(at: AppTest, key: str, typed: str) -> str:
+    """What the script gets from a text box: Streamlit cuts it to the box's max_chars, if any.
+
+    The sequence box has none (in a browser a longer paste would be dropped without a word): the
+    script gets the whole text, and the task says why it is refused.
+    """
+    limit = at.text_input(key=key).proto.max_chars
+    return typed[:limit] if limit else typed
+
 
 # Elements whose text Streamlit renders as markdown, and the widget fields rendered the same way.
 MARKDOWN_BODIES = {"markdown", "caption", "error", "warning", "info", "success", "title", "header"}
@@ -190,7 +198,7 @@ def test_every_corpus_string_in_both_text_boxes(tmp_path):
         submit_refused(at)
         at.run()
         assert not at.exception, (typed[:50], at.exception)
-        sequence, name = typed[:SEQUENCE_CHARS], typed[:NAME_CHARS]  # what the script gets
+        sequence, name = typed, received(at, "train_name", typed)  # what the script gets
         assert at.text_input(key="sequence").value == sequence
         assert at.text_input(key="train_name").value == name
         errors = [e.value for e in at.error]
@@ -226,7 +234,7 @@ def test_corpus_sample_through_the_attention_view(model):
     for typed in SAMPLE:
         at.text_input(key="sequence").set_value(typed).run()
         assert not at.exception, (typed[:50], at.exception)
-        text = typed[:SEQUENCE_CHARS]
+        text = typed
         if check_sequence_result(at, task, text, [e.value for e in at.error]):
             accepted += 1
             assert at.get("plotly_chart")  # the attention charts
@@ -248,7 +256,8 @@ def test_corpus_sample_through_the_attention_view(model):
         ("Sort.safetensors", "is reserved"),
         ("con", "is reserved"),
         ("..x", "nor contain '..'"),
-        ("/" + "x" * 9_999, "may only hold letters"),  # the box keeps its first 64
+        # A box with max_chars passes its first characters on; one without, all 10,000.
+        ("/" + "x" * 9_999, None),
         ("x\x00y", "found '\\x00'"),
         ("model😀", "found '😀'"),
         ("taken", "already exists"),
@@ -265,6 +274,9 @@ def test_the_train_form_refuses_a_bad_name_and_writes_nothing(tmp_path, name, ex
     at.button(key="train_submit").click().run()
     assert not at.exception
     assert len(at.error) == 1
+    if expected is None:
+        cut = at.text_input(key="train_name").proto.max_chars
+        expected = "may only hold letters" if cut else "10000 characters long"
     assert expected in plain(at.error[0].value)
     assert "train_job" not in at.session_state  # no job was started
     assert [p.name for p in folder.iterdir()] == ["taken.safetensors"]

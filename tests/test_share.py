@@ -22,7 +22,7 @@ from tests.conftest import APP
 from tfviz import export, get_task, plots
 from tfviz.interventions import NONE, switches
 from tfviz.ui import help as help_texts
-from tfviz.ui import share
+from tfviz.ui import sequence, share
 from tfviz.ui.common import chart_file_name, describe, md_escape, w_o_label
 from tfviz.ui.i18n import LANGUAGES, translate
 
@@ -167,10 +167,33 @@ def test_a_bad_value_gives_the_default_and_a_notice(query, expected):
     assert getattr(shared, field) in (None, ()), f"{param} was kept: {getattr(shared, field)!r}"
 
 
-def test_good_values_survive_beside_bad_ones_and_unknown_keys_are_ignored():
-    shared = parse(model="bundled:sum", w_o_mode="rank:0", ablate="L0H1,L9", utm_source="mail")
+def test_good_values_survive_beside_bad_ones_and_unknown_keys_get_one_notice():
+    shared = parse(
+        model="bundled:sum", w_o_mode="rank:0", ablate="L0H1,L9", heads="3", utm_source="mail"
+    )
     assert shared.model == "bundled:sum" and shared.ablate == ("L0H1",)
-    assert reasons(shared) == [("w_o_mode", "bad_mode"), ("ablate", "bad_head")]
+    assert reasons(shared) == [
+        ("", "unknown_key"),
+        ("w_o_mode", "bad_mode"),
+        ("ablate", "bad_head"),
+    ]
+    unknown = shared.notices[0]
+    assert unknown.value == "heads, utm_source"
+    text = share.notice_text(unknown, lang="en")
+    assert "heads, utm_source" in text and "model, sequence" in text  # what a link can set
+    assert parse(model="bundled:sum").notices == ()
+
+
+def test_a_link_carries_as_long_a_sentence_as_a_box_takes():
+    limit = sequence.MAX_SENTENCE_CHARS
+    assert share.MAX_TEXT_CHARS == limit
+    longest = "word " * (limit // 5)
+    assert len(longest) == limit
+    shared = parse(sequence=longest, sentence_b=longest)
+    assert shared.notices == () and shared.sequence == longest and shared.sentence_b == longest
+    assert reasons(parse(sequence=longest + "x")) == [("sequence", "too_long")]
+    for lang in LANGUAGES:  # said where the student types
+        assert f"{limit:,}" in translate(lang, "minilm.box_limit", limit=f"{limit:,}")
 
 
 def test_the_models_and_the_model_s_sizes_are_checked():
@@ -382,6 +405,38 @@ def test_a_link_to_the_sentence_model_restores_both_sentences():
     assert at.text_input(key="sequence").value == "The cat sat on the mat."
     assert at.text_input(key="sentence_b").value == "A dog slept."
     assert query(at)["sentence_b"] == "A dog slept."
+
+
+@pytest.mark.usefixtures("fresh_app")
+def test_a_link_with_a_long_sentence_restores_it_and_the_box_says_the_limit():
+    long_sentence = "The cat sat on the mat and looked at the dog. " * 60  # 2,760 characters
+    at = open_link(model="pretrained:all-MiniLM-L6-v2", sequence=long_sentence, sentence_b="A.")
+    if at.selectbox(key="model").value != "pretrained:all-MiniLM-L6-v2":
+        pytest.skip("the pretrained model is not installed here")
+    assert not at.warning or all("too_long" not in w.value for w in at.warning)
+    assert at.text_input(key="sequence").value == long_sentence
+    assert query(at)["sequence"] == long_sentence  # and the address keeps it
+    limit = f"{sequence.MAX_SENTENCE_CHARS:,}"
+    for key in ("sequence", "sentence_b"):
+        assert limit in at.text_input(key=key).help
+    # One character more than a box takes: refused with a message naming the limit.
+    at.text_input(key="sequence").set_value("a" * (sequence.MAX_SENTENCE_CHARS + 1)).run()
+    errors = [e.value for e in at.error]
+    assert len(errors) == 1 and limit in errors[0], errors
+
+
+@pytest.mark.usefixtures("fresh_app")
+@pytest.mark.parametrize("lang", list(LANGUAGES))
+def test_keys_a_link_cannot_set_get_a_note_and_leave_the_address(lang):
+    at = open_link(heads="3", model="bundled:sum", lang=lang, **{"www.evil.example": "1"})
+    assert at.selectbox(key="model").value == "bundled:sum"
+    warnings = [w.value for w in at.warning]
+    assert len(warnings) == 1, warnings
+    shown = warnings[0].replace("\\", "")
+    assert "heads" in shown and "www\u2060.evil.example" in shown  # quoted inert
+    kept = query(at)
+    assert "heads" not in kept and "www.evil.example" not in kept
+    assert kept["model"] == "bundled:sum"
 
 
 # ---- exports --------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import json
 import pickle
 import re
 from pathlib import Path
+from urllib.parse import parse_qs
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
 from tfviz import CheckpointError, jobs
+from tfviz.ui.i18n import translate
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -153,6 +155,29 @@ def test_a_good_upload_is_picked_and_shown_with_its_name_literally(tmp_path):
     at.text_input(key="sequence").set_value("97531").run()
     assert not at.exception and "1 3 5 7 9" in at.code[0].value
     assert not (tmp_path / "user_models").exists()  # never written to the shared folder
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_an_upload_s_link_says_truthfully_that_others_get_the_default_model(lang):
+    at = start(lang=lang)
+    captions = [c.value for c in at.caption]
+    promise = [translate(lang, f"share.link.{k}") for k in ("caption", "relative")]
+    assert any(c in captions for c in promise)  # a bundled model: the link opens it
+    upload(at, "mine.safetensors", SORT)
+    captions = [c.value for c in at.caption]
+    assert not any(c in captions for c in promise)  # not "whoever opens it sees this model"
+    truthful = [translate(lang, f"share.link.{k}_upload") for k in ("caption", "relative")]
+    assert any(c in captions for c in truthful), captions
+    # And it is true: the link, opened in another session, gives the default model and a note.
+    link = [c.value for c in at.code if c.value.startswith("?")][0]
+    other = AppTest.from_file(APP, default_timeout=60)
+    for key, values in parse_qs(link[1:]).items():
+        other.query_params[key] = values[0]
+    other.run()
+    assert not other.exception
+    assert other.selectbox(key="model").value == "bundled:reverse"
+    notes = [plain(w.value) for w in other.warning]
+    assert notes[0] == translate(lang, "share.notice.upload"), notes
 
 
 def test_an_upload_is_visible_only_in_the_session_that_uploaded_it(tmp_path):

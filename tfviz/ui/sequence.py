@@ -15,10 +15,15 @@ from tfviz.ui.common import View, cut, describe, md_escape, refusal, similarity_
 from tfviz.ui.i18n import t
 from tfviz.ui.text import changed_tokens, prediction_table
 
-MAX_TYPED = 256  # the text box refuses more; the task's own limit is checked with a message
-# A sentence box takes far more than the model reads (128 word-pieces), so a long text is run
-# cut, with a note saying where, rather than silently clipped by the box.
-MAX_TYPED_SENTENCE = 20_000
+# The longest sentence a box takes and a link carries (tfviz.ui.share): one limit, so that every
+# view can be linked. Far more than the model reads (128 word-pieces), so a long text is run cut,
+# with a note saying where; and a link with two such sentences, in any script, still opens (two
+# of 5,000 four-byte characters, percent-encoded, make 120 KB; Streamlit's server answers 400
+# to an address above about 125 KB).
+MAX_SENTENCE_CHARS = 5_000
+# No box sets Streamlit's max_chars: the browser then drops a longer paste without a word and the
+# box keeps its old text. A long text reaches the script and is refused with a message instead
+# (a toy task's by task.validate, which names the task's lengths; a sentence's by checked).
 # The example pairs of the sentence task (tfviz.pretrained.SentenceTask.pairs) by catalogue key.
 PAIR_LABELS = {
     "paraphrase pair": "minilm.pair.paraphrase",
@@ -50,7 +55,6 @@ def sequence_input(task: Task) -> tuple[str | None, str | None]:
         t("sequence.label"),
         value=task.examples[0],
         key="sequence",
-        max_chars=MAX_TYPED,
         help=t("sequence.help", min_len=task.min_len, max_len=task.max_len, alphabet=task.alphabet),
     )
     with st.container(horizontal=True):
@@ -70,6 +74,10 @@ def sequence_input(task: Task) -> tuple[str | None, str | None]:
 def checked(task: Task, text: str, box: str | None = None) -> str | None:
     """text if the task accepts it, else None after an error saying why; box: "A" or "B", the
     sentence box it came from, named in the error."""
+    if box is not None and len(text) > MAX_SENTENCE_CHARS:
+        why = t("minilm.too_long", n=f"{len(text):,}", limit=f"{MAX_SENTENCE_CHARS:,}")
+        st.error(md_escape(t("minilm.refused", name=box, why=why)))
+        return None
     try:
         return task.validate(text)
     except ValueError as e:
@@ -81,19 +89,18 @@ def checked(task: Task, text: str, box: str | None = None) -> str | None:
 def sentence_inputs(task: Task) -> tuple[str | None, str | None]:
     """Sentence A (traced by every view) and sentence B (compared with A), with example pairs."""
     help_text = t("minilm.box_help", n=task.max_pieces - 2)
+    help_text += " " + t("minilm.box_limit", limit=f"{MAX_SENTENCE_CHARS:,}")
     left, right = st.columns(2)
     a = left.text_input(
         t("minilm.sentence_a"),
         value=task.examples[0],
         key="sequence",
-        max_chars=MAX_TYPED_SENTENCE,
         help=help_text + " " + t("minilm.box_help_a"),
     )
     b = right.text_input(
         t("minilm.sentence_b"),
         value=task.examples[1],
         key="sentence_b",
-        max_chars=MAX_TYPED_SENTENCE,
         help=help_text,
     )
     with st.container(horizontal=True):

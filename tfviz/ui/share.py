@@ -36,6 +36,7 @@ import streamlit as st
 from tfviz import wo
 from tfviz.interventions import Interventions, head_name, parse_head_name
 from tfviz.ui.i18n import DEFAULT, LANGUAGES, t
+from tfviz.ui.sequence import MAX_SENTENCE_CHARS
 
 MODEL, SEQUENCE, SENTENCE_B = "model", "sequence", "sentence_b"
 W_O, SCOPE, ABLATE = "w_o_mode", "w_o_scope", "ablate"
@@ -43,9 +44,10 @@ VIEW, STEP, LANG = "view", "step", "lang"
 # Every key a link may carry, and sync writes.
 KEYS = (MODEL, SEQUENCE, SENTENCE_B, W_O, SCOPE, ABLATE, VIEW, STEP, LANG)
 
-# Longest value taken from a link. A sentence box takes more, but a link is for showing a
-# sentence, and servers and chat tools cut long addresses; the rest are short names.
-MAX_TEXT_CHARS = 2000
+# Longest sequence or sentence taken from a link: what a sentence box takes, so that every view
+# on screen can be linked (tfviz.ui.sequence says why it is the size it is).
+MAX_TEXT_CHARS = MAX_SENTENCE_CHARS
+MAX_ABLATE_CHARS = 2000  # a list of head names: L0H1,L1H3,... (at most 384 heads, for MiniLM)
 MAX_NAME_CHARS = 100
 SHOWN_CHARS = 60  # a refused value is quoted in its notice cut to this
 
@@ -80,6 +82,7 @@ REASONS = {
     "unknown_lang": "share.notice.unknown_lang",
     "bad_sequence": "share.notice.bad_sequence",
     "not_for_model": "share.notice.not_for_model",
+    "unknown_key": "share.notice.unknown_key",
 }
 
 
@@ -148,10 +151,14 @@ def parse_query(
         query: key -> value, or key -> every value given for it (a key repeated in the link).
         views: the tab module names; steps: the lesson steps.
     Returns:
-        Shared, with a Notice for every refused value. Keys not listed in KEYS are ignored
-        (links often carry tracking parameters); every other bad value is refused.
+        Shared, with a Notice for every refused value, and one naming the keys a link cannot
+        set (not in KEYS: a typo, a made-up switch like heads=, a chat tool's tracking tag), so
+        that a link never seems to have set something it did not.
     """
     notices: list[Notice] = []
+    unknown = [key for key in query if key not in KEYS]
+    if unknown:
+        notices.append(Notice("", "unknown_key", ", ".join(unknown), ", ".join(KEYS)))
 
     def one(key: str, limit: int = MAX_NAME_CHARS) -> str | None:
         return _single(query, key, limit, notices)
@@ -171,7 +178,7 @@ def parse_query(
         else:
             notices.append(Notice(SCOPE, "bad_layer", scope))
     heads: list[str] = []
-    ablate = one(ABLATE, limit=MAX_TEXT_CHARS)
+    ablate = one(ABLATE, limit=MAX_ABLATE_CHARS)
     for name in ablate.split(",") if ablate else ():
         try:
             pair = parse_head_name(name.strip()) if name.isascii() else (-1, -1)
@@ -349,6 +356,9 @@ def read_link(views: Mapping[str, str]) -> None:
 
         steps = lessons.STEPS
     shared = parse_query(query, views=list(views), steps=steps)
+    for key in query:  # what a link cannot set leaves the address, as a refused value does
+        if key not in KEYS:
+            del st.query_params[key]
     # Set before the widgets that own these keys are created, as Streamlit requires.
     if shared.view is not None:
         st.session_state[VIEW] = views[shared.view]
@@ -442,10 +452,12 @@ def link_box(query: Mapping[str, str]) -> None:
     """
     link = "?" + urlencode(query)
     base = st.context.url
+    # An upload lives in this browser tab only: whoever opens the link gets the default model.
+    upload = query.get(MODEL, "").startswith("upload:")
     with st.expander(t("share.link.title")):
         if base:
             st.code(base.rstrip("?") + link, language=None, wrap_lines=True)
-            st.caption(t("share.link.caption"))
+            st.caption(t("share.link.caption_upload" if upload else "share.link.caption"))
         else:
             st.code(link, language=None, wrap_lines=True)
-            st.caption(t("share.link.relative"))
+            st.caption(t("share.link.relative_upload" if upload else "share.link.relative"))
