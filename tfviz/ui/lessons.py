@@ -358,9 +358,8 @@ def step_train(view: View) -> None:
         key=MODEL_CHOICE,
         horizontal=True,
     )
-    text = st.text_input(
-        t("lessons.s3.digits"), value=DIGITS_EXAMPLE, key="lesson_digits", max_chars=64
-    )
+    # No max_chars: a browser drops a longer paste without a word; the check below says why.
+    text = st.text_input(t("lessons.s3.digits"), value=DIGITS_EXAMPLE, key="lesson_digits")
     task = get_task(recipe["task"])
     if not (text.isascii() and text.isdigit() and 1 <= len(text) <= task.max_len):
         st.error(t("lessons.s3.bad_digits", n=task.max_len))

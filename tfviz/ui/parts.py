@@ -89,8 +89,7 @@ def rank_box(view: View) -> int | None:
     typed = st.text_input(
         t("parts.k", d=D),
         value=str(d_k),
-        key="parts_k",
-        max_chars=12,
+        key="parts_k",  # no max_chars: a browser drops a longer paste without a word
         width=260,
         help=t("parts.k_help", d=D, d_k=d_k),
     )
@@ -251,8 +250,7 @@ def permutation_section(view: View) -> None:
     typed = left.text_input(
         t("parts.perm.order", last=H - 1),
         value=example,
-        key="parts_order",
-        max_chars=200,
+        key="parts_order",  # no max_chars: a browser drops a longer paste without a word
         help=t("parts.perm.order_help", last=H - 1, example=example),
     )
     right.button(
@@ -409,8 +407,7 @@ def diff_section(view: View) -> None:
     typed = st.text_input(
         t("parts.diff.second"),
         value=default,
-        key="parts_seq_b",
-        max_chars=512,
+        key="parts_seq_b",  # no max_chars: a browser drops a longer paste without a word
         help=t("parts.diff.second_help"),
     )
     if not typed.strip():
