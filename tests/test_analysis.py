@@ -331,6 +331,52 @@ def test_ov_circuit_of_a_hand_made_rank_one_head():
     assert (zero.ov == 0).all() and (zero.effective_rank == 0).all()
 
 
+@pytest.mark.parametrize(
+    "w_o", ["learned", wo.BLOCK_DIAGONAL, "rank:3", "identity", {0: "zero"}], ids=str
+)
+def test_ov_spectra_equal_the_full_svd_of_every_circuit(w_o):
+    """ov_spectra takes the SVD of a d_k x D factor of each circuit, never the D x D circuit;
+    its numbers must be those of the circuit itself, computed the direct way."""
+    model = make_model(n_layers=3).requires_grad_(False)
+    got = A.ov_spectra(model, w_o)
+    cfg = model.config
+    modes = layer_modes(w_o, cfg.n_layers)
+    for layer in range(cfg.n_layers):
+        lin = model.layers[layer].attn.W_o
+        W_o = wo.effective(lin.weight, lin.bias, modes[layer], cfg.n_heads)[0]
+        for h in range(cfg.n_heads):
+            ov = A.ov_matrix(model.layers[layer].attn.W_v.weight, W_o, h, cfg.n_heads)
+            s = np.linalg.svd(ov, compute_uv=False)[: cfg.d_k]
+            np.testing.assert_allclose(got.singular_values[layer, h], s, rtol=1e-5, atol=1e-6)
+            assert got.frobenius[layer, h] == pytest.approx(np.linalg.norm(ov), rel=1e-5, abs=1e-7)
+            assert got.effective_rank[layer, h] == pytest.approx(
+                A.effective_rank(s), rel=1e-5, abs=1e-7
+            )
+            assert got.numerical_rank[layer, h] == A.numerical_rank(s, got.rtol)
+    full = A.ov_circuits(model, w_o)
+    np.testing.assert_array_equal(full.singular_values, got.singular_values)
+    assert full.ov.shape == (3, 4, 16, 16)
+
+
+def test_composition_scores_equal_the_score_of_each_circuit_and_reader():
+    """composition_scores never forms a circuit either: every entry against composition_score
+    of the (D, D) circuit and the folded (D, d_k) reader, as the formula is written."""
+    model = make_model(n_layers=3).requires_grad_(False)
+    comp = A.composition_scores(model, "rank:5")
+    H = model.config.n_heads
+    for layer in range(2):
+        W_o = wo.effective(model.layers[layer].attn.W_o.weight, None, "rank:5")[0]
+        fold = A.layernorm_fold(model, layer)
+        nxt = model.layers[layer + 1].attn
+        for x, lin in (("q", nxt.W_q), ("k", nxt.W_k), ("v", nxt.W_v)):
+            for h in range(H):
+                ov = A.ov_matrix(model.layers[layer].attn.W_v.weight, W_o, h, H)
+                for g in range(H):
+                    reader = fold @ A.head_block(lin.weight, g, H, "in")
+                    want = A.composition_score(ov, reader)
+                    assert getattr(comp, x)[layer, h, g] == pytest.approx(want, rel=1e-5)
+
+
 def test_ov_matrix_is_what_the_head_writes_for_a_token():
     model = make_model()
     attn = model.layers[1].attn
