@@ -106,6 +106,15 @@ def test_an_uploaded_file_name_puts_no_link_into_the_page(browser, server, name,
         quiet(page)
         stem = name.removesuffix(".safetensors")
         assert_inert(page, [stem])
+        if data is SORT:  # loaded: its name is an option of the model picker, shown as text
+            page.locator(f'{SIDEBAR} [data-testid="stSelectbox"]').first.click()
+            options = page.get_by_role("option")
+            options.first.wait_for()
+            texts = [visible(o) for o in options.all_inner_texts()]
+            assert any(stem in o for o in texts), texts
+            assert page.locator('[role="listbox"] a, [role="listbox"] strong').count() == 0
+            assert page.locator(EVIL_LINK).count() == 0
+            page.keyboard.press("Escape")
 
 
 # ---- a long paste is refused with a message, never dropped ---------------------------------

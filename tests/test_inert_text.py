@@ -108,3 +108,18 @@ def test_a_hostile_link_s_notices_quote_it_inert_in_both_languages(lang):
     for key, value in LINK.items():
         if key != "lang":
             assert value in shown, (value, shown)
+
+
+@pytest.mark.usefixtures("fresh_app")
+def test_a_typed_sentence_is_quoted_inert_where_the_model_cut_it():
+    at = open_link({"model": "pretrained:all-MiniLM-L6-v2"})
+    if at.selectbox(key="model").value != "pretrained:all-MiniLM-L6-v2":
+        pytest.skip("the pretrained model is not installed here")
+    rest = "see https://evil.example/x"
+    at.text_input(key="sequence").set_value("word " * 126 + rest).run()  # cut just before it
+    assert not at.exception
+    cut_notes = [w.value for w in at.warning]
+    assert len(cut_notes) == 1, cut_notes
+    shown = rendered(cut_notes[0])
+    assert GFM_AUTOLINK.search(shown) is None, shown
+    assert rest in shown.replace(WORD_JOINER, "")
