@@ -16,8 +16,10 @@ same model, sequence, W_o switch, zeroed heads, tab, lesson step and language. T
 
 Two halves. parse_query and fit_to_model are pure: a query in, the values it validly names plus
 one Notice per value refused (unknown, malformed, too long, given twice, out of range for the
-model). Nothing a link says can raise: a refused value falls back to its default, and the page
-says which and why. read_link, restore_model, restore_for_model and sync are the Streamlit glue:
+model) and one naming the keys a link cannot set. Nothing a link says can raise: a refused value
+falls back to its default, a key a link cannot set is dropped from the address, and the page
+says which and why, quoting the link inertly (the caller's escape, tfviz.ui.common.md_escape).
+read_link, restore_model, restore_for_model and sync are the Streamlit glue:
 on a session's first run the validated values are put into session_state before the widgets
 that own them are created (the model's once the picker's list is known, the switches and
 sequences once the model is); on every run the query string is rewritten from what is on
