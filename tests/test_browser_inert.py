@@ -24,7 +24,16 @@ from urllib.parse import parse_qs, urlencode, urlparse
 import pytest
 
 from tests import test_browser as shared
-from tests.test_browser import ALERT, APP_IDLE, EXCEPTION, PLOT, TIMEOUT_MS, WATCH_JS, rerun
+from tests.test_browser import (
+    ALERT,
+    APP_IDLE,
+    ARTIFACTS,
+    EXCEPTION,
+    PLOT,
+    TIMEOUT_MS,
+    WATCH_JS,
+    rerun,
+)
 from tests.test_browser_share import opened, quiet
 from tfviz.ui import share
 from tfviz.ui.sequence import MAX_SENTENCE_CHARS
@@ -80,6 +89,8 @@ def assert_inert(page, quoted: list[str]) -> None:
 def test_a_hostile_link_puts_no_link_into_its_notices(browser, server, case, lang):
     query = {**HOSTILE_LINKS[case], "lang": lang}
     with opened(browser, f"{server}/?{urlencode(query)}", VIEWPORT) as page:
+        ARTIFACTS.mkdir(exist_ok=True)  # for a human to look at: the quotes read as written
+        page.locator(ALERT).first.screenshot(path=ARTIFACTS / f"inert_link_{case}_{lang}.png")
         quoted = [v if k in share.KEYS else k for k, v in query.items() if k != "lang"]
         assert_inert(page, quoted)
         assert set(parse_qs(urlparse(page.url).query)) <= set(share.KEYS)  # dropped from it
@@ -88,6 +99,7 @@ def test_a_hostile_link_puts_no_link_into_its_notices(browser, server, case, lan
 SORT = (ROOT / "models" / "sort.safetensors").read_bytes()
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize(
     "name, data",
     [
@@ -96,8 +108,8 @@ SORT = (ROOT / "models" / "sort.safetensors").read_bytes()
     ],
     ids=["loaded", "refused"],
 )
-def test_an_uploaded_file_name_puts_no_link_into_the_page(browser, server, name, data):
-    with opened(browser, server, VIEWPORT) as page:
+def test_an_uploaded_file_name_puts_no_link_into_the_page(browser, server, name, data, lang):
+    with opened(browser, f"{server}/?lang={lang}", VIEWPORT) as page:
         uploader = page.locator(f'{SIDEBAR} input[type="file"]')
         uploader.set_input_files(
             files=[{"name": name, "mimeType": "application/octet-stream", "buffer": data}]
