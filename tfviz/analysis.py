@@ -590,31 +590,39 @@ class OVCircuits(OVSpectra):
     ov: np.ndarray  # (L, H, D, D) W_V^h W_O^h, row-vector convention
 
 
-def _ov_factors(model: Encoder, w_o="learned") -> list[tuple[np.ndarray, np.ndarray]]:
+# The weights-only numbers below (OV spectra, composition) are computed in torch, float64, on
+# the CPU: the app limits torch to one thread per kernel (tfviz.jobs.limit_torch_threads), while
+# numpy's OpenBLAS starts a thread per core for every small product and QR; on a loaded 2-core
+# server those threads wait on each other, and the same numbers took 4.5 s instead of 0.5 s.
+def _f64(W: Tensor) -> Tensor:
+    return W.detach().to("cpu", torch.float64)
+
+
+def _ov_factors(model: Encoder, w_o="learned") -> list[tuple[Tensor, Tensor]]:
     """Per layer (V, O): V (H, D, d_k) every head's W_V^h and O (H, d_k, D) its W_O^h in the
-    layer's W_o mode, float64, so that W_OV^h = V[h] @ O[h]."""
+    layer's W_o mode, float64 CPU tensors, so that W_OV^h = V[h] @ O[h]."""
     cfg = model.config
     modes = layer_modes(w_o, cfg.n_layers)
-    H = cfg.n_heads
+    H, D, d_k = cfg.n_heads, cfg.d_model, cfg.d_k
     factors = []
     for layer in range(cfg.n_layers):
-        W_v = np.asarray(_np(model.layers[layer].attn.W_v.weight), dtype=np.float64)  # (D, D)
-        V = W_v.reshape(H, cfg.d_k, cfg.d_model).transpose(0, 2, 1)  # (H, D, d_k): rows .T
-        W_o = np.asarray(_np(_w_o_of(model, layer, modes[layer])), dtype=np.float64)
-        factors.append((V, np.ascontiguousarray(wo.head_blocks(W_o, H))))  # (H, d_k, D)
+        W_v = _f64(model.layers[layer].attn.W_v.weight)  # (D, D): head h's rows h*d_k..
+        V = W_v.reshape(H, d_k, D).transpose(1, 2)  # (H, D, d_k): each head's rows, .T
+        O = wo.head_blocks(_f64(_w_o_of(model, layer, modes[layer])), H)  # (H, d_k, D)
+        factors.append((V, O.contiguous()))
     return factors
 
 
-def _reduced(V: np.ndarray, O: np.ndarray) -> np.ndarray:
+def _reduced(V: Tensor, O: Tensor) -> Tensor:
     """(H, d_k, D) A[h] = R[h] @ O[h], where V[h] = Q[h] R[h] (reduced QR, Q with orthonormal
     columns), so that ||V[h] @ O[h] @ M||_F = ||A[h] @ M||_F for every M, and the nonzero
     singular values of W_OV^h = V[h] O[h] are those of A[h].
 
     Why: W_OV^h is D x D (384 x 384 for MiniLM) but of rank <= d_k; its SVD per head cost
-    seconds for 72 heads (minutes on a loaded 2-core server), while A[h] is d_k x D. Exact in
+    seconds for 72 heads (a minute on a loaded 2-core server), while A[h] is d_k x D. Exact in
     algebra; the float64 results agree with the full SVD to ~1e-13 relative.
     """
-    R = np.linalg.qr(V, mode="r")  # (H, d_k, d_k)
+    R = torch.linalg.qr(V, mode="r").R  # (H, d_k, d_k)
     return R @ O
 
 
@@ -631,12 +639,10 @@ def ov_spectra(model: Encoder, w_o="learned", rtol: float = 0.01) -> OVSpectra:
     """
     cfg = model.config
     L, H, d_k = cfg.n_layers, cfg.n_heads, cfg.d_k
-    sv = np.zeros((L, H, d_k))
-    fro = np.zeros((L, H))
-    for layer, (V, O) in enumerate(_ov_factors(model, w_o)):
-        A = _reduced(V, O)  # (H, d_k, D)
-        sv[layer] = np.linalg.svd(A, compute_uv=False)[:, :d_k]  # (H, d_k), largest first
-        fro[layer] = np.linalg.norm(A, axis=(-2, -1))
+    with torch.no_grad():
+        reduced = [_reduced(V, O) for V, O in _ov_factors(model, w_o)]  # L x (H, d_k, D)
+        sv = torch.stack([torch.linalg.svdvals(A)[:, :d_k] for A in reduced]).numpy()
+        fro = torch.stack([torch.linalg.matrix_norm(A) for A in reduced]).numpy()  # (L, H)
     eff = np.array([[effective_rank(s) for s in row] for row in sv]).reshape(L, H)
     num = np.array([[numerical_rank(s, rtol) for s in row] for row in sv], dtype=np.int64)
     return OVSpectra(
@@ -660,8 +666,9 @@ def ov_circuits(model: Encoder, w_o="learned", rtol: float = 0.01) -> OVCircuits
         (for MiniLM 42 MB: the views ask ov_spectra, which does not form them).
     """
     spectra = ov_spectra(model, w_o, rtol)
-    ov = np.stack([V @ O for V, O in _ov_factors(model, w_o)])  # (L, H, D, D)
-    return OVCircuits(**vars(spectra), ov=ov.astype(np.float32))
+    with torch.no_grad():
+        ov = torch.stack([V @ O for V, O in _ov_factors(model, w_o)])  # (L, H, D, D)
+    return OVCircuits(**vars(spectra), ov=ov.numpy().astype(np.float32))
 
 
 def composition_score(writer: np.ndarray, reader: np.ndarray) -> float:
@@ -709,6 +716,30 @@ def layernorm_fold(model: Encoder, layer: int) -> np.ndarray:
     return ln(model.layers[layer + 1].norm1)
 
 
+def _fold_gammas(model: Encoder, layer: int) -> list[Tensor]:
+    """The LayerNorm gammas of layernorm_fold(model, layer) = prod_i P diag(gamma_i), in order."""
+    if model.config.norm == "post":
+        norms = (model.layers[layer].norm1, model.layers[layer].norm2)
+    else:
+        norms = (model.layers[layer + 1].norm1,)
+    return [_f64(norm.weight) for norm in norms]
+
+
+def _fold(X: Tensor, gammas: list[Tensor], side: str) -> Tensor:
+    """N @ X (side "left", X (D, n)) or X @ N (side "right", X (..., D)) for
+    N = prod_i P diag(gamma_i) (layernorm_fold), in O(D^2) instead of a D x D product: P
+    centres (subtracts the mean over the D axis), diag(gamma) scales it."""
+    if side == "left":  # P diag(g1) P diag(g2) X: apply the last factor first
+        for g in reversed(gammas):
+            X = g[:, None] * X
+            X = X - X.mean(dim=0, keepdim=True)
+        return X
+    for g in gammas:  # X P diag(g1) P diag(g2): apply the first factor first
+        X = X - X.mean(dim=-1, keepdim=True)
+        X = X * g
+    return X
+
+
 def composition_scores(model: Encoder, w_o="learned", fold_layernorm: bool = True) -> Composition:
     """Q-, K- and V-composition of each head with each head of the next layer (Elhage et al. 2021).
 
@@ -728,19 +759,22 @@ def composition_scores(model: Encoder, w_o="learned", fold_layernorm: bool = Tru
     factors = _ov_factors(model, w_o)
     for layer in range(L - 1):
         # ||W_OV^h N R_g||_F = ||A[h] N R_g||_F with A[h] = R[h] W_O^h (d_k, D) (_reduced), and
-        # ||W_OV^h||_F = ||A[h]||_F: no D x D circuit is formed.
-        A = _reduced(*factors[layer])  # (H, d_k, D)
-        writer = np.linalg.norm(A, axis=(-2, -1))  # (H,)
-        fold = layernorm_fold(model, layer) if fold_layernorm else np.eye(D)
-        nxt = model.layers[layer + 1].attn
-        for x, lin in (("q", nxt.W_q), ("k", nxt.W_k), ("v", nxt.W_v)):
-            W = np.asarray(_np(lin.weight), dtype=np.float64)  # (D, D), head g's rows g*d_k..
-            readers = fold @ W.T  # (D, D): columns g*d_k.. are N @ head_block(W, g, "in")
-            reader = np.linalg.norm(readers.reshape(D, H, d_k), axis=(0, 2))  # (H,)
-            written = (A @ readers).reshape(H, d_k, H, d_k)  # [h, :, g, :] = A[h] N R_g
-            num = np.sqrt((written**2).sum(axis=(1, 3)))  # (H, H): [h, g]
-            denom = writer[:, None] * reader[None, :]
-            scores[x][layer] = np.divide(num, denom, out=np.zeros_like(num), where=denom > 0)
+        # ||W_OV^h||_F = ||A[h]||_F: no D x D circuit is formed, nor N itself (_fold).
+        with torch.no_grad():
+            A = _reduced(*factors[layer])  # (H, d_k, D)
+            writer = torch.linalg.matrix_norm(A)  # (H,)
+            gammas = _fold_gammas(model, layer) if fold_layernorm else []
+            A_N = _fold(A, gammas, side="right")  # (H, d_k, D): A[h] @ N
+            nxt = model.layers[layer + 1].attn
+            for x, lin in (("q", nxt.W_q), ("k", nxt.W_k), ("v", nxt.W_v)):
+                W_T = _f64(lin.weight).T  # (D, D): columns g*d_k.. are head_block(W, g, "in")
+                reader = _fold(W_T, gammas, side="left").reshape(D, H, d_k)  # N @ R_g
+                reader = reader.pow(2).sum(dim=(0, 2)).sqrt()  # (H,) ||N R_g||_F
+                written = (A_N @ W_T).reshape(H, d_k, H, d_k)  # [h, :, g, :] = A[h] N R_g
+                num = written.pow(2).sum(dim=(1, 3)).sqrt()  # (H, H): [h, g]
+                denom = writer[:, None] * reader[None, :]
+                score = torch.where(denom > 0, num / denom.clamp_min(1e-300), 0.0)
+                scores[x][layer] = score.numpy()
     return Composition(
         q=scores["q"].astype(np.float32),
         k=scores["k"].astype(np.float32),
