@@ -15,13 +15,24 @@ Screenshots go to artifacts/ for a human to look at.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from urllib.parse import urlencode
 
 import pytest
 
 from tests import test_browser as shared
-from tests.test_browser import ARTIFACTS, PLOT, assert_charts_drawn, rerun
+from tests.test_browser import (
+    APP_IDLE,
+    ARTIFACTS,
+    EXCEPTION,
+    PLOT,
+    TIMEOUT_MS,
+    WATCH_JS,
+    assert_charts_drawn,
+    rerun,
+)
 from tests.test_browser_share import opened, quiet
+from tfviz import pretrained
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.browser
@@ -32,6 +43,9 @@ app_exists, browser, server = shared.app_exists, shared.browser, shared.server
 DESKTOP = {"width": 1400, "height": 1000}
 PHONE = {"width": 390, "height": 844}
 SCREENS = {"desktop": DESKTOP, "phone": PHONE}
+MINILM = f"pretrained:{pretrained.NAME}"
+# 12 word-pieces with [CLS] and [SEP], two of them the same word ("the (5)", "the (8)").
+TWELVE_PIECES = "A woman is playing the violin on the stage."
 
 # Every plotly chart's texts that overlap another or leave the chart: [chart, text, text, box].
 # Text inside a heatmap's cells (the numbers written in) lies on its cell, not on a label, and
@@ -109,3 +123,65 @@ def test_the_lesson_maps_titles_head_names_and_axis_titles_do_not_overlap(
         found = overlaps(page)
         shot(page, f"layout_lesson1_{lang}_{screen}.png")
         assert found == [], f"the model's map has texts on top of each other: {found}"
+
+
+@contextmanager
+def opened_minilm(browser, url: str, viewport: dict):
+    """Like test_browser_share.opened, for the pretrained model: its page has no prediction
+    block (its word-pieces and similarity instead), and a fresh server loads it first."""
+    context = browser.new_context(viewport=viewport)
+    context.set_default_timeout(TIMEOUT_MS)
+    context.add_init_script(WATCH_JS)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(url)
+        page.wait_for_selector(".st-key-similarity", timeout=4 * TIMEOUT_MS)
+        page.wait_for_selector(APP_IDLE, timeout=4 * TIMEOUT_MS)
+        page.wait_for_selector(f"{PLOT} .main-svg")
+        quiet(page)
+        yield page
+        assert page.locator(EXCEPTION).count() == 0
+        assert errors == [], f"uncaught errors in the page: {errors}"
+    finally:
+        context.close()
+
+
+def minilm_link(view: str, **more: str) -> str:
+    return urlencode({"model": MINILM, "sequence": TWELVE_PIECES, "view": view, **more})
+
+
+def twelve_pieces() -> list[str]:
+    _, tokenizer = pretrained.load_minilm()
+    return pretrained.SentenceTask(tokenizer).labels(TWELVE_PIECES)
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_minilm_heads_are_laid_out_with_labels_that_fit(browser, server, lang, screen):
+    pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
+    pieces = twelve_pieces()
+    assert len(pieces) == 12, pieces
+    link = minilm_link("attention", lang=lang)
+    with opened_minilm(browser, f"{server}/?{link}", SCREENS[screen]) as page:
+        found = overlaps(page)
+        shot(page, f"layout_minilm_attention_{lang}_{screen}.png")
+        assert found == [], f"the attention grid has texts on top of each other: {found}"
+        # Every head and the mean is titled, and each of the 12 word-pieces labels the columns.
+        titles = " ".join(page.locator(f"{PLOT} .annotation-text").all_text_contents())
+        for h in range(12):
+            assert f"L0 H{h}" in titles, titles
+        columns = page.locator(f"{PLOT} .xtick text").all_text_contents()
+        for piece in pieces:
+            assert any(piece in c for c in columns), (piece, columns)
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_minilm_compare_view_texts_do_not_overlap(browser, server, screen):
+    pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
+    link = minilm_link("w_o_off", w_o_mode="identity")
+    with opened_minilm(browser, f"{server}/?{link}", SCREENS[screen]) as page:
+        found = overlaps(page)
+        shot(page, f"layout_minilm_compare_{screen}.png")
+        assert found == [], f"the compare view has texts on top of each other: {found}"

@@ -132,6 +132,7 @@ def rand(*shape: int) -> np.ndarray:
 FIGURES = {
     "attention_grid": lambda: plots.attention_grid(rand(2, 2, 3, 3), TOKENS, with_mean=True),
     "attention_map": lambda: plots.attention_map(rand(3, 3), TOKENS),
+    "attention_column": lambda: plots.attention_column(rand(3, 3, 3), TOKENS, 0, [0, 1], True),
     "activation_map": lambda: plots.activation_map(rand(3, 4), TOKENS, n_heads=2),
     "w_o_matrix": lambda: plots.w_o_matrix(rand(4, 4), 2),
     "head_contributions": lambda: plots.head_contributions(rand(2, 4), "a"),

@@ -48,6 +48,48 @@ def test_attention_grid_is_one_mosaic_of_every_layer_and_head():
     assert "weight %{z" in fig.data[0].hovertemplate and fig.data[0].hoverongaps is False
 
 
+def test_attention_column_stacks_some_heads_of_a_layer_each_titled_and_labelled():
+    a = attn(L=1, H=12, T=12)[0]  # (H, T, T): a MiniLM-sized layer
+    labels = [f"w{i}" for i in range(12)]
+    fig = plots.attention_column(a, labels, layer=3, heads=[10, 11], with_mean=True)
+    assert [ann.text for ann in fig.layout.annotations] == ["L3 H10", "L3 H11", "L3 mean"]
+    z = np.asarray(fig.data[0].z, dtype=np.float64)
+    np.testing.assert_allclose(z[14:26], a[11], rtol=1e-6)
+    assert fig.data[0].y[14] == "L3 H11 w0" and fig.data[0].x[0] == "w0"  # the hover's names
+    assert z.shape == (3 * 12 + 2 * 2, 12)  # one block per row, two empty rows between
+    np.testing.assert_allclose(z[28:40], a.mean(axis=0), rtol=1e-6)  # the mean of all 12
+    # Every column of 12 word-pieces is labelled, upright, and at least MIN_LABEL_PX apart.
+    assert list(fig.layout.xaxis.ticktext) == labels and fig.layout.xaxis.tickangle == -90
+    assert plots.COLUMN_PX / 12 >= plots.MIN_LABEL_PX
+    assert fig.layout.coloraxis.showscale is True
+    other = plots.attention_column(a, labels, 0, [0], show_scale=False)
+    assert other.layout.coloraxis.showscale is False  # its place kept: the blocks line up
+    assert other.layout.margin.t == fig.layout.margin.t
+
+
+def test_attention_column_labels_every_kth_word_piece_when_they_would_touch():
+    T = 40
+    a = attn(L=1, H=2, T=T)[0]
+    labels = [f"w{i}" for i in range(T)]
+    fig = plots.attention_column(a, labels, layer=0, heads=[0, 1])
+    shown = list(fig.layout.xaxis.ticktext)
+    every = labels.index(shown[1])
+    assert every > 1 and shown == labels[::every]
+    assert plots.COLUMN_PX / T * every >= plots.MIN_LABEL_PX  # labelled ones do not touch
+    assert list(fig.layout.yaxis.ticktext) == labels * 2  # every row keeps its label
+
+
+@pytest.mark.parametrize(
+    "heads, mean, message",
+    [([12], False, "heads 0..11"), ([], False, "at least one head")],
+)
+def test_attention_column_refuses_heads_the_layer_lacks(heads, mean, message):
+    with pytest.raises(ValueError, match=message):
+        plots.attention_column(attn(L=1, H=12)[0], LABELS, 0, heads, with_mean=mean)
+    with pytest.raises(ValueError, match="3 rows but 4 tokens"):
+        plots.attention_column(attn(L=1, H=2, T=3)[0], LABELS, 0, [0])
+
+
 def test_attention_is_sent_as_float32():
     spec = json.loads(plots.attention_grid(attn(), LABELS).to_json())
     assert spec["data"][0]["z"]["dtype"] == "f4"

@@ -16,6 +16,7 @@ only the token. The browser draws that in about 40 ms; the same grid as 8 subplo
 from __future__ import annotations
 
 import html
+import math
 import unicodedata
 from collections.abc import Sequence
 
@@ -93,6 +94,90 @@ def attention_grid(
         coloraxis=ATTENTION_AXIS,
         title=title,
     )
+
+
+# A layer of a many-headed model (MiniLM: 12 heads and their mean) is drawn as a few columns of
+# heads, one chart each, side by side on a desktop and one under the other on a phone (the UI
+# puts them in st.columns, which stack on a narrow screen). A column's plot is sized for
+# COLUMN_PX: about what each of three columns leaves for cells at 1024 px and more, and less
+# than a phone's whole width, so its cells fit on both. Its column labels are rotated text
+# MIN_LABEL_PX apart at least (a 10 px font's line), every k-th token when the cells are narrower.
+COLUMN_PX = 200
+MIN_LABEL_PX = 14
+COLUMN_ROW_PX = 16  # a row of cells: a 10 px token label, with room to spare
+COLUMN_TOP_PX = 64  # the top margin of every column: the colour bar and the first block's title
+
+
+def attention_column(
+    attn: np.ndarray,
+    labels: Sequence[str],
+    layer: int,
+    heads: Sequence[int],
+    with_mean: bool = False,
+    show_scale: bool = True,
+    title: str = "",
+) -> go.Figure:
+    """Some heads of one layer, one above the other, each titled ("L0 H3") and readable.
+
+    Args:
+        attn: (H, T, T) one layer's attention weights, queries on rows, keys on columns.
+        labels: T token labels (under the last block, and beside every block's rows).
+        layer: the layer's number, for the block titles.
+        heads: the heads this column shows, in order (e.g. 0..4 of 12).
+        with_mean: add the mean of ALL the layer's heads as a last block.
+        show_scale: draw the colour bar (0..1, across the top): one column of a layer has it,
+            the others keep its place empty so that their blocks line up.
+        title: figure title (none by default: the page titles the layer once).
+    """
+    attn = _token_square(attn, labels, "attention", "(heads, queries, keys)")
+    H, T = attn.shape[0], len(labels)
+    heads = [int(h) for h in heads]
+    bad = [h for h in heads if not 0 <= h < H]
+    if bad:
+        raise ValueError(f"the layer has heads 0..{H - 1}, not {bad}")
+    if not heads and not with_mean:
+        raise ValueError("a column needs at least one head, or the mean")
+    blocks = [attn[h] for h in heads]
+    names = [f"H{h}" for h in heads]
+    if with_mean:
+        blocks.append(attn.mean(axis=0))
+        names.append("mean")
+    every = max(1, math.ceil(MIN_LABEL_PX / (COLUMN_PX / T)))
+    fig = _mosaic(
+        np.stack(blocks)[:, None],  # (blocks, 1, T, T): one block per row
+        labels,
+        labels,
+        rows=[f"L{layer} {name}" for name in names],
+        cols=[""],
+        words=("query", "key", "weight"),
+        coloraxis=dict(
+            ATTENTION_AXIS,
+            showscale=show_scale,
+            colorbar=dict(
+                title=dict(text="weight", side="right"),
+                orientation="h",
+                x=0.5,
+                xanchor="center",
+                y=1.0,
+                yref="container",
+                yanchor="top",
+                ypad=8,
+                thickness=10,
+                len=0.7,
+            ),
+        ),
+        title=title,
+        x_tick_every=every,
+        width_px=COLUMN_PX,
+        row_px=COLUMN_ROW_PX,
+    )
+    fig.layout.margin.t = COLUMN_TOP_PX
+    fig.layout.xaxis.tickfont.size = 10
+    # Upright at every width: where there is room plotly tilts them, and tilted labels' boxes
+    # overlap their neighbours'.
+    fig.layout.xaxis.tickangle = -90
+    fig.layout.yaxis.tickfont.size = 10
+    return fig
 
 
 def attention_map(weights: np.ndarray, labels: Sequence[str], title: str = "") -> go.Figure:
@@ -349,6 +434,8 @@ def _mosaic(
     coloraxis: dict,
     title: str,
     x_tick_every: int = 1,
+    width_px: float = MOSAIC_PX,
+    row_px: float | None = None,
 ) -> go.Figure:
     """A grid of (R, C, ny, nx) blocks as one heatmap, blocks titled "row col".
 
@@ -361,6 +448,8 @@ def _mosaic(
         coloraxis: the shared colour axis.
         title: figure title.
         x_tick_every: label every k-th column only (for wide blocks such as D dimensions).
+        width_px: the width the chart is drawn at, which sizes its cells.
+        row_px: the height of a row of cells (default: a cell's width, at least 14 px).
     """
     R, C, ny, nx = blocks.shape
     y_ticks, x_ticks = escape_labels(y_labels), escape_labels(x_labels)
@@ -396,8 +485,9 @@ def _mosaic(
         for r in range(R)
         for c in range(C)
     ]
-    cell = max(5.0, min(30.0, MOSAIC_PX / z.shape[1]))
-    row_px = max(cell, 14.0)  # wide blocks (D columns) still get readable token rows
+    cell = max(5.0, min(30.0, width_px / z.shape[1]))
+    if row_px is None:
+        row_px = max(cell, 14.0)  # wide blocks (D columns) still get readable token rows
     tick_font = dict(size=9 if cell < 14 else 11)
     layout = dict(
         title=dict(text=title),

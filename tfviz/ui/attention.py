@@ -1,21 +1,26 @@
 """The Attention view: every layer x head as heatmaps, one head enlarged, the weights as CSV.
 
 A model with many heads (MiniLM: 6 layers x 12 heads) shows one layer's heads at a time, picked
-above the grid: 72 squares in one figure are too small to read and slow to draw.
+above the grid: 72 squares in one figure are too small to read and slow to draw. That layer's
+heads and their mean are laid out in HEAD_COLUMNS columns of squares (head_columns): side by
+side on a desktop, one under the other on a phone, where st.columns stack. In one row, 13
+squares left about 5 px per word-piece, and their labels an illegible pile.
 """
 
 from __future__ import annotations
 
 import functools
 
+import numpy as np
 import streamlit as st
 
 from tfviz import plots
 from tfviz.export import attention_csv
-from tfviz.ui.common import View, chart, index_picker
+from tfviz.ui.common import View, chart, index_picker, md_escape
 from tfviz.ui.i18n import t
 
 MAX_GRID_HEADS = 32  # more heads than this in all: the grid shows one layer at a time
+HEAD_COLUMNS = 3  # columns of a many-headed layer (each sized for tfviz.plots.COLUMN_PX)
 
 
 def head_label(head: int) -> str:
@@ -28,11 +33,40 @@ def layer_head_label(layer: int, head: int) -> str:
     return f"L{layer} {head_label(head)}"
 
 
+def head_columns(attn, labels, layer: int, key: str) -> None:
+    """One layer's heads and their mean, readable: HEAD_COLUMNS charts of squares one above the
+    other, in st.columns (stacked on a phone). The first column carries the colour bar.
+
+    attn: (H, T, T) the layer's attention; key: the charts' keys are key_0, key_1, ...
+    """
+    H = attn.shape[0]
+    # Block b < H is head b, block H the mean: in order down the columns, about as many in each.
+    parts = np.array_split(np.arange(H + 1), HEAD_COLUMNS)
+    for c, (col, part) in enumerate(zip(st.columns(HEAD_COLUMNS), parts, strict=True)):
+        heads = [int(b) for b in part if b < H]
+        with_mean = H in part
+        if not heads and not with_mean:
+            continue
+        with col:
+            chart(
+                plots.attention_column(
+                    attn, labels, layer, heads, with_mean=with_mean, show_scale=c == 0
+                ),
+                key=f"{key}_{c}",
+            )
+
+
 def render(view: View) -> None:
     tr = view.trace
     st.caption(t("attention.intro"))
     if tr.n_layers * tr.n_heads <= MAX_GRID_HEADS:
-        layers, title = list(range(tr.n_layers)), t("attention.grid_title")
+        layers = list(range(tr.n_layers))
+        chart(
+            plots.attention_grid(
+                tr.attn, tr.labels, layers, title=t("attention.grid_title"), with_mean=True
+            ),
+            key="attention_grid",
+        )
     else:
         layer = index_picker(
             t("attention.layer_shown"),
@@ -41,11 +75,8 @@ def render(view: View) -> None:
             "L",
             help=t("attention.layer_shown_help", layers=tr.n_layers, heads=tr.n_heads),
         )
-        layers, title = [layer], t("attention.layer_title", layer=layer)
-    chart(
-        plots.attention_grid(tr.attn[layers], tr.labels, layers, title=title, with_mean=True),
-        key="attention_grid",
-    )
+        st.markdown(f"**{md_escape(t('attention.layer_title', layer=layer))}**")
+        head_columns(tr.attn[layer], tr.labels, layer, key="attention_grid")
     if view.is_sentence:
         st.caption(t("attention.pieces"))
     left, right = st.columns(2)

@@ -16,7 +16,7 @@ from tfviz import plots
 from tfviz.interventions import NONE
 from tfviz.metrics import metric
 from tfviz.snapshot import drift_per_layer
-from tfviz.ui.attention import MAX_GRID_HEADS
+from tfviz.ui.attention import MAX_GRID_HEADS, head_columns
 from tfviz.ui.common import (
     ACCURACY_N,
     View,
@@ -112,7 +112,14 @@ def later_attention(view: View) -> None:
                 key="compare_layer",
                 width=200,
             )
-            later = [layer]
+            # The Attention view's readable layout: the heads in columns (stacked on a phone).
+            for name, trace, key in (
+                (t("w_o_off.learned"), base, "compare_attention_base"),
+                (t("w_o_off.switched"), sw, "compare_attention_switched"),
+            ):
+                st.markdown(f"**{md_escape(name)}**")
+                head_columns(trace.attn[layer], trace.labels, layer, key=key)
+            return
         # Full width, one above the other: side by side the cells are too small to label.
         chart(
             plots.attention_grid(base.attn[later], base.labels, later, title=t("w_o_off.learned")),
