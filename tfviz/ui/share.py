@@ -49,7 +49,7 @@ KEYS = (MODEL, SEQUENCE, SENTENCE_B, W_O, SCOPE, ABLATE, VIEW, STEP, LANG)
 # Longest sequence or sentence taken from a link: what a sentence box takes, so that every view
 # on screen can be linked (tfviz.ui.sequence says why it is the size it is).
 MAX_TEXT_CHARS = MAX_SENTENCE_CHARS
-MAX_ABLATE_CHARS = 2000  # a list of head names: L0H1,L1H3,... (at most 384 heads, for MiniLM)
+MAX_ABLATE_CHARS = 2000  # head names, L0H1,L1H3,...: all 72 of MiniLM's take 371 characters
 MAX_NAME_CHARS = 100
 SHOWN_CHARS = 60  # a refused value is quoted in its notice cut to this
 
