@@ -18,9 +18,11 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP
 from tfviz.ui.common import WORD_JOINER, md_escape
-from tfviz.ui.i18n import LANGUAGES
+from tfviz.ui.i18n import LANGUAGES, translate
 
 ROOT = Path(__file__).resolve().parent.parent
+VIEW_MODULES = ("attention", "w_o", "w_o_off", "parts", "train", "analysis", "experiment")
+VIEW_MODULES += ("lessons",)
 # remark-gfm's literal autolinks (Streamlit's markdown): an address and an e-mail address.
 GFM_AUTOLINK = re.compile(
     r"(https?://|www(?=\.))[-.\w]+|[-.\w+]+@[-\w]+(?:\.[-\w]+)+", re.IGNORECASE | re.ASCII
@@ -123,3 +125,53 @@ def test_a_typed_sentence_is_quoted_inert_where_the_model_cut_it():
     shown = rendered(cut_notes[0])
     assert GFM_AUTOLINK.search(shown) is None, shown
     assert rest in shown.replace(WORD_JOINER, "")
+
+
+# ---- an uploaded model's name, on every tab -------------------------------------------------
+
+SORT = (ROOT / "models" / "sort.safetensors").read_bytes()
+HOSTILE_NAME = "see www.evil.example [x](http://evil.example) **b** `c` <i>i</i> a@evil.example"
+
+
+def markdown_bodies(at: AppTest) -> list[str]:
+    """Every markdown source on the page: element bodies, and widget labels and help."""
+    out = []
+    stack = [at._tree]
+    while stack:
+        node = stack.pop()
+        stack.extend((getattr(node, "children", None) or {}).values())
+        proto = getattr(node, "proto", None)
+        if proto is None:
+            continue
+        fields = proto.DESCRIPTOR.fields_by_name
+        for name in ("body", "label", "help"):
+            value = getattr(proto, name) if name in fields else None
+            if isinstance(value, str) and value:
+                out.append(value)
+    return out
+
+
+@pytest.mark.usefixtures("fresh_app")
+@pytest.mark.parametrize("lang", list(LANGUAGES))
+def test_an_uploaded_model_s_name_is_inert_on_every_tab(lang):
+    at = open_link({"lang": lang})
+    name = HOSTILE_NAME + ".safetensors"
+    at.file_uploader(key="upload").set_value((name, SORT, "application/octet-stream")).run()
+    assert not at.exception and at.selectbox(key="model").value.startswith("upload:")
+    seen = 0
+    for module in VIEW_MODULES:
+        at.session_state["view"] = translate(lang, f"app.view.{module}")
+        steps = (1, 2, 3, 4) if module == "lessons" else (None,)
+        for step in steps:
+            if step is not None:
+                at.session_state["lesson_step"] = step
+            at.run()
+            assert not at.exception, (module, step, at.exception)
+            for body in markdown_bodies(at):
+                shown = rendered(body)
+                assert GFM_AUTOLINK.search(shown) is None, (module, step, body)
+                if "evil" in shown:  # the name, quoted: none of its markup left active
+                    seen += 1
+                    active = [m for m in ("[x](", "**b**", "`c`", "<i>") if m in body]
+                    assert not active, (module, step, body)
+    assert seen >= 2  # at least the upload's message and one view quote the name
