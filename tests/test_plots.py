@@ -214,6 +214,66 @@ def test_residual_pair_puts_learned_left_and_switched_right():
         plots.residual_pair(base, switched, LABELS[:3])
 
 
+def outlier_streams(seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """(L=2, T=4, D=256) residual streams like MiniLM's: N(0, 1), dimension 9 at about 10."""
+    rng = np.random.default_rng(seed)
+    base, switched = rng.normal(size=(2, 2, 4, 256)).astype(np.float32)
+    base[:, :, 9] = 10.0 + rng.random((2, 4))
+    switched[:, :, 9] = -(9.0 + rng.random((2, 4)))
+    return base, switched
+
+
+def test_a_few_outlier_dimensions_do_not_set_the_residual_colour_range():
+    """MiniLM's residual stream was almost white: dimension 99 at ~10 set the range to +-10.
+    Colours now stop at the 99th percentile; the cells beyond are ringed and say so on hover."""
+    base, switched = outlier_streams()
+    both = np.abs(np.stack([base, switched]))
+    fig = plots.residual_pair(base, switched, LABELS)
+    robust = np.percentile(both, plots.ROBUST_PERCENTILE)
+    assert fig.layout.coloraxis.cmax == pytest.approx(robust, rel=1e-5)
+    assert fig.layout.coloraxis.cmin == -fig.layout.coloraxis.cmax
+    assert fig.layout.coloraxis.cmax < both.max() / 3  # most cells are no longer near white
+    ends = fig.layout.coloraxis.colorbar.ticktext
+    assert ends[0].startswith("≤ -") and ends[-1].startswith("≥ ")
+    rings = fig.data[1]
+    assert rings.type == "scatter" and rings.mode == "markers"
+    beyond = int((both > robust).sum())
+    assert len(rings.x) == len(rings.customdata) == beyond
+    assert {name.split(" ")[0] for name in rings.x} == {"learned", "switched"}  # block names
+    outlier = {(x, y) for x, y in zip(rings.x, rings.y, strict=True) if x.endswith(" 9")}
+    assert len(outlier) == 2 * 2 * 4  # every cell of the outlier dimension is ringed
+    assert np.abs(np.asarray(rings.customdata)).min() > robust  # the true values, on hover
+    assert rings.hovertemplate.split("<br>")[-2:] == [
+        plots.CLIPPED_MARK,
+        "value %{customdata:.3f}<extra></extra>",
+    ]
+
+
+def test_a_toy_model_s_residual_colour_range_is_unchanged(model, ids):
+    """The toy models have no outliers (largest |value| under 2x the 99th percentile): their
+    scale still spans every value, nothing is ringed."""
+    from tests.conftest import MODELS
+    from tfviz import get_task, load_checkpoint
+    from tfviz.snapshot import run_trace
+
+    toy, meta = load_checkpoint(MODELS / "reverse.safetensors")
+    task = get_task(meta.task)
+    base = run_trace(toy, task, "abcdefgh")
+    switched = run_trace(toy, task, "abcdefgh", w_o="identity")
+    fig = plots.residual_pair(base.resid_out, switched.resid_out, base.labels)
+    top = np.abs(np.stack([base.resid_out, switched.resid_out])).max()
+    assert fig.layout.coloraxis.cmax == pytest.approx(top, rel=1e-6)
+    assert len(fig.data) == 1 and fig.layout.coloraxis.colorbar.ticktext is None
+    assert plots.colour_limit(np.zeros((2, 3))) == (1.0, False)
+
+
+def test_the_clipped_cells_hover_line_is_translated():
+    from tfviz.ui.common import localize
+
+    fig = localize(plots.residual_pair(*outlier_streams(), LABELS), "zh")
+    assert "<br>超出颜色范围<br>" in fig.data[1].hovertemplate
+
+
 def test_drift_bars_and_loss_curve():
     drift = plots.drift_bars(np.array([0.1, 1.5]))
     assert list(drift.data[0].x) == ["L0", "L1"]

@@ -298,29 +298,95 @@ def cosine_bars(cosine: np.ndarray, labels: Sequence[str], title: str = "") -> g
     return _figure(trace, layout)
 
 
+# A few dimensions of a real model's residual stream are outliers (MiniLM's dimension 99 reaches
+# about 10 where 99% of all values are below 1.9): a colour scale spanning them leaves every
+# other cell near white. When the largest |value| exceeds ROBUST_RATIO times the ROBUST_PERCENTILE
+# of |value|, colours stop at that percentile instead, the cells beyond are drawn at the scale's
+# ends and ringed, and the colour bar's end labels say "≥". The toy models' largest values are
+# at most 1.7 times their 99th percentile, so their scale stays the full range.
+ROBUST_PERCENTILE = 99.0
+ROBUST_RATIO = 2.0
+CLIPPED_MARK = "beyond the colour range"  # the hover line of a cell drawn at the scale's end
+
+
+def colour_limit(values: np.ndarray) -> tuple[float, bool]:
+    """The symmetric colour range +-limit for signed values, and whether it clips any.
+
+    Returns:
+        (limit, clipped): the largest |value|, or the ROBUST_PERCENTILE of |value| when the
+        largest exceeds it ROBUST_RATIO times (then clipped is True); 1.0 for all zeros.
+    """
+    magnitude = np.abs(np.asarray(values, dtype=np.float32))
+    top = float(magnitude.max(initial=0.0))
+    if top == 0.0 or not np.isfinite(top):
+        return (top if top else 1.0), False
+    robust = float(np.percentile(magnitude, ROBUST_PERCENTILE))
+    if robust > 0.0 and top > ROBUST_RATIO * robust:
+        return robust, True
+    return top, False
+
+
 def residual_pair(
     base: np.ndarray,
     switched: np.ndarray,
     labels: Sequence[str],
     names: tuple[str, str] = ("learned W_o", "switched"),
 ) -> go.Figure:
-    """Residual streams (L, T, D) of two passes side by side, one row per layer, shared colours."""
+    """Residual streams (L, T, D) of two passes side by side, one row per layer, shared colours.
+
+    The colour range is colour_limit's: for a model with outlier dimensions, the 99th
+    percentile, with the cells beyond it ringed (their hover says so) and the colour bar's ends
+    labelled "≤ -limit" and "≥ limit".
+    """
     base = _float32(base, "residual stream", ndim=3)
     switched = _float32(switched, "residual stream", ndim=3)
     if base.shape != switched.shape:
         raise ValueError(f"residual streams differ in shape: {base.shape} and {switched.shape}")
     L, T, D = base.shape
     _token_axis(labels, T, "residual stream", "tokens")
-    return _mosaic(
-        np.stack([base, switched], axis=1),  # (L, 2, T, D)
+    blocks = np.stack([base, switched], axis=1)  # (L, 2, T, D)
+    limit, clipped = colour_limit(blocks)
+    coloraxis = dict(colorscale=DIVERGING_SCALE, cmin=-limit, cmax=limit)
+    if clipped:
+        ticks = [-limit, -limit / 2, 0.0, limit / 2, limit]
+        text = [f"{v:.2g}" for v in ticks]
+        text[0], text[-1] = f"≤ {text[0]}", f"≥ {text[-1]}"
+        coloraxis["colorbar"] = dict(tickvals=ticks, ticktext=text)
+    fig = _mosaic(
+        blocks,
         labels,
         [str(d) for d in range(D)],
         rows=[f"L{lay} out" for lay in range(L)],
         cols=list(names),
         words=("token", "dim", "value"),
-        coloraxis=_diverging(np.stack([base, switched])),
+        coloraxis=coloraxis,
         title="Residual stream after each layer",
         x_tick_every=max(1, D // 8),
+    )
+    if clipped:
+        fig.add_trace(_clipped_cells(fig.data[0], limit))
+    return fig
+
+
+def _clipped_cells(heatmap, limit: float) -> dict:
+    """A scatter of small rings on a mosaic heatmap's cells whose |value| exceeds limit; its
+    hover (which wins over the heatmap's near a ring) gives the value and says it is clipped."""
+    z = np.asarray(heatmap.z, dtype=np.float32)
+    rows, cols = np.nonzero(np.nan_to_num(np.abs(z)) > limit)
+    x, y = np.asarray(heatmap.x), np.asarray(heatmap.y)
+    # The mark goes on a line of its own before the value, where tfviz.ui.common.localize
+    # finds it whole (the last line carries plotly's <extra></extra>).
+    lines = heatmap.hovertemplate.replace("%{z:", "%{customdata:").split("<br>")
+    template = "<br>".join([*lines[:-1], CLIPPED_MARK, lines[-1]])
+    return dict(
+        type="scatter",
+        x=x[cols].tolist(),
+        y=y[rows].tolist(),
+        customdata=z[rows, cols],
+        mode="markers",
+        marker=dict(symbol="circle-open", size=4, color="rgba(0,0,0,0.7)", line=dict(width=1)),
+        showlegend=False,
+        hovertemplate=template,
     )
 
 

@@ -10,6 +10,7 @@ layer's attention at a time.
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from tfviz import plots
@@ -49,6 +50,18 @@ def render(view: View) -> None:
         plots.residual_pair(base.resid_out, sw.resid_out, base.labels, names=names),
         key="residual_pair",
     )
+    both = np.stack([base.resid_out, sw.resid_out])
+    limit, clipped = plots.colour_limit(both)
+    if clipped:  # say why most cells are pale and what the ringed ones are
+        st.caption(
+            t(
+                "w_o_off.residual_clipped",
+                limit=f"{limit:.2g}",
+                percentile=f"{plots.ROBUST_PERCENTILE:g}",
+                n=int((np.abs(both) > limit).sum()),
+                top=f"{float(np.abs(both).max()):.3g}",
+            )
+        )
     left, _ = st.columns(2)
     with left:
         chart(plots.drift_bars(drift_per_layer(base, sw)), key="drift")
