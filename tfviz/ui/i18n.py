@@ -87,7 +87,7 @@ def language_picker() -> str:
     # writes it back on every run. A default is given only while the session has no value yet: a
     # widget never gets both.
     default = None if KEY in st.session_state else current()
-    return st.segmented_control(
+    lang = st.segmented_control(
         t("lang.picker"),  # the same text in both languages: a switch must be findable in either
         list(LANGUAGES),
         default=default,
@@ -96,3 +96,36 @@ def language_picker() -> str:
         selection_mode="single",
         required=True,
     )
+    shown = st.session_state.get(SHOWN)
+    st.session_state[SHOWN] = lang
+    if shown is not None and shown != lang:
+        relabel()
+    return lang
+
+
+SHOWN = "_lang_shown"  # session_state: the language the last run drew
+
+
+def relabel() -> None:
+    """After a language switch, make every choice widget show its option in the new language.
+
+    The browser keeps a select box's (or radio's) choice as the label it showed; when the labels
+    change language, it went on showing the old one ("reverse (bundled)" in a Chinese page).
+    Assigning each widget's value to itself makes the server send the value again, labelled by
+    the new format_func. Only values a choice or text widget holds are touched: a button's or
+    form's True/False, an upload or a table editor's state must not be assigned (Streamlit
+    refuses it), and they have no labels to change. Runs before any widget after the language
+    picker is drawn, so every key may still be assigned.
+    """
+    for key in list(st.session_state):
+        if key == KEY or key.startswith("_"):
+            continue
+        value = st.session_state[key]
+        if _choice_value(value) or (
+            isinstance(value, list) and all(_choice_value(v) for v in value)
+        ):
+            st.session_state[key] = value
+
+
+def _choice_value(value) -> bool:
+    return isinstance(value, (str, int, float)) and not isinstance(value, bool)
