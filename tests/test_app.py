@@ -264,7 +264,7 @@ def test_a_job_ending_during_a_page_run_is_in_the_picker_when_reported(tmp_path)
     at.session_state["train_job"] = SavesWhenAsked(tmp_path / "user_models", "late")
     at.run()
     assert not at.exception and not at.error
-    assert "'late (yours)'" in at.success[0].value.replace("\\", "")
+    assert "late (yours)" in at.success[0].value.replace("\\", "")
     assert "late (yours)" in at.selectbox(key="model").options  # as the message says
 
 

@@ -470,14 +470,10 @@ def test_a_failed_save_is_reported_and_every_saved_model_is_kept(manager, tmp_pa
 
 def test_a_model_saved_under_the_same_name_meanwhile_is_not_overwritten(manager, tmp_path):
     target = tmp_path / "same.safetensors"
-
-    def someone_saves_it() -> bool:  # asked during training: another writer gets there first
-        if not target.exists():
-            target.write_bytes(SORT)
-        return True
-
-    job = submit_training(manager, tmp_path, "same", is_alive=someone_saves_it)
-    assert job.wait(60)
+    job = submit_training(manager, tmp_path, "same", steps=2000)
+    wait_until(lambda: job.snapshot().step >= 1)
+    target.write_bytes(SORT)  # during training, another writer gets there first
+    assert job.wait(120)
     snap = job.snapshot()
     assert snap.status == jobs.FAILED
     assert "appeared while this one trained" in snap.message and "not saved" in snap.message

@@ -20,9 +20,12 @@ Both report into the same snapshot shape (status, message, steps done of total, 
 the result), so one progress view fits both.
 
 A job may carry `is_alive`, a check of whether whoever started it is still there (the app passes
-"is this browser session still open?"). The worker asks it between steps, and the manager asks it
-of queued jobs; once it says no, the job stops (a training unsaved) and its slot or place goes to
-the next job. Nobody would see the result, and a closed tab must not hold one of the few slots.
+"is this browser session still open?"). The manager asks it of queued jobs: once it says no, the
+job never starts and its place goes to the next one. A running job whose result lives only in
+its session (an experiment rerun, a W_o retraining) asks it between steps and stops, freeing its
+slot: nobody would see the result. A running training is the exception: it finishes and saves its
+model, which every session's picker lists, so a student who closed the tab (or whose phone
+dropped the connection) finds the model on coming back; its slot frees when it ends, as always.
 
 Uploaded checkpoints are held to the same size budget as trained ones (`MAX_PARAMS`), which
 load_checkpoint checks against the config before any model is built (`load_upload`).
@@ -51,6 +54,7 @@ from tfviz.checkpoint import (
 from tfviz.config import ModelConfig
 from tfviz.evaluate import evaluate
 from tfviz.model import Encoder
+from tfviz.recipes import CLASS_RECIPES, CLASS_SIZES
 from tfviz.settings import (
     EXPERIMENT_MAX_SEEDS,
     EXPERIMENT_MAX_STEPS,
@@ -248,22 +252,33 @@ class Work(Protocol):
 
 @dataclass(frozen=True)
 class JobSpec:
-    """What to train: task, sizes and training settings, and the name to save it under."""
+    """What to train: task, sizes and training settings, and the name to save it under.
+
+    Steps, learning rate and batch size left out are the task's first-run recipe
+    (tfviz.recipes.CLASS_RECIPES), the settings measured to learn it in seconds.
+    """
 
     task: str
     name: str
-    d_model: int = 64
-    n_heads: int = 4
-    n_layers: int = 2
-    d_ff: int = 128
-    steps: int = 1000
-    lr: float = 3e-3
+    d_model: int = CLASS_SIZES["d_model"]
+    n_heads: int = CLASS_SIZES["n_heads"]
+    n_layers: int = CLASS_SIZES["n_layers"]
+    d_ff: int = CLASS_SIZES["d_ff"]
+    steps: int | None = None
+    lr: float | None = None
     seed: int = 0
     w_o: str = "learned"  # "learned", or "identity": train with no W_o at all
-    batch_size: int = 128
+    batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        recipe = CLASS_RECIPES.get(self.task)  # an unknown task is refused by model_config
+        for field_name in ("steps", "lr", "batch_size"):
+            if getattr(self, field_name) is None and recipe is not None:
+                object.__setattr__(self, field_name, getattr(recipe, field_name))
 
     def model_config(self) -> ModelConfig:
         """The model config, or ValueError with a message a student can act on."""
+        task = get_task(self.task)  # first: an unknown task has no default steps to check
         if not isinstance(self.steps, int) or not 1 <= self.steps <= MAX_STEPS:
             raise ValueError(
                 f"steps must be a whole number from 1 to {MAX_STEPS:,}, got {self.steps!r}"
@@ -274,7 +289,7 @@ class JobSpec:
             raise ValueError(f"w_o must be 'learned' or 'identity', got {self.w_o!r}")
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"the seed must be a whole number >= 0, got {self.seed!r}")
-        config = get_task(self.task).model_config(
+        config = task.model_config(
             d_model=self.d_model,
             n_heads=self.n_heads,
             n_layers=self.n_layers,
@@ -302,6 +317,10 @@ class TrainWork:
     """
 
     kind = "train"
+    # A running training whose tab closes goes on, saves its model and frees its slot: the model
+    # is in the picker when the student comes back (a reload is a new session), so a closed tab
+    # or a phone's dropped connection loses nothing. A queued one still gives its place up.
+    finishes_without_owner = True
 
     def __init__(
         self,
@@ -752,6 +771,8 @@ class Job:
     def _should_stop(self) -> bool:
         if self._cancel.is_set():
             return True
+        if getattr(self.work, "finishes_without_owner", False):
+            return False  # its result is saved for everyone: see the module's docstring
         if not self.owner_alive():
             self._abandoned.set()
             return True

@@ -1,8 +1,10 @@
 """Train models from the command line, with a progress bar.
 
-`python -m tfviz.train --task reverse --out models/reverse.safetensors` trains one model (the task's
-bundled recipe unless flags say otherwise); `--all` rebuilds every bundled model from
-tfviz/recipes.py and rewrites models/README.md. The loop itself lives in tfviz/trainer.py.
+`python -m tfviz.train --task reverse --out my_reverse.safetensors` trains one model with the same
+defaults as the app's Train tab (the task's first-run recipe: seconds, not minutes), or with its
+bundled model's longer recipe given `--bundled-recipe`; flags override either. `--all` rebuilds
+every bundled model from tfviz/recipes.py and rewrites models/README.md. The loop itself lives in
+tfviz/trainer.py.
 """
 
 from __future__ import annotations
@@ -55,10 +57,10 @@ def _train_one(name: str, out: Path, recipe: dict, quiet: bool = False) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tfviz.recipes import RECIPES, write_models_readme
+    from tfviz.recipes import RECIPES, first_run_recipe, write_models_readme
 
     p = argparse.ArgumentParser(prog="python -m tfviz.train", description=__doc__.split("\n")[0])
-    p.add_argument("--task", help="task name (default settings of its bundled model)")
+    p.add_argument("--task", help="task name (the Train tab's defaults for it)")
     p.add_argument("--out", type=Path, help="where to write the .safetensors checkpoint")
     p.add_argument("--steps", type=int)
     p.add_argument("--lr", type=float)
@@ -66,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int)
     p.add_argument("--w-o", choices=["learned", "identity", "zero"])
     p.add_argument("--all", action="store_true", help="rebuild every bundled model in models/")
+    p.add_argument(
+        "--bundled-recipe",
+        action="store_true",
+        help="train --task with its bundled model's recipe instead of the Train tab's defaults",
+    )
     p.add_argument("--models", type=Path, default=Path(__file__).resolve().parent.parent / "models")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = p.parse_args(argv)
@@ -81,7 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.task or not args.out:
         p.error("give --task and --out, or --all")
-    recipe = dict(RECIPES.get(args.task, {"task": args.task}))
+    if args.bundled_recipe:
+        recipe = dict(RECIPES.get(args.task, {"task": args.task}))
+    else:
+        recipe = first_run_recipe(args.task)
     for key in ("steps", "lr", "batch_size", "seed", "w_o"):
         if getattr(args, key) is not None:
             recipe[key] = getattr(args, key)

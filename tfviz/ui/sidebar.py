@@ -51,6 +51,10 @@ METRIC_NAMES = {
     "loss": "sidebar.metric.loss",
 }
 
+# session_state: a model key that a view asks the picker to show on the next whole-page run (a
+# view cannot set the picker itself: it is drawn before the views, or not at all in a fragment run).
+OPEN_MODEL = "_open_model"
+
 # Widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = (
     "w_o_scope",
@@ -87,6 +91,9 @@ def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] |
             st.warning(md_escape(problem))
         return None
     share.restore_model(by_key)  # a shared link's model, on the session's first run
+    opened = st.session_state.pop(OPEN_MODEL, None)  # "Show this model" under a training
+    if opened in by_key:
+        st.session_state["model"] = opened
     if st.session_state.get("model") not in (None, *by_key):
         st.session_state.pop("model")  # its file (or upload) is gone: back to the default
     keys = list(by_key)

@@ -17,6 +17,7 @@ browser session that started it has been gone longer than Streamlit's reconnect 
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,7 +32,9 @@ from tfviz import timeline as tl
 from tfviz.checkpoint import CheckpointError, safe_model_path
 from tfviz.experiment import headline_metric
 from tfviz.metrics import headline, metric
+from tfviz.recipes import CLASS_SIZES, class_recipe, learned
 from tfviz.trainer import W_O_STARTS
+from tfviz.ui import sidebar
 from tfviz.ui.common import (
     POLL_SECONDS,
     TRAINS_TOYS,
@@ -43,6 +46,7 @@ from tfviz.ui.common import (
 )
 from tfviz.ui.i18n import current, t
 from tfviz.ui.models import ROOT, bundled_names, user_models_dir
+from tfviz.ui.sidebar import METRIC_NAMES, SOURCES
 
 SECTIONS = {
     "train": "train.section.train",
@@ -57,7 +61,8 @@ START_LABELS = {
     "learned": "train.retrain.start.learned",
 }
 LISTED_AFTER = "_train_listed_after"  # session_state: id of the job the picker was listed after
-DEFAULT_NAME = "my_model"  # a file name, the same in every language
+NAME_PROPOSED = "_train_name_proposed"  # session_state: the free name the form last proposed
+NAME_USED = "_train_name_used"  # session_state: a job took the name in the form: propose another
 RECONNECT_GRACE_OPTION = "server.disconnectedSessionTTL"  # how long a dropped session may return
 RETRAIN_DEFAULT_STEPS = 300
 TIMELINE_N = 64  # fresh examples behind the head importance at each step of a timeline
@@ -138,10 +143,30 @@ def train_section(view: View, manager: jobs.JobManager) -> None:
 def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> None:
     tasks = list_tasks()
     lang = current()
-    with st.form(key="train_form"):
-        task = st.selectbox(
-            t("train.task"), tasks, index=tasks.index(default_task), key="train_task"
+    if "train_task" not in st.session_state:  # the session's first visit: the model's task
+        st.session_state["train_task"] = default_task
+        use_task_defaults(folder)
+    if st.session_state.pop(NAME_USED, False):
+        propose_name(folder)
+    # Outside the form: picking a task puts its own defaults into the form (a widget inside a
+    # form changes nothing until the form is submitted).
+    task = st.selectbox(
+        t("train.task"), tasks, key="train_task", on_change=use_task_defaults, args=(folder,)
+    )
+    # Outside the form too, so that the name follows a change of task unless one was typed. No
+    # max_chars: the browser would silently refuse a longer paste; the check below says what the
+    # limit is instead.
+    name = st.text_input(t("train.name"), key="train_name", help=t("train.name_help"))
+    recipe = class_recipe(task)
+    st.caption(
+        t(
+            "train.expect",
+            seconds=recipe.seconds,
+            level=metric_text(get_task(task).metric, recipe.expected),
+            metric=t(METRIC_NAMES[get_task(task).metric]),
         )
+    )
+    with st.form(key="train_form"):
         a, b, c, d = st.columns(4)
         d_model = a.selectbox(
             t("train.d_model"), [16, 32, 64, 128, 256], index=2, key="train_d_model"
@@ -151,11 +176,12 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
         d_ff = d.selectbox(t("train.d_ff"), [32, 64, 128, 256, 512], index=2, key="train_d_ff")
         # The numbers are float inputs without widget bounds, checked below with a message that
         # names the field: Streamlit silently puts an out-of-range value back to the default,
-        # and an int input fails inside Streamlit itself when a request sends NaN or inf.
+        # and an int input fails inside Streamlit itself when a request sends NaN or inf. Their
+        # values are the task's first-run recipe, put into session_state by use_task_defaults.
         a, b, c = st.columns(3)
         steps = a.number_input(
             t("train.steps"),
-            value=1000.0,
+            value=float(recipe.steps),  # also what Streamlit puts back for NaN or inf
             step=100.0,
             format="%.0f",
             key="train_steps",
@@ -163,7 +189,7 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
         )
         lr = b.number_input(
             t("train.lr"),
-            value=3e-3,
+            value=recipe.lr,
             step=5e-4,
             format="%g",
             key="train_lr",
@@ -184,13 +210,6 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
             key="train_w_o",
             horizontal=True,
             help=t("train.w_o_help"),
-        )
-        name = st.text_input(
-            t("train.name"),
-            value=DEFAULT_NAME,
-            key="train_name",
-            max_chars=64,
-            help=t("train.name_help"),
         )
         submitted = st.form_submit_button(t("train.submit"), key="train_submit", type="primary")
     if not submitted:
@@ -223,6 +242,37 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
         st.session_state["train_job"] = manager.submit(work, is_alive=session_alive_check())
     except (ValueError, jobs.QueueFull) as e:
         st.error(md_escape(str(e)))
+        return
+    # The name is taken now: the next run of the form proposes another free one (this run's
+    # name field is drawn already and cannot be changed).
+    st.session_state[NAME_USED] = True
+
+
+def use_task_defaults(folder: Path) -> None:
+    """Put the chosen task's first-run recipe into the form, and a free name for it unless the
+    student typed a name of their own (an on_change callback: it runs before the widgets)."""
+    task = st.session_state["train_task"]
+    recipe = class_recipe(task)
+    st.session_state["train_steps"] = float(recipe.steps)
+    st.session_state["train_lr"] = recipe.lr
+    if st.session_state.get("train_name") in (None, "", st.session_state.get(NAME_PROPOSED)):
+        propose_name(folder)
+
+
+def propose_name(folder: Path) -> None:
+    name = free_name(st.session_state["train_task"], folder)
+    st.session_state["train_name"] = st.session_state[NAME_PROPOSED] = name
+
+
+def free_name(task: str, folder: Path) -> str:
+    """A model name no saved model has: the task and a short random suffix (reverse_3f9a), so
+    forty students pressing Start with the defaults never take each other's name."""
+    taken = bundled_names()
+    for _ in range(100):
+        name = f"{task}_{secrets.token_hex(2)}"
+        if name not in taken and not (folder / f"{name}.safetensors").exists():
+            return name
+    return f"{task}_{secrets.token_hex(6)}"  # 100 collisions in 65,536 names: a full folder
 
 
 def form_numbers(steps, lr, seed) -> tuple[dict, list[str]]:
@@ -289,19 +339,29 @@ def job_progress(job: jobs.Job) -> None:
 
 
 def job_result(snap: jobs.JobSnapshot) -> None:
-    """How a finished job ended, its loss curve, and a button to open the saved model."""
+    """How a finished job ended, its loss curve, and a button to open the saved model; a model
+    that did not learn its task is said to be one, with what to change."""
     name = md_escape(snap.spec.name)
     if snap.status == jobs.DONE:
-        best = headline(get_task(snap.spec.task).metric, snap.result.metrics)
+        task = get_task(snap.spec.task)
+        best = headline(task.metric, snap.result.metrics)
         score = f" ({best[0]} {best[1]})" if best else ""
         seconds = f"{snap.seconds:.0f}"
-        st.success(t("train.done", name=name, seconds=seconds, score=md_escape(score)))
-        st.button(
-            t("train.open"),
-            key="open_trained",
-            on_click=set_model,
-            args=(f"yours:{snap.spec.name}",),
+        listed = md_escape(
+            t("sidebar.model_option", name=snap.spec.name, source=t(SOURCES["yours"]))
         )
+        st.success(
+            t("train.done", name=name, seconds=seconds, score=md_escape(score), listed=listed)
+        )
+        value = snap.result.metrics.get(task.metric)
+        if value is not None and not learned(task.name, task.metric, value):
+            st.warning(weak_result(snap.spec, task.metric, value))
+        if st.button(t("train.open"), key="open_trained"):
+            # The button is in the main area, a fragment: its click reruns only the fragment,
+            # and the sidebar's picker would not change. The picker takes the model on the
+            # whole-page run asked for here (sidebar.pick_model, before it is drawn).
+            st.session_state[sidebar.OPEN_MODEL] = f"yours:{snap.spec.name}"
+            st.rerun(scope="app")
     elif snap.status == jobs.CANCELLED:
         st.warning(md_escape(f"{snap.spec.name}: {snap.message}"))
     else:
@@ -310,8 +370,29 @@ def job_result(snap: jobs.JobSnapshot) -> None:
         chart(plots.loss_curve(snap.losses, snap.loss_every, snap.spec.steps), key="final_loss")
 
 
-def set_model(key: str) -> None:
-    st.session_state["model"] = key
+def weak_result(spec: jobs.JobSpec, metric: str, value: float) -> str:
+    """Said under a model that did not reach its task's first-run level: how far it got, what the
+    task's defaults reach, and what to change (the settings that differ from them first)."""
+    recipe = class_recipe(spec.task)
+    hints = []
+    if spec.lr != recipe.lr:
+        hints.append(t("train.weak.lr", lr=f"{recipe.lr:g}"))
+    if spec.steps < recipe.steps:
+        hints.append(t("train.weak.steps", steps=f"{recipe.steps:,}"))
+    sizes = (spec.d_model, spec.n_heads, spec.n_layers, spec.d_ff)
+    if sizes != tuple(CLASS_SIZES.values()):
+        hints.append(t("train.weak.sizes", **CLASS_SIZES))
+    if spec.w_o != "learned":
+        hints.append(t("train.weak.w_o"))
+    if not hints:  # the defaults themselves, on an unlucky seed
+        hints.append(t("train.weak.seed"))
+    return t(
+        "train.weak",
+        name=md_escape(spec.name),
+        reached=metric_text(metric, value),
+        expected=metric_text(metric, recipe.expected),
+        hints="\n".join(f"- {hint}" for hint in hints),
+    )
 
 
 # ---- retrain W_o alone --------------------------------------------------------------------------

@@ -1,0 +1,60 @@
+"""A class's first training learns: every task trained with the Train tab's defaults, through the
+app's own job, reaches its task's level (tfviz.recipes.LEARNED). The full defaults, one seed
+each (seed 0, the form's); bench/train_defaults.py runs three seeds and reports the seconds.
+
+About 15 s a task on one core: the longest test file, and the one a class depends on most.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tfviz import get_task, jobs, list_tasks
+from tfviz.checkpoint import load_checkpoint
+from tfviz.recipes import CLASS_RECIPES, LEARNED, class_recipe, learned
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the app's jobs run
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_every_task_has_a_first_run_recipe_and_a_level():
+    assert set(CLASS_RECIPES) == set(LEARNED) == set(list_tasks())
+    for task in list_tasks():
+        recipe = class_recipe(task)
+        metric = get_task(task).metric
+        assert learned(task, metric, recipe.expected), f"{task}: expects less than its level"
+        assert recipe.seconds < 30
+
+
+@pytest.mark.parametrize("task", list_tasks())
+def test_the_train_tabs_defaults_learn_the_task(task, tmp_path):
+    spec = jobs.JobSpec(task=task, name=f"first_{task}")  # every setting left to its default
+    recipe = class_recipe(task)
+    assert (spec.steps, spec.lr, spec.batch_size) == (recipe.steps, recipe.lr, recipe.batch_size)
+    manager = jobs.JobManager(max_jobs=1, max_queue=0)
+    job = manager.submit(jobs.TrainWork(spec, tmp_path, device="cpu"))
+    assert job.wait(300), f"{task}: the training did not end in 5 minutes"
+    snap = job.snapshot()
+    assert snap.status == jobs.DONE, snap.message
+    metric = get_task(task).metric
+    value = snap.result.metrics[metric]
+    assert learned(task, metric, value), f"{task}: {metric} {value:.4f}, level {LEARNED[task]}"
+    _, meta = load_checkpoint(tmp_path / f"first_{task}.safetensors")
+    assert meta.metrics[metric] == pytest.approx(value)  # what was saved is what was measured
+
+
+def test_the_command_line_trains_with_the_same_defaults(tmp_path):
+    from tfviz.train import main
+
+    out = tmp_path / "cli.safetensors"
+    assert main(["--task", "sort", "--out", str(out), "--steps", "3"]) == 0
+    _, meta = load_checkpoint(out)
+    recipe = class_recipe("sort")
+    assert (meta.record["lr"], meta.record["batch_size"]) == (recipe.lr, recipe.batch_size)
+    assert meta.record["steps"] == 3
