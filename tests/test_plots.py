@@ -267,6 +267,59 @@ def test_a_toy_model_s_residual_colour_range_is_unchanged(model, ids):
     assert plots.colour_limit(np.zeros((2, 3))) == (1.0, False)
 
 
+def test_an_activation_map_with_outlier_dimensions_gets_the_robust_range_too():
+    """The same fault in the Before/after W_o view: MiniLM's layer-0 attn_out reaches 4.3 where
+    99% of it is under 0.6. A toy model's activations keep their full range."""
+    values = outlier_streams()[0][0]  # (T=4, D=256), dimension 9 at about 10
+    fig = plots.activation_map(values, LABELS, n_heads=4)
+    assert fig.layout.coloraxis.cmax == pytest.approx(np.percentile(np.abs(values), 99), rel=1e-5)
+    rings = fig.data[1]
+    assert 9 in set(rings.x) and len(rings.x) == int(
+        (np.abs(values) > fig.layout.coloraxis.cmax).sum()
+    )
+    assert plots.CLIPPED_MARK in rings.hovertemplate
+    calm = np.random.default_rng(4).normal(size=(4, 256))
+    plain = plots.activation_map(calm, LABELS)
+    assert len(plain.data) == 1 and plain.layout.coloraxis.cmax == pytest.approx(np.abs(calm).max())
+    # W_o itself and the heads' terms: MiniLM's layer 0 has outliers in both.
+    W = np.random.default_rng(5).normal(size=(64, 64)) * 0.1
+    W[3, 7] = 5.0
+    for fig in (plots.w_o_matrix(W, 4), plots.head_contributions(W[:4], "a")):
+        cmax = fig.layout.coloraxis.cmax
+        assert cmax < 1.0 and fig.layout.coloraxis.colorbar.ticktext[-1].startswith("≥")
+        assert len(fig.data) == 2 and 5.0 in np.asarray(fig.data[1].customdata)
+
+
+@pytest.mark.parametrize(
+    "name", ["balanced", "histogram", "max_position", "reverse", "sort", "sum", "sum_seed"]
+)
+def test_no_bundled_toy_model_gets_a_clipped_colour_range(name):
+    """Toy models must not get worse: on short and long inputs, learned and W_o off, none of
+    their residual streams, concats or attention outputs is clipped."""
+    from tests.conftest import MODELS
+    from tfviz import get_task, load_checkpoint
+    from tfviz.snapshot import run_trace
+
+    model, meta = load_checkpoint(MODELS / f"{name}.safetensors")
+    task = get_task(meta.task)
+    alphabet = task.alphabet or "()"
+    for text in ((alphabet * 4)[:3], (alphabet * 4)[:8], (alphabet[::-1] * 4)[: task.max_len]):
+        base = run_trace(model, task, text)
+        off = run_trace(model, task, text, w_o="identity")
+        assert not plots.colour_limit(np.stack([base.resid_out, off.resid_out]))[1]
+        for trace in (base, off):
+            for layer in range(trace.n_layers):
+                for values in (trace.concat[layer], trace.attn_out[layer]):
+                    assert not plots.colour_limit(values)[1], (name, text, layer)
+        ids, pad = task.encode_batch([text])
+        for layer, lt in enumerate(model(ids, pad, trace=True).trace.layers):
+            W_o = model.layers[layer].attn.W_o.weight.detach().numpy()
+            assert not plots.colour_limit(W_o)[1], (name, layer)
+            terms = lt.head_contributions()[0].detach().numpy()  # (H, T, D)
+            for t in range(terms.shape[1]):
+                assert not plots.colour_limit(terms[:, t])[1], (name, text, layer, t)
+
+
 def test_the_clipped_cells_hover_line_is_translated():
     from tfviz.ui.common import localize
 
