@@ -29,6 +29,11 @@ import gc
 import importlib
 from dataclasses import replace
 
+# numpy and pandas first, whole, before any chart: plotly looks them up in sys.modules without
+# importing them (is_homogeneous_array), so on a fresh server a session drawing its first chart
+# while another session's thread was still importing numpy got the half-made module
+# ("partially initialized module 'numpy' has no attribute 'ndarray'"). An import statement waits
+# for an import in flight in another thread; this one costs ~0.5 s once per process.
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
