@@ -236,11 +236,25 @@ class Page:
     alphabet: str | None = None
     min_len: int = 1
     max_len: int = 16
+    # Keyed containers (user key -> delta path) and the code blocks drawn, by delta path: enough
+    # to tell whether a container (the prediction, key "prediction") shows its st.code.
+    blocks: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    code_paths: list[tuple[int, ...]] = field(default_factory=list)
 
     @property
     def sentence(self) -> bool:
         """A sentence model's page: two sentence boxes, any text."""
         return "sentence_b" in self.widgets
+
+    def shows_code_in(self, key: str) -> bool:
+        """Whether the container with this user key holds a code block (st.code)."""
+        path = self.blocks.get(key)
+        return path is not None and any(p[: len(path)] == path for p in self.code_paths)
+
+    def replaced(self, path: tuple[int, ...]) -> None:
+        """A new element or block at path replaces whatever was there, and all below it."""
+        self.code_paths = [p for p in self.code_paths if p[: len(path)] != path]
+        self.blocks = {k: p for k, p in self.blocks.items() if p[: len(path)] != path}
 
     def find(self, key: str, label: str) -> tuple[str, object] | None:
         if key in self.widgets:
@@ -450,7 +464,13 @@ class Session:
 
     def _read_delta(self, fwd: ForwardMsg, page: Page, problems: list[tuple[str, str]]) -> None:
         delta = fwd.delta
-        if delta.WhichOneof("type") != "new_element":
+        change = delta.WhichOneof("type")
+        path = tuple(fwd.metadata.delta_path)
+        if change in ("new_element", "add_block"):
+            page.replaced(path)  # an st.empty slot refilled: what it held is gone
+        if change == "add_block" and delta.add_block.id:
+            page.blocks[user_key(delta.add_block.id)] = path
+        if change != "new_element":
             return
         element = delta.new_element
         kind = element.WhichOneof("type")
@@ -464,6 +484,8 @@ class Session:
                 problems.append(("exception", f"{proto.type}: {proto.message}"))
         elif kind == "alert" and proto.format == Alert.ERROR:
             problems.append(("error alert", proto.body))
+        elif kind == "code":
+            page.code_paths.append(path)
         elif kind == "text":
             match = ALPHABET_RE.search(proto.body)
             if match and page.alphabet is None:
