@@ -219,6 +219,18 @@ def test_the_toy_attention_grid_texts_do_not_overlap(browser, server, screen):
         assert found == [], f"the toy attention grid has texts on top of each other: {found}"
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("view", ["parts", "experiment"])
+def test_legends_and_titles_fit_a_phone(browser, server, view, lang):
+    """Take W_o apart's mode sweep and Does W_o matter?'s curves on a phone: their titles ran
+    out of the chart and their legends, on three rows, over the x axis's title."""
+    link = urlencode({"view": view, "lang": lang})
+    with opened(browser, f"{server}/?{link}", PHONE) as page:
+        found = overlaps(page)
+        shot(page, f"layout_{view}_{lang}_phone.png")
+        assert found == [], f"the {view} view has texts on top of each other: {found}"
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="known, not yet fixed: the Analysis tab's norm-based attention draws MiniLM's 12 "

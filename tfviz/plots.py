@@ -53,6 +53,14 @@ ATTENTION_AXIS = dict(
 )
 MOSAIC_PX = 900  # width the mosaic's cells are sized for (the wide layout's main column)
 MARGIN = dict(l=10, r=10, t=70, b=40)
+# A legend under a chart, at the bottom of the figure, in rows as the width allows: placed at a
+# share of the plot's height under it, it ran into the x axis's title once a phone's width put
+# it on two or three rows. The bottom margin holds the axis title and three rows.
+BOTTOM_LEGEND = dict(
+    orientation="h", yref="container", y=0.0, yanchor="bottom", x=0.0, xanchor="left"
+)
+LEGEND_MARGIN = dict(MARGIN, b=120)
+TITLE_UNITS = 40  # a chart title's line: about a phone's width at plotly's 17 px title font
 
 
 def escape_labels(labels: Sequence[str]) -> list[str]:
@@ -823,9 +831,9 @@ def ablation_change_bars(
     layout = dict(
         title=dict(text=title),
         height=320,
-        margin=MARGIN,
+        margin=LEGEND_MARGIN,
         barmode="group",
-        legend=dict(orientation="h", y=-0.25),
+        legend=BOTTOM_LEGEND,
         xaxis=dict(type="category"),
         yaxis=dict(title=dict(text="‖Δ attn_out‖"), rangemode="tozero"),
     )
@@ -1121,7 +1129,7 @@ def experiment_curves(
     upper: np.ndarray,
     conditions: Sequence[str] = ("learned", "identity"),
     names: Sequence[str] = ("with W_o", "without W_o"),
-    title: str = "Training loss: mean over seeds, band = mean ± 1 std",
+    title: str = "Training loss: mean over seeds,<br>band = mean ± 1 std",
 ) -> go.Figure:
     """Mean loss curve of each condition with a shaded band (e.g. mean ± std across seeds).
 
@@ -1190,8 +1198,8 @@ def experiment_curves(
     layout = dict(
         title=dict(text=title),
         height=380,
-        margin=MARGIN,
-        legend=dict(orientation="h", y=-0.2),
+        margin=LEGEND_MARGIN,
+        legend=BOTTOM_LEGEND,
         xaxis=dict(title=dict(text="step")),
         yaxis=dict(title=dict(text="training loss"), type="log" if positive else "linear"),
     )
@@ -1305,10 +1313,10 @@ def mode_sweep_plot(
         )
         shapes.append(_k_marker(chosen_k))
     layout = dict(
-        title=dict(text=_escape(title)),
+        title=dict(text="<br>".join(_wrap(title, TITLE_UNITS))),
         height=400,
-        margin=MARGIN,
-        legend=dict(orientation="h", y=-0.25),
+        margin=LEGEND_MARGIN,
+        legend=BOTTOM_LEGEND,
         shapes=shapes,
         xaxis=dict(
             title=dict(text=_escape(x_title)),
@@ -1355,10 +1363,10 @@ def w_o_spectrum_plot(
     if chosen_k is not None and 1 <= chosen_k <= D:
         shapes.append(_k_marker(chosen_k + 0.5))
     layout = dict(
-        title=dict(text=_escape(title)),
+        title=dict(text="<br>".join(_wrap(title, TITLE_UNITS))),
         height=400,
-        margin=MARGIN,
-        legend=dict(orientation="h", y=-0.25),
+        margin=LEGEND_MARGIN,
+        legend=BOTTOM_LEGEND,
         shapes=shapes,
         xaxis=dict(title=dict(text=_escape(x_title))),
         yaxis=dict(title=dict(text=_escape(y_title)), rangemode="tozero"),
