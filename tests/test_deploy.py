@@ -17,11 +17,15 @@ import math
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
 import time
 import tomllib
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import kubernetes_validate
@@ -48,6 +52,8 @@ SESSIONS_PER_REPLICA = 40
 CORES_AT_40 = 0.94
 PEAK_MIB_AT_40 = 313.7
 STUDENTS = 400
+# The longest shared link a proxy must pass (deploy/compose/nginx.conf says where it comes from).
+LINK_KB = 120
 REPLICAS_FOR_STUDENTS = math.ceil(STUDENTS / SESSIONS_PER_REPLICA) + 1  # one spare
 
 # What the image promises (Dockerfile) and the largest upload (.streamlit/config.toml).
@@ -336,6 +342,9 @@ def compose_problems(compose: dict, nginx: str) -> list[str]:
     body_size = re.search(r"client_max_body_size\s+(\w+);", conf)
     if nginx_mib(body_size.group(1) if body_size else "1m") <= UPLOAD_MB:
         problems.append(f"client_max_body_size does not fit a {UPLOAD_MB} MB upload")
+    buffers = re.search(r"large_client_header_buffers\s+(\d+)\s+(\w+)\s*;", conf)
+    if nginx_mib(buffers.group(2) if buffers else "8k") * 1024 < LINK_KB:
+        problems.append(f"large_client_header_buffers do not fit a {LINK_KB} KB shared link")
     return problems
 
 
@@ -360,6 +369,10 @@ COMPOSE_BREAKS = {
         lambda c, n: n.replace("read_timeout 3600s", "read_timeout 60s"),
         "websockets",
     ),
+    "small header buffers": (
+        lambda c, n: re.sub(r"large_client_header_buffers[^;]*;", "", n),
+        "shared link",
+    ),
 }
 
 
@@ -373,14 +386,20 @@ def test_each_compose_check_catches_a_break(name):
     assert any(words in p for p in problems), problems
 
 
-def test_nginx_accepts_the_proxy_config(tmp_path):
-    """`nginx -t` on the config, with the replicas' compose host names replaced by loopback
-    addresses that resolve here. nginx is no Python dependency: skipped where it is missing,
-    except under CI=true, where .ci/run installs it and a skip would hide a broken setup."""
+def nginx_exe() -> str:
+    """nginx's path. It is no Python dependency: skipped where it is missing, except under
+    CI=true, where .ci/run installs it and a skip would hide a broken setup."""
     exe = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else "")
     if not exe:
         assert os.environ.get("CI") != "true", "nginx is missing under CI: .ci/run installs it"
         pytest.skip("nginx is not installed")
+    return exe
+
+
+def test_nginx_accepts_the_proxy_config(tmp_path):
+    """`nginx -t` on the config, with the replicas' compose host names replaced by loopback
+    addresses that resolve here."""
+    exe = nginx_exe()
     conf = re.sub(r"server app\d+:", "server 127.0.0.1:", NGINX.read_text())
     conf = conf.replace("listen 80;", "listen 127.0.0.1:1;")
     (tmp_path / "tfviz.conf").write_text(conf)
@@ -395,6 +414,87 @@ def test_nginx_accepts_the_proxy_config(tmp_path):
         timeout=30,
     )
     assert res.returncode == 0, res.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _through_proxy(exe: str, conf: str, tmp_path: Path, path: str, referer: str):
+    """Run nginx with conf and GET path once through it, with this Referer.
+
+    Returns (status, body). Behind the proxy, instead of the replicas, a server block of the same
+    nginx (with room for any header) answers 200 with the request URI it got. nginx runs in the
+    foreground as one process, its files under tmp_path.
+    """
+    port, replica = _free_port(), _free_port()
+    conf = re.sub(r"server app\d+:\d+;", f"server 127.0.0.1:{replica};", conf)
+    conf = conf.replace("listen 80;", f"listen 127.0.0.1:{port};")
+    (tmp_path / "tfviz.conf").write_text(conf)
+    stand_in = (
+        f"server {{ listen 127.0.0.1:{replica}; large_client_header_buffers 4 1m; "
+        'location / { return 200 "$request_uri"; } }'
+    )
+    (tmp_path / "nginx.conf").write_text(
+        f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\ndaemon off;\n"
+        f"master_process off;\nevents {{}}\n"
+        f"http {{ access_log off; include {tmp_path}/tfviz.conf; {stand_in} }}\n"
+    )
+    proc = subprocess.Popen(
+        [exe, "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:  # until nginx listens
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read().decode()
+                assert time.monotonic() < deadline, "nginx did not start listening"
+                time.sleep(0.1)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers={"Referer": referer})
+        try:
+            with urllib.request.urlopen(req, timeout=20) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, ""
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_a_long_shared_link_passes_the_proxy_and_nginx_default_would_refuse_it(tmp_path):
+    """A LINK_KB link reaches the replica whole, in the request line and as the Referer of a
+    later request; without the config's large_client_header_buffers nginx refuses it (414)."""
+    exe = nginx_exe()
+    # The longest sentences a link takes (5,000 characters each), in Chinese, percent-encoded as
+    # the browser sends them (9 bytes a character): about 90 KB; padded to LINK_KB, the margin.
+    sentence = urllib.parse.quote("注意力" * 1666 + "注")
+    link = f"/?model=minilm&sequence={sentence}&sentence_b={sentence}&lang=zh&pad="
+    link += "x" * (LINK_KB * 1024 - len(link))
+    status, body = _through_proxy(exe, NGINX.read_text(), tmp_path, link, "")
+    assert (status, body) == (200, link)  # the replica got the whole link
+    status, _ = _through_proxy(exe, NGINX.read_text(), tmp_path, "/static/app.js", link)
+    assert status == 200  # the page's later requests carry the link as their Referer
+    default = re.sub(r"large_client_header_buffers[^;]*;", "", NGINX.read_text())
+    status, _ = _through_proxy(exe, default, tmp_path, link, "")
+    assert status == 414  # what the fix is for: nginx's default buffers refuse the link
+    status, _ = _through_proxy(exe, default, tmp_path, "/static/app.js", link)
+    assert status == 400  # and a header that long
+
+
+def test_the_ingress_tells_the_controller_header_buffers_a_long_link_needs():
+    """ingress-nginx takes the header buffers from its controller's ConfigMap only (no
+    annotation): the Ingress's comment gives the key and a size that fits a LINK_KB link."""
+    text = (K8S / "ingress.yaml").read_text()
+    found = re.search(r'"large-client-header-buffers"\s*:\s*"(\d+) (\w+)"', text)
+    assert found, "ingress.yaml does not say which ConfigMap key the controller needs"
+    assert nginx_mib(found.group(2)) * 1024 >= LINK_KB
 
 
 # ------------------------------------------------------------------------------------------------
