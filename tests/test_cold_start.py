@@ -12,7 +12,8 @@ Without app.py's two imports this test fails: the race showed on most starts und
 in bench/README.md, "Cold start"). The second test runs the same check against a small app that
 fails on purpose, so each count is known to be able to fail.
 
-Takes about 40 to 60 s on 2 busy cores (each start about 8 s). Deselect with -m "not bench".
+Takes about 32 s on 2 busy cores (load average 6 to 9; each start 5 to 8 s). Deselect with
+-m "not bench".
 """
 
 from __future__ import annotations
