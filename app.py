@@ -34,6 +34,8 @@ from dataclasses import replace
 # while another session's thread was still importing numpy got the half-made module
 # ("partially initialized module 'numpy' has no attribute 'ndarray'"). An import statement waits
 # for an import in flight in another thread; this one costs ~0.5 s once per process.
+import numpy  # noqa: F401
+import pandas  # noqa: F401
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
