@@ -76,7 +76,12 @@ def test_attention_column_labels_every_kth_word_piece_when_they_would_touch():
     every = labels.index(shown[1])
     assert every > 1 and shown == labels[::every]
     assert plots.COLUMN_PX / T * every >= plots.MIN_LABEL_PX  # labelled ones do not touch
-    assert list(fig.layout.yaxis.ticktext) == labels * 2  # every row keeps its label
+    # Rows too: at most MAX_ROW_LABELS per square (each label costs the browser a redraw).
+    rows = list(fig.layout.yaxis.ticktext)
+    step = labels.index(rows[1])
+    assert rows == labels[::step] * 2 and len(labels[::step]) <= plots.MAX_ROW_LABELS
+    twelve = plots.attention_column(a[:, :12, :12], labels[:12], layer=0, heads=[0])
+    assert list(twelve.layout.yaxis.ticktext) == labels[:12]  # 12 word-pieces: every row
 
 
 @pytest.mark.parametrize(

@@ -118,6 +118,11 @@ def attention_grid(
 COLUMN_PX = 200
 MIN_LABEL_PX = 14
 COLUMN_ROW_PX = 16  # a row of cells: a 10 px token label, with room to spare
+# Every tick label costs the browser a text measurement on every redraw: at 32 word-pieces a
+# column of 5 squares labelled on every row took 160 labels, and a keystroke on MiniLM about 2 s
+# to repaint its three columns (bench/ui_latency.py --models reverse,minilm). Beyond this many
+# rows per square, every k-th row is labelled (the hover names each cell anyway).
+MAX_ROW_LABELS = 16
 COLUMN_TOP_PX = 64  # the top margin of every column: the colour bar and the first block's title
 
 
@@ -156,6 +161,7 @@ def attention_column(
         blocks.append(attn.mean(axis=0))
         names.append("mean")
     every = max(1, math.ceil(MIN_LABEL_PX / (COLUMN_PX / T)))
+    every_row = max(1, math.ceil(T / MAX_ROW_LABELS))
     fig = _mosaic(
         np.stack(blocks)[:, None],  # (blocks, 1, T, T): one block per row
         labels,
@@ -182,9 +188,15 @@ def attention_column(
         title=title,
         x_tick_every=every,
         width_px=COLUMN_PX,
-        row_px=COLUMN_ROW_PX,
+        row_px=COLUMN_ROW_PX if every_row == 1 else MIN_LABEL_PX / every_row + 6,
+        y_tick_every=every_row,
     )
-    fig.layout.margin.t = COLUMN_TOP_PX
+    # Margins sized here from the longest label instead of plotly's automargin, which measures
+    # every tick label and lays the chart out again: three columns of them on every keystroke.
+    room = 12 + 6 * max(sum(2 if _is_wide(c) else 1 for c in label) for label in labels)
+    fig.layout.margin.update(t=COLUMN_TOP_PX, l=room + 4, b=room)
+    fig.layout.xaxis.automargin = False
+    fig.layout.yaxis.automargin = False
     fig.layout.xaxis.tickfont.size = 10
     # Upright at every width: where there is room plotly tilts them, and tilted labels' boxes
     # overlap their neighbours'.
@@ -531,6 +543,7 @@ def _mosaic(
     x_tick_every: int = 1,
     width_px: float = MOSAIC_PX,
     row_px: float | None = None,
+    y_tick_every: int = 1,
 ) -> go.Figure:
     """A grid of (R, C, ny, nx) blocks as one heatmap, blocks titled "row col".
 
@@ -545,6 +558,7 @@ def _mosaic(
         x_tick_every: label every k-th column only (for wide blocks such as D dimensions).
         width_px: the width the chart is drawn at, which sizes its cells.
         row_px: the height of a row of cells (default: a cell's width, at least 14 px).
+        y_tick_every: label every k-th row of a block only.
     """
     R, C, ny, nx = blocks.shape
     y_ticks, x_ticks = escape_labels(y_labels), escape_labels(x_labels)
@@ -556,7 +570,8 @@ def _mosaic(
             z[y0 : y0 + ny, x0 : x0 + nx] = blocks[r, c]
     y_names = _axis_names(rows, y_ticks, gap_y)
     x_names = _axis_names(cols, x_ticks, gap_x)
-    y_tickvals = [y_names[r * (ny + gap_y) + i] for r in range(R) for i in range(ny)]
+    y_rows = range(0, ny, y_tick_every)
+    y_tickvals = [y_names[r * (ny + gap_y) + i] for r in range(R) for i in y_rows]
     # Every block has its columns in the same order, so only the first block column is ticked:
     # each tick label costs the browser a text measurement on every redraw (about 65 ms for the
     # 85 of a 2 x 5 grid at T=17), and the hover names each cell anyway.
@@ -600,7 +615,7 @@ def _mosaic(
         yaxis=dict(
             type="category",
             tickvals=y_tickvals,
-            ticktext=y_ticks * R,
+            ticktext=[y_ticks[i] for i in y_rows] * R,
             tickfont=tick_font,
             autorange="reversed",
             showgrid=False,
