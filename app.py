@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import sys
 from dataclasses import replace
 
 # numpy and pandas first, whole, before any chart: plotly looks them up in sys.modules without
@@ -133,6 +134,13 @@ def setup_process() -> str:
     return device
 
 
+def training_in_progress() -> str | None:
+    """The model this session is training, if any (only once the Train view was imported: no
+    session trains before)."""
+    train = sys.modules.get("tfviz.ui.train")
+    return None if train is None else train.training_in_progress()
+
+
 def tab_labels() -> dict[str, str]:
     """Tab module -> its label in the current language."""
     return {module: t(key) for key, module, _ in VIEWS}
@@ -171,6 +179,9 @@ def main() -> None:
         sidebar.model_info(meta, task, device)
         iv = sidebar.switch_controls(meta)
         sidebar.chart_format_picker()
+    asked = share.training_asked()  # a reloaded page that was training: what became of it
+    if asked is not None:
+        importlib.import_module("tfviz.ui.train").resume(asked)
     main_area(View(entry=entry, model=model, meta=meta, task=task, interventions=iv))
 
 
@@ -205,6 +216,7 @@ def main_area(view: View) -> None:
         view=shown,
         step=st.session_state.get(share.LESSON_STEP),
         lang=i18n.current(),
+        training=training_in_progress(),
     )
     share.sync(query)
     if view.text is not None:  # a refused sequence has no view to link to; its error shows

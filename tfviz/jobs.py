@@ -850,6 +850,15 @@ class JobManager:
         self._finish_abandoned(gone)
         return place
 
+    def training(self, name: str) -> Job | None:
+        """The queued or running training of model `name` in this process, if there is one (a
+        reloaded page finds its job again by the name its address holds)."""
+        with self._lock:
+            for job in self._running + self._queue:
+                if job.kind == "train" and job.work.spec.name == name:
+                    return job
+        return None
+
     def counts(self) -> tuple[int, int]:
         """(busy slots, queued jobs) right now, jobs of every kind."""
         with self._lock:

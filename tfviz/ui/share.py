@@ -13,6 +13,9 @@ same model, sequence, W_o switch, zeroed heads, tab, lesson step and language. T
                 works in every language, whose tab labels differ
     step        the lesson step (with view=lessons)
     lang        en | zh (the language's own name, English | 中文, is taken too)
+    training    the name of the model this session is training, while it trains: a browser
+                that reconnects (a reload, or another replica after this one died) is told
+                whether that training still runs, finished, or was lost with its server
 
 Two halves. parse_query and fit_to_model are pure: a query in, the values it validly names plus
 one Notice per value refused (unknown, malformed, too long, given twice, out of range for the
@@ -43,8 +46,9 @@ from tfviz.ui.sequence import MAX_SENTENCE_CHARS
 MODEL, SEQUENCE, SENTENCE_B = "model", "sequence", "sentence_b"
 W_O, SCOPE, ABLATE = "w_o_mode", "w_o_scope", "ablate"
 VIEW, STEP, LANG = "view", "step", "lang"
+TRAINING = "training"
 # Every key a link may carry, and sync writes.
-KEYS = (MODEL, SEQUENCE, SENTENCE_B, W_O, SCOPE, ABLATE, VIEW, STEP, LANG)
+KEYS = (MODEL, SEQUENCE, SENTENCE_B, W_O, SCOPE, ABLATE, VIEW, STEP, LANG, TRAINING)
 
 # Longest sequence or sentence taken from a link: what a sentence box takes, so that every view
 # on screen can be linked (tfviz.ui.sequence says why it is the size it is).
@@ -54,6 +58,7 @@ MAX_NAME_CHARS = 100
 SHOWN_CHARS = 60  # a refused value is quoted in its notice cut to this
 
 RESTORED = "_share_restored"  # session_state: this session's link has been read
+TRAINING_ASKED = "_share_training"  # session_state: a training the link says was running
 NOTICES = "_share_notices"  # session_state: [Notice] still shown
 LESSON_STEP = "lesson_step"  # tfviz.ui.lessons.STEP (not imported: it pulls in the training code)
 
@@ -85,6 +90,10 @@ REASONS = {
     "bad_sequence": "share.notice.bad_sequence",
     "not_for_model": "share.notice.not_for_model",
     "unknown_key": "share.notice.unknown_key",
+    "bad_name": "share.notice.bad_name",
+    "training_running": "share.notice.training_running",
+    "training_done": "share.notice.training_done",
+    "training_lost": "share.notice.training_lost",
 }
 
 
@@ -102,6 +111,7 @@ class Shared:
     view: str | None = None
     step: int | None = None
     lang: str | None = None
+    training: str | None = None
     notices: tuple[Notice, ...] = field(default=(), compare=False)
 
 
@@ -203,6 +213,10 @@ def parse_query(
             step = int(step_text)
         else:
             notices.append(Notice(STEP, "bad_step", step_text))
+    training = one(TRAINING)
+    if training is not None and not _model_name(training):
+        notices.append(Notice(TRAINING, "bad_name", training))
+        training = None
     lang = one(LANG)
     by_name = {name: code for code, name in LANGUAGES.items()}
     if lang is not None and lang not in LANGUAGES:
@@ -221,7 +235,15 @@ def parse_query(
         view=view,
         step=step,
         lang=lang,
+        training=training,
         notices=tuple(notices),
+    )
+
+
+def _model_name(text: str) -> bool:
+    """A name the Train form could have saved a model under (tfviz.checkpoint's rules)."""
+    return 0 < len(text) <= 64 and all(
+        ch.isascii() and (ch.isalnum() or ch in "_-.") for ch in text
     )
 
 
@@ -290,6 +312,7 @@ def query_of(
     view: str | None,
     step: int | None,
     lang: str = DEFAULT,
+    training: str | None = None,
 ) -> dict[str, str]:
     """The query string's values for what is on screen (written by sync; read by parse_query).
 
@@ -317,6 +340,8 @@ def query_of(
             query[STEP] = str(step)
     if lang != DEFAULT:
         query[LANG] = lang
+    if training is not None:
+        query[TRAINING] = training
     return query
 
 
@@ -368,6 +393,8 @@ def read_link(views: Mapping[str, str]) -> None:
         st.session_state[LESSON_STEP] = shared.step
     if shared.lang is not None:
         st.session_state[LANG] = shared.lang
+    if shared.training is not None:
+        st.session_state[TRAINING_ASKED] = shared.training
     st.session_state[PENDING] = shared
 
 
@@ -415,6 +442,16 @@ def restore_for_model(
         st.session_state.update(switch_state(shared.w_o_mode, shared.w_o_layer, shared.ablate))
     if shared.notices:
         st.session_state[NOTICES] = list(shared.notices)
+
+
+def training_asked() -> str | None:
+    """Once: the training a link (a reloaded or reconnected page) says this browser was running."""
+    return st.session_state.pop(TRAINING_ASKED, None)
+
+
+def add_notice(notice: Notice) -> None:
+    """A notice shown with the link's, until dismissed."""
+    st.session_state[NOTICES] = [*st.session_state.get(NOTICES, []), notice]
 
 
 def dismiss_notices() -> None:

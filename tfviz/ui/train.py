@@ -34,7 +34,7 @@ from tfviz.experiment import headline_metric
 from tfviz.metrics import headline, metric
 from tfviz.recipes import CLASS_SIZES, class_recipe, learned
 from tfviz.trainer import W_O_STARTS
-from tfviz.ui import sidebar
+from tfviz.ui import share, sidebar
 from tfviz.ui.common import (
     POLL_SECONDS,
     TRAINS_TOYS,
@@ -393,6 +393,33 @@ def weak_result(spec: jobs.JobSpec, metric: str, value: float) -> str:
         expected=metric_text(metric, recipe.expected),
         hints="\n".join(f"- {hint}" for hint in hints),
     )
+
+
+def training_in_progress() -> str | None:
+    """The name of the model this session is training (queued or running), for the address: a
+    page reloaded, or reconnected to another server, can then say what became of it."""
+    job = st.session_state.get("train_job")
+    if job is None or not job.snapshot().active:
+        return None
+    return job.spec.name
+
+
+def resume(name: str) -> None:
+    """A reloaded or reconnected page whose address says it was training `name`: take the job
+    back if this server runs it, else say whether the model was saved or the training was lost
+    (it ran on a server that stopped: a restart, or a replica that died)."""
+    try:
+        job = job_manager().training(name)
+    except ValueError:  # a bad TFVIZ_MAX_JOBS setting: the Train tab says so
+        return
+    if job is not None:
+        st.session_state["train_job"] = job
+        reason = "training_running"
+    elif (user_models_dir() / f"{name}.safetensors").is_file():
+        reason = "training_done"
+    else:
+        reason = "training_lost"
+    share.add_notice(share.Notice(share.TRAINING, reason, name))
 
 
 # ---- retrain W_o alone --------------------------------------------------------------------------
