@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 import torch
 
-from tests.conftest import make_model, start_app
+from tests.conftest import MODELS, make_model, start_app, wait_until
 from tfviz import analysis, pretrained, wo
+from tfviz.checkpoint import file_digest
 
 SVD = torch.linalg.svd  # the real one, for fresh computations while the module's is counted
 
@@ -183,3 +184,17 @@ def test_minilm_ov_numbers_shown_equal_a_fresh_computation():
         cached["singular_values"][0, 0, 0] = 1.0
     with pytest.raises(ValueError):
         cached["composition"].q[0, 0, 0] = 1.0
+
+
+@pytest.mark.usefixtures("fresh_app")
+def test_the_weights_numbers_are_computed_ahead_while_another_section_is_read():
+    from tfviz.ui import analysis as view
+
+    at = start_app("Analysis")  # opens on norm-based attention: no weights-only section shown
+    assert not any(
+        "OV" in json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")
+    )
+    model = at.session_state["model"]
+    assert model == "bundled:reverse"
+    cache = view.weight_views_cache(file_digest(MODELS / "reverse.safetensors"), _model=None)
+    wait_until(lambda: cache.known(("learned", "ov")) and cache.known(("learned", "mixing")))

@@ -191,14 +191,17 @@ def render(view: View) -> None:
         help=t("analysis.method_help"),
     )
     draw, needs_text, _ = SECTIONS[section or sections[0]]
-    warm_weight_views(view)
     if needs_text and view.trace is None:
         st.info(t("analysis.needs_sequence"))
+        warm_weight_views(view)
         return
     note = st.empty()  # one slot, switched or not, so the charts after it keep their places
     if not view.interventions.is_default:
         note.caption(md_escape(t("analysis.switched", what=describe(view.interventions))))
     draw(view)
+    # After the section's own numbers: on a fresh server the background work does not compete
+    # with the page the student is waiting for.
+    warm_weight_views(view)
 
 
 # ---- the sections --------------------------------------------------------------------------
