@@ -53,9 +53,16 @@ VIEWS: list[tuple[str, str, bool]] = [
 ]
 WARMED = "_browser_warmed"  # session_state: this session's browser has its chart code
 # Phones: the tab strip wraps onto a second line instead of scrolling sideways (at 390 px the
-# eight tabs need about three screen widths); nothing else needs CSS (checked at 390 x 844 by
-# tests/test_browser_share.py).
-PHONE_CSS = '<style>[role="tablist"] { flex-wrap: wrap; row-gap: 0.25rem; }</style>'
+# eight tabs need about three screen widths; checked at 390 x 844 by tests/test_browser_share.py).
+# The toy grid's key labels (under its first square) get about 6 px each on a phone, where they
+# pile up: there they are hidden. The rows are labelled with the same tokens in the same order,
+# and the hover names every key (tests/test_browser_layout.py measures the overlap).
+PHONE_CSS = (
+    "<style>"
+    '[role="tablist"] { flex-wrap: wrap; row-gap: 0.25rem; }'
+    "@media (max-width: 640px) { .st-key-attention_grid .xtick text { display: none; } }"
+    "</style>"
+)
 
 
 def first_paint() -> tuple[DeltaGenerator, DeltaGenerator | None]:
