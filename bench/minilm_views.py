@@ -262,14 +262,19 @@ def away_and_back(spec: Spec) -> tuple[object, object] | None:
 def revisit(page, spec: Spec) -> dict | None:
     """Seconds from clicking back to this view (after another) to its element, in the same
     session; None when it cannot be timed."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     moves = away_and_back(spec)
     if moves is None:
         return None
     away, back = moves
     away(page)
-    page.wait_for_function(IDLE_JS, arg=IDLE_MS, polling=50, timeout=TIMEOUT_MS)
-    if page.locator(spec.wait).count():  # still on screen: the return could not be timed
+    try:  # the view's element must be gone, or its return could not be told apart
+        page.locator(spec.wait).first.wait_for(state="detached", timeout=10_000)
+    except PlaywrightTimeout:
         return None
+    page.evaluate("() => { window.__views.idleSince = null; }")
+    page.wait_for_function(IDLE_JS, arg=IDLE_MS, polling=50, timeout=TIMEOUT_MS)
     t0 = page.evaluate(
         "() => { const m = window.__views; m.arrived = m.shown = null; return performance.now(); }"
     )
