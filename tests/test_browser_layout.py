@@ -223,12 +223,6 @@ def test_legends_and_titles_fit_a_phone(browser, server, view, lang):
         assert found == [], f"the {view} view has texts on top of each other: {found}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known, not yet fixed: the Analysis tab's norm-based attention draws MiniLM's 12 "
-    "heads and their total in one row, so its word-piece labels overlap (tfviz/ui/analysis.py "
-    "could lay it out as the Attention tab does, with tfviz.ui.attention.head_columns)",
-)
 def test_minilm_analysis_texts_do_not_overlap(browser, server):
     pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
     with opened_minilm(browser, f"{server}/?{minilm_link('analysis')}", DESKTOP) as page:

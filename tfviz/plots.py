@@ -148,32 +148,97 @@ def attention_column(
         title: figure title (none by default: the page titles the layer once).
     """
     attn = _token_square(attn, labels, "attention", "(heads, queries, keys)")
-    H, T = attn.shape[0], len(labels)
-    heads = [int(h) for h in heads]
-    bad = [h for h in heads if not 0 <= h < H]
-    if bad:
-        raise ValueError(f"the layer has heads 0..{H - 1}, not {bad}")
-    if not heads and not with_mean:
-        raise ValueError("a column needs at least one head, or the mean")
+    heads = _column_heads(attn.shape[0], heads, with_mean)
     blocks = [attn[h] for h in heads]
     names = [f"H{h}" for h in heads]
     if with_mean:
         blocks.append(attn.mean(axis=0))
         names.append("mean")
+    return _square_column(
+        np.stack(blocks),
+        labels,
+        [f"L{layer} {name}" for name in names],
+        words=("query", "key", "weight"),
+        coloraxis=ATTENTION_AXIS,
+        scale_title="weight",
+        show_scale=show_scale,
+        title=title,
+    )
+
+
+def norm_attention_column(
+    norms: np.ndarray,
+    summed: np.ndarray,
+    labels: Sequence[str],
+    layer: int,
+    heads: Sequence[int],
+    with_total: bool,
+    top: float,
+    show_scale: bool = True,
+) -> go.Figure:
+    """Some heads' norm-based attention, one above the other, as attention_column lays them out
+    (for many-headed layers: MiniLM's 12 heads in one row left ~6 px a word-piece).
+
+    Args:
+        norms, summed, labels, layer: as norm_attention_grid.
+        heads: the heads this column shows; with_total: add the all-heads block last.
+        top: the colour scale's top, the same for every column of the layer (the largest norm).
+    """
+    norms = _token_square(norms, labels, "per-head norm-based attention", "(heads, queries, keys)")
+    summed = _token_square(summed, labels, "summed norm-based attention", "(queries, keys)")
+    heads = _column_heads(norms.shape[0], heads, with_total)
+    blocks = [norms[h] for h in heads] + ([summed] if with_total else [])
+    names = [f"H{h}" for h in heads] + (["all heads"] if with_total else [])
+    if not np.isfinite(np.stack(blocks)).all() or min(b.min() for b in blocks) < 0:
+        raise ValueError("norm-based attention is a length: it must be finite and non-negative")
+    return _square_column(
+        np.stack(blocks),
+        labels,
+        [f"L{layer} {name}" for name in names],
+        words=("query", "key", "norm"),
+        coloraxis=dict(colorscale=NORM_SCALE, cmin=0.0, cmax=float(top) or 1.0),
+        scale_title="‖αf(x)‖",
+        show_scale=show_scale,
+        title="",
+    )
+
+
+def _column_heads(H: int, heads: Sequence[int], with_extra: bool) -> list[int]:
+    heads = [int(h) for h in heads]
+    bad = [h for h in heads if not 0 <= h < H]
+    if bad:
+        raise ValueError(f"the layer has heads 0..{H - 1}, not {bad}")
+    if not heads and not with_extra:
+        raise ValueError("a column needs at least one head, or the mean")
+    return heads
+
+
+def _square_column(
+    blocks: np.ndarray,
+    labels: Sequence[str],
+    names: list[str],
+    words: tuple[str, str, str],
+    coloraxis: dict,
+    scale_title: str,
+    show_scale: bool,
+    title: str,
+) -> go.Figure:
+    """(N, T, T) blocks one above the other, titled by names, sized for COLUMN_PX."""
+    T = len(labels)
     every = max(1, math.ceil(MIN_LABEL_PX / (COLUMN_PX / T)))
     every_row = max(1, math.ceil(T / MAX_ROW_LABELS))
     fig = _mosaic(
-        np.stack(blocks)[:, None],  # (blocks, 1, T, T): one block per row
+        blocks[:, None],  # (blocks, 1, T, T): one block per row
         labels,
         labels,
-        rows=[f"L{layer} {name}" for name in names],
+        rows=names,
         cols=[""],
-        words=("query", "key", "weight"),
+        words=words,
         coloraxis=dict(
-            ATTENTION_AXIS,
+            coloraxis,
             showscale=show_scale,
             colorbar=dict(
-                title=dict(text="weight", side="right"),
+                title=dict(text=scale_title, side="right"),
                 orientation="h",
                 x=0.5,
                 xanchor="center",

@@ -18,6 +18,7 @@ import streamlit as st
 import tfviz.analysis as analysis
 from tfviz import dissect, get_task, plots
 from tfviz.interventions import Interventions, head_name
+from tfviz.ui.attention import block_columns, head_columns, many_heads
 from tfviz.ui.common import (
     View,
     chart,
@@ -212,26 +213,38 @@ def norm_attention_section(view: View) -> None:
     layer = index_picker(t("analysis.layer"), tr.n_layers, "norm_layer", "L")
     flow = flow_for(view)
     st.caption(t("analysis.norm.caption"))
-    chart(
-        plots.attention_grid(
-            tr.attn[layer : layer + 1],
-            tr.labels,
-            [layer],
-            title=t("analysis.norm.raw_title", layer=layer),
-            with_mean=True,
-        ),
-        key="raw_attention_layer",
-    )
-    chart(
-        plots.norm_attention_grid(
-            flow["norm"][layer],
-            flow["norm_summed"][layer],
-            tr.labels,
-            layer,
-            title=t("analysis.norm.title", layer=layer),
-        ),
-        key="norm_attention",
-    )
+    norms, summed = flow["norm"][layer], flow["norm_summed"][layer]
+    if many_heads(tr.n_layers, tr.n_heads):
+        # MiniLM's 12 heads and their total in one row: ~6 px a word-piece, labels in a pile.
+        # Laid out as the Attention tab lays a layer out, one colour scale for the layer.
+        st.markdown(f"**{md_escape(t('analysis.norm.raw_title', layer=layer))}**")
+        head_columns(tr.attn[layer], tr.labels, layer, key="raw_attention_layer")
+        st.markdown(f"**{md_escape(t('analysis.norm.title', layer=layer))}**")
+        top = max(float(norms.max(initial=0.0)), float(summed.max(initial=0.0)))
+        block_columns(
+            tr.n_heads,
+            lambda heads, last, scale: plots.norm_attention_column(
+                norms, summed, tr.labels, layer, heads, last, top, show_scale=scale
+            ),
+            key="norm_attention",
+        )
+    else:
+        chart(
+            plots.attention_grid(
+                tr.attn[layer : layer + 1],
+                tr.labels,
+                [layer],
+                title=t("analysis.norm.raw_title", layer=layer),
+                with_mean=True,
+            ),
+            key="raw_attention_layer",
+        )
+        chart(
+            plots.norm_attention_grid(
+                norms, summed, tr.labels, layer, title=t("analysis.norm.title", layer=layer)
+            ),
+            key="norm_attention",
+        )
     what_is_this("norm_attention", "norm_attention_summed")
 
 

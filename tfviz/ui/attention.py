@@ -39,27 +39,42 @@ def head_columns(attn, labels, layer: int, key: str) -> None:
 
     attn: (H, T, T) the layer's attention; key: the charts' keys are key_0, key_1, ...
     """
-    H = attn.shape[0]
-    # Block b < H is head b, block H the mean: in order down the columns, about as many in each.
+    block_columns(
+        attn.shape[0],
+        lambda heads, last, scale: plots.attention_column(
+            attn, labels, layer, heads, with_mean=last, show_scale=scale
+        ),
+        key,
+    )
+
+
+def block_columns(H: int, figure, key: str) -> None:
+    """H heads and one more block (their mean, or their sum) in HEAD_COLUMNS st.columns.
+
+    figure(heads, with_last_block, show_scale) draws one column (tfviz.plots.attention_column,
+    norm_attention_column); its charts' keys are key_0, key_1, ...
+    """
+    # Block b < H is head b, block H the last one: in order down the columns, about as many in
+    # each.
     parts = np.array_split(np.arange(H + 1), HEAD_COLUMNS)
     for c, (col, part) in enumerate(zip(st.columns(HEAD_COLUMNS), parts, strict=True)):
         heads = [int(b) for b in part if b < H]
-        with_mean = H in part
-        if not heads and not with_mean:
+        last = H in part
+        if not heads and not last:
             continue
         with col:
-            chart(
-                plots.attention_column(
-                    attn, labels, layer, heads, with_mean=with_mean, show_scale=c == 0
-                ),
-                key=f"{key}_{c}",
-            )
+            chart(figure(heads, last, c == 0), key=f"{key}_{c}")
+
+
+def many_heads(n_layers: int, n_heads: int) -> bool:
+    """Too many heads for one grid: show a layer at a time, in columns (MiniLM)."""
+    return n_layers * n_heads > MAX_GRID_HEADS
 
 
 def render(view: View) -> None:
     tr = view.trace
     st.caption(t("attention.intro"))
-    if tr.n_layers * tr.n_heads <= MAX_GRID_HEADS:
+    if not many_heads(tr.n_layers, tr.n_heads):
         layers = list(range(tr.n_layers))
         chart(
             plots.attention_grid(
