@@ -44,9 +44,9 @@ def picker_text(page, label: str) -> str:
 def picker_shows(label: str, text: str) -> str:
     """A JS predicate: the select box labelled `label` shows text."""
     return f"""() => {{
-        const sel = 'input[role="combobox"][aria-label=' + {json.dumps(json.dumps(label))} + ']';
-        const box = document.querySelector(sel);
-        return box !== null && box.value === {json.dumps(text)};
+        const box = Array.from(document.querySelectorAll('input[role="combobox"]'))
+            .find((b) => b.getAttribute('aria-label') === {json.dumps(label)});
+        return box !== undefined && box.value === {json.dumps(text)};
     }}"""
 
 

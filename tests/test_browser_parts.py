@@ -33,7 +33,10 @@ def chart_titles() -> str:
 
 
 def shows_title(text: str) -> str:
-    return f"() => ({chart_titles()}).includes({json.dumps(text)})"
+    """A JS predicate: a chart title holds text (spaces aside: a long title is broken into
+    lines, whose text runs together in textContent)."""
+    flat = json.dumps("".join(text.split()))
+    return f"() => ({chart_titles()}).replace(/\\s+/g, '').includes({flat})"
 
 
 def test_the_mode_chart_is_drawn_and_follows_a_mode_switch(page):

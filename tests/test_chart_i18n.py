@@ -141,6 +141,9 @@ FIGURES = {
     "drift_bars": lambda: plots.drift_bars(rand(2)),
     "loss_curve": lambda: plots.loss_curve(rand(5) + 0.1, every=10, total_steps=60),
     "norm_attention_grid": lambda: plots.norm_attention_grid(rand(2, 3, 3), rand(3, 3), TOKENS, 1),
+    "norm_attention_column": lambda: plots.norm_attention_column(
+        rand(2, 3, 3), rand(3, 3), TOKENS, 1, [0, 1], True, 1.0
+    ),
     "rollout_grid": lambda: plots.rollout_grid(rand(2, 3, 3), rand(2, 3, 3), TOKENS),
     "head_score_map": lambda: plots.head_score_map(rand(2, 2)),
     "keep_top_k_plot": lambda: plots.keep_top_k_plot(rand(5), 2),
