@@ -240,6 +240,10 @@ class Page:
     # to tell whether a container (the prediction, key "prediction") shows its st.code.
     blocks: dict[str, tuple[int, ...]] = field(default_factory=dict)
     code_paths: list[tuple[int, ...]] = field(default_factory=list)
+    # Keyed st.tabs (a widget whose value is the open tab's label): user key -> (widget id, the
+    # tab bar's delta path), and each bar's tab labels in order, by that path.
+    tab_bars: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    tab_labels: dict[tuple[int, ...], list[str]] = field(default_factory=dict)
 
     @property
     def sentence(self) -> bool:
@@ -255,6 +259,16 @@ class Page:
         """A new element or block at path replaces whatever was there, and all below it."""
         self.code_paths = [p for p in self.code_paths if p[: len(path)] != path]
         self.blocks = {k: p for k, p in self.blocks.items() if p[: len(path)] != path}
+        self.tab_bars = {k: v for k, v in self.tab_bars.items() if v[1][: len(path)] != path}
+        self.tab_labels = {p: v for p, v in self.tab_labels.items() if p[: len(path)] != path}
+
+    def tabs(self, key: str) -> tuple[str, list[str]] | None:
+        """The keyed tab bar's widget id and tab labels, or None if the page has none."""
+        found = self.tab_bars.get(key)
+        if found is None:
+            return None
+        widget_id, path = found
+        return widget_id, self.tab_labels.get(path, [])
 
     def find(self, key: str, label: str) -> tuple[str, object] | None:
         if key in self.widgets:
@@ -279,6 +293,12 @@ class Session:
 
     model: the start of a model picker option ("all-MiniLM-L6-v2") to pick right after the page
     load, or None to stay on the opening model.
+    headers: extra HTTP headers of the websocket handshake (a proxy's sticky-session cookie).
+    query_string: the address's query string, sent with every rerun as the browser sends it.
+    After each run, last_query holds the query string the app last wrote into the address
+    (st.query_params; None until it writes one) and session_id the server's id of the session;
+    resume_id, when set, is offered on the next connect as the session to resume, as the
+    browser does when it reconnects.
     """
 
     def __init__(
@@ -289,9 +309,15 @@ class Session:
         timeout: float,
         think: tuple[float, float],
         model: str | None = None,
+        headers: dict[str, str] | None = None,
+        query_string: str = "",
     ):
         self.ws_url, self.stats, self.rng = ws_url, stats, rng
         self.timeout, self.think, self.model = timeout, think, model
+        self.headers, self.query_string = headers, query_string
+        self.last_query: str | None = None
+        self.session_id: str | None = None
+        self.resume_id: str | None = None
         self.page = Page()
         self.states: dict[str, WidgetState] = {}  # widget id -> the value this user set
         self.w_o_off = False
@@ -303,14 +329,7 @@ class Session:
         """
         while time.monotonic() < deadline:
             try:
-                async with websockets.connect(
-                    self.ws_url,
-                    subprotocols=["streamlit"],
-                    max_size=None,
-                    ping_interval=None,  # the browser sends no pings either
-                    open_timeout=self.timeout,
-                    close_timeout=5,
-                ) as ws:
+                async with self.connect() as ws:
                     await self._act(ws, deadline, load_only)
                 return
             except SessionError as e:
@@ -321,6 +340,24 @@ class Session:
                 self.stats.error("connection", f"{type(e).__name__}: {e}")
             # Back off a little before reconnecting, so a dead server is not hammered.
             await asyncio.sleep(1.0)
+
+    def connect(self):
+        """The websocket to the server, opened as the browser opens it (an async context).
+
+        The subprotocol list carries the XSRF token second and the session to resume third; the
+        token only guards an auth cookie, which this app does not use, so a placeholder fills
+        its place when a session is to be resumed.
+        """
+        protocols = ["streamlit"] if self.resume_id is None else ["streamlit", "x", self.resume_id]
+        return websockets.connect(
+            self.ws_url,
+            subprotocols=protocols,
+            additional_headers=self.headers,
+            max_size=None,
+            ping_interval=None,  # the browser sends no pings either
+            open_timeout=self.timeout,
+            close_timeout=5,
+        )
 
     async def _act(self, ws, deadline: float, load_only: bool) -> None:
         self.states.clear()  # a new connection is a new session on the server
@@ -401,7 +438,7 @@ class Session:
         """Send rerun_script with this user's widget values; seconds until its run finished."""
         msg = BackMsg()
         client = msg.rerun_script
-        client.query_string = ""
+        client.query_string = self.query_string
         client.page_script_hash = ""
         client.widget_states.SetInParent()
         client.widget_states.widgets.extend(self.states.values())
@@ -431,8 +468,11 @@ class Session:
             fwd = ForwardMsg()
             fwd.ParseFromString(raw)
             kind = fwd.WhichOneof("type")
+            if kind == "page_info_changed":  # the app rewrote the address (st.query_params)
+                self.last_query = fwd.page_info_changed.query_string
             if kind == "new_session":
                 run_id = fwd.metadata.run.script_run_id
+                self.session_id = fwd.new_session.initialize.session_id or self.session_id
                 page = Page()
                 problems.clear()
             elif run_id is None:
@@ -470,6 +510,12 @@ class Session:
             page.replaced(path)  # an st.empty slot refilled: what it held is gone
         if change == "add_block" and delta.add_block.id:
             page.blocks[user_key(delta.add_block.id)] = path
+        if change == "add_block":
+            block = delta.add_block
+            if block.WhichOneof("type") == "tab_container" and block.tab_container.id:
+                page.tab_bars[user_key(block.tab_container.id)] = (block.tab_container.id, path)
+            elif block.WhichOneof("type") == "tab":
+                page.tab_labels.setdefault(path[:-1], []).append(block.tab.label)
         if change != "new_element":
             return
         element = delta.new_element
