@@ -103,6 +103,29 @@ def write_atomic(path: Path, data: bytes, overwrite: bool = True) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename or link in folder durable: without it, a power cut (or a node lost with its
+    page cache) after the save may bring back the folder without the new name, though the job
+    said "saved". A process killed with -9 loses nothing either way (the kernel holds the
+    change); what it can leave is only the writer's own `.NAME.*.tmp`, which no reader opens.
+
+    Best effort: the file is in place already, so a folder that cannot be synced (some network
+    file systems refuse fsync on a directory) must not turn a finished save into a reported
+    failure.
+    """
+    try:
+        fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _downsample(values: list[float]) -> tuple[list[float], int]:
