@@ -56,7 +56,8 @@ RECIPES: dict[str, dict] = {
 # model size for every task (the bundled one), with steps and learning rate chosen per task: no
 # single learning rate serves all (reverse sits on a loss plateau of ~1.73, 30% of tokens right,
 # for over 1,000 steps at 3e-3, and at 1e-2 escapes it anywhere from step 600 to past 1,000
-# depending on the seed unless the batch is 128; balanced does not learn at 1e-2). bench/train_defaults.py measures each on 3 seeds through the app's own job (figures in
+# depending on the seed unless the batch is 128; balanced does not learn at 1e-2).
+# bench/train_defaults.py measures each on 3 seeds through the app's own job (figures in
 # bench/README.md).
 CLASS_SIZES = {"d_model": 64, "n_heads": 4, "n_layers": 2, "d_ff": 128}
 
