@@ -82,6 +82,8 @@ VIEW_KEY = "view"  # app.py: st.tabs(..., key="view")
 TABS = ("Attention", "Before/after W_o")
 TRAIN_TAB = "Train"
 TRAINED_NAME = "failover_from_a"  # the model trained on replica A
+# How a student's browser may name the proxy: a host name and a port (compose publishes 8501).
+NAMED_HOST = "tfviz.test"
 SESSION_TTL = 120  # server.disconnectedSessionTTL: the app's default (.streamlit/config.toml)
 PAGE_ERRORS = ("exception", "error alert")  # bench/load.py's kinds for a failure on the page
 LOG_FORMAT = "\t".join(
@@ -225,8 +227,7 @@ class Replicas:
 
     def start(self, startup_timeout: float = 180.0) -> None:
         """Start every server (together: each imports torch), then nginx; raise if one fails."""
-        exe = nginx_path()
-        if exe is None:
+        if nginx_path() is None:
             raise RuntimeError("nginx is not installed")
         for i, port in enumerate(self.ports):
             # One folder for all: start_server puts TFVIZ_USER_MODELS at folder/user_models.
@@ -237,14 +238,20 @@ class Replicas:
             if not wait_healthy(f"http://{self.address(i)}", proc, startup_timeout):
                 log = self.server_log(i).read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"replica {i} did not start (exit {proc.poll()}):\n{log}")
-        self.prefix.mkdir()
-        site = self.prefix / "tfviz.conf"
-        site.write_text(render_nginx_conf(NGINX_CONF.read_text(), self.ports, self.port))
-        conf = self.prefix / "nginx.conf"
-        conf.write_text(nginx_main_conf(self.prefix, site))
-        with open(self.prefix / "stderr.log", "wb") as err:
-            self.nginx = subprocess.Popen(
-                [exe, "-p", str(self.prefix), "-c", str(conf)],
+        self.nginx = self.start_proxy(self.prefix, NGINX_CONF.read_text(), self.port)
+
+    def start_proxy(self, prefix: Path, conf: str, port: int) -> subprocess.Popen:
+        """nginx in the foreground with conf (nginx.conf's text) rendered for these replicas,
+        listening on 127.0.0.1:port, its files in prefix; returns once it listens. The caller
+        stops it (stop_server)."""
+        prefix.mkdir()
+        site = prefix / "tfviz.conf"
+        site.write_text(render_nginx_conf(conf, self.ports, port))
+        main = prefix / "nginx.conf"
+        main.write_text(nginx_main_conf(prefix, site))
+        with open(prefix / "stderr.log", "wb") as err:
+            proc = subprocess.Popen(
+                [nginx_path() or "nginx", "-p", str(prefix), "-c", str(main)],
                 stdout=subprocess.DEVNULL,
                 stderr=err,
                 stdin=subprocess.DEVNULL,
@@ -252,11 +259,12 @@ class Replicas:
         deadline = time.monotonic() + 20
         while True:  # until nginx listens
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return proc
             except OSError:
-                if self.nginx.poll() is not None or time.monotonic() > deadline:
-                    err = (self.prefix / "stderr.log").read_text(errors="replace")
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    stop_server(proc)
+                    err = (prefix / "stderr.log").read_text(errors="replace")
                     raise RuntimeError(f"nginx did not start listening: {err}") from None
                 time.sleep(0.1)
 
@@ -323,7 +331,8 @@ class Browser(Session):
         """GET the page through nginx, as a browser first does, and keep the cookies it sets."""
 
         def fetch() -> list[str]:
-            with urllib.request.urlopen(self.replicas.base_url + "/", timeout=self.timeout) as r:
+            opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only
+            with opener.open(self.replicas.base_url + "/", timeout=self.timeout) as r:
                 r.read()
                 return r.headers.get_all("Set-Cookie") or []
 
@@ -537,6 +546,29 @@ async def page_for(replicas: Replicas, cookie: str, query: str, timeout: float =
     return shown_view(browser.page)
 
 
+async def named_host_page(replicas: Replicas, port: int, timeout: float = 60.0) -> str:
+    """Open the app as a browser at http://NAMED_HOST:port does (Host and Origin both name the
+    port), through the nginx on 127.0.0.1:port; "" when its page came, else what went wrong."""
+    browser = Browser(3000, replicas, random.Random(0), timeout)
+    url = f"ws://{NAMED_HOST}:{port}/_stcore/stream"
+    try:
+        async with websockets.connect(
+            url,
+            host="127.0.0.1",  # the name is never looked up: the socket goes to loopback
+            port=port,
+            origin=f"http://{NAMED_HOST}:{port}",
+            subprotocols=["streamlit"],
+            proxy=None,
+            open_timeout=timeout,
+        ) as ws:
+            await browser.load(ws)
+    except (OSError, websockets.exceptions.WebSocketException, SessionError, TimeoutError) as e:
+        return f"{type(e).__name__}: {e}"
+    if browser.stats.errors or not browser.page.shows_code_in(PREDICTION_KEY):
+        return f"the page failed: {browser.stats.samples}"
+    return ""
+
+
 def route_replicas(replicas: Replicas, route: str) -> set[int | None]:
     """The replicas that answered the route's requests so far."""
     return served(replicas.access_log(), replicas, route)
@@ -598,6 +630,7 @@ class Figures:
     trained: str  # "" when the model trained on replica A was saved; else what went wrong
     listed_before: bool  # the model was in B's picker before it was trained (must be False)
     listed_on_b: int  # browsers on replica B whose picker lists it afterwards
+    named_host: str  # "" when a browser at http://NAMED_HOST:port got its page; else why not
     setup_s: float
     elapsed_s: float
     samples: list[str] = field(default_factory=list)
@@ -664,6 +697,7 @@ async def scenario(
     samples += ["a browser did not end"] * len(pending)
 
     results = [b.finish() for b in browsers]
+    named_host = await named_host_page(replicas, replicas.port, timeout)
     for r, t in zip(results, tasks, strict=True):
         if t.done() and not t.cancelled() and t.exception():
             r.other_errors.append(str(t.exception()))
@@ -697,6 +731,7 @@ async def scenario(
         trained=trained,
         listed_before=listed_before,
         listed_on_b=sum(any(TRAINED_NAME in o for o in r.models_seen) for r in results),
+        named_host=named_host,
         setup_s=setup_s,
         elapsed_s=time.monotonic() - t0,
         samples=(samples + [e for r in results for e in r.other_errors])[:8],
@@ -731,6 +766,7 @@ def report(f: Figures) -> bool:
         f"model trained on replica {f.victim}: {f.trained or 'saved'}; listed on the other "
         f"replica before: {f.listed_before}; after, in the picker of {f.listed_on_b}/{n} sessions"
     )
+    print(f"a browser at http://{NAMED_HOST}:<port>: {f.named_host or 'page loaded'}")
     print(
         f"setup {f.setup_s:.1f} s, whole run {f.elapsed_s:.1f} s, "
         f"{len(os.sched_getaffinity(0))} cores"
@@ -748,6 +784,7 @@ def report(f: Figures) -> bool:
         and not f.trained
         and not f.listed_before
         and f.listed_on_b == n
+        and not f.named_host
     )
     print(f"verdict: {'PASS' if ok else 'FAIL'}")
     return ok

@@ -353,6 +353,7 @@ class Session:
             self.ws_url,
             subprotocols=protocols,
             additional_headers=self.headers,
+            proxy=None,  # a loopback server: never through an HTTP proxy from the environment
             max_size=None,
             ping_interval=None,  # the browser sends no pings either
             open_timeout=self.timeout,

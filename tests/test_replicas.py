@@ -14,11 +14,14 @@ through nginx with the address the app last wrote. The tests assert on what happ
   replica, showing the model, sequence, W_o switch, zeroed heads and tab it showed (its widgets
   and the app's query string), and the other replica's browsers never noticed;
 - no page showed an exception or an error alert, and every last page shows the prediction;
-- the model trained on replica 0 was not in replica 1's picker before, and is after.
+- the model trained on replica 0 was not in replica 1's picker before, and is after;
+- a browser that opened the proxy by a name and a port (http://tfviz.test:PORT, as a class opens
+  http://teacher-pc:8501) gets its page: the config passes the Host header with its port.
 
 Controls that show the checks can fail: a page reopened with the same cookie but without the
 address shows another view; the config renderer refuses a config of another shape; the log reader
-tells a browser that hopped replicas from one that stuck.
+tells a browser that hopped replicas from one that stuck; the config as it was (Host without the
+port) refuses the named browser with 403.
 
 nginx is no Python dependency: without it the module is skipped, except under CI=true, where
 .ci/run installs it. Takes about 30 s on 2 busy cores. Deselect with -m "not bench".
@@ -37,6 +40,7 @@ from bench.failover import (
     NGINX_CONF,
     LogLine,
     Replicas,
+    named_host_page,
     nginx_path,
     page_for,
     render_nginx_conf,
@@ -44,6 +48,8 @@ from bench.failover import (
     scenario,
     served,
 )
+from bench.load import stop_server
+from bench.server import free_port
 
 pytestmark = pytest.mark.bench
 
@@ -71,7 +77,18 @@ def run():
             control = None
             if lost is not None:
                 control = asyncio.run(page_for(replicas, lost["route"], ""))
-    return figures, lost, control, "\n".join(lines)
+            # The config as it was: Host without the port.
+            port, old = (
+                free_port(),
+                NGINX_CONF.read_text().replace("Host $http_host;", "Host $host;"),
+            )
+            assert old != NGINX_CONF.read_text()
+            proxy = replicas.start_proxy(Path(tmp) / "nginx-host", old, port)
+            try:
+                old_host = asyncio.run(named_host_page(replicas, port))
+            finally:
+                stop_server(proxy)
+    return figures, lost, control, old_host, "\n".join(lines)
 
 
 def test_the_renderer_changes_only_the_replica_addresses_and_the_listen_port():
@@ -105,7 +122,7 @@ def test_the_log_reader_tells_a_browser_that_hopped_from_one_that_stuck():
 
 
 def test_sessions_spread_over_both_replicas_and_each_sticks_to_its_own(run):
-    figures, _, _, log = run
+    figures, _, _, _, log = run
     assert sum(figures.per_replica) == SESSIONS, (figures.per_replica, log)
     # 40 random cookies over two replicas: fewer than 5 on one is about a one-in-a-million draw.
     assert min(figures.per_replica) >= 5, figures.per_replica
@@ -114,7 +131,7 @@ def test_sessions_spread_over_both_replicas_and_each_sticks_to_its_own(run):
 
 
 def test_sessions_of_the_killed_replica_come_back_to_their_view_on_the_other(run):
-    figures, lost, control, log = run
+    figures, lost, control, _, log = run
     assert figures.on_victim > 0, log
     assert figures.lost == figures.on_victim  # each of its websockets closed
     assert figures.untouched == SESSIONS - figures.on_victim  # the other replica's kept theirs
@@ -132,14 +149,23 @@ def test_sessions_of_the_killed_replica_come_back_to_their_view_on_the_other(run
 
 
 def test_no_session_is_left_on_an_error_page(run):
-    figures, _, _, _ = run
+    figures, _, _, _, _ = run
     assert figures.error_pages == 0, figures.samples
     assert figures.other_errors == 0, figures.samples
     assert figures.no_prediction == 0
 
 
 def test_a_model_trained_on_one_replica_is_in_the_other_replicas_picker(run):
-    figures, _, _, log = run
+    figures, _, _, _, log = run
     assert figures.trained == "", log
     assert not figures.listed_before  # replica 1 did not list it before it was trained
     assert figures.listed_on_b == SESSIONS  # after: every page, all on replica 1 by then
+
+
+def test_a_browser_that_names_the_proxy_and_a_port_gets_its_page(run):
+    """Streamlit refuses a websocket whose Origin is not its Host; nginx's $host drops the port,
+    so with `proxy_set_header Host $host` a browser at http://teacher-pc:8501 got 403 (the old
+    config, run here as the control). The config passes the Host as the browser sent it."""
+    figures, _, _, old_host, _ = run
+    assert figures.named_host == ""
+    assert "403" in old_host, old_host
