@@ -26,9 +26,11 @@ Measured: sessions per replica; stickiness (every request of a browser before th
 replica, and its reload resumed its session); for the browsers on the killed replica, the time
 from the kill to their restored page, how many came back, and whether each shows what it showed
 (the app's query string after the reconnect equals the one before, which sync rewrites from what
-is on screen); browsers on the other replica untouched; no page with an exception or error alert;
-and a model trained on replica A (a short Train-form job, through a browser pinned to A) listed in
-the model picker on replica B.
+is on screen, and the model, sequence, W_o and zeroed-heads widgets show what it had set);
+browsers on the other replica untouched; no page with an exception or error alert; a model
+trained on replica A (a short Train-form job, through a browser pinned to A) listed in the model
+picker on replica B; and a browser that names the proxy with a port (http://tfviz.test:PORT,
+resolved to nothing: the socket goes to 127.0.0.1) getting its page.
 
 Prints the figures and a verdict; exits 0 either way (a benchmark), 1 if nginx or a server does
 not start. tests/test_replicas.py runs the same scenario and asserts.
@@ -407,9 +409,8 @@ class Browser(Session):
         result = self.result
         async with self.connect() as ws:
             await self.load(ws)
-            result.resumed = (
-                len(result.session_ids) == 2 and result.session_ids[0] == (result.session_ids[1])
-            )
+            ids = result.session_ids
+            result.resumed = len(ids) == 2 and ids[0] == ids[1] != ""
             result.view = self.last_query or ""
             lost = await self.act(ws, stop)
         if not lost:
@@ -673,11 +674,15 @@ async def scenario(
     victim, survivor = 0, 1
     lines = replicas.access_log()
     for b in browsers:  # where its first request went (GET /, logged at once)
-        first = min((x for x in lines if x.route == b.result.route), key=lambda x: x.started)
-        b.result.replica = replicas.replica_of(first.upstreams[-1]) if first.upstreams else None
+        mine = [x for x in lines if x.route == b.result.route and x.upstreams]
+        first = min(mine, key=lambda x: x.started, default=None)
+        b.result.replica = replicas.replica_of(first.upstreams[-1]) if first else None
     on_b = [b for b in browsers if b.result.replica == survivor]
     listed_before = any(TRAINED_NAME in o for b in on_b for o in b.page.widgets["model"][1].options)
-    trained = await train_on(replicas, victim, timeout, limit=90)
+    try:
+        trained = await train_on(replicas, victim, timeout, limit=90)
+    except (OSError, websockets.exceptions.WebSocketException, SessionError, TimeoutError) as e:
+        trained = f"{type(e).__name__}: {e}"
     log(f"trained on replica {victim}: {trained or 'saved'}")
     await asyncio.sleep(before)
 
