@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import APP
+from tests.test_share import open_link
 from tfviz.ui.common import WORD_JOINER, md_escape
 from tfviz.ui.i18n import LANGUAGES, translate
 
@@ -79,15 +79,6 @@ def test_md_escape_leaves_ordinary_text_alone():
 # ---- the app: a hostile link's notices, in both languages ------------------------------------
 
 
-def open_link(query: dict[str, str]) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in query.items():
-        at.query_params[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
 LINK = {
     "model": "class moved, continue at https://evil.example/tfviz/login",
     "view": "www.evil.example",
@@ -100,7 +91,7 @@ LINK = {
 @pytest.mark.usefixtures("fresh_app")
 @pytest.mark.parametrize("lang", list(LANGUAGES))
 def test_a_hostile_link_s_notices_quote_it_inert_in_both_languages(lang):
-    at = open_link({**LINK, "lang": lang})
+    at = open_link(**{**LINK, "lang": lang})
     warnings = [w.value for w in at.warning]
     assert len(warnings) == 4, warnings
     for body in warnings:
@@ -114,7 +105,7 @@ def test_a_hostile_link_s_notices_quote_it_inert_in_both_languages(lang):
 
 @pytest.mark.usefixtures("fresh_app")
 def test_a_typed_sentence_is_quoted_inert_where_the_model_cut_it():
-    at = open_link({"model": "pretrained:all-MiniLM-L6-v2"})
+    at = open_link(model="pretrained:all-MiniLM-L6-v2")
     if at.selectbox(key="model").value != "pretrained:all-MiniLM-L6-v2":
         pytest.skip("the pretrained model is not installed here")
     rest = "see https://evil.example/x"
@@ -154,7 +145,7 @@ def markdown_bodies(at: AppTest) -> list[str]:
 @pytest.mark.usefixtures("fresh_app")
 @pytest.mark.parametrize("lang", list(LANGUAGES))
 def test_an_uploaded_model_s_name_is_inert_on_every_tab(lang):
-    at = open_link({"lang": lang})
+    at = open_link(lang=lang)
     name = HOSTILE_NAME + ".safetensors"
     at.file_uploader(key="upload").set_value((name, SORT, "application/octet-stream")).run()
     assert not at.exception and at.selectbox(key="model").value.startswith("upload:")

@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP, start_app, submit_training, wait_until
+from tests.test_share import open_link
 from tfviz import jobs
 from tfviz.ui import share
 
@@ -20,13 +21,7 @@ SORT = (Path(APP).parent / "models" / "sort.safetensors").read_bytes()
 
 def reconnect(name: str, lang: str | None = None) -> AppTest:
     """A new session opened on the address a training page had written."""
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["training"] = name
-    if lang:
-        at.query_params["lang"] = lang
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_link(training=name, **({"lang": lang} if lang else {}))
 
 
 def warnings(at: AppTest) -> str:
