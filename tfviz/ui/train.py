@@ -157,23 +157,22 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
     # max_chars: the browser would silently refuse a longer paste; the check below says what the
     # limit is instead.
     name = st.text_input(t("train.name"), key="train_name", help=t("train.name_help"))
-    recipe = class_recipe(task)
+    recipe, metric_key = class_recipe(task), get_task(task).metric
     st.caption(
         t(
             "train.expect",
             seconds=recipe.seconds,
-            level=metric_text(get_task(task).metric, recipe.expected),
-            metric=t(METRIC_NAMES[get_task(task).metric]),
+            level=metric_text(metric_key, recipe.expected),
+            metric=t(METRIC_NAMES[metric_key]),
         )
     )
     with st.form(key="train_form"):
         a, b, c, d = st.columns(4)
-        d_model = a.selectbox(
-            t("train.d_model"), [16, 32, 64, 128, 256], index=2, key="train_d_model"
-        )
-        n_heads = b.selectbox(t("train.heads"), [1, 2, 4, 8], index=2, key="train_heads")
-        n_layers = c.selectbox(t("train.layers"), [1, 2, 3, 4], index=1, key="train_layers")
-        d_ff = d.selectbox(t("train.d_ff"), [32, 64, 128, 256, 512], index=2, key="train_d_ff")
+        # The first-run sizes (CLASS_SIZES) chosen, which the weak-result hints compare with.
+        d_model = size_box(a, "train.d_model", [16, 32, 64, 128, 256], "d_model", "train_d_model")
+        n_heads = size_box(b, "train.heads", [1, 2, 4, 8], "n_heads", "train_heads")
+        n_layers = size_box(c, "train.layers", [1, 2, 3, 4], "n_layers", "train_layers")
+        d_ff = size_box(d, "train.d_ff", [32, 64, 128, 256, 512], "d_ff", "train_d_ff")
         # The numbers are float inputs without widget bounds, checked below with a message that
         # names the field: Streamlit silently puts an out-of-range value back to the default,
         # and an int input fails inside Streamlit itself when a request sends NaN or inf. Their
@@ -246,6 +245,11 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
     # The name is taken now: the next run of the form proposes another free one (this run's
     # name field is drawn already and cannot be changed).
     st.session_state[NAME_USED] = True
+
+
+def size_box(col, label: str, options: list[int], size: str, key: str) -> int:
+    """A model-size picker of the Train form, on the first-run size (CLASS_SIZES[size])."""
+    return col.selectbox(t(label), options, index=options.index(CLASS_SIZES[size]), key=key)
 
 
 def use_task_defaults(folder: Path) -> None:
