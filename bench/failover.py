@@ -63,13 +63,13 @@ from pathlib import Path
 from urllib.parse import parse_qsl
 
 import websockets
-from streamlit.proto.WidgetStates_pb2 import WidgetState
 
 from bench.load import (
     ROOT,
     Session,
     SessionError,
     Stats,
+    WidgetState,
     descendants,
     start_server,
     stop_server,
@@ -79,7 +79,6 @@ from bench.server import free_port
 
 NGINX_CONF = ROOT / "deploy" / "compose" / "nginx.conf"
 PREDICTION_KEY = "prediction"  # app.py / tfviz.ui.sequence: st.container(key="prediction")
-VIEW_KEY = "view"  # app.py: st.tabs(..., key="view")
 # The tabs the browsers spread over: cheap to draw, so 40 browsers fit on 2 cores.
 TABS = ("Attention", "Before/after W_o")
 TRAIN_TAB = "Train"
@@ -357,22 +356,6 @@ class Browser(Session):
         await self._request(ws)
         self.result.session_ids.append(self.session_id or "")
 
-    def choose(self, key: str, option: str | None = None, index: int | None = None) -> None:
-        """Set a selectbox or radio to an option (by its label or index)."""
-        found = self.page.widgets.get(key)
-        if found is None:
-            raise SessionError("widget", f"no widget {key!r} on the page")
-        proto = found[1]
-        options = list(proto.options)
-        value = option if option is not None else options[index % len(options)]
-        self.states[proto.id] = WidgetState(id=proto.id, string_value=value)
-
-    def open_tab(self, label: str) -> None:
-        found = self.page.tabs(VIEW_KEY)
-        if found is None or label not in found[1]:
-            raise SessionError("widget", f"no tab {label!r}: {found}")
-        self.states[found[0]] = WidgetState(id=found[0], string_value=label)
-
     async def set_view(self, ws) -> None:
         """A view of its own: model, sequence, W_o switch, a zeroed head (odd browsers), tab."""
         i = self.result.index
@@ -502,26 +485,35 @@ async def train_on(replicas: Replicas, replica: int, timeout: float, limit: floa
         return f"no cookie of 30 landed on replica {replica}"
     async with browser.connect() as ws:
         await browser.load(ws)
-        browser.open_tab(TRAIN_TAB)
-        await browser._request(ws)
-        widgets = browser.page.widgets
-        for key in ("train_name", "train_steps", "train_d_model", "train_submit"):
-            if key not in widgets:
-                return f"the Train tab has no {key!r}"
-        name_id, steps_id = widgets["train_name"][1].id, widgets["train_steps"][1].id
-        browser.states[name_id] = WidgetState(id=name_id, string_value=TRAINED_NAME)
-        browser.states[steps_id] = WidgetState(id=steps_id, double_value=30.0)
-        browser.choose("train_d_model", "16")
-        submit = widgets["train_submit"][1].id
-        browser.states[submit] = WidgetState(id=submit, trigger_value=True)
-        await browser._request(ws)
-        del browser.states[submit]
+        problem = await submit_training(browser, ws, TRAINED_NAME, steps=30)
+        if problem:
+            return problem
         deadline = time.monotonic() + limit
         while not target.exists() and time.monotonic() < deadline:
             await asyncio.sleep(0.25)  # the job runs in a worker thread of that replica
     if browser.stats.errors:
         return "; ".join(browser.stats.samples)
     return "" if target.exists() else f"no {target.name} after {limit:.0f} s"
+
+
+async def submit_training(session: Session, ws, name: str, steps: int, d_model: str = "16") -> str:
+    """Open the Train tab of a loaded page and submit a training of a small model; "" once the
+    form was sent, else what the tab lacked. The job then runs in a worker thread of the server."""
+    session.open_tab(TRAIN_TAB)
+    await session._request(ws)
+    widgets = session.page.widgets
+    for key in ("train_name", "train_steps", "train_d_model", "train_submit"):
+        if key not in widgets:
+            return f"the Train tab has no {key!r}"
+    name_id, steps_id = widgets["train_name"][1].id, widgets["train_steps"][1].id
+    session.states[name_id] = WidgetState(id=name_id, string_value=name)
+    session.states[steps_id] = WidgetState(id=steps_id, double_value=float(steps))
+    session.choose("train_d_model", d_model)
+    submit = widgets["train_submit"][1].id
+    session.states[submit] = WidgetState(id=submit, trigger_value=True)
+    await session._request(ws)
+    del session.states[submit]
+    return ""
 
 
 def served(

@@ -84,6 +84,7 @@ WORDS = (
 ).split()
 SEQUENCE_KEY = "sequence"
 W_O_KEY = "w_o_mode"
+VIEW_KEY = "view"  # app.py: st.tabs(..., key="view")
 FINISHED_OK = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_SUCCESSFULLY")
 FINISHED_COMPILE_ERROR = ForwardMsg.ScriptFinishedStatus.Value("FINISHED_WITH_COMPILE_ERROR")
 # "1 to 16 characters from: abcdefghij" (the text box's help) or the sidebar's "Alphabet: ..." text
@@ -383,6 +384,22 @@ class Session:
                 self._toggle_w_o()
             step += 1
             self.stats.reruns.append(await self._request(ws))
+
+    def choose(self, key: str, option: str | None = None, index: int | None = None) -> None:
+        """Set a selectbox or radio to an option (by its label or index)."""
+        found = self.page.widgets.get(key)
+        if found is None:
+            raise SessionError("widget", f"no widget {key!r} on the page")
+        proto = found[1]
+        options = list(proto.options)
+        value = option if option is not None else options[index % len(options)]
+        self.states[proto.id] = WidgetState(id=proto.id, string_value=value)
+
+    def open_tab(self, label: str) -> None:
+        found = self.page.tabs(VIEW_KEY)
+        if found is None or label not in found[1]:
+            raise SessionError("widget", f"no tab {label!r}: {found}")
+        self.states[found[0]] = WidgetState(id=found[0], string_value=label)
 
     def _pick_model(self) -> None:
         found = self.page.find(MODEL_KEY, "Model")

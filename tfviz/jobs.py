@@ -80,6 +80,7 @@ from tfviz.trainer import (
 
 EVAL_N = 1000  # fresh examples measured after training; stored in the checkpoint's metrics
 LOSS_POINTS = 400  # points of the live loss curve a snapshot carries
+CUT_OFF_WAIT_S = 10  # a cancelled job stops at its next step: milliseconds, seconds at worst
 RETRAIN_EVAL_N = 512  # fresh examples behind each point of a W_o retraining's metric curve
 RETRAIN_CURVE_POINTS = 20  # points of that curve after step 0 (about: one every steps // 20)
 # The limits and environment variables of the server are in tfviz.settings; MAX_PARAMS there
@@ -88,10 +89,21 @@ RETRAIN_CURVE_POINTS = 20  # points of that curve after step 0 (about: one every
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 FINAL = (DONE, FAILED, CANCELLED)
 OWNER_GONE = "the browser session that started it has closed"
+SHUTTING_DOWN = "the server is shutting down"
 
 
 class QueueFull(RuntimeError):
-    """Every slot is busy and the waiting queue is full; the message says so."""
+    """Every slot is busy and the waiting queue is full; the message says so, and `slots` and
+    `waiting` hold the numbers for a UI that words it in its own language."""
+
+    def __init__(self, message: str, slots: int = 0, waiting: int = 0):
+        super().__init__(message)
+        self.slots, self.waiting = slots, waiting
+
+
+class Draining(QueueFull):
+    """The server is shutting down (SIGTERM, as in a rolling update) and takes no new job; the
+    running ones may finish (JobManager.drain)."""
 
 
 class Stopped(Exception):
@@ -810,6 +822,7 @@ class JobManager:
         self._running: list[Job] = []
         self._queue: list[Job] = []
         self._ids = itertools.count(1)
+        self._draining = False
 
     def submit(self, work: Work, is_alive: Callable[[], bool] | None = None) -> Job:
         """Check the work and start it, or queue it if every slot is busy.
@@ -829,11 +842,18 @@ class JobManager:
                 gone = self._drop_abandoned()  # a closed tab's queued job frees its place now
                 active = self._running + self._queue
                 work.validate({j.work.claim for j in active if j.work.claim is not None})
+                if self._draining:
+                    raise Draining(
+                        "this server is shutting down (an update or a restart) and takes no new "
+                        "job; reload the page in a minute and start it again"
+                    )
                 if len(self._running) >= self.max_jobs and len(self._queue) >= self.max_queue:
                     raise QueueFull(
                         f"all {self.max_jobs} training slots are busy and {len(self._queue)} "
                         f"jobs are waiting already (training and experiment reruns share them); "
-                        f"try again when one has finished"
+                        f"try again when one has finished",
+                        slots=self.max_jobs,
+                        waiting=len(self._queue),
                     )
                 job = Job(next(self._ids), work, self, is_alive)
                 self._queue.append(job)
@@ -841,6 +861,32 @@ class JobManager:
                 return job
         finally:
             self._finish_abandoned(gone)
+
+    def drain(self, seconds: float) -> bool:
+        """Shut down gently (a rolling update's SIGTERM): refuse new jobs from now on (Draining),
+        end the queued ones unstarted, and wait up to `seconds` for the running ones to end, so
+        a training that is nearly done still saves its model. True if every running job ended in
+        time. A job still running then is cancelled and given a moment to stop at its next step
+        (a model is only ever saved whole, so nothing half-written is left): the process must not
+        exit under a thread inside torch, which aborts it instead of exiting 0."""
+        with self._lock:
+            self._draining = True
+            queued, self._queue = self._queue, []
+            running = list(self._running)
+        for job in queued:
+            job._finish_unstarted(f"never started: {SHUTTING_DOWN}")
+        deadline = time.monotonic() + seconds
+        finished = all(job.wait(max(0.0, deadline - time.monotonic())) for job in running)
+        if not finished:
+            for job in running:
+                job.cancel()
+            for job in running:
+                job.wait(CUT_OFF_WAIT_S)
+        return finished
+
+    @property
+    def draining(self) -> bool:
+        return self._draining
 
     def position(self, job: Job) -> int | None:
         """1-based place of a queued job in the queue, else None."""

@@ -19,6 +19,7 @@ USER_MODELS_ENV = "TFVIZ_USER_MODELS"  # folder of models trained in the app (sh
 MAX_JOBS_ENV = "TFVIZ_MAX_JOBS"  # trainings and experiment reruns running at once
 MAX_QUEUE_ENV = "TFVIZ_MAX_QUEUE"  # jobs allowed to wait for a slot
 UPLOAD_MB_ENV = "TFVIZ_MAX_UPLOAD_MB"  # largest uploaded checkpoint
+DRAIN_SECONDS_ENV = "TFVIZ_DRAIN_SECONDS"  # on SIGTERM, how long running jobs may finish
 
 # ---- limits --------------------------------------------------------------------------------------
 MAX_PARAMS = 5_000_000  # one uploaded or trained model on a shared classroom server
@@ -32,6 +33,12 @@ MIN_LR, MAX_LR = 1e-5, 1.0
 DEFAULT_MAX_QUEUE = 8
 DEFAULT_UPLOAD_MB = 20  # as server.maxUploadSize in .streamlit/config.toml
 MAX_UPLOAD_MB = 1024
+# A rolling update's SIGTERM lets running jobs finish for this long before the server stops. Two
+# minutes covers every Train-form default (8-16 s on one core) many times over and a long custom
+# training's last stretch. deploy/k8s (terminationGracePeriodSeconds, after the preStop pause) and
+# deploy/compose (stop_grace_period) give the process more than this; tests/test_drain.py checks.
+DEFAULT_DRAIN_SECONDS = 120
+MAX_DRAIN_SECONDS = 3600
 
 # ---- training defaults ---------------------------------------------------------------------------
 # What tfviz.trainer.train and tfviz.ensemble.train_runs use unless told otherwise (seed 002's
@@ -66,6 +73,17 @@ def upload_mb(environ: Mapping[str, str] = os.environ) -> int:
             f"{UPLOAD_MB_ENV} must be a whole number of MB from 1 to {MAX_UPLOAD_MB}, got {raw!r}"
         )
     return int(raw)
+
+
+def drain_seconds(environ: Mapping[str, str] = os.environ) -> int:
+    """Seconds a stopping server (SIGTERM) waits for running jobs: $TFVIZ_DRAIN_SECONDS, else
+    DEFAULT_DRAIN_SECONDS; 0 stops at once."""
+    value = _env_int(environ, DRAIN_SECONDS_ENV, DEFAULT_DRAIN_SECONDS, minimum=0)
+    if value > MAX_DRAIN_SECONDS:
+        raise ValueError(
+            f"{DRAIN_SECONDS_ENV} must be at most {MAX_DRAIN_SECONDS} seconds, got {value}"
+        )
+    return value
 
 
 def _env_int(environ: Mapping[str, str], name: str, default: int, minimum: int) -> int:

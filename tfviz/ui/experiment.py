@@ -17,7 +17,7 @@ from tfviz import jobs, plots, settings
 from tfviz.metrics import compact
 from tfviz.ui.common import POLL_SECONDS, TRAINS_TOYS, View, chart, md_escape, toy_only
 from tfviz.ui.i18n import DEFAULT, current, t
-from tfviz.ui.train import job_manager, session_alive_check
+from tfviz.ui.train import job_manager, refusal, session_alive_check
 
 AGAINST_LABELS = {
     "identity": "experiment.against.identity",
@@ -250,7 +250,7 @@ def experiment_form(task: str, against: str) -> None:
             jobs.ExperimentWork(spec), is_alive=session_alive_check()
         )
     except (ValueError, jobs.QueueFull) as e:
-        st.error(md_escape(str(e)))
+        st.error(refusal(e))
 
 
 @st.fragment(run_every=POLL_SECONDS)

@@ -26,7 +26,7 @@ from tfviz.ui.common import POLL_SECONDS, View, chart, index_picker, md_escape
 from tfviz.ui.experiment import cached_precomputed, experiment_table, findings
 from tfviz.ui.i18n import current, t
 from tfviz.ui.models import BUNDLED_DIR, file_sha256, load_model
-from tfviz.ui.train import job_manager, session_alive_check
+from tfviz.ui.train import job_manager, refusal, session_alive_check
 
 STEP = "lesson_step"  # session_state: the step shown, 1..4
 STEPS = (1, 2, 3, 4)
@@ -402,7 +402,7 @@ def train_controls(recipe_steps: int) -> None:
     try:
         st.session_state[JOB] = job_manager().submit(work, is_alive=session_alive_check())
     except (ValueError, jobs.QueueFull) as e:
-        st.error(t("lessons.s3.not_started", why=md_escape(str(e))))
+        st.error(t("lessons.s3.not_started", why=refusal(e)))
 
 
 def collect_trained() -> None:

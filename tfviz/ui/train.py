@@ -46,6 +46,7 @@ from tfviz.ui.common import (
 )
 from tfviz.ui.i18n import current, t
 from tfviz.ui.models import ROOT, bundled_names, user_models_dir
+from tfviz.ui.shutdown import drain_on_sigterm
 from tfviz.ui.sidebar import METRIC_NAMES, SOURCES
 
 SECTIONS = {
@@ -73,8 +74,21 @@ def job_manager() -> jobs.JobManager:
     """One manager for the process, so the cap on concurrent training jobs holds for everyone.
 
     Experiment reruns (tfviz.ui.experiment) and W_o retrainings take their slots from it too.
+    From now on SIGTERM lets its running jobs finish first (tfviz.ui.shutdown).
     """
-    return jobs.JobManager()
+    manager = jobs.JobManager()
+    drain_on_sigterm(manager, settings.drain_seconds())
+    return manager
+
+
+def refusal(e: Exception) -> str:
+    """Why a job was not started, in the page's language: the manager's refusals are worded
+    from their numbers; a form check's message (ValueError) is shown as it is, inert."""
+    if isinstance(e, jobs.Draining):
+        return t("jobs.draining")
+    if isinstance(e, jobs.QueueFull):
+        return t("jobs.queue_full", slots=e.slots, waiting=e.waiting)
+    return md_escape(str(e))
 
 
 def render(view: View) -> None:
@@ -240,7 +254,7 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
         work = jobs.TrainWork(spec, folder, reserved=bundled_names())
         st.session_state["train_job"] = manager.submit(work, is_alive=session_alive_check())
     except (ValueError, jobs.QueueFull) as e:
-        st.error(md_escape(str(e)))
+        st.error(refusal(e))
         return
     # The name is taken now: the next run of the form proposes another free one (this run's
     # name field is drawn already and cannot be changed).
@@ -481,7 +495,7 @@ def retrain_form(view: View, manager: jobs.JobManager) -> None:
         work = jobs.RetrainWoWork(spec, view.model)  # trains a copy: the shared model stays
         job = manager.submit(work, is_alive=session_alive_check())
     except (ValueError, jobs.QueueFull) as e:
-        st.error(t("train.retrain.not_started", why=md_escape(str(e))))
+        st.error(t("train.retrain.not_started", why=refusal(e)))
         return
     st.session_state["retrain_job"] = job
     st.session_state["retrain_model_name"] = view.entry.name
