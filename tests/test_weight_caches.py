@@ -71,6 +71,46 @@ def test_a_forward_pass_in_rank_k_takes_no_svd_after_the_first(counted_svd):
     assert torch.equal(model(ids, None, w_o="rank:2").logits, first)
 
 
+@pytest.mark.parametrize("mode", ["rank:2", wo.BLOCK_DIAGONAL, "identity"])
+def test_each_switch_builds_each_layers_map_once_for_the_pass_its_trace_and_the_snapshot(
+    counted_svd, monkeypatch, mode
+):
+    from tfviz.snapshot import w_o_used
+
+    built = []
+    real = wo._effective
+    monkeypatch.setattr(wo, "_effective", lambda *a: built.append(a[2]) or real(*a))
+    model = make_model()  # weights that take a gradient, as loaded: no_grad makes them cacheable
+    ids = torch.randint(0, 12, (2, 6), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        out = model(ids, None, w_o=mode, trace=True)
+        model(ids, None, w_o=mode, trace=False)
+        model(ids[:1], None, w_o=mode, trace=True)
+    used = w_o_used(model, [mode] * model.config.n_layers)
+    assert built == [mode] * model.config.n_layers  # once per layer, for everything above
+    assert len(counted_svd) == (model.config.n_layers if mode.startswith("rank") else 0)
+    for layer, lt in enumerate(out.trace.layers):  # and what was applied is the mode's map
+        lin = model.layers[layer].attn.W_o
+        want = real(lin.weight.detach(), lin.bias.detach(), mode, model.config.n_heads)[0]
+        torch.testing.assert_close(lt.W_o, want, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(used[layer], want.numpy(), atol=1e-6)
+
+
+def test_a_pass_with_gradients_builds_its_map_afresh(counted_svd, monkeypatch):
+    """Training through a block-diagonal W_o needs the graph: nothing remembered then."""
+    built = []
+    real = wo._effective
+    monkeypatch.setattr(wo, "_effective", lambda *a: built.append(a[2]) or real(*a))
+    model = make_model()
+    ids = torch.randint(0, 12, (2, 6), generator=torch.Generator().manual_seed(1))
+    for _ in range(2):
+        model(ids, None, w_o=wo.BLOCK_DIAGONAL, trace=False).logits.sum().backward()
+    assert len(built) == 2 * model.config.n_layers
+    W = model.layers[0].attn.W_o.weight
+    mask = wo.block_mask(W.shape[0], model.config.n_heads, W)
+    assert W.grad.abs().sum() > 0 and not (W.grad * (1 - mask)).any()
+
+
 def test_a_weight_changed_in_place_gets_a_new_svd(counted_svd):
     W = weight(1)
     before = wo.truncated(W, 2)

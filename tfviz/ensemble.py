@@ -118,7 +118,7 @@ def set_w_o(state: dict[str, Tensor], config: ModelConfig, w_o: str, start: bool
     mapped = wo.training_start if start else wo.effective
     for i in range(n_layers):
         W, b = state[f"layers.{i}.attn.W_o.weight"], state[f"layers.{i}.attn.W_o.bias"]
-        W_eff, b_eff = mapped(W.clone(), b.clone(), w_o, n_heads)
+        W_eff, b_eff = mapped(W.clone(), b.clone(), w_o, n_heads, False)  # not remembered
         W.copy_(W_eff)
         b.copy_(b_eff)
 
@@ -308,16 +308,11 @@ def stacked_forward(
     key_bias = packing.key_bias.to(flat.dtype).unsqueeze(1).expand(R * B, H, 1, T)
     key_bias = key_bias.reshape(R * B * H, 1, T)  # (R*B*H, 1, T), one row per (sequence, head)
     scale = 1.0 / math.sqrt(d_k)
-    # W_o as each run applies it: its own, the identity or zeros (bias 0). Selecting weights, not
-    # activations, keeps one matmul for all runs; runs without W_o send it exactly zero gradient,
-    # and x @ I is exactly x.
-    # A block-diagonal run multiplies its W_o by the block mask: the blocks that mix heads get
-    # exactly zero gradient and stay as they are stored (zero, see set_w_o).
-    trained = torch.tensor([m not in ("identity", "zero") for m in w_o], device=flat.device)
-    eye = torch.eye(D, device=flat.device, dtype=flat.dtype)
-    off_map = torch.stack([eye if m == "identity" else torch.zeros_like(eye) for m in w_o])
-    block = wo.block_mask(D, H, eye)
-    masks = torch.stack([block if m == wo.BLOCK_DIAGONAL else torch.ones_like(eye) for m in w_o])
+    # W_o as each run applies it, from tfviz.wo's one definition of the modes (as Encoder does):
+    # its own, the identity or zeros (bias 0), or its head-diagonal blocks. Mapping weights, not
+    # activations, keeps one matmul for all runs; runs without W_o send it exactly zero gradient
+    # (x @ I is exactly x), and a block-diagonal run's blocks that mix heads get exactly zero
+    # gradient and stay as they are stored (zero, see set_w_o).
     all_learned = all(m == "learned" for m in w_o)
     pre = config.norm == "pre"
     for i in range(config.n_layers):
@@ -336,8 +331,9 @@ def stacked_forward(
             concat = _FromGrid.apply(z, grid).view(R, M, D)  # (R, M, D): heads side by side
             W, b = p[f"{L}.attn.W_o.weight"], p[f"{L}.attn.W_o.bias"]
             if not all_learned:
-                W = torch.where(trained.view(R, 1, 1), W * masks, off_map)
-                b = torch.where(trained.view(R, 1), b, torch.zeros_like(b))
+                maps = [wo.effective(W[r], b[r], m, H, False) for r, m in enumerate(w_o)]
+                W = torch.stack([W_r for W_r, _ in maps])
+                b = torch.stack([b_r for _, b_r in maps])
             return _linear(concat, W, b)
 
         def feed_forward(h: Tensor, L: str = L) -> Tensor:

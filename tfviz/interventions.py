@@ -12,7 +12,7 @@ against a model's config in `resolve`, which the encoder calls once per forward 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral
 
@@ -78,8 +78,17 @@ class Interventions:
             modes[layer] = mode
         return modes
 
-    def resolve(self, cfg: ModelConfig, device: torch.device | str = "cpu") -> Resolved:
-        """Check every index against cfg and build the per-layer tensors a forward pass uses."""
+    def resolve(
+        self,
+        cfg: ModelConfig,
+        device: torch.device | str = "cpu",
+        w_o: Sequence[tuple[Tensor, Tensor]] | None = None,
+    ) -> Resolved:
+        """Check every index against cfg and build the per-layer tensors a forward pass uses.
+
+        w_o: each layer's learned (W_o weight, bias); with them, each layer's switches carry the
+        map its mode applies (tfviz.wo.effective, built once per weights and mode and shared),
+        which the forward pass and its trace both use."""
         modes = self.w_o_modes(cfg.n_layers)
         for mode in modes:
             wo.check_rank(mode, cfg.d_model)
@@ -120,6 +129,12 @@ class Interventions:
                 if not 0 <= h < cfg.n_heads:
                     raise ValueError(f"patterns: head {h} out of range 0..{cfg.n_heads - 1}")
             patterns[layer].append((head, pattern))
+        maps: list[tuple[Tensor, Tensor] | tuple[None, None]] = [(None, None)] * cfg.n_layers
+        if w_o is not None:
+            maps = [
+                layer_map(W, b, modes[i], orders[i] if self.permute_w_o else None, cfg.n_heads)
+                for i, (W, b) in enumerate(w_o)
+            ]
         layers = [
             LayerSwitches(
                 mode=modes[i],
@@ -128,6 +143,8 @@ class Interventions:
                 order=orders[i],
                 permute_w_o=self.permute_w_o,
                 patterns=tuple(patterns[i]),
+                W_o=maps[i][0],
+                b_o=maps[i][1],
             )
             for i in range(cfg.n_layers)
         ]
@@ -179,6 +196,21 @@ class LayerSwitches:
     order: tuple[int, ...] | None = None  # the heads' order in concat
     permute_w_o: bool = False  # W_o's column blocks in the same order
     patterns: tuple[tuple[int, str], ...] = ()  # (head, pattern) overrides
+    # The map the layer applies to concat (W_o in its mode, columns permuted if asked), nn.Linear
+    # layout, and its bias; None where resolve was not given the weights.
+    W_o: Tensor | None = None
+    b_o: Tensor | None = None
+
+
+def layer_map(
+    W: Tensor, b: Tensor, mode: str, permuted: tuple[int, ...] | None, n_heads: int
+) -> tuple[Tensor, Tensor]:
+    """The (W, b) one layer applies: its W_o (weight W, bias b) in its mode, with W's column
+    blocks in the order `permuted` first when given (Interventions.permute_w_o)."""
+    if permuted is not None:
+        # A permuted copy lives for this pass only: not worth remembering.
+        return wo.effective(wo.permute_columns(W, permuted, n_heads), b, mode, n_heads, False)
+    return wo.effective(W, b, mode, n_heads)
 
 
 def _normalise_w_o(w_o) -> str | tuple[tuple[int, str], ...]:

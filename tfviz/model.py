@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from tfviz import wo
 from tfviz.config import ModelConfig
-from tfviz.interventions import COPY_PREFIX, Interventions, LayerSwitches
+from tfviz.interventions import COPY_PREFIX, Interventions, LayerSwitches, layer_map
 
 W_O_MODES = wo.W_O_MODES  # re-exported: the modes are defined in tfviz.wo
 
@@ -43,7 +43,7 @@ class LayerTrace:
     attn_out: Tensor  # (B, T, D) what the attention sublayer adds to the residual stream
     resid_mid: Tensor  # (B, T, D) after attention's add (& norm, post-norm)
     resid_out: Tensor  # (B, T, D) after the feed-forward add (& norm, post-norm)
-    w_o_mode: str  # "learned", "identity" or "zero": how attn_out was made from concat
+    w_o_mode: str  # how attn_out was made from concat: one of tfviz.wo's modes
     W_o: Tensor  # (D, D) the map actually applied, nn.Linear layout (out, in)
     b_o: Tensor  # (D,) the bias actually added
     head_gate: Tensor | None  # (H,) the multiplier each head's z carried; None: all 1
@@ -119,22 +119,26 @@ class MultiHeadAttention(nn.Module):
                 z = z.nan_to_num(0.0)
         if sw.gate is not None:
             z = z * sw.gate.view(1, H, 1, 1)  # zero (or scale) heads before they reach W_o
-        W_o = self.W_o.weight
         if sw.order is not None:
             # Heads enter concat in another order; z is kept in that order too, so that the
             # per-head terms z_h W_O^h still add up to attn_out.
             z = z[:, list(sw.order)]
-            if sw.permute_w_o:
-                W_o = wo.permute_columns(W_o, sw.order, H)
         concat = z.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, D): heads side by side
-        attn_out = wo.apply(concat, W_o, self.W_o.bias, sw.mode, H)
+        # The map is resolved once per pass (Interventions.resolve) and remembered across
+        # passes; identity and zero skip the matmul so that "W_o off" passes concat on exactly.
+        if sw.mode == "identity":
+            attn_out = concat
+        elif sw.mode == "zero":
+            attn_out = torch.zeros_like(concat)
+        else:
+            attn_out = F.linear(concat, *self.applied(sw))
         if sw.out_gate is not None:
             # Zeroing a slice of W_o's output: after W_o that slice mixes every head (a common
             # mistake when "ablating a head"); offered so the app can show the difference.
             attn_out = attn_out * sw.out_gate
         if not trace:
             return attn_out, None
-        W, b = wo.effective(W_o.detach(), self.W_o.bias.detach(), sw.mode, H)
+        W, b = (t.detach() for t in self.applied(sw))
         if sw.out_gate is not None:
             W, b = W * sw.out_gate[:, None], b * sw.out_gate  # the map actually applied
         parts = dict(
@@ -149,6 +153,14 @@ class MultiHeadAttention(nn.Module):
             head_gate=None if sw.gate is None else sw.gate.detach(),
         )
         return attn_out, parts
+
+    def applied(self, sw: LayerSwitches) -> tuple[Tensor, Tensor]:
+        """The (W, b) this layer applies to concat under its switches: resolved with the pass
+        (Interventions.resolve), or from its own W_o for switches made without the weights."""
+        if sw.W_o is not None:
+            return sw.W_o, sw.b_o
+        permuted = sw.order if sw.permute_w_o else None
+        return layer_map(self.W_o.weight, self.W_o.bias, sw.mode, permuted, self.n_heads)
 
 
 class FeedForward(nn.Module):
@@ -286,7 +298,9 @@ class Encoder(nn.Module):
         if pad_mask is not None and not pad_mask.any():
             pad_mask = None  # nothing padded: take the unmasked (faster) attention path
         iv = Interventions.of(interventions, **switches)
-        plan = iv.resolve(cfg, self.device)
+        plan = iv.resolve(
+            cfg, self.device, [(lay.attn.W_o.weight, lay.attn.W_o.bias) for lay in self.layers]
+        )
 
         if cfg.embed == "token":
             x = self.embed(ids)

@@ -29,7 +29,7 @@ class TraceArrays:
     text: str
     labels: list[str]  # one unique axis label per position, BOS first when the task uses one
     interventions: Interventions  # the switches of this pass
-    w_o_modes: list[str]  # per layer: "learned", "identity" or "zero"
+    w_o_modes: list[str]  # per layer: one of tfviz.wo's modes (learned, identity, ...)
     attn: np.ndarray  # (L, H, T, T) attention weights; a query's row sums to 1
     z: np.ndarray  # (L, H, T, d_k) each head's output
     concat: np.ndarray  # (L, T, D) heads side by side: the input of W_o

@@ -322,6 +322,7 @@ def _set_w_o(model: Encoder, w_o: str, start: bool = False) -> None:
     mapped = wo.training_start if start else wo.effective
     for layer in model.layers:
         lin = layer.attn.W_o
-        W, b = mapped(lin.weight.clone(), lin.bias.clone(), w_o, model.config.n_heads)
+        # Copies made for this one store: nothing to remember them by (tfviz.wo.effective).
+        W, b = mapped(lin.weight.clone(), lin.bias.clone(), w_o, model.config.n_heads, False)
         lin.weight.copy_(W)
         lin.bias.copy_(b)

@@ -81,35 +81,55 @@ def block_mask(D: int, n_heads: int, like: Array) -> Array:
     return mask.astype(like.dtype)
 
 
-# SVDs of weights already taken, shared by every caller (every browser session): a rank-k
-# forward pass used to take one SVD per layer per pass, ~40 ms each at D = 384, so MiniLM's
-# mode sweep (about 20 modes, two sentences, six layers) spent seconds on the same six SVDs.
-# key -> (the tensor's storage, its version, (U, S, Vh)): holding the storage keeps its memory
-# from being reused by another tensor while the entry lives, and the version counter (shared
-# by W, W.detach() and every view of it) tells an in-place change (an optimiser step) apart.
-SVD_CACHE_ENTRIES = 16  # MiniLM: 6 layers' W_o, 2.4 MB each in float64
-_svd_cache: dict = {}
-_svd_lock = threading.Lock()
+# Results computed from weights, shared by every caller (every browser session). A rank-k pass
+# used to take one SVD per layer per pass, ~40 ms each at D = 384, so MiniLM's mode sweep (about
+# 20 modes, two sentences, six layers) spent seconds on the same six SVDs; and a rank-k or
+# block-diagonal forward pass rebuilt its map twice (the pass and its trace), 1.3x a learned
+# pass on the toy models. Two kinds are kept: a weight's SVD, and the map a mode applies
+# (`effective`). key -> (the tensors' storages, their versions, the result): holding the storages
+# keeps their memory from being reused by other tensors while the entry lives, and the version
+# counter (shared by W, W.detach() and every view of it) tells an in-place change (an optimiser
+# step) apart. Weights that take a gradient are never remembered: autograd needs a fresh graph.
+CACHE_ENTRIES = 64  # MiniLM: 6 layers' SVD (2.4 MB each in float64) + a few modes' maps
+SVD_CACHE_ENTRIES = CACHE_ENTRIES  # the name tests and docs used for the SVD cache
+_cache: dict = {}
+_cache_lock = threading.Lock()
+_svd_cache, _svd_lock = _cache, _cache_lock  # one cache for both kinds
+
+
+def _remembered(tensors: tuple[Tensor | None, ...], what: tuple, compute):
+    """compute(), or what it returned for the same tensors (same memory, unchanged) and `what`."""
+    present = [t for t in tensors if t is not None]
+    if any(t.requires_grad for t in present) and torch.is_grad_enabled():
+        return compute()
+    key = (what,) + tuple(
+        None
+        if t is None
+        else (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.stride())
+        + (t.dtype, t.device)
+        for t in tensors
+    )
+    versions = tuple(t._version for t in present)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None and hit[1] == versions:
+            return hit[2]
+    result = compute()
+    with _cache_lock:
+        _cache.pop(key, None)  # re-inserted last: the oldest entry goes first
+        _cache[key] = ([t.untyped_storage() for t in present], versions, result)
+        while len(_cache) > CACHE_ENTRIES:
+            _cache.pop(next(iter(_cache)))
+    return result
 
 
 def _svd(W: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """torch.linalg.svd(W.double(), full_matrices=False), remembered for a weight that takes no
-    gradient (a shared model's: never changed) until it changes in place."""
-    if W.requires_grad:  # training through the SVD: autograd needs a fresh graph
+    """torch.linalg.svd(W.double(), full_matrices=False), remembered (see _remembered)."""
+    if W.requires_grad and torch.is_grad_enabled():  # training through the SVD
         return torch.linalg.svd(W.double(), full_matrices=False)
-    storage = W.untyped_storage()
-    key = (storage.data_ptr(), W.storage_offset(), tuple(W.shape), W.stride(), W.dtype, W.device)
-    with _svd_lock:
-        hit = _svd_cache.get(key)
-        if hit is not None and hit[1] == W._version:
-            return hit[2]
-    factors = torch.linalg.svd(W.double(), full_matrices=False)
-    with _svd_lock:
-        _svd_cache.pop(key, None)  # re-inserted last: the oldest entry goes first
-        _svd_cache[key] = (storage, W._version, factors)
-        while len(_svd_cache) > SVD_CACHE_ENTRIES:
-            _svd_cache.pop(next(iter(_svd_cache)))
-    return factors
+    return _remembered(
+        (W,), ("svd",), lambda: torch.linalg.svd(W.detach().double(), full_matrices=False)
+    )
 
 
 def truncated(W: Array, k: int) -> Array:
@@ -121,7 +141,9 @@ def truncated(W: Array, k: int) -> Array:
     return ((U[:, :k] * S[:k]) @ Vh[:k]).astype(W.dtype)
 
 
-def effective(W: Array, b: Array, mode: str, n_heads: int | None = None) -> tuple[Array, Array]:
+def effective(
+    W: Array, b: Array, mode: str, n_heads: int | None = None, remember: bool = True
+) -> tuple[Array, Array]:
     """(W, b) a layer applies in a mode.
 
     Args:
@@ -130,12 +152,23 @@ def effective(W: Array, b: Array, mode: str, n_heads: int | None = None) -> tupl
         mode: learned (W, b); identity (I, 0); zero (0, 0); block_diagonal (W with every block
             that maps one head onto another zeroed, b); rank:K (W's best rank-K approximation, b).
         n_heads: H, needed by block_diagonal.
+        remember: keep the map for the next call with the same tensors (torch weights that take
+            no gradient); False for a tensor made for one pass only. The result is shared: never
+            change it in place.
     Returns:
         (W_eff (D, D), b_eff (D,)), of W's kind, dtype and device.
     """
     check_mode(mode)
     if mode == "learned":
         return W, b
+    if isinstance(W, Tensor) and remember:
+        # The same weights in the same mode give the same map: build it once, for the forward
+        # pass, its trace, the snapshot and the analyses alike.
+        return _remembered((W, b), (mode, n_heads), lambda: _effective(W, b, mode, n_heads))
+    return _effective(W, b, mode, n_heads)
+
+
+def _effective(W: Array, b: Array, mode: str, n_heads: int | None) -> tuple[Array, Array]:
     if mode == BLOCK_DIAGONAL:
         if n_heads is None:
             raise ValueError("a block-diagonal W_o needs n_heads")
@@ -199,7 +232,9 @@ def head_energy(W_o: Array, n_heads: int) -> np.ndarray:
     return (blocks**2).sum(axis=1).T  # (D, H)
 
 
-def training_start(W: Tensor, b: Tensor, mode: str, n_heads: int) -> tuple[Tensor, Tensor]:
+def training_start(
+    W: Tensor, b: Tensor, mode: str, n_heads: int, remember: bool = True
+) -> tuple[Tensor, Tensor]:
     """The (W, b) a model trained with W_o in `mode` starts from, given nn.Linear's random draw.
 
     As effective(), except that a block-diagonal W_o's kept blocks (and bias) are scaled by
@@ -208,7 +243,7 @@ def training_start(W: Tensor, b: Tensor, mode: str, n_heads: int) -> tuple[Tenso
     W_o does, and a slower start would be measured as "mixing heads matters". Scaled, each block
     starts as nn.Linear would draw it for its own fan-in (bound 1 / sqrt(d_k)).
     """
-    W_eff, b_eff = effective(W, b, mode, n_heads)
+    W_eff, b_eff = effective(W, b, mode, n_heads, remember)
     if mode == BLOCK_DIAGONAL:
         return W_eff * math.sqrt(n_heads), b_eff * math.sqrt(n_heads)
     return W_eff, b_eff
