@@ -113,7 +113,7 @@ heading, warm_up = first_paint()
 from tfviz import jobs  # noqa: E402
 from tfviz.interventions import NONE  # noqa: E402
 from tfviz.trainer import resolve_device  # noqa: E402
-from tfviz.ui import i18n, sequence, share, sidebar  # noqa: E402
+from tfviz.ui import i18n, sequence, share, sidebar, switches  # noqa: E402
 from tfviz.ui.common import View, md_escape, trace_for  # noqa: E402
 from tfviz.ui.i18n import t  # noqa: E402
 
@@ -184,7 +184,7 @@ def main() -> None:
         sidebar.on_model_change(entry, task)
         sidebar.restore_link(meta, task)
         sidebar.model_info(meta, task, device)
-        iv = sidebar.switch_controls(meta)
+        iv = switches.controls(meta.config).interventions
         sidebar.chart_format_picker()
     asked = share.training_asked()  # a reloaded page that was training: what became of it
     if asked is not None:

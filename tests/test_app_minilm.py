@@ -20,6 +20,7 @@ from tests.test_app import array  # plotly's typed arrays in figure JSON, as num
 from tfviz import pretrained
 from tfviz.interventions import NONE, switches
 from tfviz.ui.i18n import translate
+from tfviz.ui.switches import EVERY_LAYER
 
 pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is not installed")
 
@@ -134,7 +135,7 @@ def test_typing_sentence_b_changes_the_similarity_and_not_the_pieces():
 
 
 @pytest.mark.parametrize(
-    "scope, layer", [("all layers", None), ("layer 2", 2)], ids=["all-layers", "one-layer"]
+    "scope, layer", [(EVERY_LAYER, None), (2, 2)], ids=["all-layers", "one-layer"]
 )
 def test_w_o_off_changes_the_switched_similarity_and_not_the_learned_one(scope, layer):
     at = start()

@@ -329,11 +329,11 @@ def switch_page():
     import streamlit as st
 
     from tfviz.ui.models import list_models, load_model
-    from tfviz.ui.sidebar import switch_controls
+    from tfviz.ui.switches import controls
 
     entry = {e.key: e for e in list_models("cpu")[0]}["bundled:reverse"]
     model, meta = load_model(entry.path, entry.digest, "cpu")
-    iv = switch_controls(meta)
+    iv = controls(meta.config).interventions
     st.code(repr(iv.w_o), language=None)
 
 
@@ -356,7 +356,7 @@ def test_the_sidebar_offers_block_diagonal_and_rank_k_with_its_k():
     assert view_code(at) == "'rank:16'"  # d_k by default
     at.number_input(key="w_o_rank").set_value(5).run()
     assert view_code(at) == "'rank:5'"
-    at.selectbox(key="w_o_scope").set_value("layer 1").run()
+    at.selectbox(key="w_o_scope").set_value(1).run()
     assert view_code(at) == "((1, 'rank:5'),)"
 
 

@@ -20,11 +20,13 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP
 from tfviz import export, get_task, plots
+from tfviz.config import ModelConfig
 from tfviz.interventions import NONE, switches
 from tfviz.ui import help as help_texts
 from tfviz.ui import sequence, share
-from tfviz.ui.common import chart_file_name, describe, md_escape, w_o_label
+from tfviz.ui.common import chart_file_name, describe, md_escape
 from tfviz.ui.i18n import LANGUAGES, translate
+from tfviz.ui.switches import EVERY_LAYER, Switches, w_o_label
 
 VIEWS = ("attention", "w_o", "w_o_off", "parts", "train", "analysis", "experiment", "lessons")
 STEPS = (1, 2, 3, 4)
@@ -53,13 +55,9 @@ def test_a_good_link_gives_every_value_and_no_notice():
         lang="zh",
     )
     assert shared.notices == ()
-    assert (shared.model, shared.sequence, shared.w_o_mode, shared.w_o_layer) == (
-        "bundled:sum",
-        "31415926",
-        "rank:3",
-        1,
-    )
-    assert shared.ablate == ("L0H1", "L1H3")  # a head named twice is zeroed once
+    assert (shared.model, shared.sequence) == ("bundled:sum", "31415926")
+    # A head named twice is zeroed once.
+    assert shared.switches == Switches("rank:3", 1, ("L0H1", "L1H3"))
     assert (shared.view, shared.step, shared.lang) == ("lessons", 3, "zh")
     assert parse() == share.Shared()  # no query: every default
     # A language written by its own name (as a person might type it) is read too.
@@ -93,12 +91,8 @@ def test_what_the_app_writes_it_reads_back(iv):
         2,
         "zh",
     )
-    back = switches(
-        shared.w_o_mode or "learned",
-        shared.w_o_layer,
-        [(int(h[1]), int(h[3])) for h in shared.ablate],
-    )
-    assert back == iv
+    # A link without switches names none: the sidebar's defaults.
+    assert (shared.switches or Switches()).interventions == iv
     if iv == NONE:  # defaults stay out of the link
         assert set(query) == {"model", "sequence", "view", "step", "lang"}
     english = share.query_of(
@@ -163,15 +157,19 @@ def test_a_bad_value_gives_the_default_and_a_notice(query, expected):
         return
     assert reasons(shared) == [expected]
     param = expected[0]
-    field = {"w_o_scope": "w_o_layer"}.get(param, param)
-    assert getattr(shared, field) in (None, ()), f"{param} was kept: {getattr(shared, field)!r}"
+    if param in ("w_o_mode", "w_o_scope", "ablate"):  # the switch keeps its default
+        kept = {"w_o_mode": "mode", "w_o_scope": "layer", "ablate": "ablate"}[param]
+        default = getattr(Switches(), kept)
+        assert getattr(shared.switches, kept) == default, f"{param} was kept: {shared.switches}"
+    else:
+        assert getattr(shared, param) in (None, ()), f"{param} was kept: {getattr(shared, param)!r}"
 
 
 def test_good_values_survive_beside_bad_ones_and_unknown_keys_get_one_notice():
     shared = parse(
         model="bundled:sum", w_o_mode="rank:0", ablate="L0H1,L9", heads="3", utm_source="mail"
     )
-    assert shared.model == "bundled:sum" and shared.ablate == ("L0H1",)
+    assert shared.model == "bundled:sum" and shared.switches == Switches(ablate=("L0H1",))
     assert reasons(shared) == [
         ("", "unknown_key"),
         ("w_o_mode", "bad_mode"),
@@ -211,16 +209,10 @@ def test_the_models_and_the_model_s_sizes_are_checked():
         w_o_scope="2",
         ablate="L99H99,L1H3,L0H4",
     )
-    fitted = share.fit_to_model(
-        linked, n_layers=2, n_heads=4, d_model=16, validate=task.validate, sentences=False
-    )
-    assert (fitted.sequence, fitted.sentence_b, fitted.w_o_mode, fitted.w_o_layer) == (
-        None,
-        None,
-        None,
-        None,
-    )
-    assert fitted.ablate == ("L1H3",)
+    config = ModelConfig(vocab_size=12, n_out=5, d_model=16, n_heads=4, n_layers=2)
+    fitted = share.fit_to_model(linked, config=config, validate=task.validate, sentences=False)
+    assert (fitted.sequence, fitted.sentence_b) == (None, None)
+    assert fitted.switches == Switches("learned", None, ("L1H3",))
     assert sorted(reasons(fitted)) == sorted(
         [
             ("w_o_mode", "rank_too_large"),
@@ -235,13 +227,11 @@ def test_the_models_and_the_model_s_sizes_are_checked():
     assert bad_sequence.detail  # the task's own reason is passed on
     kept = share.fit_to_model(
         parse(w_o_mode="rank:16", w_o_scope="1", sequence=task.examples[0]),
-        n_layers=2,
-        n_heads=4,
-        d_model=16,
+        config=config,
         validate=task.validate,
         sentences=False,
     )
-    assert kept.notices == () and (kept.w_o_mode, kept.w_o_layer) == ("rank:16", 1)
+    assert kept.notices == () and kept.switches == Switches("rank:16", 1)
 
 
 @pytest.mark.parametrize("lang", list(LANGUAGES))
@@ -290,7 +280,7 @@ def test_a_link_restores_model_sequence_switches_tab_and_language():
     assert at.selectbox(key="model").value == "bundled:sum"
     assert at.text_input(key="sequence").value == "12345"
     assert at.radio(key="w_o_mode").value == "rank" and at.number_input(key="w_o_rank").value == 2
-    assert at.selectbox(key="w_o_scope").value == "layer 1"
+    assert at.selectbox(key="w_o_scope").value == 1
     assert at.multiselect(key="ablate").value == ["L0H1", "L1H0"]
     assert open_module(at) == "w_o_off" and at.session_state["view"] == "关闭 W_o：对比"
     assert at.header[0].value == translate("zh", "app.title")
@@ -329,7 +319,7 @@ def test_a_hostile_link_opens_the_default_page_with_a_notice_for_each_bad_value(
     assert at.text_input(key="sequence").value == get_task("reverse").examples[0]
     assert at.radio(key="w_o_mode").value == "learned"
     assert (
-        at.selectbox(key="w_o_scope").value == "all layers"
+        at.selectbox(key="w_o_scope").value == EVERY_LAYER
         and at.multiselect(key="ablate").value == []
     )
     assert open_module(at) == "attention"
@@ -364,7 +354,7 @@ def test_the_query_follows_every_change():
     at.text_input(key="sequence").set_value("jjiihh").run()
     assert query(at)["sequence"] == "jjiihh"
     at.radio(key="w_o_mode").set_value("identity").run()
-    at.selectbox(key="w_o_scope").set_value("layer 1").run()
+    at.selectbox(key="w_o_scope").set_value(1).run()
     at.multiselect(key="ablate").set_value(["L0H2"]).run()
     now = query(at)
     assert (now["w_o_mode"], now["w_o_scope"], now["ablate"]) == ("identity", "1", "L0H2")

@@ -16,8 +16,12 @@ import streamlit as st
 
 from tfviz import plots
 from tfviz.export import attention_csv
-from tfviz.ui.common import View, chart, index_picker, md_escape
+from tfviz.ui.common import View, chart, index_picker, md_escape, per_model
 from tfviz.ui.i18n import t
+
+# Its widgets whose options depend on the model: forgotten when the model changes.
+PER_MODEL_KEYS = per_model("attn_layer", "attn_head", "attn_grid_layer")
+
 
 MAX_GRID_HEADS = 32  # more heads than this in all: the grid shows one layer at a time
 HEAD_COLUMNS = 3  # columns of a many-headed layer (each sized for tfviz.plots.COLUMN_PX)

@@ -2,7 +2,7 @@
 
 The caches here are keyed by checkpoint digest, sequence and switches (the model itself is
 passed unhashed as _model) and hold numpy only, so one trace serves every session that asks for
-it. Helpers that only format (md_escape, metric_text, describe, w_o_label) or draw one kind of
+it. Helpers that only format (md_escape, metric_text, describe) or draw one kind of
 widget (chart, number_table, index_picker, csv_download and the views' CSV buttons) live here so
 that every view shows numbers and text the same way, in the student's language (tfviz.ui.i18n;
 chart() also translates the words tfviz.plots writes into a figure itself: localize).
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import streamlit as st
 
-from tfviz import dissect, get_task, pretrained, wo
+from tfviz import dissect, get_task, pretrained
 from tfviz.checkpoint import CheckpointMeta
 from tfviz.evaluate import evaluate
 from tfviz.export import before_after_csv, comparison_csv
@@ -32,19 +32,11 @@ from tfviz.tasks import InputError, Task
 from tfviz.ui.help import HELP
 from tfviz.ui.i18n import DEFAULT, catalogue, current, placeholders, t
 from tfviz.ui.models import ModelEntry
+from tfviz.ui.switches import w_o_label
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-# W_o mode -> catalogue key of its name; "rank:K" modes are named by RANK_LABEL with K filled in.
-W_O_LABELS = {
-    "learned": "common.w_o.learned",
-    "identity": "common.w_o.identity",
-    "zero": "common.w_o.zero",
-    wo.BLOCK_DIAGONAL: "common.w_o.block_diagonal",
-}
-RANK_LABEL = "common.w_o.rank"
-ALL_LAYERS = "all layers"  # the scope picker's value for "every layer" (shown through t())
 POLL_SECONDS = 0.5  # how often a running job's progress is redrawn
 ACCURACY_N = 256  # examples behind the "with and without the switch" accuracy
 ACCURACY_SEED = 7_000_001  # fixed, so the two accuracies are measured on the same examples
@@ -53,15 +45,21 @@ ACCURACY_SEED = 7_000_001  # fixed, so the two accuracies are measured on the sa
 # ---- the sidebar's switches and what the views draw from -----------------------------------
 
 
-def w_o_label(mode: str, lang: str | None = None) -> str:
-    """A W_o mode's name in the student's language: every mode of tfviz.wo, "rank:K" included.
+# Widget keys whose options depend on the model, each registered by the module that draws the
+# widget (per_model); all are forgotten when the model changes (tfviz.ui.sidebar.on_model_change).
+_PER_MODEL_KEYS: list[str] = []
 
-    lang: the language fixed while the script ran, when called from a widget's format_func.
-    """
-    k = wo.rank_of(mode)
-    if k is not None:
-        return t(RANK_LABEL, k=k, lang=lang)
-    return t(W_O_LABELS[mode], lang=lang)
+
+def per_model(*keys: str) -> tuple[str, ...]:
+    """Register widget keys to forget when the model changes; returns them."""
+    _PER_MODEL_KEYS.extend(key for key in keys if key not in _PER_MODEL_KEYS)
+    return keys
+
+
+def forget_per_model() -> None:
+    """The model changed: drop every registered widget's value (its options are the old model's)."""
+    for key in _PER_MODEL_KEYS:
+        st.session_state.pop(key, None)
 
 
 def describe(iv: Interventions) -> str:

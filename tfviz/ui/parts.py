@@ -29,6 +29,7 @@ from tfviz.interventions import COPY_PREFIX, NONE, PATTERNS, Interventions
 from tfviz.pretrained import PARAPHRASE_PAIR
 from tfviz.snapshot import diff_inputs
 from tfviz.tally import Tally
+from tfviz.ui import switches
 from tfviz.ui.common import (
     View,
     accuracy_cache,
@@ -37,18 +38,33 @@ from tfviz.ui.common import (
     chart,
     index_picker,
     md_escape,
+    per_model,
     refusal,
     similarity,
     trace_for,
-    w_o_label,
 )
 from tfviz.ui.i18n import current, t
+from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import changed_tokens, prediction_table
 
+# Its widgets whose options depend on the model: forgotten when the model changes.
+PER_MODEL_KEYS = per_model(
+    "parts_k",
+    "parts_order",
+    "parts_seq_b",
+    "parts_scope",
+    "parts_perm_layer",
+    "parts_pat_layer",
+    "parts_pat_head",
+    "parts_pat_source",
+    "parts_diff_layer",
+)
+
+
 SECTIONS = ("modes", "permutation", "pattern", "diff", "predict")
-ALL = -1  # the scope picker's value for "every layer" (an int, like the layers)
 COPY = "copy"  # the pattern picker's value for "copy another head's pattern"
-QUESTION_MODES = (wo.BLOCK_DIAGONAL, "identity", "rank", "zero")  # what the guess is about
+# What the guess is about: a mode, or rank-k with k from the box above.
+QUESTION_MODES = (wo.BLOCK_DIAGONAL, "identity", switches.RANK, "zero")
 CHOICES = ("yes", "no")
 # The question every student answers about the same numbers: a drop of the task's accuracy by
 # more than this on the fixed examples, or of the paraphrase pair's similarity (MiniLM).
@@ -155,26 +171,18 @@ def cached_spectrum(digest: str, _model) -> np.ndarray:
     return dissect.singular_values(_model)
 
 
-def layer_scope(view: View, key: str) -> int | None:
-    """Every layer (None) or one layer, picked; a stale choice (other model) is dropped."""
-    lang = current()
-    options = [ALL, *range(view.meta.config.n_layers)]
-    if st.session_state.get(key) not in (None, *options):
-        st.session_state.pop(key)
-    choice = st.selectbox(
-        t("parts.scope"),
-        options,
-        format_func=lambda x: t("parts.all_layers", lang=lang) if x == ALL else f"L{x}",
-        key=key,
-        width=220,
-    )
-    return None if choice == ALL else choice
-
-
 def modes_section(view: View, k: int | None) -> None:
     st.caption(t("parts.modes.intro"))
     cfg = view.meta.config
-    layer = layer_scope(view, "parts_scope")
+    lang = current()
+    layer = switches.layer_picker(
+        t("parts.scope"),
+        view.meta.config.n_layers,
+        "parts_scope",
+        t("parts.all_layers", lang=lang),
+        lambda x: f"L{x}",
+        width=220,
+    )
     measured = measure_for(view)
     if measured is None:
         return
@@ -482,12 +490,14 @@ def class_tally() -> Tally:
 
 def question_label(choice: str, lang: str) -> str:
     """A question picker option: a W_o mode's name, or "rank k" (k typed in the box)."""
-    return t("parts.predict.rank_k", lang=lang) if choice == "rank" else w_o_label(choice, lang)
+    if choice == switches.RANK:
+        return t("parts.predict.rank_k", lang=lang)
+    return w_o_label(choice, lang)
 
 
 def question_mode(choice: str, k: int | None) -> str | None:
     """The W_o mode a question is about; None for the rank question while k is refused."""
-    if choice != "rank":
+    if choice != switches.RANK:
         return choice
     return None if k is None else dissect.rank_mode(k)
 

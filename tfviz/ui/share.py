@@ -38,13 +38,14 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from tfviz import wo
-from tfviz.interventions import Interventions, head_name, parse_head_name
+from tfviz.config import ModelConfig
+from tfviz.interventions import Interventions
+from tfviz.ui import switches
 from tfviz.ui.i18n import DEFAULT, LANGUAGES, t
 from tfviz.ui.sequence import MAX_SENTENCE_CHARS
 
 MODEL, SEQUENCE, SENTENCE_B = "model", "sequence", "sentence_b"
-W_O, SCOPE, ABLATE = "w_o_mode", "w_o_scope", "ablate"
+W_O, SCOPE, ABLATE = switches.MODE, switches.SCOPE, switches.ABLATE
 VIEW, STEP, LANG = "view", "step", "lang"
 TRAINING = "training"
 # Every key a link may carry, and sync writes.
@@ -105,9 +106,7 @@ class Shared:
     model: str | None = None
     sequence: str | None = None
     sentence_b: str | None = None
-    w_o_mode: str | None = None
-    w_o_layer: int | None = None  # None: every layer
-    ablate: tuple[str, ...] = ()
+    switches: switches.Switches | None = None  # None: the link names no switch
     view: str | None = None
     step: int | None = None
     lang: str | None = None
@@ -175,33 +174,11 @@ def parse_query(
     def one(key: str, limit: int = MAX_NAME_CHARS) -> str | None:
         return _single(query, key, limit, notices)
 
-    mode = one(W_O)
-    if mode is not None:
-        try:
-            wo.check_mode(mode)
-        except ValueError:
-            notices.append(Notice(W_O, "bad_mode", mode))
-            mode = None
-    layer = None
-    scope = one(SCOPE)
-    if scope is not None:
-        if scope.isascii() and scope.isdigit():
-            layer = int(scope)
-        else:
-            notices.append(Notice(SCOPE, "bad_layer", scope))
-    heads: list[str] = []
-    ablate = one(ABLATE, limit=MAX_ABLATE_CHARS)
-    for name in ablate.split(",") if ablate else ():
-        try:
-            pair = parse_head_name(name.strip()) if name.isascii() else (-1, -1)
-        except ValueError:
-            pair = (-1, -1)
-        # int() also reads "L-1H0" and full-width or Arabic-Indic digits: refused too.
-        if min(pair) < 0:
-            notices.append(Notice(ABLATE, "bad_head", name))
-            continue
-        if head_name(*pair) not in heads:
-            heads.append(head_name(*pair))
+    def refuse(param: str, reason: str, value: str = "", detail: str = "") -> None:
+        notices.append(Notice(param, reason, value, detail))
+
+    named = any(key in query for key in switches.QUERY_KEYS)
+    shared_switches = switches.parse(one, refuse, MAX_ABLATE_CHARS) if named else None
     view = one(VIEW)
     if view is not None and view not in views:
         notices.append(Notice(VIEW, "unknown_view", view))
@@ -229,9 +206,7 @@ def parse_query(
         model=one(MODEL),
         sequence=one(SEQUENCE, MAX_TEXT_CHARS),
         sentence_b=one(SENTENCE_B, MAX_TEXT_CHARS),
-        w_o_mode=mode,
-        w_o_layer=layer,
-        ablate=tuple(heads),
+        switches=shared_switches,
         view=view,
         step=step,
         lang=lang,
@@ -260,34 +235,21 @@ def check_model(shared: Shared, models: Collection[str]) -> Shared:
 def fit_to_model(
     shared: Shared,
     *,
-    n_layers: int,
-    n_heads: int,
-    d_model: int,
+    config: ModelConfig,
     validate: Callable[[str], object],
     sentences: bool,
 ) -> Shared:
     """shared with what the chosen model cannot take refused: a layer or head it lacks, a rank
-    above d_model, a sequence its task rejects (validate raises ValueError), sentence B for a
-    model that reads one sequence."""
+    above d_model (tfviz.ui.switches.fit), a sequence its task rejects (validate raises
+    ValueError), sentence B for a model that reads one sequence."""
     notices = list(shared.notices)
     changes: dict[str, object] = {}
-    if shared.w_o_mode is not None:
-        try:
-            wo.check_rank(shared.w_o_mode, d_model)
-        except ValueError:
-            notices.append(Notice(W_O, "rank_too_large", shared.w_o_mode, str(d_model)))
-            changes["w_o_mode"] = None
-    if shared.w_o_layer is not None and shared.w_o_layer >= n_layers:
-        notices.append(Notice(SCOPE, "bad_layer", str(shared.w_o_layer), str(n_layers - 1)))
-        changes["w_o_layer"] = None
-    kept = []
-    for name in shared.ablate:
-        layer, head = parse_head_name(name)
-        if layer < n_layers and head < n_heads:
-            kept.append(name)
-        else:
-            notices.append(Notice(ABLATE, "bad_head", name))
-    changes["ablate"] = tuple(kept)
+
+    def refuse(param: str, reason: str, value: str = "", detail: str = "") -> None:
+        notices.append(Notice(param, reason, value, detail))
+
+    if shared.switches is not None:
+        changes["switches"] = switches.fit(shared.switches, config, refuse)
     for key, text in ((SEQUENCE, shared.sequence), (SENTENCE_B, shared.sentence_b)):
         if text is None:
             continue
@@ -325,15 +287,7 @@ def query_of(
         query[SEQUENCE] = sequence
     if sentence_b is not None:
         query[SENTENCE_B] = sentence_b
-    if isinstance(interventions.w_o, str):
-        if interventions.w_o != "learned":
-            query[W_O] = interventions.w_o
-    else:  # the app switches one layer at a time: ((layer, mode),)
-        (layer, mode), *_ = interventions.w_o
-        if mode != "learned":  # learned in one layer is learned everywhere: the same view
-            query[W_O], query[SCOPE] = mode, str(layer)
-    if interventions.ablate_heads:
-        query[ABLATE] = ",".join(head_name(*pair) for pair in interventions.ablate_heads)
+    query.update(switches.Switches.of(interventions).query())
     if view is not None:
         query[VIEW] = view
         if view == "lessons" and step is not None:
@@ -410,36 +364,20 @@ def restore_model(models: Collection[str]) -> None:
 
 
 def restore_for_model(
-    n_layers: int,
-    n_heads: int,
-    d_model: int,
-    validate: Callable[[str], object],
-    sentences: bool,
-    switch_state: Callable[[str | None, int | None, tuple[str, ...]], dict],
+    config: ModelConfig, validate: Callable[[str], object], sentences: bool
 ) -> None:
     """Once the model is loaded, before its switches and sequence boxes are drawn: the rest of
-    the link, checked against the model; every refused value leaves a notice.
-
-    switch_state: (W_o mode, its layer, zeroed heads) -> the session_state values of the
-    sidebar's switch widgets that show them (tfviz.ui.sidebar.switch_state).
-    """
+    the link, checked against the model; every refused value leaves a notice."""
     shared = st.session_state.pop(PENDING, None)
     if shared is None:
         return
-    shared = fit_to_model(
-        shared,
-        n_layers=n_layers,
-        n_heads=n_heads,
-        d_model=d_model,
-        validate=validate,
-        sentences=sentences,
-    )
+    shared = fit_to_model(shared, config=config, validate=validate, sentences=sentences)
     if shared.sequence is not None:
         st.session_state[SEQUENCE] = shared.sequence
     if shared.sentence_b is not None:
         st.session_state[SENTENCE_B] = shared.sentence_b
-    if shared.w_o_mode is not None or shared.w_o_layer is not None or shared.ablate:
-        st.session_state.update(switch_state(shared.w_o_mode, shared.w_o_layer, shared.ablate))
+    if shared.switches is not None:
+        st.session_state.update(shared.switches.widget_state())
     if shared.notices:
         st.session_state[NOTICES] = list(shared.notices)
 

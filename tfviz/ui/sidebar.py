@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tfviz import get_task, interventions, pretrained
+from tfviz import get_task, pretrained
 from tfviz.checkpoint import CheckpointMeta
 from tfviz.metrics import headline
 from tfviz.tasks import Task
-from tfviz.ui import share
+from tfviz.ui import share, switches
 from tfviz.ui.common import (
-    ALL_LAYERS,
     CHART_FORMAT,
     CHART_FORMATS,
-    W_O_LABELS,
+    forget_per_model,
     md_escape,
-    w_o_label,
+    per_model,
 )
 from tfviz.ui.i18n import catalogue, current, t
 from tfviz.ui.models import (
@@ -32,8 +31,8 @@ from tfviz.ui.models import (
     load_model,
     load_pretrained,
 )
+from tfviz.ui.switches import w_o_label
 from tfviz.ui.uploads import session_uploads, upload_box
-from tfviz.wo import rank_of
 
 # Where a model comes from (ModelEntry.source) -> catalogue key of its name in the picker.
 SOURCES = {
@@ -55,27 +54,8 @@ METRIC_NAMES = {
 # view cannot set the picker itself: it is drawn before the views, or not at all in a fragment run).
 OPEN_MODEL = "_open_model"
 
-# Widgets whose options depend on the model: forgotten when the model changes.
-PER_MODEL_KEYS = (
-    "w_o_scope",
-    "ablate",
-    "attn_layer",
-    "attn_head",
-    "attn_grid_layer",
-    "wo_layer",
-    "wo_token",
-    "compare_layer",
-    "w_o_rank",
-    "parts_k",
-    "parts_order",
-    "parts_seq_b",
-    "parts_scope",
-    "parts_perm_layer",
-    "parts_pat_layer",
-    "parts_pat_head",
-    "parts_pat_source",
-    "parts_diff_layer",
-)
+# The switches' widgets whose options depend on the model (the views register their own).
+per_model(*switches.PER_MODEL_KEYS)
 
 
 def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] | None:
@@ -145,8 +125,7 @@ def on_model_change(entry: ModelEntry, task: Task) -> None:
     st.session_state["sequence"] = task.examples[0]
     if task.kind == "sentence":
         st.session_state["sentence_b"] = task.examples[1]
-    for key in PER_MODEL_KEYS:
-        st.session_state.pop(key, None)
+    forget_per_model()
 
 
 def model_info(meta: CheckpointMeta, task: Task, device: str) -> None:
@@ -233,78 +212,6 @@ def chart_format_picker() -> None:
     )
 
 
-def switch_state(mode: str | None, layer: int | None, heads: tuple[str, ...]) -> dict:
-    """The session_state values that make switch_controls show W_o mode (None: learned) in
-    one layer (None: every layer) with heads zeroed: how a shared link is restored."""
-    state: dict = {"w_o_mode": mode or "learned"}
-    k = rank_of(mode) if mode else None
-    if k is not None:  # the radio's "rank" option, with k in its number box
-        state["w_o_mode"], state["w_o_rank"] = "rank", k
-    state["w_o_scope"] = ALL_LAYERS if layer is None else f"layer {layer}"
-    state["ablate"] = list(heads)
-    return state
-
-
 def restore_link(meta: CheckpointMeta, task: Task) -> None:
     """A shared link's switches and sequence(s), checked against the model (first run only)."""
-    c = meta.config
-    share.restore_for_model(
-        n_layers=c.n_layers,
-        n_heads=c.n_heads,
-        d_model=c.d_model,
-        validate=task.validate,
-        sentences=task.kind == "sentence",
-        switch_state=switch_state,
-    )
-
-
-def switch_controls(meta: CheckpointMeta) -> interventions.Interventions:
-    """W_o learned / off / zero / block-diagonal / rank-k, in every layer or one, and heads
-    zeroed before W_o. Rank-k asks for k (1..D) and is passed on as the mode "rank:K"."""
-    c = meta.config
-    lang = current()  # format_func runs outside the script: the language is fixed here
-    rank = "rank"  # the radio's option for rank-k; k comes from the number box below it
-
-    def mode_name(mode: str) -> str:
-        return t("switch.rank_k", lang=lang) if mode == rank else w_o_label(mode, lang=lang)
-
-    def scope_name(scope: str) -> str:
-        if scope == ALL_LAYERS:
-            return t("switch.all_layers", lang=lang)
-        return t("switch.layer", lang=lang, layer=scope.split()[-1])
-
-    st.subheader(t("switch.title"))
-    w_o = st.radio(
-        t("switch.w_o"),
-        [*W_O_LABELS, rank],
-        format_func=mode_name,
-        key="w_o_mode",
-        help=t("switch.w_o_help"),
-    )
-    if w_o == rank:
-        if st.session_state.get("w_o_rank") not in (None, *range(1, c.d_model + 1)):
-            st.session_state.pop("w_o_rank")  # k of a wider model: not a rank of this W_o
-        k = st.number_input(
-            t("switch.k", d=c.d_model),
-            min_value=1,
-            max_value=c.d_model,
-            value=min(c.d_k, c.d_model),
-            step=1,
-            key="w_o_rank",
-            help=t("switch.k_help", d=c.d_model),
-        )
-        w_o = f"rank:{int(k)}"
-    scopes = [ALL_LAYERS] + [f"layer {lay}" for lay in range(c.n_layers)]
-    scope = st.selectbox(t("switch.scope"), scopes, format_func=scope_name, key="w_o_scope")
-    ablate = st.multiselect(
-        t("switch.ablate"),
-        interventions.head_names(c.n_layers, c.n_heads),
-        key="ablate",
-        placeholder=t("switch.ablate_none"),
-        help=t("switch.ablate_help"),
-    )
-    return interventions.switches(
-        w_o,
-        None if scope == ALL_LAYERS else int(scope.split()[1]),
-        [interventions.parse_head_name(name) for name in ablate],
-    )
+    share.restore_for_model(meta.config, validate=task.validate, sentences=task.kind == "sentence")

@@ -19,9 +19,13 @@ from tfviz.ui.common import (
     download_before_after,
     index_picker,
     md_escape,
-    w_o_label,
+    per_model,
 )
 from tfviz.ui.i18n import t
+from tfviz.ui.switches import w_o_label
+
+# Its widgets whose options depend on the model: forgotten when the model changes.
+PER_MODEL_KEYS = per_model("wo_layer", "wo_token")
 
 
 def render(view: View) -> None:

@@ -27,10 +27,14 @@ from tfviz.ui.common import (
     download_comparison,
     md_escape,
     metric_delta,
+    per_model,
 )
 from tfviz.ui.i18n import t
 from tfviz.ui.sequence import show_similarity
 from tfviz.ui.text import changed_tokens, prediction_table
+
+# Its widgets whose options depend on the model: forgotten when the model changes.
+PER_MODEL_KEYS = per_model("compare_layer")
 
 
 def render(view: View) -> None:
