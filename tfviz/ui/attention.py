@@ -18,6 +18,7 @@ from tfviz import plots
 from tfviz.export import attention_csv
 from tfviz.ui.common import View, chart, index_picker, md_escape, per_model
 from tfviz.ui.i18n import t
+from tfviz.ui.standalone import download_button
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = per_model("attn_layer", "attn_head", "attn_grid_layer")
@@ -78,6 +79,7 @@ def many_heads(n_layers: int, n_heads: int) -> bool:
 def render(view: View) -> None:
     tr = view.trace
     st.caption(t("attention.intro"))
+    layer_shown = None  # every layer in one grid
     if not many_heads(tr.n_layers, tr.n_heads):
         layers = list(range(tr.n_layers))
         chart(
@@ -96,8 +98,10 @@ def render(view: View) -> None:
         )
         st.markdown(f"**{md_escape(t('attention.layer_title', layer=layer))}**")
         head_columns(tr.attn[layer], tr.labels, layer, key="attention_grid")
+        layer_shown = layer
     if view.is_sentence:
         st.caption(t("attention.pieces"))
+    enlarged = None  # (layer, head) when one head is shown enlarged
     left, right = st.columns(2)
     with left:
         # Off by default: a second heatmap costs the browser a redraw on every keystroke.
@@ -120,6 +124,7 @@ def render(view: View) -> None:
                 ),
                 key="attention_head",
             )
+            enlarged = (layer, head)
     with right:
         st.caption(t("attention.csv_intro"))
         st.download_button(
@@ -130,3 +135,55 @@ def render(view: View) -> None:
             key="download_attention",
             on_click="ignore",
         )
+        download_button(
+            view,
+            t("standalone.title.attention", model=view.entry.name),
+            # Drawn on click; the captions now, while the session's language is known.
+            functools.partial(
+                exported_figures,
+                tr,
+                layer_shown,
+                enlarged,
+                caption=t("attention.grid_title")
+                if layer_shown is None
+                else t("attention.layer_title", layer=layer_shown),
+            ),
+            key="attention",
+        )
+
+
+def exported_figures(
+    tr, layer_shown: int | None, enlarged: tuple[int, int] | None, caption: str
+) -> list:
+    """The charts render() drew, as (caption, figure) for the web page (tfviz.ui.standalone):
+    the grid (or the shown layer's columns of heads) and the enlarged head, if any."""
+    if layer_shown is None:
+        layers = list(range(tr.n_layers))
+        figures = [
+            (
+                caption,
+                plots.attention_grid(tr.attn, tr.labels, layers, title=caption, with_mean=True),
+            )
+        ]
+    else:
+        H = tr.n_heads
+        parts = np.array_split(np.arange(H + 1), HEAD_COLUMNS)  # as block_columns lays them out
+        figures = [
+            (
+                caption,
+                plots.attention_column(
+                    tr.attn[layer_shown],
+                    tr.labels,
+                    layer_shown,
+                    [int(b) for b in part if b < H],
+                    with_mean=H in part,
+                    show_scale=c == 0,
+                ),
+            )
+            for c, part in enumerate(parts)
+        ]
+    if enlarged is not None:
+        layer, head = enlarged
+        title = layer_head_label(layer, head)
+        figures.append((title, plots.attention_map(tr.attn[layer, head], tr.labels, title=title)))
+    return figures

@@ -14,6 +14,8 @@ tfviz.lessons, figures from tfviz.plots. The step is st.session_state["lesson_st
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import streamlit as st
 
@@ -26,7 +28,11 @@ from tfviz.ui.common import POLL_SECONDS, View, chart, index_picker, md_escape
 from tfviz.ui.experiment import cached_precomputed, experiment_table, findings
 from tfviz.ui.i18n import current, t
 from tfviz.ui.models import BUNDLED_DIR, file_sha256, load_model
+from tfviz.ui.standalone import download_button
 from tfviz.ui.train import job_manager, refusal, session_alive_check
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 STEP = "lesson_step"  # session_state: the step shown, 1..4
 STEPS = (1, 2, 3, 4)
@@ -162,7 +168,9 @@ def step_concat(view: View) -> None:
         st.error(input_message(e))
         ex = None
     if ex is not None:
-        show_example(ex)
+        maps = show_example(ex)
+        title = t("standalone.title.lesson", step=t(STEP_TITLES[1]))
+        download_button(view, title, [(t("lessons.s1.look"), maps)], key="lesson_step1")
     show_model_dependency(view)
     shown = ex if ex is not None else lessons.two_head_example()
     c0, c1 = shown.contributions[:, 3]
@@ -178,7 +186,8 @@ def step_concat(view: View) -> None:
     )
 
 
-def show_example(ex: lessons.HeadExample) -> None:
+def show_example(ex: lessons.HeadExample) -> go.Figure:
+    """The example's table and its two maps; returns the maps' figure (drawn)."""
     rows = []
     for d in range(len(ex.concat)):
         rows.append(
@@ -204,17 +213,16 @@ def show_example(ex: lessons.HeadExample) -> None:
             out=compact(ex.output[0]),
         )
     )
-    chart(
-        plots.dependency_pair(
-            ex.dependency_identity,
-            ex.dependency,
-            titles=(t("lessons.s1.map_without"), t("lessons.s1.map_with")),
-            head_label=t("lessons.map.head"),
-            output_label=t("lessons.map.output"),
-            value_label=t("lessons.map.contribution"),
-        ),
-        key="lesson_maps",
+    maps = plots.dependency_pair(
+        ex.dependency_identity,
+        ex.dependency,
+        titles=(t("lessons.s1.map_without"), t("lessons.s1.map_with")),
+        head_label=t("lessons.map.head"),
+        output_label=t("lessons.map.output"),
+        value_label=t("lessons.map.contribution"),
     )
+    chart(maps, key="lesson_maps")
+    return maps
 
 
 def show_model_dependency(view: View) -> None:

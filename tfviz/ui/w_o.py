@@ -22,6 +22,7 @@ from tfviz.ui.common import (
     per_model,
 )
 from tfviz.ui.i18n import t
+from tfviz.ui.standalone import download_button
 from tfviz.ui.switches import w_o_label
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
@@ -38,44 +39,60 @@ def render(view: View) -> None:
     note = st.empty()
     if mode != "learned":
         note.info(md_escape(t("w_o.switched", mode=w_o_label(mode))))
+    drawn = []  # (caption, figure) of every chart below, for the web page
     before, after = st.columns(2)
     with before:
-        chart(
-            plots.activation_map(
-                tr.concat[layer], tr.labels, n_heads=H, title=t("w_o.concat_title")
-            ),
-            key="concat",
+        drawn.append(
+            (
+                t("w_o.concat_caption"),
+                plots.activation_map(
+                    tr.concat[layer], tr.labels, n_heads=H, title=t("w_o.concat_title")
+                ),
+            )
         )
+        chart(drawn[-1][1], key="concat")
         st.caption(t("w_o.concat_caption"))
     with after:
-        chart(
-            plots.activation_map(tr.attn_out[layer], tr.labels, title=t("w_o.out_title")),
-            key="attn_out",
+        drawn.append(
+            (
+                t("w_o.out_caption"),
+                plots.activation_map(tr.attn_out[layer], tr.labels, title=t("w_o.out_title")),
+            )
         )
+        chart(drawn[-1][1], key="attn_out")
         st.caption(t("w_o.out_caption"))
     cosine = cosine_per_token(tr.concat[layer], tr.attn_out[layer])  # (T,)
     W_o = cached_w_o(view.entry.digest, tuple(tr.w_o_modes), _model=view.model)  # (L, D, D)
-    chart(
-        plots.cosine_bars(cosine, tr.labels, title=t("w_o.cosine_title")),
-        key="cosine",
+    drawn.append(
+        (t("w_o.cosine_caption"), plots.cosine_bars(cosine, tr.labels, title=t("w_o.cosine_title")))
     )
+    chart(drawn[-1][1], key="cosine")
     st.caption(t("w_o.cosine_caption"))
     left, right = st.columns(2)
     with left:
-        chart(plots.w_o_matrix(W_o[layer], H, title=t("w_o.matrix_title", layer=layer)), key="w_o")
+        drawn.append(
+            (
+                t("w_o.matrix_caption"),
+                plots.w_o_matrix(W_o[layer], H, title=t("w_o.matrix_title", layer=layer)),
+            )
+        )
+        chart(drawn[-1][1], key="w_o")
         st.caption(t("w_o.matrix_caption"))
     with right:
         token = st.select_slider(t("w_o.token"), options=tr.labels, key="wo_token")
         i = tr.labels.index(token)
         (shown_token,) = plots.escape_labels([token])  # a title is HTML to plotly
-        chart(
-            plots.head_contributions(
-                wo.head_contributions(tr.z[layer], W_o[layer])[:, i],
-                token,
-                title=t("w_o.terms_title", token=shown_token),
-            ),
-            key="head_contributions",
+        drawn.append(
+            (
+                t("w_o.terms_caption"),
+                plots.head_contributions(
+                    wo.head_contributions(tr.z[layer], W_o[layer])[:, i],
+                    token,
+                    title=t("w_o.terms_title", token=shown_token),
+                ),
+            )
         )
+        chart(drawn[-1][1], key="head_contributions")
         st.caption(t("w_o.terms_caption"))
         st.metric(
             t("w_o.check_label"),
@@ -83,3 +100,5 @@ def render(view: View) -> None:
             help=t("w_o.check_help"),
         )
     download_before_after(view)
+    title = t("standalone.title.w_o", model=view.entry.name, layer=layer)
+    download_button(view, title, drawn, key="w_o")  # the figures drawn above, already localized
