@@ -110,3 +110,11 @@ def test_the_views_offer_the_page_in_the_student_s_language(view, lang):
     buttons = [b for b in at.get("download_button") if b.proto.label == translate(lang, LABEL)]
     assert len(buttons) == 1
     assert buttons[0].proto.help == translate(lang, "standalone.help")
+
+
+def test_another_plotly_bundle_replaces_the_installed_one_and_is_kept_well_formed(trace):
+    bundle = "/* a partial bundle */ var s = '</script>';"
+    page = standalone.page("T", figures(trace)[:1], {}, plotly_bundle=bundle)
+    assert plotly.offline.get_plotlyjs() not in page
+    assert "/* a partial bundle */ var s = '<\\/script>';" in page
+    assert page.count("</script>") == 2  # plotly.js's and the figure's: no early end

@@ -32,13 +32,15 @@ figure{margin:1.5rem 0}figcaption{color:#555;margin-bottom:.3rem}
 """
 
 
-def plotly_js() -> str:
-    """The installed plotly package's minified plotly.js, as inline script text."""
-    import plotly.offline
+def plotly_js(bundle: str | None = None) -> str:
+    """bundle, or the installed plotly package's minified plotly.js, as inline script text."""
+    if bundle is None:
+        import plotly.offline
 
+        bundle = plotly.offline.get_plotlyjs()
     # "</script" inside a script element would end it early; plotly.js holds none today, but
-    # the escape costs nothing and keeps the page well-formed whatever bundle is installed.
-    return plotly.offline.get_plotlyjs().replace("</script", "<\\/script")
+    # the escape costs nothing and keeps the page well-formed whatever bundle is given.
+    return bundle.replace("</script", "<\\/script")
 
 
 def figure_div(figure: go.Figure, div_id: str) -> str:
@@ -70,11 +72,14 @@ def page(
     figures: Sequence[tuple[str, go.Figure]],
     facts: Mapping[str, str],
     lang: str = "en",
+    plotly_bundle: str | None = None,
 ) -> str:
     """One HTML page: title, facts (name -> value, e.g. model, sequence, W_o mode, zeroed heads,
     prediction) and each (caption, figure) with its caption above it, plotly.js inlined once.
 
-    Every string given is escaped here: a caller passes plain text, never HTML.
+    Every string given is escaped here: a caller passes plain text, never HTML. plotly_bundle:
+    another plotly.js build's text (e.g. the cartesian partial bundle of the same version, a
+    third of the size; bench/standalone.py measures it), else the installed package's own.
     """
     charts = "".join(
         f"<figure><figcaption>{html.escape(caption)}</figcaption>"
@@ -85,6 +90,6 @@ def page(
         f'<!DOCTYPE html><html lang="{html.escape(lang)}"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(title)}</title><style>{STYLE}</style>"
-        f'<script type="text/javascript">{plotly_js()}</script></head>'
+        f'<script type="text/javascript">{plotly_js(plotly_bundle)}</script></head>'
         f"<body><h1>{html.escape(title)}</h1>{facts_list(facts)}{charts}</body></html>"
     )

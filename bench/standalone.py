@@ -1,0 +1,283 @@
+"""How fast the exported web page (tfviz.standalone) opens, against bertviz's head_view page.
+
+In one run, with headless Chromium opening each page from file:// (no server), interleaved:
+
+- tfviz's Attention page for the bundled reverse model (the grid of every layer and head),
+- tfviz's Attention page for MiniLM at ~32 word-pieces (one layer's heads in columns, as the
+  view shows a many-headed model),
+- the same MiniLM page with plotly.js's cartesian partial bundle (plotly.js-cartesian-dist-min
+  of the installed plotly.js version, from the npm registry; heatmaps and bars are all these
+  pages draw) in place of the full bundle: what a smaller plotly.js would buy,
+- bertviz's head_view page for the same MiniLM attention (all layers; it shows layer 0 with
+  every head), computed by tfviz's own trace so that both pages show the same numbers.
+
+The time measured is from navigation start to every head visible: for tfviz, every plotly graph
+div holds its drawn svg (.main-svg); for bertviz, its svg holds every head's attention lines
+(H * T * T of them). Each is read in the page (performance.now(), whose origin is the
+navigation) at the first animation frame after the condition holds. A fresh browser context per
+open, N opens per page (default 10); median and p95 printed, and the ratio of the MiniLM medians
+tfviz / bertviz against the target <= 1.5x. Exits 0 either way.
+
+bertviz's page loads require.js, d3 and jQuery from CDNs. Nothing is fetched from a CDN here:
+the same libraries are taken from the npm registry once (`npm pack`, into CACHE) and the page is
+rewritten to load them from files beside it (d3 5.7.0, which head_view.js asks for; require.js
+2.3.6, which head_view.py asks for, unminified as npm ships it; jQuery 2.1.0, the oldest 2.x on
+npm, for the 2.0.0 on cdnjs). Every request outside file:// is aborted and counted.
+
+Usage: python bench/standalone.py [--n 10]
+Needs bertviz (requirements-dev.txt: pip install bertviz==1.4.1) and npm for the first run;
+without bertviz, the tfviz pages are measured and "bertviz not installed" is said.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tfviz import get_task, load_checkpoint, pretrained, standalone  # noqa: E402
+from tfviz.snapshot import run_trace  # noqa: E402
+from tfviz.ui import attention  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+VIEWPORT = {"width": 1400, "height": 1000}
+CACHE = Path.home() / ".cache" / "tfviz-bench" / "js"
+# npm package, version, file inside its tarball, name bertviz's page asks require.js for.
+LIBRARIES = [
+    ("requirejs", "2.3.6", "package/require.js", "require.js"),
+    ("d3", "5.7.0", "package/dist/d3.min.js", "d3.min.js"),
+    ("jquery", "2.1.0", "package/dist/jquery.min.js", "jquery.min.js"),
+]
+REWRITES = {  # bertviz's CDN addresses -> the files beside the page
+    "https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js": "./require.js",
+    "https://cdnjs.cloudflare.com/ajax/libs/d3/5.7.0/d3.min": "./d3.min",
+    "https://cdnjs.cloudflare.com/ajax/libs/jquery/2.0.0/jquery.min": "./jquery.min",
+}
+# ~32 word-pieces with [CLS] and [SEP].
+SENTENCE = (
+    "The students opened the exported page from a USB stick and compared every attention "
+    "head of the small model with the same heads in the other viewer, without any network."
+)
+TOY_SEQUENCE = "abcdef"
+
+# Installed before any of the page's scripts: at the first animation frame after `done()` holds,
+# window.__done = milliseconds since navigation started.
+WATCH = """
+(() => {
+  const done = () => { %s };
+  let seen = false;
+  const check = () => {
+    if (seen || !done()) return;
+    seen = true;
+    requestAnimationFrame(() => { window.__done = performance.now(); });
+  };
+  new MutationObserver(check).observe(document, {childList: true, subtree: true});
+  document.addEventListener('DOMContentLoaded', check);
+})();
+"""
+TFVIZ_DONE = (
+    "const g = document.querySelectorAll('.js-plotly-plot');"
+    " return g.length === %d && [...g].every(d => d.querySelector('.main-svg'));"
+)
+BERTVIZ_DONE = "return document.querySelectorAll('#attention line').length === %d;"
+
+
+def fetch_libraries() -> bool:
+    """require.js, d3 and jQuery in CACHE, from the npm registry (once); False if npm fails."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    for package, version, member, name in LIBRARIES:
+        if (CACHE / name).exists():
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            run = subprocess.run(
+                ["npm", "pack", f"{package}@{version}", "--silent"],
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+            )
+            if run.returncode != 0:
+                print(f"npm pack {package}@{version} failed: {run.stderr.strip()[:300]}")
+                return False
+            (tarball,) = Path(tmp).glob("*.tgz")
+            with tarfile.open(tarball) as tar:
+                (CACHE / name).write_bytes(tar.extractfile(member).read())
+    return True
+
+
+def plotly_version() -> str:
+    """The version of the plotly.js the installed plotly package inlines."""
+    import re
+
+    import plotly.offline
+
+    return re.search(r"plotly\.js v([0-9.]+)", plotly.offline.get_plotlyjs()[:2000]).group(1)
+
+
+def cartesian_bundle() -> str | None:
+    """plotly.js's cartesian partial bundle, of the installed version, from the npm registry
+    (once, into CACHE); None if npm fails."""
+    version = plotly_version()
+    path = CACHE / f"plotly-cartesian-{version}.min.js"
+    if not path.exists():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        package = f"plotly.js-cartesian-dist-min@{version}"
+        with tempfile.TemporaryDirectory() as tmp:
+            run = subprocess.run(["npm", "pack", package, "--silent"], cwd=tmp, capture_output=True)
+            if run.returncode != 0:
+                print(f"npm pack {package} failed: the cartesian bundle is not measured")
+                return None
+            (tarball,) = Path(tmp).glob("*.tgz")
+            with tarfile.open(tarball) as tar:
+                path.write_bytes(tar.extractfile("package/plotly-cartesian.min.js").read())
+    return path.read_text(encoding="utf-8")
+
+
+def tfviz_pages() -> tuple[dict[str, tuple[str, int]], object]:
+    """name -> (html, number of charts) for tfviz's pages; and MiniLM's trace."""
+    model, meta = load_checkpoint(ROOT / "models" / "reverse.safetensors")
+    toy = run_trace(model, get_task(meta.task), TOY_SEQUENCE)
+    toy_figures = attention.exported_figures(toy, None, None, caption="Attention")
+    minilm, tokenizer = pretrained.load_minilm("cpu")
+    sentence = run_trace(minilm, pretrained.SentenceTask(tokenizer), SENTENCE)
+    minilm_figures = attention.exported_figures(sentence, 0, None, caption="L0")
+    facts = {"Model": pretrained.NAME, "Sequence": SENTENCE}
+    pages = {
+        "tfviz reverse": (
+            standalone.page("reverse", toy_figures, {"Sequence": TOY_SEQUENCE}),
+            len(toy_figures),
+        ),
+        "tfviz MiniLM": (standalone.page("MiniLM", minilm_figures, facts), len(minilm_figures)),
+    }
+    cartesian = cartesian_bundle()
+    if cartesian is not None:
+        pages["tfviz MiniLM cart"] = (
+            standalone.page("MiniLM", minilm_figures, facts, plotly_bundle=cartesian),
+            len(minilm_figures),
+        )
+    return pages, sentence
+
+
+def bertviz_page(trace) -> str | None:
+    """bertviz's head_view page for trace's attention (all layers), loading its libraries from
+    files beside it; None without bertviz."""
+    try:
+        import torch
+        from bertviz import head_view
+    except ImportError:
+        return None
+    attention_layers = tuple(torch.from_numpy(trace.attn[layer][None]) for layer in range(6))
+    html_text = head_view(attention_layers, list(trace.labels), html_action="return").data
+    for url, local in REWRITES.items():
+        assert url in html_text, f"bertviz's page no longer asks for {url}"
+        html_text = html_text.replace(url, local)
+    return (
+        f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>{html_text}</body></html>'
+    )
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=10, help="opens per page")
+    args = parser.parse_args()
+
+    from playwright.sync_api import sync_playwright
+
+    tfviz, trace = tfviz_pages()
+    folder = Path(tempfile.mkdtemp(prefix="tfviz_standalone_"))
+    pages: dict[str, tuple[Path, str]] = {}
+    for name, (html_text, n_charts) in tfviz.items():
+        path = folder / (name.replace(" ", "_") + ".html")
+        path.write_text(html_text, encoding="utf-8")
+        pages[name] = (path, TFVIZ_DONE % n_charts)
+    bertviz_html = bertviz_page(trace)
+    if bertviz_html is None:
+        print("bertviz not installed (pip install bertviz==1.4.1): tfviz's pages only")
+    elif not fetch_libraries():
+        print("bertviz's libraries could not be fetched from the npm registry: tfviz's pages only")
+    else:
+        for _, _, _, name in LIBRARIES:
+            (folder / name).write_bytes((CACHE / name).read_bytes())
+        path = folder / "bertviz_head_view.html"
+        path.write_text(bertviz_html, encoding="utf-8")
+        H, T = trace.attn.shape[1], trace.attn.shape[2]
+        pages["bertviz MiniLM"] = (path, BERTVIZ_DONE % (H * T * T))
+    T = len(trace.labels)
+    print(f"MiniLM at {T} word-pieces; {args.n} opens per page, interleaved, from file://")
+    for name, (path, _) in pages.items():
+        print(f"  {name}: {path.stat().st_size / 1e6:.2f} MB")
+
+    times: dict[str, list[float]] = {name: [] for name in pages}
+    outside: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        for name, (path, done) in pages.items():  # one unmeasured open each: disk cache warm
+            times[name].append(open_once(browser, path, done, outside))
+            times[name].clear()
+        for _ in range(args.n):
+            order = list(pages)
+            random.shuffle(order)
+            for name in order:
+                path, done = pages[name]
+                times[name].append(open_once(browser, path, done, outside))
+        browser.close()
+
+    print(f"{'page':<18} {'median ms':>10} {'p95 ms':>8}")
+    for name, values in times.items():
+        print(f"{name:<18} {statistics.median(values):>10.0f} {percentile(values, 0.95):>8.0f}")
+    if "bertviz MiniLM" in times:
+        for name in ("tfviz MiniLM", "tfviz MiniLM cart"):
+            if name not in times:
+                continue
+            ratio = statistics.median(times[name]) / statistics.median(times["bertviz MiniLM"])
+            verdict = "met" if ratio <= 1.5 else "NOT met"
+            print(f"ratio {name} / bertviz (medians): {ratio:.2f}x (target <= 1.5x: {verdict})")
+    print(f"requests outside file:// (aborted): {len(outside)}")
+    print(json.dumps({name: [round(v) for v in values] for name, values in times.items()}))
+
+
+def open_once(browser, path: Path, done: str, outside: list[str]) -> float:
+    """Milliseconds from navigation start to done() in a fresh context, the network cut."""
+    context = browser.new_context(viewport=VIEWPORT)
+
+    def route(r):
+        if r.request.url.startswith("file://"):
+            r.continue_()
+        else:
+            outside.append(r.request.url)
+            r.abort()
+
+    context.route("**/*", route)
+    context.add_init_script(WATCH % done)
+    page = context.new_page()
+    page.goto(path.as_uri(), wait_until="commit")
+    page.wait_for_function("window.__done !== undefined", timeout=60_000)
+    elapsed = page.evaluate("window.__done")
+    context.close()
+    return elapsed
+
+
+if __name__ == "__main__":
+    main()
