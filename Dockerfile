@@ -37,11 +37,14 @@ RUN pip install --no-cache-dir -r /tmp/requirements.txt \
 
 # What the app never uses at run time (docs/docker.md, "What fills the image"): torch's C++
 # headers, its test suite and test programs (torch_shm_manager stays: torch starts it to share
-# tensors between processes), pyarrow's headers, and every package's own tests/ folder.
+# tensors between processes), pyarrow's headers, every package's own tests/ folder, and pip itself
+# (16 MB: nothing installs at run time; the health check needs only python). pip goes last, as it
+# removes itself.
 ARG SITE=/opt/venv/lib/python3.11/site-packages
 RUN rm -rf "${SITE}/torch/include" "${SITE}/torch/test" "${SITE}/pyarrow/include" \
     && find "${SITE}/torch/bin" -type f ! -name torch_shm_manager -delete \
-    && find "${SITE}" -depth -type d -name tests -exec rm -rf {} +
+    && find "${SITE}" -depth -type d -name tests -exec rm -rf {} + \
+    && python -m pip uninstall --yes pip
 
 # ---- runtime: the venv, the app and its bundled models, run by a non-root user -------------------
 FROM python:3.11-slim AS runtime

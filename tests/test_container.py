@@ -5,7 +5,7 @@ container; a browser gets a page with a prediction.
 
 Needs podman and the image tfviz:ci (`bash .ci/container.sh` builds it in about 2 minutes). Where
 either is missing the module is skipped, except under CI=true, where .ci/run builds the image and
-a missing one fails. Takes about 40 s once the image is built.
+a missing one fails. Takes about 15 s once the image is built.
 """
 
 from __future__ import annotations
