@@ -19,7 +19,7 @@ from tfviz.snapshot import run_trace
 from tfviz.ui import attention
 
 pytestmark = pytest.mark.browser
-browser = shared.browser
+browser, server, page = shared.browser, shared.server, shared.page
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 CHART = ".js-plotly-plot"
@@ -82,18 +82,18 @@ def assert_all_drawn(page, n: int) -> None:
 
 def test_the_page_draws_every_chart_and_hovers_with_the_network_cut(browser, tmp_path):
     html_text, n = toy_page()
-    page, context, outside, dialogs = open_offline(browser, tmp_path, html_text)
+    view, context, outside, dialogs = open_offline(browser, tmp_path, html_text)
     try:
-        assert_all_drawn(page, n)
+        assert_all_drawn(view, n)
         # A real mouse over the grid's first cell (its middle may be a gap between heads):
         # plotly shows its hover label.
-        plot_area = page.locator(".js-plotly-plot .nsewdrag").first
+        plot_area = view.locator(".js-plotly-plot .nsewdrag").first
         plot_area.hover(position={"x": 15, "y": 15}, timeout=TIMEOUT_MS)
-        label = page.locator(".hoverlayer .hovertext").first
+        label = view.locator(".hoverlayer .hovertext").first
         label.wait_for(state="visible", timeout=TIMEOUT_MS)
         assert "weight" in label.text_content()
-        assert HOSTILE in page.locator("dd").nth(1).text_content()  # shown as text
-        assert page.locator("img").count() == 0
+        assert HOSTILE in view.locator("dd").nth(1).text_content()  # shown as text
+        assert view.locator("img").count() == 0
         assert dialogs == []
         assert outside == []
     finally:
@@ -102,9 +102,28 @@ def test_the_page_draws_every_chart_and_hovers_with_the_network_cut(browser, tmp
 
 def test_minilm_s_page_draws_every_column_with_the_network_cut(browser, tmp_path):
     html_text, n = minilm_page()
-    page, context, outside, _ = open_offline(browser, tmp_path, html_text)
+    view, context, outside, _ = open_offline(browser, tmp_path, html_text)
     try:
-        assert_all_drawn(page, n)
+        assert_all_drawn(view, n)
+        assert outside == []
+    finally:
+        context.close()
+
+
+def test_the_app_s_button_downloads_the_attention_view_and_it_opens_offline(
+    browser, page, tmp_path
+):
+    """The real app: the button's page is built on click (a callable), named after the model,
+    and opens from a file with the network cut, its grid drawn."""
+    button = page.get_by_role("button", name="Download this view as a web page")
+    with page.expect_download() as download:
+        button.click()
+    assert download.value.suggested_filename == "tfviz_reverse_attention.html"
+    html_text = download.value.path().read_text(encoding="utf-8")
+    assert "<dd>reverse</dd>" in html_text
+    view, context, outside, _ = open_offline(browser, tmp_path, html_text)
+    try:
+        assert_all_drawn(view, 1)  # the grid of every layer and head
         assert outside == []
     finally:
         context.close()
