@@ -118,3 +118,8 @@ def test_another_plotly_bundle_replaces_the_installed_one_and_is_kept_well_forme
     assert plotly.offline.get_plotlyjs() not in page
     assert "/* a partial bundle */ var s = '<\\/script>';" in page
     assert page.count("</script>") == 2  # plotly.js's and the figure's: no early end
+
+
+def test_a_caption_s_markdown_emphasis_is_not_shown_raw(trace):
+    page = build_page("T", [("**Look:** the `W_o` map", figures(trace)[0][1])], {}, "en")
+    assert "<figcaption>Look: the W_o map</figcaption>" in page

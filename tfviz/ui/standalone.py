@@ -9,6 +9,7 @@ script runs; the callable, which Streamlit may call outside the script, only dra
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 Figures = Sequence[tuple[str, "go.Figure"]]
+MARKDOWN_EMPHASIS = re.compile(r"\*\*|`")  # what the catalogue's captions use; HTML shows it raw
 
 
 def facts(view: View) -> dict[str, str]:
@@ -51,7 +53,8 @@ def build_page(title: str, figures: Callable[[], Figures] | Figures, page_facts,
     here)."""
     if callable(figures):
         figures = [(caption, localize(figure, lang)) for caption, figure in figures()]
-    return standalone.page(title, figures, page_facts, lang=lang)
+    shown = [(MARKDOWN_EMPHASIS.sub("", caption), figure) for caption, figure in figures]
+    return standalone.page(title, shown, page_facts, lang=lang)
 
 
 def download_button(
