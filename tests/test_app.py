@@ -298,9 +298,12 @@ def test_markup_in_an_error_is_escaped_for_markdown():
     assert "'\\<'" in at.error[0].value  # shown as typed, never as HTML or markdown
 
 
-def test_attention_csv_download_is_offered():
+def test_attention_csv_and_web_page_downloads_are_offered():
     at = start()
-    assert [b.label for b in at.get("download_button")] == ["Download attention weights (CSV)"]
+    assert sorted(b.label for b in at.get("download_button")) == [
+        "Download attention weights (CSV)",
+        "Download this view as a web page",
+    ]
 
 
 def test_a_job_over_the_cap_waits_with_its_place_shown_and_can_be_cancelled(monkeypatch):
