@@ -132,20 +132,53 @@ def test_ablated_head_has_zero_z_and_others_unchanged(model, ids):
     assert (lt.concat[..., 8:12] == 0).all()  # d_k = 4: head 2 owns dims 8..11
 
 
-def test_big_projection_then_view_equals_separate_head_projections(model, ids):
-    """Seed 004: one D x D W_q, then view/transpose, equals H separate D x d_k projections."""
+@pytest.mark.parametrize("with_padding", [False, True])
+def test_big_projection_then_view_equals_separate_head_projections(model, ids, with_padding):
+    """Seed 004: tfviz's attention (one D x D W_q/W_k/W_v, then view/transpose into heads)
+    computes what H separate D x d_k projections, one attention per head, compute.
+
+    The reference below never reshapes a (B, T, D) projection: each head h gets its own
+    nn.Linear(D, d_k) holding rows h*d_k..(h+1)*d_k of W_q, W_k, W_v, its own softmax, and
+    its own slice of W_o's columns. The model is run as it is (traced and untraced)."""
     attn = model.layers[0].attn
-    x = model(ids).trace.layers[0].resid_pre
+    x = model(ids).trace.layers[0].resid_pre  # a real layer input, (B, T, D)
     B, T, D = x.shape
     H, d_k = attn.n_heads, attn.d_k
-    big = attn.W_q(x).view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
-    for h in range(H):
+    assert (H, d_k) == (4, 4) and D == H * d_k  # several heads, so a mixed-up split shows
+    pad = None
+    if with_padding:
+        pad = torch.zeros(B, T, dtype=torch.bool)
+        pad[1, -3:] = True
+
+    def head_linear(big: nn.Linear, h: int) -> nn.Linear:
         rows = slice(h * d_k, (h + 1) * d_k)
-        separate = nn.Linear(D, d_k)
+        lin = nn.Linear(D, d_k)
         with torch.no_grad():
-            separate.weight.copy_(attn.W_q.weight[rows])
-            separate.bias.copy_(attn.W_q.bias[rows])
-        torch.testing.assert_close(big[:, h], separate(x), atol=ATOL, rtol=0)
+            lin.weight.copy_(big.weight[rows])
+            lin.bias.copy_(big.bias[rows])
+        return lin
+
+    with torch.no_grad():
+        got, parts = attn(x, pad, LayerSwitches("learned"), True)
+        got_fast, _ = attn(x, pad, LayerSwitches("learned"), False)
+        want = attn.W_o.bias.expand(B, T, D).clone()
+        for h in range(H):
+            q = head_linear(attn.W_q, h)(x)  # (B, T, d_k)
+            k = head_linear(attn.W_k, h)(x)
+            v = head_linear(attn.W_v, h)(x)
+            scores = q @ k.transpose(-2, -1) / d_k**0.5  # (B, T, T)
+            if pad is not None:
+                scores = scores.masked_fill(pad[:, None, :], float("-inf"))
+            a = scores.softmax(-1)
+            z = a @ v  # (B, T, d_k)
+            torch.testing.assert_close(parts["v"][:, h], v, atol=ATOL, rtol=0)
+            torch.testing.assert_close(parts["attn"][:, h], a, atol=ATOL, rtol=0)
+            torch.testing.assert_close(parts["z"][:, h], z, atol=ATOL, rtol=0)
+            cols = slice(h * d_k, (h + 1) * d_k)
+            torch.testing.assert_close(parts["concat"][..., cols], z, atol=ATOL, rtol=0)
+            want += z @ attn.W_o.weight[:, cols].T
+    torch.testing.assert_close(got, want, atol=ATOL, rtol=0)
+    torch.testing.assert_close(got_fast, want, atol=ATOL, rtol=0)
 
 
 def test_forward_with_any_switch_changes_no_weight_or_attribute(model, ids):
