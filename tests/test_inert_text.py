@@ -17,6 +17,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.test_share import open_link
+from tfviz import pretrained
 from tfviz.ui.common import WORD_JOINER, md_escape
 from tfviz.ui.i18n import LANGUAGES, translate
 
@@ -105,9 +106,9 @@ def test_a_hostile_link_s_notices_quote_it_inert_in_both_languages(lang):
 
 @pytest.mark.usefixtures("fresh_app")
 def test_a_typed_sentence_is_quoted_inert_where_the_model_cut_it():
+    pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
     at = open_link(model="pretrained:all-MiniLM-L6-v2")
-    if at.selectbox(key="model").value != "pretrained:all-MiniLM-L6-v2":
-        pytest.skip("the pretrained model is not installed here")
+    assert at.selectbox(key="model").value == "pretrained:all-MiniLM-L6-v2", "link did not open it"
     rest = "see https://evil.example/x"
     at.text_input(key="sequence").set_value("word " * 126 + rest).run()  # cut just before it
     assert not at.exception

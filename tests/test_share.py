@@ -19,7 +19,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP
-from tfviz import export, get_task, plots
+from tfviz import export, get_task, plots, pretrained
 from tfviz.config import ModelConfig
 from tfviz.interventions import NONE, switches
 from tfviz.ui import help as help_texts
@@ -385,13 +385,13 @@ def test_a_language_switch_keeps_the_open_tab_and_translates_the_page():
 
 @pytest.mark.usefixtures("fresh_app")
 def test_a_link_to_the_sentence_model_restores_both_sentences():
+    pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
     at = open_link(
         model="pretrained:all-MiniLM-L6-v2",
         sequence="The cat sat on the mat.",
         sentence_b="A dog slept.",
     )
-    if at.selectbox(key="model").value != "pretrained:all-MiniLM-L6-v2":
-        pytest.skip("the pretrained model is not installed here")
+    assert at.selectbox(key="model").value == "pretrained:all-MiniLM-L6-v2", "link did not open it"
     assert at.text_input(key="sequence").value == "The cat sat on the mat."
     assert at.text_input(key="sentence_b").value == "A dog slept."
     assert query(at)["sentence_b"] == "A dog slept."
@@ -400,9 +400,9 @@ def test_a_link_to_the_sentence_model_restores_both_sentences():
 @pytest.mark.usefixtures("fresh_app")
 def test_a_link_with_a_long_sentence_restores_it_and_the_box_says_the_limit():
     long_sentence = "The cat sat on the mat and looked at the dog. " * 60  # 2,760 characters
+    pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
     at = open_link(model="pretrained:all-MiniLM-L6-v2", sequence=long_sentence, sentence_b="A.")
-    if at.selectbox(key="model").value != "pretrained:all-MiniLM-L6-v2":
-        pytest.skip("the pretrained model is not installed here")
+    assert at.selectbox(key="model").value == "pretrained:all-MiniLM-L6-v2", "link did not open it"
     assert not at.warning or all("too_long" not in w.value for w in at.warning)
     assert at.text_input(key="sequence").value == long_sentence
     assert query(at)["sequence"] == long_sentence  # and the address keeps it
