@@ -4,7 +4,6 @@ where the numbers can be worked by hand, and on a bundled model where they canno
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -131,11 +130,22 @@ def test_a_key_being_measured_is_waited_for_not_measured_again():
     cache = dissect.MeasureCache(measure)
     cache.warm([5])
     wait_until(lambda: measure.calls.get(5) == 1)
+    # The event the background sets when 5's value is in: note when someone waits on it.
+    busy = cache._busy[5]
+    waiting = threading.Event()
+    real_wait = busy.wait
+
+    def noted_wait(timeout=None):
+        waiting.set()
+        return real_wait(timeout)
+
+    busy.wait = noted_wait
     got = []
     asker = threading.Thread(target=lambda: got.append(cache(5)))
     asker.start()
-    time.sleep(0.05)
-    assert got == []  # waiting for the background's value
+    assert waiting.wait(10), "the asker did not wait for the value being measured"
+    assert got == [] and asker.is_alive()  # blocked on the background's value...
+    assert measure.calls[5] == 1  # ...not measuring it a second time
     measure.gate.set()
     asker.join(10)
     assert got == [50] and measure.calls[5] == 1
