@@ -3,17 +3,39 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
 
 import pytest
 
 from tfviz import settings
 
+ROOT = Path(__file__).resolve().parent.parent
+
 
 def test_defaults_without_the_environment(tmp_path):
-    assert settings.upload_mb({}) == settings.DEFAULT_UPLOAD_MB
-    assert settings.max_queue({}) == settings.DEFAULT_MAX_QUEUE
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    # The documented defaults, written out here rather than read back from tfviz.settings.
+    # README: "TFVIZ_MAX_UPLOAD_MB (default 20; it cannot exceed server.maxUploadSize in
+    # .streamlit/config.toml)", and that file allows 20 MB.
+    assert settings.upload_mb({}) == 20
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["maxUploadSize"] == 20
+    # docs/deploy.md: "each replica queues 8 more (TFVIZ_MAX_QUEUE)".
+    assert settings.max_queue({}) == 8
+    # README: "TFVIZ_MAX_JOBS (... default one per core)": the cores this process may use, as
+    # coreutils' nproc counts them (it honours the CPU affinity, as a container's cpuset sets).
+    nproc = shutil.which("nproc")
+    if nproc:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("OMP_")}  # nproc obeys
+        cores = int(subprocess.run([nproc], capture_output=True, text=True, env=env).stdout)
+    else:
+        cores = os.cpu_count()
     assert settings.max_jobs({}) == cores
+    # README: "TFVIZ_DRAIN_SECONDS (default 120 ...)".
+    assert settings.drain_seconds({}) == 120
+    # README: "TFVIZ_USER_MODELS (where trained models go, default user_models/)".
     assert settings.user_models_dir(tmp_path, {}) == tmp_path / "user_models"
 
 
