@@ -363,18 +363,35 @@ def test_bad_input_shows_a_clear_error_and_the_app_recovers(page):
     assert_no_exception(page)
 
 
-# Tabs that must draw at least this many charts (with W_o switched off, so the compare tab draws).
-CHARTS_PER_TAB = {"Attention": 1, "Before/after W_o": 4, "W_o off: compare": 2, "Train": 0}
+# What every tab shows with W_o switched off (so the compare tab draws): at least this many
+# charts, and the element it is there for (a Streamlit key: class st-key-<key>), in its open
+# panel. No tab may open empty. The counts are what each view draws for the bundled reverse
+# model (tfviz/ui/<view>.py): e.g. Before/after W_o draws concat, attn_out, cosine, W_o and the
+# per-head terms; the compare tab the two attention grids, the residual pair and the drift.
+TAB_SHOWS = {
+    "Attention": (1, "attention_grid"),
+    "Before/after W_o": (5, "head_contributions"),
+    "W_o off: compare": (4, "drift"),
+    "Take W_o apart": (2, "parts_spectrum"),  # its first section: the modes sweep and spectrum
+    "Train": (0, "train_submit"),  # a form to fill in; nothing to chart before a run
+    "Analysis": (2, "norm_attention"),  # its first section: raw and norm-based attention
+    "Does W_o matter?": (1, "experiment_curves"),  # the shipped experiment for reverse
+    "Lessons": (1, "lesson_next"),  # step 1: the worked example's maps, and the way on
+}
 
 
 def test_every_tab_opens_without_an_exception(page):
     set_w_o(page, "off (identity)")
     expect(page.locator(CODE).first).to_contain_text("switched")
     labels = page.get_by_role("tab").all_inner_texts()
-    assert set(CHARTS_PER_TAB) <= set(labels), labels
+    assert sorted(labels) == sorted(TAB_SHOWS), labels
     for label in labels:
         open_tab(page, label)
         assert_no_exception(page)
-        assert_charts_drawn(page, at_least=CHARTS_PER_TAB.get(label, 0))
+        charts, key = TAB_SHOWS[label]
+        panel = page.locator('[role="tabpanel"]:not([hidden])')
+        expect(panel.locator(f".st-key-{key}").first).to_be_visible(timeout=TIMEOUT_MS)
+        assert_charts_drawn(page, at_least=charts)
+        assert panel.locator(PLOT).count() >= charts, label
         slug = "".join(c if c.isalnum() else "_" for c in label.lower()).strip("_")
         screenshot(page, f"browser_tab_{slug}.png")
