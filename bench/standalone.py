@@ -44,21 +44,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.ui_latency import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402  (one browser setup)
 from tfviz import get_task, load_checkpoint, pretrained, standalone  # noqa: E402
 from tfviz.snapshot import run_trace  # noqa: E402
 from tfviz.ui import attention  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-VIEWPORT = {"width": 1400, "height": 1000}
 CACHE = Path.home() / ".cache" / "tfviz-bench" / "js"
 # npm package, version, file inside its tarball, name bertviz's page asks require.js for.
 LIBRARIES = [
