@@ -39,6 +39,7 @@ from tfviz import pretrained as P
 from tfviz.checkpoint import load_checkpoint
 from tfviz.snapshot import run_trace
 from tfviz.tasks import get_task
+from tfviz.ui import attention
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -91,19 +92,7 @@ def minilm_figures() -> list[go.Figure]:
     with torch.no_grad():
         out = model(ids, trace=True)
     attn = out.trace.layers[0].attn[0].numpy()  # (H, T, T)
-    H = attn.shape[0]
-    parts = np.array_split(np.arange(H + 1), 3)  # as tfviz.ui.attention.block_columns
-    return [
-        plots.attention_column(
-            attn,
-            labels,
-            0,
-            [int(b) for b in part if b < H],
-            with_mean=H in part,
-            show_scale=c == 0,
-        )
-        for c, part in enumerate(parts)
-    ]
+    return attention.attention_columns(attn, labels, 0)  # as the Attention view draws layer 0
 
 
 def floor_of(figure: go.Figure) -> go.Figure:

@@ -248,9 +248,9 @@ def main() -> None:
     print(json.dumps({name: [round(v) for v in values] for name, values in times.items()}))
 
 
-def open_once(browser, path: Path, done: str, outside: list[str]) -> float:
-    """Milliseconds from navigation start to done() in a fresh context, the network cut."""
-    context = browser.new_context(viewport=VIEWPORT)
+def cut_network(context, outside: list[str]) -> None:
+    """Abort every request of a browser context that is not for a file://, noting its URL in
+    outside: a page that works with the network cut fetches nothing."""
 
     def route(r):
         if r.request.url.startswith("file://"):
@@ -260,6 +260,12 @@ def open_once(browser, path: Path, done: str, outside: list[str]) -> float:
             r.abort()
 
     context.route("**/*", route)
+
+
+def open_once(browser, path: Path, done: str, outside: list[str]) -> float:
+    """Milliseconds from navigation start to done() in a fresh context, the network cut."""
+    context = browser.new_context(viewport=VIEWPORT)
+    cut_network(context, outside)
     context.add_init_script(WATCH % done)
     page = context.new_page()
     page.goto(path.as_uri(), wait_until="commit")

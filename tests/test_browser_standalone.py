@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.standalone import cut_network
 from tests import test_browser as shared
 from tests.test_browser import TIMEOUT_MS
 from tfviz import get_task, load_checkpoint, plots, pretrained, standalone
@@ -56,15 +57,7 @@ def open_offline(browser, tmp_path, html_text: str):
     path.write_text(html_text, encoding="utf-8")
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     outside, dialogs = [], []
-
-    def route(r):
-        if r.request.url.startswith("file://"):
-            r.continue_()
-        else:
-            outside.append(r.request.url)
-            r.abort()
-
-    context.route("**/*", route)
+    cut_network(context, outside)
     page = context.new_page()
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.goto(path.as_uri(), timeout=TIMEOUT_MS)

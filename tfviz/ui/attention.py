@@ -53,21 +53,33 @@ def head_columns(attn, labels, layer: int, key: str) -> None:
     )
 
 
+def column_blocks(H: int) -> list[tuple[int, list[int], bool]]:
+    """(column, its heads, whether it ends with the extra block) for H heads and one more block
+    (their mean, or their sum) over HEAD_COLUMNS columns; empty columns left out."""
+    # Block b < H is head b, block H the last one: in order down the columns, about as many in
+    # each.
+    parts = np.array_split(np.arange(H + 1), HEAD_COLUMNS)
+    columns = [(c, [int(b) for b in part if b < H], H in part) for c, part in enumerate(parts)]
+    return [(c, heads, last) for c, heads, last in columns if heads or last]
+
+
+def attention_columns(attn, labels, layer: int) -> list:
+    """The figures head_columns draws, one per column (for a web page or a bench)."""
+    return [
+        plots.attention_column(attn, labels, layer, heads, with_mean=last, show_scale=c == 0)
+        for c, heads, last in column_blocks(attn.shape[0])
+    ]
+
+
 def block_columns(H: int, figure, key: str) -> None:
     """H heads and one more block (their mean, or their sum) in HEAD_COLUMNS st.columns.
 
     figure(heads, with_last_block, show_scale) draws one column (tfviz.plots.attention_column,
     norm_attention_column); its charts' keys are key_0, key_1, ...
     """
-    # Block b < H is head b, block H the last one: in order down the columns, about as many in
-    # each.
-    parts = np.array_split(np.arange(H + 1), HEAD_COLUMNS)
-    for c, (col, part) in enumerate(zip(st.columns(HEAD_COLUMNS), parts, strict=True)):
-        heads = [int(b) for b in part if b < H]
-        last = H in part
-        if not heads and not last:
-            continue
-        with col:
+    columns = st.columns(HEAD_COLUMNS)
+    for c, heads, last in column_blocks(H):
+        with columns[c]:
             chart(figure(heads, last, c == 0), key=f"{key}_{c}")
 
 
@@ -166,22 +178,8 @@ def exported_figures(
             )
         ]
     else:
-        H = tr.n_heads
-        parts = np.array_split(np.arange(H + 1), HEAD_COLUMNS)  # as block_columns lays them out
-        figures = [
-            (
-                caption,
-                plots.attention_column(
-                    tr.attn[layer_shown],
-                    tr.labels,
-                    layer_shown,
-                    [int(b) for b in part if b < H],
-                    with_mean=H in part,
-                    show_scale=c == 0,
-                ),
-            )
-            for c, part in enumerate(parts)
-        ]
+        columns = attention_columns(tr.attn[layer_shown], tr.labels, layer_shown)
+        figures = [(caption, figure) for figure in columns]
     if enlarged is not None:
         layer, head = enlarged
         title = layer_head_label(layer, head)

@@ -29,6 +29,13 @@ from tfviz.ui.switches import w_o_label
 PER_MODEL_KEYS = per_model("wo_layer", "wo_token")
 
 
+def shown(drawn: list, figure, key: str, caption_key: str) -> None:
+    """Draw one chart with its caption below it, and keep both for the web page (drawn)."""
+    chart(figure, key=key)
+    st.caption(t(caption_key))
+    drawn.append((t(caption_key), figure))
+
+
 def render(view: View) -> None:
     tr = view.trace
     H = tr.n_heads
@@ -42,58 +49,51 @@ def render(view: View) -> None:
     drawn = []  # (caption, figure) of every chart below, for the web page
     before, after = st.columns(2)
     with before:
-        drawn.append(
-            (
-                t("w_o.concat_caption"),
-                plots.activation_map(
-                    tr.concat[layer], tr.labels, n_heads=H, title=t("w_o.concat_title")
-                ),
-            )
+        shown(
+            drawn,
+            plots.activation_map(
+                tr.concat[layer], tr.labels, n_heads=H, title=t("w_o.concat_title")
+            ),
+            "concat",
+            "w_o.concat_caption",
         )
-        chart(drawn[-1][1], key="concat")
-        st.caption(t("w_o.concat_caption"))
     with after:
-        drawn.append(
-            (
-                t("w_o.out_caption"),
-                plots.activation_map(tr.attn_out[layer], tr.labels, title=t("w_o.out_title")),
-            )
+        shown(
+            drawn,
+            plots.activation_map(tr.attn_out[layer], tr.labels, title=t("w_o.out_title")),
+            "attn_out",
+            "w_o.out_caption",
         )
-        chart(drawn[-1][1], key="attn_out")
-        st.caption(t("w_o.out_caption"))
     cosine = cosine_per_token(tr.concat[layer], tr.attn_out[layer])  # (T,)
     W_o = cached_w_o(view.entry.digest, tuple(tr.w_o_modes), _model=view.model)  # (L, D, D)
-    drawn.append(
-        (t("w_o.cosine_caption"), plots.cosine_bars(cosine, tr.labels, title=t("w_o.cosine_title")))
+    shown(
+        drawn,
+        plots.cosine_bars(cosine, tr.labels, title=t("w_o.cosine_title")),
+        "cosine",
+        "w_o.cosine_caption",
     )
-    chart(drawn[-1][1], key="cosine")
-    st.caption(t("w_o.cosine_caption"))
     left, right = st.columns(2)
     with left:
-        drawn.append(
-            (
-                t("w_o.matrix_caption"),
-                plots.w_o_matrix(W_o[layer], H, title=t("w_o.matrix_title", layer=layer)),
-            )
+        shown(
+            drawn,
+            plots.w_o_matrix(W_o[layer], H, title=t("w_o.matrix_title", layer=layer)),
+            "w_o",
+            "w_o.matrix_caption",
         )
-        chart(drawn[-1][1], key="w_o")
-        st.caption(t("w_o.matrix_caption"))
     with right:
         token = st.select_slider(t("w_o.token"), options=tr.labels, key="wo_token")
         i = tr.labels.index(token)
         (shown_token,) = plots.escape_labels([token])  # a title is HTML to plotly
-        drawn.append(
-            (
-                t("w_o.terms_caption"),
-                plots.head_contributions(
-                    wo.head_contributions(tr.z[layer], W_o[layer])[:, i],
-                    token,
-                    title=t("w_o.terms_title", token=shown_token),
-                ),
-            )
+        shown(
+            drawn,
+            plots.head_contributions(
+                wo.head_contributions(tr.z[layer], W_o[layer])[:, i],
+                token,
+                title=t("w_o.terms_title", token=shown_token),
+            ),
+            "head_contributions",
+            "w_o.terms_caption",
         )
-        chart(drawn[-1][1], key="head_contributions")
-        st.caption(t("w_o.terms_caption"))
         st.metric(
             t("w_o.check_label"),
             f"{decomposition_error(tr, W_o, layer):.1e}",
