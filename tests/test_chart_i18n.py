@@ -1,25 +1,30 @@
-"""Chart text in the student's language (issue #10): the words tfviz.plots writes into its
-figures itself (axis and colour-bar titles, default titles, legend names, block names, hover
-labels) are swapped for the catalogue's by tfviz.ui.common.localize, which chart() calls.
+"""Chart text in the student's language (issues #10 and #18): the words tfviz.plots writes into
+its figures itself (axis and colour-bar titles, default titles, legend names, block names, hover
+labels) come from its `words` argument, a function of a catalogue key under chart.*; the app
+passes tfviz.ui.common.plot_words(), the catalogue in the student's language.
 
-The unit test builds a figure by hand; the coverage test builds every public figure of
-tfviz.plots and finds no English word left in Chinese; the app test opens three tabs in Chinese.
+The unit tests check the English default, that each English chart text is written once (in
+en.json, not again in plots.py) and that a figure's words are exactly the ones asked for; the
+coverage test builds every public figure of tfviz.plots in Chinese and finds no English word
+left, and every chart.* key used; the app test opens three tabs in Chinese.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import inspect
 import json
 import re
+from pathlib import Path
 
 import numpy as np
-import plotly.graph_objects as go
 import pytest
 
 from tests.conftest import start_app
 from tfviz import plots
-from tfviz.ui.common import localize
-from tfviz.ui.i18n import translate
+from tfviz.ui.common import plot_words
+from tfviz.ui.i18n import catalogue, translate
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
 # Names written the same in every language: matrices, sites, heads (L0, H1, L0H1), the method,
@@ -38,7 +43,7 @@ def english_words(text: str) -> list[str]:
 
 
 def chart_texts(spec: dict) -> list[str]:
-    """Every text of a figure (as JSON) that localize is responsible for."""
+    """Every text of a figure (as JSON) that tfviz.plots may word itself."""
     layout = spec["layout"]
     texts = [layout.get("title", {}).get("text", "")]
     for name, part in layout.items():
@@ -52,69 +57,60 @@ def chart_texts(spec: dict) -> list[str]:
     return [text for text in texts if text]
 
 
-# ---- localize on a figure built by hand -------------------------------------------------------
+# ---- the words function -----------------------------------------------------------------------
+
+ZH = functools.partial(translate, "zh")
 
 
-def small_figure() -> go.Figure:
-    """One heatmap with every kind of text localize handles, in the words tfviz.plots uses."""
-    return go.Figure(
-        data=[
-            dict(
-                type="heatmap",
-                z=[[0.1, 0.9], [0.5, 0.5]],
-                x=["key", "b"],  # data: a token that happens to be a chart word stays a token
-                y=["a", "b"],
-                name="with W_o",
-                coloraxis="coloraxis",
-                hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>",
-            )
-        ],
-        layout=dict(
-            title=dict(text="Training loss"),
-            xaxis=dict(title=dict(text="output dim (attn_out)")),
-            yaxis=dict(title=dict(text="a caller's own title")),
-            coloraxis=dict(colorbar=dict(title=dict(text="share"))),
-            annotations=[
-                dict(text="after L0 from raw attention", x=0, y=0, showarrow=False),
-                dict(text="L1 mean", x=1, y=0, showarrow=False),
-                dict(text="L1 H2", x=1, y=1, showarrow=False),
-            ],
-        ),
-    )
+def test_the_english_default_is_the_english_catalogue_s_text():
+    assert plots.english("chart.word.query") == catalogue("en")["chart.word.query"] == "query"
+    assert plots.english("chart.block.layer_out", layer=3) == "L3 out"
+    assert plot_words("zh")("chart.block.layer_out", layer=3) == "L3 输出"
+    with pytest.raises(KeyError):  # plots asking for a key the catalogue lacks is a bug
+        plots.english("chart.no_such_word")
+    with pytest.raises(KeyError):  # ... and so is a placeholder left unfilled
+        plots.english("chart.block.layer_out")
 
 
-def test_localize_puts_chinese_in_place_of_the_plots_words_and_keeps_values():
-    fig = localize(small_figure(), "zh")
-    layout, trace = fig.layout, fig.data[0]
-    assert layout.title.text == translate("zh", "chart.title.training_loss") == "训练损失"
-    assert layout.xaxis.title.text == "输出维度（attn_out）"
-    assert layout.yaxis.title.text == "a caller's own title"  # not a text plots.py writes
-    assert layout.coloraxis.colorbar.title.text == "份额"
-    # A block's name is translated part by part, a layer number carried into the Chinese order.
-    assert [a.text for a in layout.annotations] == ["L0 之后 由原始注意力", "L1 平均", "L1 H2"]
-    assert trace.name == "有 W_o"
-    assert trace.hovertemplate == "查询 %{y}<br>键 %{x}<br>权重 %{z:.3f}<extra></extra>"
-    assert list(trace.x) == ["key", "b"]
-    # What Streamlit sends is the changed figure.
-    spec = json.loads(fig.to_json())
-    assert spec["layout"]["annotations"][1]["text"] == "L1 平均"
-    assert spec["data"][0]["hovertemplate"].startswith("查询 %{y}")
+def test_each_english_chart_text_is_written_once_in_the_catalogue_not_again_in_plots():
+    """plots.py asks for its words by key; a literal copy of a catalogue text in it would be
+    a second place to change (and the Chinese page would not follow it)."""
+    source = Path(plots.__file__).read_text(encoding="utf-8")
+    literals = {
+        node.value
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    }
+    english = {key: text for key, text in catalogue("en").items() if key.startswith("chart.")}
+    # One-word texts are left out: plots.py names a hover label by its key's last part
+    # (_hover(words, "query") asks for chart.word.query); the coverage test below checks that
+    # a figure drawn in Chinese has none of them.
+    copied = {key: text for key, text in english.items() if " " in text and text in literals}
+    assert not copied, f"plots.py repeats catalogue texts: {copied}"
+    hover_words = {w for text in literals if " %{" in text for w in english_words(text)}
+    assert not hover_words, f"hover labels written in plots.py: {hover_words}"
 
 
-def test_localize_leaves_english_and_unknown_labels_unchanged():
-    assert localize(small_figure(), "en").to_dict() == small_figure().to_dict()
-    fig = small_figure()
-    fig.data[0].hovertemplate = "queries %{y}<br>%{x}: %{z}<br>k = %{x}"
-    localize(fig, "zh")
-    assert fig.data[0].hovertemplate == "queries %{y}<br>%{x}: %{z}<br>k = %{x}"
+def test_a_figure_s_own_words_are_the_ones_its_words_function_gives():
+    asked: list[str] = []
 
+    def marked(key: str, **values) -> str:
+        asked.append(key)
+        return f"«{key.split('.')[-1]}{''.join(map(str, values.values()))}»"
 
-def test_a_placeholder_stands_for_one_word_so_a_block_name_is_not_swallowed():
-    fig = go.Figure(layout=dict(title=dict(text="Each head's term z_h W_o^h at token a&lt;b")))
-    fig.add_annotation(text="L3 out learned W_o", showarrow=False)
-    localize(fig, "zh")
-    assert fig.layout.title.text == "词元 a&lt;b 处每个头的项 z_h W_o^h"
-    assert fig.layout.annotations[0].text == "L3 输出 学到的 W_o"
+    fig = plots.residual_pair(rand(2, 3, 4), rand(2, 3, 4), TOKENS, words=marked)
+    assert fig.layout.title.text == "«residual_stream»"
+    assert fig.data[0].hovertemplate.startswith("«token» %{y}<br>«dim» %{x}<br>«value» %{z")
+    assert plots.block_titles(fig)[:2] == ["«layer_out0» «learned_w_o»", "«layer_out0» «switched»"]
+    assert fig.data[0].y[0] == "«layer_out0» a"  # the hover's cell names are worded too
+    assert all(key.startswith(plots.CHART_KEYS) for key in asked)
+    # Text a caller gives is shown as given: no words asked for it.
+    asked.clear()
+    named = plots.residual_pair(rand(2, 3, 4), rand(2, 3, 4), TOKENS, ("学到的", "切换"), words=ZH)
+    assert plots.block_titles(named)[:2] == ["L0 输出 学到的", "L0 输出 切换"]
+    titled = plots.attention_map(rand(3, 3), TOKENS, title="a caller's title", words=marked)
+    assert titled.layout.title.text == "a caller's title"
+    assert titled.data[0].hovertemplate.startswith("«query» %{y}<br>«key» %{x}<br>«weight»")
 
 
 # ---- every figure of tfviz.plots, in Chinese ----------------------------------------------------
@@ -127,50 +123,67 @@ def rand(*shape: int) -> np.ndarray:
     return RNG.random(shape).astype(np.float32)
 
 
-# Each public figure function with small valid inputs; text a caller must give (legend names,
-# choices) is given in Chinese, as the views do; every text with a default keeps its default.
+# Each public figure function with small valid inputs, drawn in the words given; text a caller
+# must give (legend names, choices) is given in Chinese, as the views do; every text with a
+# default keeps its default. Outliers in the signed maps make them ring the clipped cells (whose
+# hover line is a word too).
+SPIKED = np.where(np.arange(256) == 9, 10.0, np.linspace(-1.0, 1.0, 256)).astype(np.float32)
 FIGURES = {
-    "attention_grid": lambda: plots.attention_grid(rand(2, 2, 3, 3), TOKENS, with_mean=True),
-    "attention_map": lambda: plots.attention_map(rand(3, 3), TOKENS),
-    "attention_column": lambda: plots.attention_column(rand(3, 3, 3), TOKENS, 0, [0, 1], True),
-    "activation_map": lambda: plots.activation_map(rand(3, 4), TOKENS, n_heads=2),
-    "w_o_matrix": lambda: plots.w_o_matrix(rand(4, 4), 2),
-    "head_contributions": lambda: plots.head_contributions(rand(2, 4), "a"),
-    "cosine_bars": lambda: plots.cosine_bars(rand(3), TOKENS),
-    "residual_pair": lambda: plots.residual_pair(rand(2, 3, 4), rand(2, 3, 4), TOKENS),
-    "drift_bars": lambda: plots.drift_bars(rand(2)),
-    "loss_curve": lambda: plots.loss_curve(rand(5) + 0.1, every=10, total_steps=60),
-    "norm_attention_grid": lambda: plots.norm_attention_grid(rand(2, 3, 3), rand(3, 3), TOKENS, 1),
-    "norm_attention_column": lambda: plots.norm_attention_column(
-        rand(2, 3, 3), rand(3, 3), TOKENS, 1, [0, 1], True, 1.0
+    "attention_grid": lambda w: plots.attention_grid(
+        rand(2, 2, 3, 3), TOKENS, with_mean=True, words=w
     ),
-    "rollout_grid": lambda: plots.rollout_grid(rand(2, 3, 3), rand(2, 3, 3), TOKENS),
-    "head_score_map": lambda: plots.head_score_map(rand(2, 2)),
-    "keep_top_k_plot": lambda: plots.keep_top_k_plot(rand(5), 2),
-    "ablation_change_bars": lambda: plots.ablation_change_bars(rand(3), rand(3), TOKENS),
-    "singular_value_lines": lambda: plots.singular_value_lines(np.sort(rand(2, 2, 3))[..., ::-1]),
-    "composition_grid": lambda: plots.composition_grid(
-        rand(1, 2, 2), rand(1, 2, 2), rand(1, 2, 2), 0.25
+    "attention_map": lambda w: plots.attention_map(rand(3, 3), TOKENS, words=w),
+    "attention_column": lambda w: plots.attention_column(
+        rand(3, 3, 3), TOKENS, 0, [0, 1], True, words=w
     ),
-    "head_shares_map": lambda: plots.head_shares_map(rand(4, 2)),
-    "dependency_map": lambda: plots.dependency_map(rand(4, 2)),
-    "dependency_pair": lambda: plots.dependency_pair(
-        rand(4, 2), rand(4, 2), ("没有 W_o", "有 W_o")
+    "activation_map": lambda w: plots.activation_map(
+        np.stack([SPIKED] * 3), TOKENS, n_heads=2, words=w
     ),
-    "experiment_curves": lambda: plots.experiment_curves(
-        np.arange(1, 4), rand(2, 3) + 1, rand(2, 3) + 0.5, rand(2, 3) + 2
+    "w_o_matrix": lambda w: plots.w_o_matrix(rand(4, 4), 2, words=w),
+    "head_contributions": lambda w: plots.head_contributions(rand(2, 4), "a", words=w),
+    "cosine_bars": lambda w: plots.cosine_bars(rand(3), TOKENS, words=w),
+    "residual_pair": lambda w: plots.residual_pair(
+        np.stack([np.stack([SPIKED] * 3)] * 2), rand(2, 3, 256), TOKENS, words=w
     ),
-    "mode_sweep_plot": lambda: plots.mode_sweep_plot(
+    "drift_bars": lambda w: plots.drift_bars(rand(2), words=w),
+    "loss_curve": lambda w: plots.loss_curve(rand(5) + 0.1, every=10, total_steps=60, words=w),
+    "norm_attention_grid": lambda w: plots.norm_attention_grid(
+        rand(2, 3, 3), rand(3, 3), TOKENS, 1, words=w
+    ),
+    "norm_attention_column": lambda w: plots.norm_attention_column(
+        rand(2, 3, 3), rand(3, 3), TOKENS, 1, [0, 1], True, 1.0, words=w
+    ),
+    "rollout_grid": lambda w: plots.rollout_grid(rand(2, 3, 3), rand(2, 3, 3), TOKENS, words=w),
+    "head_score_map": lambda w: plots.head_score_map(rand(2, 2), words=w),
+    "keep_top_k_plot": lambda w: plots.keep_top_k_plot(rand(5), 2, words=w),
+    "ablation_change_bars": lambda w: plots.ablation_change_bars(rand(3), rand(3), TOKENS, words=w),
+    "singular_value_lines": lambda w: plots.singular_value_lines(
+        np.sort(rand(2, 2, 3))[..., ::-1], words=w
+    ),
+    "composition_grid": lambda w: plots.composition_grid(
+        rand(1, 2, 2), rand(1, 2, 2), rand(1, 2, 2), 0.25, words=w
+    ),
+    "head_shares_map": lambda w: plots.head_shares_map(rand(4, 2), words=w),
+    "dependency_map": lambda w: plots.dependency_map(rand(4, 2), words=w),
+    "dependency_pair": lambda w: plots.dependency_pair(
+        rand(4, 2), rand(4, 2), ("没有 W_o", "有 W_o"), words=w
+    ),
+    "experiment_curves": lambda w: plots.experiment_curves(
+        np.arange(1, 4), rand(2, 3) + 1, rand(2, 3) + 0.5, rand(2, 3) + 2, words=w
+    ),
+    "mode_sweep_plot": lambda w: plots.mode_sweep_plot(
         [1, 2, 4],
         rand(3),
         {"learned": 0.9, "zero": 0.1},
         {"learned": "学到的", "zero": "零", "rank": "秩 k"},
         chosen_k=2,
     ),
-    "w_o_spectrum_plot": lambda: plots.w_o_spectrum_plot(rand(2, 4), chosen_k=2),
-    "attention_diff_grid": lambda: plots.attention_diff_grid(rand(2, 3, 3) - 0.5, TOKENS, 0),
-    "head_change_map": lambda: plots.head_change_map(rand(2, 3), TOKENS),
-    "tally_bars": lambda: plots.tally_bars(["会变", "不变"], [3, 1]),
+    "w_o_spectrum_plot": lambda w: plots.w_o_spectrum_plot(rand(2, 4), chosen_k=2),
+    "attention_diff_grid": lambda w: plots.attention_diff_grid(
+        rand(2, 3, 3) - 0.5, TOKENS, 0, words=w
+    ),
+    "head_change_map": lambda w: plots.head_change_map(rand(2, 3), TOKENS, words=w),
+    "tally_bars": lambda w: plots.tally_bars(["会变", "不变"], [3, 1]),
 }
 
 
@@ -192,15 +205,31 @@ def test_every_public_figure_function_is_covered():
 @pytest.mark.parametrize("name", sorted(FIGURES))
 def test_no_english_word_of_plots_is_left_in_chinese(name):
     english = {
-        w for text in chart_texts(FIGURES[name]().to_plotly_json()) for w in english_words(text)
+        w
+        for text in chart_texts(FIGURES[name](plots.english).to_plotly_json())
+        for w in english_words(text)
     }
     # In English the check finds words (it can fail), except where every word is the caller's.
     assert bool(english) != (name in CALLER_WORDS_ONLY), english
-    chinese = localize(FIGURES[name](), "zh")
+    chinese = FIGURES[name](plot_words("zh"))
     left = {text: english_words(text) for text in chart_texts(chinese.to_plotly_json())}
     assert not {text: words for text, words in left.items() if words}, (
-        "English plots.py writes with no catalogue key under chart.*"
+        "English in a figure drawn with Chinese words: plots.py wrote it without asking `words`"
     )
+
+
+def test_every_chart_key_of_the_catalogue_is_a_word_some_figure_asks_for():
+    asked: set[str] = set()
+
+    def recording(key: str, **values) -> str:
+        asked.add(key)
+        return translate("zh", key, **values)
+
+    for build in FIGURES.values():
+        build(recording)
+    keys = {key for key in catalogue("en") if key.startswith(plots.CHART_KEYS)}
+    assert asked <= keys, f"asked for keys the catalogue lacks: {sorted(asked - keys)}"
+    assert keys <= asked, f"catalogue chart keys no figure uses: {sorted(keys - asked)}"
 
 
 def test_the_english_check_finds_english():

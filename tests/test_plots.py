@@ -249,7 +249,7 @@ def test_a_few_outlier_dimensions_do_not_set_the_residual_colour_range():
     assert len(outlier) == 2 * 2 * 4  # every cell of the outlier dimension is ringed
     assert np.abs(np.asarray(rings.customdata)).min() > robust  # the true values, on hover
     assert rings.hovertemplate.split("<br>")[-2:] == [
-        plots.CLIPPED_MARK,
+        plots.english(plots.CLIPPED_KEY),
         "value %{customdata:.3f}<extra></extra>",
     ]
 
@@ -282,7 +282,7 @@ def test_an_activation_map_with_outlier_dimensions_gets_the_robust_range_too():
     assert 9 in set(rings.x) and len(rings.x) == int(
         (np.abs(values) > fig.layout.coloraxis.cmax).sum()
     )
-    assert plots.CLIPPED_MARK in rings.hovertemplate
+    assert plots.english(plots.CLIPPED_KEY) in rings.hovertemplate
     calm = np.random.default_rng(4).normal(size=(4, 256))
     plain = plots.activation_map(calm, LABELS)
     assert len(plain.data) == 1 and plain.layout.coloraxis.cmax == pytest.approx(np.abs(calm).max())
@@ -326,9 +326,9 @@ def test_no_bundled_toy_model_gets_a_clipped_colour_range(name):
 
 
 def test_the_clipped_cells_hover_line_is_translated():
-    from tfviz.ui.common import localize
+    from tfviz.ui.common import plot_words
 
-    fig = localize(plots.residual_pair(*outlier_streams(), LABELS), "zh")
+    fig = plots.residual_pair(*outlier_streams(), LABELS, words=plot_words("zh"))
     assert "<br>超出颜色范围<br>" in fig.data[1].hovertemplate
 
 

@@ -17,6 +17,7 @@ from tests.conftest import start_app
 from tfviz import get_task, load_checkpoint, plots, standalone
 from tfviz.snapshot import run_trace
 from tfviz.ui import attention
+from tfviz.ui.common import plot_words
 from tfviz.ui.i18n import translate
 from tfviz.ui.standalone import build_page
 
@@ -86,10 +87,11 @@ def test_facts_are_shown_and_a_user_s_text_is_inert(trace):
 
 
 def test_the_attention_view_s_figures_are_put_in_the_page_s_language(trace):
-    drawn = attention.exported_figures(trace, None, (1, 2), caption="Raster")
+    drawn = attention.exported_figures(trace, None, (1, 2), "Raster", plot_words("zh"))
     assert [caption for caption, _ in drawn] == ["Raster", "L1 H2"]
     page = build_page("T", lambda: drawn, {}, "zh")
-    # tfviz.plots writes "query" into every heatmap's hover; the page says it in Chinese.
+    # The view binds the words to the page's language while its script runs; the figures are
+    # drawn on click, and the page says "query" in Chinese.
     assert "query %{y}" not in page
     assert translate("zh", "chart.word.query") + " %{y}" in page
     assert len(plotted(page)) == 2

@@ -11,18 +11,58 @@ mosaic with empty (NaN) rows and columns between them, and every row and column 
 category name ("L0 query a·1", "H2 key b·2") that the hover shows, while the tick text shows
 only the token. The browser draws that in about 40 ms; the same grid as 8 subplots took about
 170 ms, and a keystroke redraws it.
+
+The words a figure writes itself (axis and colour-bar titles, block names, legend names, hover
+labels, default titles) are not written here: every figure function takes `words`, a function
+words(key, **values) -> text of a catalogue key under "chart." (see Words). The default,
+`english`, reads the English text from the app's catalogue; the app passes its own for the
+student's language. Text a caller passes (a title, legend names) is used as given.
 """
 
 from __future__ import annotations
 
+import functools
 import html
+import json
 import math
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
+
+# ---- the words a figure is written in --------------------------------------------------------
+
+# words(key, **values) -> text: a chart text by its catalogue key ("chart.word.query"), with its
+# {placeholders} filled ("chart.block.layer_out", layer=0 -> "L0 out"). Each English chart text
+# is written once, in the app's English catalogue tfviz/ui/locales/en.json, next to the same key
+# in every other language (tests/test_i18n.py keeps the catalogues' keys and placeholders equal):
+# `english` reads it from there as a plain JSON file, so the library imports no UI code and no
+# streamlit. The app passes tfviz.ui.common.plot_words() (tfviz.ui.i18n.translate in the
+# student's language); a figure's words are then right when it is built, with nothing to
+# translate back afterwards.
+Words = Callable[..., str]
+CHART_KEYS = "chart."  # every key a figure asks words for starts with this
+ENGLISH_CATALOGUE = Path(__file__).resolve().parent / "ui" / "locales" / "en.json"
+
+
+@functools.cache
+def _english_texts() -> dict[str, str]:
+    data = json.loads(ENGLISH_CATALOGUE.read_text(encoding="utf-8"))
+    return {key: text for key, text in data.items() if key.startswith(CHART_KEYS)}
+
+
+def english(key: str, **values) -> str:
+    """The default words: key's English text from the catalogue, its placeholders filled from
+    values. A key the catalogue lacks raises KeyError (a bug in this module, not a blank)."""
+    return _english_texts()[key].format(**values)
+
+
+def _hover(words: Words, *labels: str) -> tuple[str, ...]:
+    """The hover labels of chart.word.<label>, e.g. ("query", "key", "weight") in words."""
+    return tuple(words(f"chart.word.{label}") for label in labels)
 
 
 def _scale(colours: Sequence[str], start: float = 0.0) -> list[list]:
@@ -43,14 +83,22 @@ SEQUENTIAL_SCALE = [[0.0, "#ffffff"]] + _scale(plotly.colors.sequential.Cividis[
 # the sign stays readable without red-green vision (where red and green would merge).
 DIVERGING_SCALE = _scale(plotly.colors.diverging.PuOr[::-1])
 ATTENTION_SCALE = SEQUENTIAL_SCALE  # attention weights, and every other 0..1 share
-ATTENTION_AXIS = dict(
-    colorscale=ATTENTION_SCALE,
-    cmin=0.0,
-    cmax=1.0,
-    # Labels just below their ticks: the "1" at the bar's top then clears the title above it
-    # (centred on its tick, it overlapped the title).
-    colorbar=dict(title=dict(text="weight"), ticklabelposition="outside bottom"),
-)
+
+
+def _attention_axis(words: Words) -> dict:
+    """The colour axis of attention weights: 0..1, its bar titled "weight" in words."""
+    return dict(
+        colorscale=ATTENTION_SCALE,
+        cmin=0.0,
+        cmax=1.0,
+        # Labels just below their ticks: the "1" at the bar's top then clears the title above
+        # it (centred on its tick, it overlapped the title).
+        colorbar=dict(
+            title=dict(text=words("chart.word.weight")), ticklabelposition="outside bottom"
+        ),
+    )
+
+
 MOSAIC_PX = 900  # width the mosaic's cells are sized for (the wide layout's main column)
 MARGIN = dict(l=10, r=10, t=70, b=40)
 # A legend under a chart, at the bottom of the figure, in rows as the width allows: placed at a
@@ -77,6 +125,8 @@ def attention_grid(
     layer_ids: Sequence[int] | None = None,
     title: str = "",
     with_mean: bool = False,
+    *,
+    words: Words = english,
 ) -> go.Figure:
     """Every layer x head as a heatmap: rows are layers, columns heads, colours 0..1.
 
@@ -87,6 +137,7 @@ def attention_grid(
         title: figure title.
         with_mean: add a last column with the mean of each layer's heads (what one big head
             averaging them would look like).
+        words: the figure's own words (module docstring); English by default.
     """
     attn = _attention(attn, labels, ndim=4)
     L, H = attn.shape[:2]
@@ -96,15 +147,15 @@ def attention_grid(
     cols = [f"H{h}" for h in range(H)]
     if with_mean:
         attn = np.concatenate([attn, attn.mean(axis=1, keepdims=True)], axis=1)  # (L, H+1, T, T)
-        cols.append("mean")
+        cols.append(words("chart.block.mean"))
     return _mosaic(
         attn,
         labels,
         labels,
         rows=[f"L{lay}" for lay in layer_ids],
         cols=cols,
-        words=("query", "key", "weight"),
-        coloraxis=ATTENTION_AXIS,
+        hover=_hover(words, "query", "key", "weight"),
+        coloraxis=_attention_axis(words),
         title=title,
     )
 
@@ -134,6 +185,8 @@ def attention_column(
     with_mean: bool = False,
     show_scale: bool = True,
     title: str = "",
+    *,
+    words: Words = english,
 ) -> go.Figure:
     """Some heads of one layer, one above the other, each titled ("L0 H3") and readable.
 
@@ -146,6 +199,7 @@ def attention_column(
         show_scale: draw the colour bar (0..1, across the top): one column of a layer has it,
             the others keep its place empty so that their blocks line up.
         title: figure title (none by default: the page titles the layer once).
+        words: the figure's own words (module docstring); English by default.
     """
     attn = _token_square(attn, labels, "attention", "(heads, queries, keys)")
     heads = _column_heads(attn.shape[0], heads, with_mean)
@@ -153,14 +207,14 @@ def attention_column(
     names = [f"H{h}" for h in heads]
     if with_mean:
         blocks.append(attn.mean(axis=0))
-        names.append("mean")
+        names.append(words("chart.block.mean"))
     return _square_column(
         np.stack(blocks),
         labels,
         [f"L{layer} {name}" for name in names],
-        words=("query", "key", "weight"),
-        coloraxis=ATTENTION_AXIS,
-        scale_title="weight",
+        hover=_hover(words, "query", "key", "weight"),
+        coloraxis=_attention_axis(words),
+        scale_title=words("chart.word.weight"),
         show_scale=show_scale,
         title=title,
     )
@@ -175,6 +229,8 @@ def norm_attention_column(
     with_total: bool,
     top: float,
     show_scale: bool = True,
+    *,
+    words: Words = english,
 ) -> go.Figure:
     """Some heads' norm-based attention, one above the other, as attention_column lays them out
     (for many-headed layers: MiniLM's 12 heads in one row left ~6 px a word-piece).
@@ -183,19 +239,20 @@ def norm_attention_column(
         norms, summed, labels, layer: as norm_attention_grid.
         heads: the heads this column shows; with_total: add the all-heads block last.
         top: the colour scale's top, the same for every column of the layer (the largest norm).
+        words: the figure's own words (module docstring); English by default.
     """
     norms = _token_square(norms, labels, "per-head norm-based attention", "(heads, queries, keys)")
     summed = _token_square(summed, labels, "summed norm-based attention", "(queries, keys)")
     heads = _column_heads(norms.shape[0], heads, with_total)
     blocks = [norms[h] for h in heads] + ([summed] if with_total else [])
-    names = [f"H{h}" for h in heads] + (["all heads"] if with_total else [])
+    names = [f"H{h}" for h in heads] + ([words("chart.block.all_heads")] if with_total else [])
     if not np.isfinite(np.stack(blocks)).all() or min(b.min() for b in blocks) < 0:
         raise ValueError("norm-based attention is a length: it must be finite and non-negative")
     return _square_column(
         np.stack(blocks),
         labels,
         [f"L{layer} {name}" for name in names],
-        words=("query", "key", "norm"),
+        hover=_hover(words, "query", "key", "norm"),
         coloraxis=dict(colorscale=NORM_SCALE, cmin=0.0, cmax=float(top) or 1.0),
         scale_title="‖αf(x)‖",
         show_scale=show_scale,
@@ -217,7 +274,7 @@ def _square_column(
     blocks: np.ndarray,
     labels: Sequence[str],
     names: list[str],
-    words: tuple[str, str, str],
+    hover: tuple[str, str, str],
     coloraxis: dict,
     scale_title: str,
     show_scale: bool,
@@ -233,7 +290,7 @@ def _square_column(
         labels,
         rows=names,
         cols=[""],
-        words=words,
+        hover=hover,
         coloraxis=dict(
             coloraxis,
             showscale=show_scale,
@@ -270,16 +327,21 @@ def _square_column(
     return fig
 
 
-def attention_map(weights: np.ndarray, labels: Sequence[str], title: str = "") -> go.Figure:
+def attention_map(
+    weights: np.ndarray, labels: Sequence[str], title: str = "", *, words: Words = english
+) -> go.Figure:
     """One head's attention, enlarged: (T, T) weights, queries on rows, keys on columns."""
     weights = _attention(weights, labels, ndim=2)
     ticks = escape_labels(labels)
-    trace = _heatmap(weights, ticks, ticks, "query %{y}<br>key %{x}<br>weight %{z:.3f}")
+    query, key, weight = _hover(words, "query", "key", "weight")
+    trace = _heatmap(
+        weights, ticks, ticks, f"{query} %{{y}}<br>{key} %{{x}}<br>{weight} %{{z:.3f}}"
+    )
     layout = dict(
         title=dict(text=title),
         height=max(360, 24 * len(labels) + 140),
         margin=MARGIN,
-        coloraxis=ATTENTION_AXIS,
+        coloraxis=_attention_axis(words),
         xaxis=dict(type="category"),
         yaxis=dict(type="category", autorange="reversed"),
     )
@@ -291,6 +353,8 @@ def activation_map(
     labels: Sequence[str],
     n_heads: int | None = None,
     title: str = "",
+    *,
+    words: Words = english,
 ) -> go.Figure:
     """A (T, D) activation as a heatmap, tokens on rows and dimensions on columns.
 
@@ -300,24 +364,30 @@ def activation_map(
         n_heads: if given, D is split into this many head blocks, marked with lines and H0, H1...
             (right for concat, where block h is head h's z; after W_o no block belongs to a head).
         title: figure title.
+        words: the figure's own words (module docstring); English by default.
     """
     values = _float32(values, "activation", ndim=2)
     T, D = values.shape
     y = _token_axis(labels, T, "activation", "rows")
-    trace = _heatmap(values, np.arange(D), y, "token %{y}<br>dim %{x}<br>value %{z:.3f}")
+    token, dim, value = _hover(words, "token", "dim", "value")
+    trace = _heatmap(
+        values, np.arange(D), y, f"{token} %{{y}}<br>{dim} %{{x}}<br>{value} %{{z:.3f}}"
+    )
     layout = dict(
         title=dict(text=title),
         height=max(300, 22 * T + 130),
         margin=MARGIN,
-        xaxis=dict(title=dict(text="dimension")),
+        xaxis=dict(title=dict(text=words("chart.axis.dimension"))),
         yaxis=dict(type="category", autorange="reversed"),
     )
     if n_heads is not None:
         layout.update(_head_blocks(D, n_heads))
-    return _signed_figure(trace, layout)  # MiniLM's layer 0 has outlier dimensions
+    return _signed_figure(trace, layout, words)  # MiniLM's layer 0 has outlier dimensions
 
 
-def w_o_matrix(W_o: np.ndarray, n_heads: int, title: str = "W_o") -> go.Figure:
+def w_o_matrix(
+    W_o: np.ndarray, n_heads: int, title: str = "W_o", *, words: Words = english
+) -> go.Figure:
     """The (D, D) output projection in nn.Linear layout: rows = output dims, columns = input dims.
 
     Column block h reads head h's slice of concat; a row is one output dimension, and colour
@@ -327,24 +397,27 @@ def w_o_matrix(W_o: np.ndarray, n_heads: int, title: str = "W_o") -> go.Figure:
     D_out, D_in = W_o.shape
     if D_out != D_in:
         raise ValueError(f"W_o must be square (D, D), got shape {W_o.shape}")
+    output, input_, weight = _hover(words, "output_dim", "input_dim", "weight")
     trace = _heatmap(
         W_o,
         np.arange(D_in),
         np.arange(D_out),
-        "output dim %{y}<br>input dim %{x}<br>weight %{z:.3f}",
+        f"{output} %{{y}}<br>{input_} %{{x}}<br>{weight} %{{z:.3f}}",
     )
     layout = dict(
         title=dict(text=title),
         height=520,
         margin=MARGIN,
-        xaxis=dict(title=dict(text="input dim (concat: head blocks)")),
-        yaxis=dict(title=dict(text="output dim (attn_out)"), autorange="reversed"),
+        xaxis=dict(title=dict(text=words("chart.axis.input_dim_concat"))),
+        yaxis=dict(title=dict(text=words("chart.axis.output_dim_attn_out")), autorange="reversed"),
         **_head_blocks(D_in, n_heads),
     )
-    return _signed_figure(trace, layout)  # MiniLM's layer-0 W_o has a few outlier weights
+    return _signed_figure(trace, layout, words)  # MiniLM's layer-0 W_o: a few outlier weights
 
 
-def head_contributions(contrib: np.ndarray, token: str, title: str = "") -> go.Figure:
+def head_contributions(
+    contrib: np.ndarray, token: str, title: str = "", *, words: Words = english
+) -> go.Figure:
     """(H, D) per-head terms z_h W_o^h at one token: rows = heads, columns = output dims.
 
     Their column sums (plus b_o) are attn_out at that token; a column coloured in every row is an
@@ -356,31 +429,37 @@ def head_contributions(contrib: np.ndarray, token: str, title: str = "") -> go.F
         contrib,
         np.arange(D),
         [f"H{h}" for h in range(H)],
-        "%{y}<br>output dim %{x}<br>value %{z:.3f}",
+        "%{{y}}<br>{} %{{x}}<br>{} %{{z:.3f}}".format(*_hover(words, "output_dim", "value")),
     )
     layout = dict(
-        title=dict(text=title or f"Each head's term z_h W_o^h at token {_escape(token)}"),
+        title=dict(text=title or words("chart.title.head_terms", token=_escape(token))),
         height=max(260, 36 * H + 140),
         margin=MARGIN,
-        xaxis=dict(title=dict(text="output dim (attn_out)")),
+        xaxis=dict(title=dict(text=words("chart.axis.output_dim_attn_out"))),
         yaxis=dict(type="category", autorange="reversed"),
     )
-    return _signed_figure(trace, layout)  # MiniLM's layer 0: one term 25x the 99th percentile
+    return _signed_figure(trace, layout, words)  # MiniLM's L0: a term 25x the 99th percentile
 
 
-def cosine_bars(cosine: np.ndarray, labels: Sequence[str], title: str = "") -> go.Figure:
+def cosine_bars(
+    cosine: np.ndarray, labels: Sequence[str], title: str = "", *, words: Words = english
+) -> go.Figure:
     """One bar per token: a cosine in [-1, 1] (e.g. between concat and attn_out)."""
     cosine = _float32(cosine, "cosine", ndim=1)
     x = _token_axis(labels, len(cosine), "cosine", "values")
+    token, cos = _hover(words, "token", "cosine")
     trace = dict(
-        type="bar", x=x, y=cosine, hovertemplate="token %{x}<br>cosine %{y:.3f}<extra></extra>"
+        type="bar",
+        x=x,
+        y=cosine,
+        hovertemplate=f"{token} %{{x}}<br>{cos} %{{y:.3f}}<extra></extra>",
     )
     layout = dict(
         title=dict(text=title),
         height=300,
         margin=MARGIN,
         xaxis=dict(type="category"),
-        yaxis=dict(range=[-1.05, 1.05], title=dict(text="cosine")),
+        yaxis=dict(range=[-1.05, 1.05], title=dict(text=cos)),
     )
     return _figure(trace, layout)
 
@@ -395,7 +474,7 @@ def cosine_bars(cosine: np.ndarray, labels: Sequence[str], title: str = "") -> g
 # full range.
 ROBUST_PERCENTILE = 99.0
 ROBUST_RATIO = 3.0
-CLIPPED_MARK = "beyond the colour range"  # the hover line of a cell drawn at the scale's end
+CLIPPED_KEY = "chart.word.beyond_range"  # the hover line of a cell drawn at the scale's end
 
 
 def colour_limit(values: np.ndarray) -> tuple[float, bool]:
@@ -419,14 +498,19 @@ def residual_pair(
     base: np.ndarray,
     switched: np.ndarray,
     labels: Sequence[str],
-    names: tuple[str, str] = ("learned W_o", "switched"),
+    names: tuple[str, str] | None = None,
+    *,
+    words: Words = english,
 ) -> go.Figure:
     """Residual streams (L, T, D) of two passes side by side, one row per layer, shared colours.
 
     The colour range is colour_limit's: for a model with outlier dimensions, the 99th
     percentile, with the cells beyond it ringed (their hover says so) and the colour bar's ends
-    labelled "≤ -limit" and "≥ limit".
+    labelled "≤ -limit" and "≥ limit". names: the two columns' names (default "learned W_o" and
+    "switched" in words).
     """
+    if names is None:
+        names = (words("chart.block.learned_w_o"), words("chart.block.switched"))
     base = _float32(base, "residual stream", ndim=3)
     switched = _float32(switched, "residual stream", ndim=3)
     if base.shape != switched.shape:
@@ -439,15 +523,15 @@ def residual_pair(
         blocks,
         labels,
         [str(d) for d in range(D)],
-        rows=[f"L{lay} out" for lay in range(L)],
+        rows=[words("chart.block.layer_out", layer=lay) for lay in range(L)],
         cols=list(names),
-        words=("token", "dim", "value"),
+        hover=_hover(words, "token", "dim", "value"),
         coloraxis=coloraxis,
-        title="Residual stream after each layer",
+        title=words("chart.title.residual_stream"),
         x_tick_every=max(1, D // 8),
     )
     if clipped_at is not None:
-        fig.add_trace(_clipped_cells(fig.data[0], clipped_at))
+        fig.add_trace(_clipped_cells(fig.data[0], clipped_at, words))
     return fig
 
 
@@ -465,25 +549,25 @@ def _signed_axis(values: np.ndarray) -> tuple[dict, float | None]:
     return axis, limit
 
 
-def _signed_figure(trace: dict, layout: dict) -> go.Figure:
+def _signed_figure(trace: dict, layout: dict, words: Words) -> go.Figure:
     """A one-heatmap figure of signed values on _signed_axis's colours, with the clipped cells
     ringed when the range clips."""
     layout["coloraxis"], clipped_at = _signed_axis(trace["z"])
     if clipped_at is None:
         return _figure(trace, layout)
-    return _figure_of([trace, _clipped_cells(trace, clipped_at)], layout)
+    return _figure_of([trace, _clipped_cells(trace, clipped_at, words)], layout)
 
 
-def _clipped_cells(heatmap, limit: float) -> dict:
+def _clipped_cells(heatmap, limit: float, words: Words) -> dict:
     """A scatter of small rings on a mosaic heatmap's cells whose |value| exceeds limit; its
     hover (which wins over the heatmap's near a ring) gives the value and says it is clipped."""
     z = np.asarray(heatmap["z"], dtype=np.float32)
     rows, cols = np.nonzero(np.nan_to_num(np.abs(z)) > limit)
     x, y = np.asarray(heatmap["x"]), np.asarray(heatmap["y"])
-    # The mark goes on a line of its own before the value, where tfviz.ui.common.localize
-    # finds it whole (the last line carries plotly's <extra></extra>).
+    # The mark goes on a line of its own before the value (the last line carries plotly's
+    # <extra></extra>).
     lines = heatmap["hovertemplate"].replace("%{z:", "%{customdata:").split("<br>")
-    template = "<br>".join([*lines[:-1], CLIPPED_MARK, lines[-1]])
+    template = "<br>".join([*lines[:-1], words(CLIPPED_KEY), lines[-1]])
     return dict(
         type="scatter",
         x=x[cols].tolist(),
@@ -496,27 +580,32 @@ def _clipped_cells(heatmap, limit: float) -> dict:
     )
 
 
-def drift_bars(drift: np.ndarray) -> go.Figure:
+def drift_bars(drift: np.ndarray, *, words: Words = english) -> go.Figure:
     """(L,) cosine drift of the residual stream per layer: 0 unchanged, 1 unrelated, 2 opposite."""
     drift = _float32(drift, "drift", ndim=1)
+    (name,) = _hover(words, "drift")
     trace = dict(
         type="bar",
         x=[f"L{lay}" for lay in range(len(drift))],
         y=drift,
-        hovertemplate="%{x}<br>drift %{y:.3f}<extra></extra>",
+        hovertemplate=f"%{{x}}<br>{name} %{{y:.3f}}<extra></extra>",
     )
     top = max(1.0, float(drift.max(initial=0.0)) * 1.05)
     layout = dict(
-        title=dict(text="Residual-stream drift per layer"),
+        title=dict(text=words("chart.title.drift")),
         height=300,
         margin=MARGIN,
-        yaxis=dict(range=[0, top], title=dict(text="drift")),
+        yaxis=dict(range=[0, top], title=dict(text=name)),
     )
     return _figure(trace, layout)
 
 
 def loss_curve(
-    losses: Sequence[float], every: int = 1, total_steps: int | None = None
+    losses: Sequence[float],
+    every: int = 1,
+    total_steps: int | None = None,
+    *,
+    words: Words = english,
 ) -> go.Figure:
     """Training loss against step (log scale); losses[i] is the mean near step (i + 1) * every."""
     losses = _float32(losses, "loss", ndim=1)
@@ -527,14 +616,19 @@ def loss_curve(
         x=steps,
         y=losses,
         mode="lines",
-        hovertemplate="step %{x}<br>loss %{y:.4f}<extra></extra>",
+        hovertemplate="{} %{{x}}<br>{} %{{y:.4f}}<extra></extra>".format(
+            *_hover(words, "step", "loss")
+        ),
     )
     layout = dict(
-        title=dict(text="Training loss"),
+        title=dict(text=words("chart.title.training_loss")),
         height=300,
         margin=MARGIN,
-        xaxis=dict(title=dict(text="step"), range=[0, total_steps] if total_steps else None),
-        yaxis=dict(title=dict(text="loss"), type="log" if positive else "linear"),
+        xaxis=dict(
+            title=dict(text=words("chart.word.step")),
+            range=[0, total_steps] if total_steps else None,
+        ),
+        yaxis=dict(title=dict(text=words("chart.word.loss")), type="log" if positive else "linear"),
     )
     return _figure(trace, layout)
 
@@ -602,7 +696,7 @@ def _mosaic(
     x_labels: Sequence[str],
     rows: list[str],
     cols: list[str],
-    words: tuple[str, str, str],
+    hover: tuple[str, str, str],
     coloraxis: dict,
     title: str,
     x_tick_every: int = 1,
@@ -616,8 +710,8 @@ def _mosaic(
         blocks: R x C blocks of ny x nx values.
         y_labels, x_labels: tick text for a block's rows and columns (repeated in every block).
         rows, cols: names of the block rows and columns ("L0", "H1"); they prefix the hover.
-        words: what a block's rows, columns and values are, for the hover ("query", "key",
-            "weight").
+        hover: what a block's rows, columns and values are, for the hover ("query", "key",
+            "weight", already in the figure's words).
         coloraxis: the shared colour axis.
         title: figure title.
         x_tick_every: label every k-th column only (for wide blocks such as D dimensions).
@@ -641,10 +735,8 @@ def _mosaic(
     # each tick label costs the browser a text measurement on every redraw (about 65 ms for the
     # 85 of a 2 x 5 grid at T=17), and the hover names each cell anyway.
     x_tickvals = [x_names[i] for i in range(0, nx, x_tick_every)]
-    # The words go into the template, not the cell names, so a page in another language can
-    # swap them (tfviz.ui.common.localize) without touching every cell's name.
-    hover = f"{words[0]} %{{y}}<br>{words[1]} %{{x}}<br>{words[2]} %{{z:.3f}}"
-    trace = _heatmap(z, x_names, y_names, hover)
+    template = f"{hover[0]} %{{y}}<br>{hover[1]} %{{x}}<br>{hover[2]} %{{z:.3f}}"
+    trace = _heatmap(z, x_names, y_names, template)
     trace["hoverongaps"] = False
     annotations = [
         dict(
@@ -740,7 +832,13 @@ CONDITION_COLOURS = {"learned": "31, 119, 180", "identity": "214, 39, 40"}  # RG
 
 
 def norm_attention_grid(
-    norms: np.ndarray, summed: np.ndarray, labels: Sequence[str], layer: int, title: str = ""
+    norms: np.ndarray,
+    summed: np.ndarray,
+    labels: Sequence[str],
+    layer: int,
+    title: str = "",
+    *,
+    words: Words = english,
 ) -> go.Figure:
     """Norm-based attention of one layer: one block per head, and one for all heads together.
 
@@ -765,8 +863,8 @@ def norm_attention_grid(
         labels,
         labels,
         rows=[f"L{layer}"],
-        cols=[f"H{h}" for h in range(H)] + ["all heads"],
-        words=("query", "key", "norm"),
+        cols=[f"H{h}" for h in range(H)] + [words("chart.block.all_heads")],
+        hover=_hover(words, "query", "key", "norm"),
         coloraxis=dict(
             colorscale=NORM_SCALE, cmin=0.0, cmax=top, colorbar=dict(title=dict(text="‖αf(x)‖"))
         ),
@@ -778,8 +876,10 @@ def rollout_grid(
     raw: np.ndarray,
     norm: np.ndarray,
     labels: Sequence[str],
-    names: tuple[str, str] = ("from raw attention", "from norm-based"),
-    title: str = "Attention rollout through the layers",
+    names: tuple[str, str] | None = None,
+    title: str | None = None,
+    *,
+    words: Words = english,
 ) -> go.Figure:
     """Attention rollout per layer (rows) from two kinds of weights (columns), colours 0..1.
 
@@ -787,8 +887,13 @@ def rollout_grid(
         raw, norm: (L, T, T) rollout after each layer; row i of layer l says how much of token i's
             representation there traces back to each input token (rows sum to 1).
         labels: T token labels.
-        names: the two columns' names.
+        names: the two columns' names (default "from raw attention" and "from norm-based" in
+            words); title: the figure's (default "Attention rollout through the layers").
     """
+    if names is None:
+        names = (words("chart.block.from_raw"), words("chart.block.from_norm"))
+    if title is None:
+        title = words("chart.title.rollout")
     raw = _token_square(raw, labels, "raw rollout", "(layers, tokens, inputs)")
     norm = _token_square(norm, labels, "norm-based rollout", "(layers, tokens, inputs)")
     if raw.shape != norm.shape:
@@ -798,21 +903,29 @@ def rollout_grid(
         np.stack([raw, norm], axis=1),  # (L, 2, T, T)
         labels,
         labels,
-        rows=[f"after L{lay}" for lay in range(L)],
+        rows=[words("chart.block.after_layer", layer=lay) for lay in range(L)],
         cols=[_escape(n) for n in names],
-        words=("token", "input", "share"),
+        hover=_hover(words, "token", "input", "share"),
         coloraxis=dict(
-            colorscale=ATTENTION_SCALE, cmin=0.0, cmax=1.0, colorbar=dict(title=dict(text="share"))
+            colorscale=ATTENTION_SCALE,
+            cmin=0.0,
+            cmax=1.0,
+            colorbar=dict(title=dict(text=words("chart.word.share"))),
         ),
         title=title,
     )
 
 
-def head_score_map(scores: np.ndarray, title: str = "", value: str = "score") -> go.Figure:
+def head_score_map(
+    scores: np.ndarray, title: str = "", value: str | None = None, *, words: Words = english
+) -> go.Figure:
     """One number per head: (L, H) as a heatmap, layers on rows, heads on columns, values written.
 
-    Signed scores (loss or accuracy change) get a diverging scale centred on 0.
+    Signed scores (loss or accuracy change) get a diverging scale centred on 0. value: what a
+    score is, for the hover (default "score" in words).
     """
+    if value is None:
+        value = words("chart.word.score")
     scores = _float32(scores, "head scores", ndim=2)
     L, H = scores.shape
     if not np.isfinite(scores).all():
@@ -836,15 +949,17 @@ def head_score_map(scores: np.ndarray, title: str = "", value: str = "score") ->
 
 
 def keep_top_k_plot(
-    curve: np.ndarray, k: int, metric: str = "accuracy", title: str = ""
+    curve: np.ndarray, k: int, metric: str | None = None, title: str = "", *, words: Words = english
 ) -> go.Figure:
     """The task metric left when only the k most important heads are kept, for every k.
 
     Args:
         curve: (N + 1,) metric for k = 0..N heads kept (N = L * H).
         k: the k to mark.
-        metric: the metric's name, for the axis and hover.
+        metric: the metric's name, for the axis and hover (default "accuracy" in words).
     """
+    if metric is None:
+        metric = words("chart.word.accuracy")
     curve = _float32(curve, "keep-top-k curve", ndim=1)
     if len(curve) < 2:
         raise ValueError("the keep-top-k curve needs a value for k = 0 and at least one head")
@@ -858,7 +973,8 @@ def keep_top_k_plot(
         y=curve,
         mode="lines+markers",
         name=name,
-        hovertemplate=f"{len(curve) - 1} heads, keep %{{x}}<br>{name} %{{y:.4g}}<extra></extra>",
+        hovertemplate=f"{words('chart.word.heads_keep', n=len(curve) - 1)} %{{x}}<br>"
+        f"{name} %{{y:.4g}}<extra></extra>",
     )
     mark = dict(
         type="scatter",
@@ -874,7 +990,7 @@ def keep_top_k_plot(
         height=320,
         margin=MARGIN,
         showlegend=False,
-        xaxis=dict(title=dict(text="heads kept (k most important)"), dtick=1),
+        xaxis=dict(title=dict(text=words("chart.axis.heads_kept")), dtick=1),
         yaxis=dict(title=dict(text=name)),
     )
     return _figure_of([line, mark], layout)
@@ -884,15 +1000,22 @@ def ablation_change_bars(
     before: np.ndarray,
     after: np.ndarray,
     labels: Sequence[str],
-    names: tuple[str, str] = ("zeroed before W_o (right)", "zeroed after W_o (mistake)"),
+    names: tuple[str, str] | None = None,
     title: str = "",
+    *,
+    words: Words = english,
 ) -> go.Figure:
     """Per token, how far attn_out moved under two ways of removing a head: grouped bars.
 
     Args:
         before, after: (T,) ||attn_out - attn_out without ablation|| per token.
         labels: T token labels.
+        names: the two bars' legend names (default "zeroed before W_o (right)" and "zeroed after
+            W_o (mistake)" in words).
     """
+    if names is None:
+        names = (words("chart.name.zeroed_before"), words("chart.name.zeroed_after"))
+    token, change = _hover(words, "token", "change")
     before = _float32(before, "change before W_o", ndim=1)
     after = _float32(after, "change after W_o", ndim=1)
     if before.shape != after.shape:
@@ -904,7 +1027,8 @@ def ablation_change_bars(
             x=x,
             y=values,
             name=_escape(name),
-            hovertemplate=f"{_escape(name)}<br>token %{{x}}<br>change %{{y:.3f}}<extra></extra>",
+            hovertemplate=f"{_escape(name)}<br>{token} %{{x}}<br>{change} %{{y:.3f}}"
+            "<extra></extra>",
         )
         for values, name in ((before, names[0]), (after, names[1]))
     ]
@@ -920,7 +1044,7 @@ def ablation_change_bars(
     return _figure_of(traces, layout)
 
 
-def singular_value_lines(sv: np.ndarray, title: str = "") -> go.Figure:
+def singular_value_lines(sv: np.ndarray, title: str = "", *, words: Words = english) -> go.Figure:
     """Singular values of every head's OV circuit: one line per (layer, head), largest first.
 
     Args:
@@ -948,14 +1072,20 @@ def singular_value_lines(sv: np.ndarray, title: str = "") -> go.Figure:
         title=dict(text=title),
         height=360,
         margin=MARGIN,
-        xaxis=dict(title=dict(text="singular value index (1 = largest)"), dtick=max(1, d_k // 8)),
-        yaxis=dict(title=dict(text="singular value"), rangemode="tozero"),
+        xaxis=dict(title=dict(text=words("chart.axis.sv_index")), dtick=max(1, d_k // 8)),
+        yaxis=dict(title=dict(text=words("chart.axis.singular_value")), rangemode="tozero"),
     )
     return _figure_of(traces, layout)
 
 
 def composition_grid(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, baseline: float, title: str = ""
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    baseline: float,
+    title: str = "",
+    *,
+    words: Words = english,
 ) -> go.Figure:
     """Q-, K- and V-composition from each head of layer l to each head of layer l + 1.
 
@@ -983,18 +1113,18 @@ def composition_grid(
         heads,
         rows=[f"L{lay}→L{lay + 1}" for lay in range(pairs)],
         cols=["Q", "K", "V"],
-        words=("writer", "reader", "score"),
+        hover=_hover(words, "writer", "reader", "score"),
         coloraxis=dict(
             colorscale=SEQUENTIAL_SCALE,
             cmin=0.0,
             cmax=top,
-            colorbar=dict(title=dict(text="score")),
+            colorbar=dict(title=dict(text=words("chart.word.score"))),
         ),
-        title=title or f"Composition scores (random baseline ≈ {baseline:.3f})",
+        title=title or words("chart.title.composition", baseline=f"{baseline:.3f}"),
     )
 
 
-def head_shares_map(shares: np.ndarray, title: str = "") -> go.Figure:
+def head_shares_map(shares: np.ndarray, title: str = "", *, words: Words = english) -> go.Figure:
     """(D, H) share of each W_o output dimension's weight that reads each head, colours 0..1.
 
     A W_o that keeps heads apart (identity or block-diagonal) shows one coloured head per row:
@@ -1008,17 +1138,22 @@ def head_shares_map(shares: np.ndarray, title: str = "") -> go.Figure:
         shares,
         [f"H{h}" for h in range(H)],
         np.arange(D),
-        "output dim %{y}<br>reads %{x}<br>share %{z:.3f}",
+        "{} %{{y}}<br>{} %{{x}}<br>{} %{{z:.3f}}".format(
+            *_hover(words, "output_dim", "reads", "share")
+        ),
     )
     layout = dict(
         title=dict(text=title),
         height=max(300, min(640, 6 * D + 140)),
         margin=MARGIN,
         coloraxis=dict(
-            colorscale=ATTENTION_SCALE, cmin=0.0, cmax=1.0, colorbar=dict(title=dict(text="share"))
+            colorscale=ATTENTION_SCALE,
+            cmin=0.0,
+            cmax=1.0,
+            colorbar=dict(title=dict(text=words("chart.word.share"))),
         ),
         xaxis=dict(type="category", side="top"),
-        yaxis=dict(title=dict(text="output dim of W_o"), autorange="reversed"),
+        yaxis=dict(title=dict(text=words("chart.axis.output_dim_w_o")), autorange="reversed"),
     )
     return _figure(trace, layout)
 
@@ -1038,9 +1173,11 @@ DEP_TITLE_UNITS = 20
 def dependency_map(
     dependency: np.ndarray,
     title: str = "",
-    head_label: str = "head",
-    output_label: str = "output dim",
-    value_label: str = "size",
+    head_label: str | None = None,
+    output_label: str | None = None,
+    value_label: str | None = None,
+    *,
+    words: Words = english,
 ) -> go.Figure:
     """(D, H) how much output dimension d draws on head h (>= 0): output dims on rows, heads on
     columns, white (0) to dark blue (the largest value).
@@ -1049,8 +1186,11 @@ def dependency_map(
     every row. Small maps (up to 64 cells) have their numbers written in. The labels are passed
     in so the caller can give them in the student's language. The heads' names and the head
     axis title sit above the map, and the title above them (wrapped to fit a phone), so that no
-    two texts share a place.
+    two texts share a place. A label not given is "head", "output dim" or "size" in words.
     """
+    head_label, output_label, value_label = _dependency_labels(
+        words, head_label, output_label, value_label
+    )
     dependency = _float32(dependency, "dependency", ndim=2)
     D, H = dependency.shape
     if not np.isfinite(dependency).all() or (dependency < 0).any():
@@ -1090,6 +1230,12 @@ def dependency_map(
     return _figure(trace, layout)
 
 
+def _dependency_labels(words: Words, *labels: str | None) -> tuple[str, ...]:
+    """The dependency maps' head, output and value labels, each defaulting to its word."""
+    defaults = _hover(words, "head", "output_dim", "size")
+    return tuple(d if label is None else label for label, d in zip(labels, defaults, strict=True))
+
+
 def _dependency_title(lines: list[str], x: float) -> dict:
     """A dependency map's title (lines already escaped), centred on x (paper), its last line
     just above the head names and the head axis title, which plotly puts in the top margin.
@@ -1119,9 +1265,11 @@ def dependency_pair(
     without: np.ndarray,
     with_w: np.ndarray,
     titles: tuple[str, str] = ("", ""),
-    head_label: str = "head",
-    output_label: str = "output dim",
-    value_label: str = "size",
+    head_label: str | None = None,
+    output_label: str | None = None,
+    value_label: str | None = None,
+    *,
+    words: Words = english,
 ) -> go.Figure:
     """Two dependency maps of the same shape side by side in ONE figure, on one colour scale.
 
@@ -1134,7 +1282,7 @@ def dependency_pair(
     if np.shape(without) != np.shape(with_w):
         raise ValueError(f"the maps differ in shape: {np.shape(without)} and {np.shape(with_w)}")
     left, right = (
-        dependency_map(m, "", head_label, output_label, value_label).to_dict()
+        dependency_map(m, "", head_label, output_label, value_label, words=words).to_dict()
         for m in (without, with_w)
     )
     traces = [left["data"][0], {**right["data"][0], "xaxis": "x2", "yaxis": "y2"}]
@@ -1208,19 +1356,28 @@ def experiment_curves(
     lower: np.ndarray,
     upper: np.ndarray,
     conditions: Sequence[str] = ("learned", "identity"),
-    names: Sequence[str] = ("with W_o", "without W_o"),
-    title: str = "Training loss: mean over seeds,<br>band = mean ± 1 std",
+    names: Sequence[str] | None = None,
+    title: str | None = None,
+    *,
+    words: Words = english,
 ) -> go.Figure:
     """Mean loss curve of each condition with a shaded band (e.g. mean ± std across seeds).
 
     Args:
         step: (S,) step numbers.
         mean, lower, upper: (C, S) per condition.
-        conditions: C condition keys (pick the colours); names: their legend names.
+        conditions: C condition keys (pick the colours); names: their legend names (default
+            "with W_o" and "without W_o" in words).
+        title: default "Training loss: mean over seeds, band = mean ± 1 std" in words.
     The y axis is logarithmic when every value drawn is positive, else linear.
     """
+    if names is None:
+        names = (words("chart.name.with_w_o"), words("chart.name.without_w_o"))
+    if title is None:
+        title = words("chart.title.experiment")
+    step_word, mean_loss = _hover(words, "step", "mean_loss")
     step = _float32(step, "steps", ndim=1)
-    mean = _float32(mean, "mean loss", ndim=2)
+    mean = _float32(mean, "mean loss curve", ndim=2)
     lower = _float32(lower, "band lower edge", ndim=2)
     upper = _float32(upper, "band upper edge", ndim=2)
     if not mean.shape == lower.shape == upper.shape:
@@ -1271,7 +1428,8 @@ def experiment_curves(
                 name=name,
                 legendgroup=name,
                 line=dict(color=f"rgb({rgb})", width=2),
-                hovertemplate=f"{name}<br>step %{{x}}<br>mean loss %{{y:.4g}}<extra></extra>",
+                hovertemplate=f"{name}<br>{step_word} %{{x}}<br>{mean_loss} %{{y:.4g}}"
+                "<extra></extra>",
             )
         )
     positive = bool((lower > 0).all() and (mean > 0).all())
@@ -1280,8 +1438,11 @@ def experiment_curves(
         height=380,
         margin=LEGEND_MARGIN,
         legend=BOTTOM_LEGEND,
-        xaxis=dict(title=dict(text="step")),
-        yaxis=dict(title=dict(text="training loss"), type="log" if positive else "linear"),
+        xaxis=dict(title=dict(text=step_word)),
+        yaxis=dict(
+            title=dict(text=words("chart.axis.training_loss")),
+            type="log" if positive else "linear",
+        ),
     )
     return _figure_of(traces, layout)
 
@@ -1455,7 +1616,7 @@ def w_o_spectrum_plot(
 
 
 def attention_diff_grid(
-    diff: np.ndarray, labels: Sequence[str], layer: int, title: str = ""
+    diff: np.ndarray, labels: Sequence[str], layer: int, title: str = "", *, words: Words = english
 ) -> go.Figure:
     """One layer's attention of input b minus input a, every head: (H, T, T), centred on 0."""
     diff = _token_square(diff, labels, "attention difference", "(heads, queries, keys)")
@@ -1465,14 +1626,19 @@ def attention_diff_grid(
         labels,
         rows=[f"L{layer}"],
         cols=[f"H{h}" for h in range(diff.shape[0])],
-        words=("query", "key", "Δ weight"),
+        hover=_hover(words, "query", "key", "delta_weight"),
         coloraxis=_diverging(diff),
         title=_escape(title),
     )
 
 
 def head_change_map(
-    change: np.ndarray, labels: Sequence[str], title: str = "", value_title: str = ""
+    change: np.ndarray,
+    labels: Sequence[str],
+    title: str = "",
+    value_title: str = "",
+    *,
+    words: Words = english,
 ) -> go.Figure:
     """(H, T) how much each head's term changed at each token (>= 0): heads on rows."""
     change = _float32(change, "head change", ndim=2)
@@ -1484,7 +1650,7 @@ def head_change_map(
         change,
         x,
         [f"H{h}" for h in range(H)],
-        "%{y}<br>token %{x}<br>%{z:.3g}",
+        "%{{y}}<br>{} %{{x}}<br>%{{z:.3g}}".format(*_hover(words, "token")),
     )
     layout = dict(
         title=dict(text=_escape(title)),
@@ -1543,3 +1709,8 @@ def _k_marker(x: float) -> dict:
         yref="paper",
         line=dict(color=f"rgb({RANK_COLOUR})", width=1, dash="dot"),
     )
+
+
+def block_titles(figure: go.Figure) -> list[str]:
+    """The titles of a mosaic's blocks ("L0 H1"), row by row, as the figure shows them."""
+    return [a.text for a in figure.layout.annotations]

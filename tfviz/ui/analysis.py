@@ -28,6 +28,7 @@ from tfviz.ui.common import (
     metric_delta,
     metric_text,
     number_table,
+    plot_words,
     toy_only,
     what_is_this,
 )
@@ -224,7 +225,15 @@ def norm_attention_section(view: View) -> None:
         block_columns(
             tr.n_heads,
             lambda heads, last, scale: plots.norm_attention_column(
-                norms, summed, tr.labels, layer, heads, last, top, show_scale=scale
+                norms,
+                summed,
+                tr.labels,
+                layer,
+                heads,
+                last,
+                top,
+                show_scale=scale,
+                words=plot_words(),
             ),
             key="norm_attention",
         )
@@ -236,12 +245,18 @@ def norm_attention_section(view: View) -> None:
                 [layer],
                 title=t("analysis.norm.raw_title", layer=layer),
                 with_mean=True,
+                words=plot_words(),
             ),
             key="raw_attention_layer",
         )
         chart(
             plots.norm_attention_grid(
-                norms, summed, tr.labels, layer, title=t("analysis.norm.title", layer=layer)
+                norms,
+                summed,
+                tr.labels,
+                layer,
+                title=t("analysis.norm.title", layer=layer),
+                words=plot_words(),
             ),
             key="norm_attention",
         )
@@ -252,7 +267,9 @@ def rollout_section(view: View) -> None:
     flow = flow_for(view)
     st.caption(t("analysis.rollout.caption"))
     chart(
-        plots.rollout_grid(flow["rollout_raw"], flow["rollout_norm"], view.trace.labels),
+        plots.rollout_grid(
+            flow["rollout_raw"], flow["rollout_norm"], view.trace.labels, words=plot_words()
+        ),
         key="rollout",
     )
     what_is_this("attention_rollout")
@@ -291,7 +308,9 @@ def importance_section(view: View) -> None:
     left, right = st.columns(2)
     with left:
         chart(
-            plots.head_score_map(shown, title=first_upper(names[kind]), value=names[kind]),
+            plots.head_score_map(
+                shown, title=first_upper(names[kind]), value=names[kind], words=plot_words()
+            ),
             key="importance_map",
         )
         columns = {
@@ -337,7 +356,7 @@ def importance_section(view: View) -> None:
         kept = analysis.top_k_heads(imp.scores(kind), k)
         heads = ", ".join(head_name(a, b) for a, b in kept) or t("analysis.importance.none")
         st.caption(md_escape(t("analysis.importance.kept", heads=heads)))
-        chart(plots.keep_top_k_plot(curve, k, metric), key="keep_top_k")
+        chart(plots.keep_top_k_plot(curve, k, metric, words=plot_words()), key="keep_top_k")
     what_is_this("head_importance", "accuracy_keeping_top_k")
 
 
@@ -408,6 +427,7 @@ def ablation_section(view: View) -> None:
             typed.attn_out_change_after[0],
             tr.labels,
             title=t("analysis.ablation.bars_title", layer=layer),
+            words=plot_words(),
         ),
         key="ablation_bars",
     )
@@ -422,7 +442,7 @@ def ov_section(view: View) -> None:
     left, right = st.columns(2)
     with left:
         chart(
-            plots.singular_value_lines(sv, title=t("analysis.ov.title")),
+            plots.singular_value_lines(sv, title=t("analysis.ov.title"), words=plot_words()),
             key="ov_singular_values",
         )
     with right:
@@ -456,6 +476,7 @@ def ov_section(view: View) -> None:
                 comp.v,
                 comp.baseline,
                 title=t("analysis.ov.composition_title", baseline=baseline),
+                words=plot_words(),
             ),
             key="composition",
         )
@@ -475,7 +496,9 @@ def mixing_section(view: View) -> None:
             help=t("analysis.mixing.number_help"),
         )
     chart(
-        plots.head_shares_map(shares[layer], title=t("analysis.mixing.title", layer=layer)),
+        plots.head_shares_map(
+            shares[layer], title=t("analysis.mixing.title", layer=layer), words=plot_words()
+        ),
         key="w_o_shares",
     )
     st.caption(t("analysis.mixing.caption"))

@@ -16,7 +16,7 @@ import streamlit as st
 
 from tfviz import plots
 from tfviz.export import attention_csv
-from tfviz.ui.common import View, chart, index_picker, md_escape, per_model
+from tfviz.ui.common import View, chart, index_picker, md_escape, per_model, plot_words
 from tfviz.ui.i18n import t
 from tfviz.ui.standalone import download_button
 
@@ -44,10 +44,11 @@ def head_columns(attn, labels, layer: int, key: str) -> None:
 
     attn: (H, T, T) the layer's attention; key: the charts' keys are key_0, key_1, ...
     """
+    words = plot_words()
     block_columns(
         attn.shape[0],
         lambda heads, last, scale: plots.attention_column(
-            attn, labels, layer, heads, with_mean=last, show_scale=scale
+            attn, labels, layer, heads, with_mean=last, show_scale=scale, words=words
         ),
         key,
     )
@@ -63,10 +64,12 @@ def column_blocks(H: int) -> list[tuple[int, list[int], bool]]:
     return [(c, heads, last) for c, heads, last in columns if heads or last]
 
 
-def attention_columns(attn, labels, layer: int) -> list:
-    """The figures head_columns draws, one per column (for a web page or a bench)."""
+def attention_columns(attn, labels, layer: int, words: plots.Words = plots.english) -> list:
+    """The figures head_columns draws, one per column (for a web page or a bench), in words."""
     return [
-        plots.attention_column(attn, labels, layer, heads, with_mean=last, show_scale=c == 0)
+        plots.attention_column(
+            attn, labels, layer, heads, with_mean=last, show_scale=c == 0, words=words
+        )
         for c, heads, last in column_blocks(attn.shape[0])
     ]
 
@@ -96,7 +99,12 @@ def render(view: View) -> None:
         layers = list(range(tr.n_layers))
         chart(
             plots.attention_grid(
-                tr.attn, tr.labels, layers, title=t("attention.grid_title"), with_mean=True
+                tr.attn,
+                tr.labels,
+                layers,
+                title=t("attention.grid_title"),
+                with_mean=True,
+                words=plot_words(),
             ),
             key="attention_grid",
         )
@@ -133,6 +141,7 @@ def render(view: View) -> None:
                     tr.attn[layer, head],
                     tr.labels,
                     title=layer_head_label(layer, head),
+                    words=plot_words(),
                 ),
                 key="attention_head",
             )
@@ -159,29 +168,38 @@ def render(view: View) -> None:
                 caption=t("attention.grid_title")
                 if layer_shown is None
                 else t("attention.layer_title", layer=layer_shown),
+                words=plot_words(),
             ),
             key="attention",
         )
 
 
 def exported_figures(
-    tr, layer_shown: int | None, enlarged: tuple[int, int] | None, caption: str
+    tr,
+    layer_shown: int | None,
+    enlarged: tuple[int, int] | None,
+    caption: str,
+    words: plots.Words = plots.english,
 ) -> list:
     """The charts render() drew, as (caption, figure) for the web page (tfviz.ui.standalone):
-    the grid (or the shown layer's columns of heads) and the enlarged head, if any."""
+    the grid (or the shown layer's columns of heads) and the enlarged head, if any. words: the
+    charts' words, bound while the script ran (this runs on click, outside it)."""
     if layer_shown is None:
         layers = list(range(tr.n_layers))
         figures = [
             (
                 caption,
-                plots.attention_grid(tr.attn, tr.labels, layers, title=caption, with_mean=True),
+                plots.attention_grid(
+                    tr.attn, tr.labels, layers, title=caption, with_mean=True, words=words
+                ),
             )
         ]
     else:
-        columns = attention_columns(tr.attn[layer_shown], tr.labels, layer_shown)
+        columns = attention_columns(tr.attn[layer_shown], tr.labels, layer_shown, words)
         figures = [(caption, figure) for figure in columns]
     if enlarged is not None:
         layer, head = enlarged
         title = layer_head_label(layer, head)
-        figures.append((title, plots.attention_map(tr.attn[layer, head], tr.labels, title=title)))
+        figure = plots.attention_map(tr.attn[layer, head], tr.labels, title=title, words=words)
+        figures.append((title, figure))
     return figures

@@ -5,7 +5,7 @@ passed unhashed as _model) and hold numpy only, so one trace serves every sessio
 it. Helpers that only format (md_escape, metric_text, describe) or draw one kind of
 widget (chart, number_table, index_picker, csv_download and the views' CSV buttons) live here so
 that every view shows numbers and text the same way, in the student's language (tfviz.ui.i18n;
-chart() also translates the words tfviz.plots writes into a figure itself: localize).
+the words tfviz.plots writes into a figure come from plot_words, passed as its `words`).
 """
 
 from __future__ import annotations
@@ -13,15 +13,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-import string
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import streamlit as st
 
-from tfviz import dissect, get_task, pretrained
+from tfviz import dissect, get_task, plots, pretrained
 from tfviz.checkpoint import CheckpointMeta
 from tfviz.evaluate import evaluate
 from tfviz.export import before_after_csv, comparison_csv
@@ -30,12 +28,9 @@ from tfviz.pretrained import PairSimilarity
 from tfviz.snapshot import TraceArrays, run_trace, w_o_used
 from tfviz.tasks import InputError, Task
 from tfviz.ui.help import HELP
-from tfviz.ui.i18n import DEFAULT, catalogue, current, placeholders, t
+from tfviz.ui.i18n import DEFAULT, catalogue, current, t, translate
 from tfviz.ui.models import ModelEntry
 from tfviz.ui.switches import w_o_label
-
-if TYPE_CHECKING:
-    import plotly.graph_objects as go
 
 POLL_SECONDS = 0.5  # how often a running job's progress is redrawn
 ACCURACY_N = 256  # examples behind the "with and without the switch" accuracy
@@ -242,9 +237,18 @@ def chart_file_name(key: str, model_key: str | None) -> str:
     return _FILE_NAME_UNSAFE.sub("_", name)[:80]
 
 
+def plot_words(lang: str | None = None) -> plots.Words:
+    """The words tfviz.plots writes into a figure itself (axis titles, block names, hover
+    labels...), in lang (default: the current language), for a figure function's `words`:
+    tfviz.ui.i18n.translate of the catalogue's chart.* keys. Bound to the language now, so a
+    figure drawn later, outside the script (a download's callable), keeps it."""
+    return functools.partial(translate, current() if lang is None else lang)
+
+
 def chart(figure, key: str) -> None:
-    """A plotly figure, full width, without Streamlit's theme, downloadable from its toolbar,
-    with the words tfviz.plots wrote in it in the student's language (localize).
+    """A plotly figure, full width, without Streamlit's theme, downloadable from its toolbar.
+
+    Its words are already the student's: the view built it with words=plot_words().
 
     Applying the theme in the browser cost about 250 ms per keystroke on the Attention tab (three
     charts) on a 2-core machine; the figures set their own colours, so it adds nothing needed.
@@ -264,134 +268,7 @@ def chart(figure, key: str) -> None:
             "scale": 2,  # a sharp PNG for slides; SVG ignores it
         },
     }
-    st.plotly_chart(localize(figure, current()), key=key, theme=None, config=config)
-
-
-# ---- chart text in the student's language --------------------------------------------------
-
-# tfviz.plots, a library that knows no languages, writes some words into its figures itself, in
-# English: axis and colour-bar titles, titles and legend names a caller did not give, the names
-# of a mosaic's blocks, the labels in a hover. Each is a catalogue key under CHART_WORDS whose
-# English text is exactly what plots.py writes; localize() puts the student's language in their
-# place just before a chart is drawn. A placeholder ({layer}, {token}) stands for one word.
-CHART_WORDS = "chart."
-HOVER_VALUE = " %{"  # a hover line's label ends where its first value begins: "query %{y}"
-
-
-@dataclass(frozen=True)
-class ChartWords:
-    """The English texts tfviz.plots writes, and each one's text in one language."""
-
-    exact: dict[str, str]  # English -> translation
-    templates: tuple[tuple[re.Pattern, str], ...]  # English with placeholders -> translation
-
-    def get(self, text: str) -> str | None:
-        """text in the language, or None when it is not a text plots.py writes."""
-        found = self.exact.get(text)
-        if found is not None:
-            return found
-        for pattern, translation in self.templates:
-            match = pattern.fullmatch(text)
-            if match:
-                return translation.format(**match.groupdict())
-        return None
-
-    def block(self, text: str) -> str | None:
-        """A mosaic block's name, "row column" (e.g. "after L0 from raw attention"), translated
-        whole or else part by part at the first space that splits it into known parts."""
-        whole = self.get(text)
-        if whole is not None:
-            return whole
-        space = text.find(" ")
-        while space != -1:
-            row, column = text[:space], text[space + 1 :]
-            row_local, column_local = self.get(row), self.get(column)
-            if row_local is not None or column_local is not None:
-                return f"{row_local or row} {column_local or column}"
-            space = text.find(" ", space + 1)
-        return None
-
-    def hover(self, template: str) -> str:
-        """A hovertemplate with its labels translated, line by line: a line that is a known text
-        (a legend name), or the label before a line's first value ("query" in "query %{y}");
-        values and their format codes are left as they are."""
-        lines = template.split("<br>")
-        for i, line in enumerate(lines):
-            whole = self.get(line)
-            if whole is not None:
-                lines[i] = whole
-            elif HOVER_VALUE in line:
-                label, value = line.split(HOVER_VALUE, 1)
-                local = self.get(label)
-                if local is not None:
-                    lines[i] = local + HOVER_VALUE + value
-        return "<br>".join(lines)
-
-
-def _template_pattern(text: str) -> re.Pattern:
-    """A regular expression matching a catalogue text with its {placeholders} as words."""
-    parts = []
-    for literal, name, _, _ in string.Formatter().parse(text):
-        parts.append(re.escape(literal))
-        if name is not None:
-            parts.append(rf"(?P<{name}>\S+)")
-    return re.compile("".join(parts))
-
-
-@functools.cache
-def chart_words(lang: str) -> ChartWords:
-    """tfviz.plots' English chart texts and their translation into lang (built once)."""
-    english, local = catalogue("en"), catalogue(lang)
-    exact, templates = {}, []
-    for key, text in english.items():
-        if not key.startswith(CHART_WORDS):
-            continue
-        if placeholders(text):
-            templates.append((_template_pattern(text), local[key]))
-        else:
-            exact[text] = local[key]
-    return ChartWords(exact, tuple(templates))
-
-
-def localize(figure: go.Figure, lang: str) -> go.Figure:
-    """figure with the English words tfviz.plots wrote in it in lang instead (changed in place,
-    and returned): its title, axis and colour-bar titles, annotations, trace names and hover
-    labels. Text a caller gave (already in the student's language) is left alone.
-
-    Changed in plotly's own dicts of the figure (its _layout and _data, which its objects read
-    from), not through its objects: reading ten annotations through them costs about 0.4 ms and
-    each change 0.1 ms, on every chart of every keystroke; the dicts cost microseconds. plotly
-    is pinned (requirements.txt), and tests/test_chart_i18n.py reads the result back through
-    plotly's objects.
-    """
-    if lang == DEFAULT:  # plots.py writes English
-        return figure
-    words = chart_words(lang)
-    layout, traces = figure._layout, figure._data
-    _swap(layout.get("title"), "text", words.get)
-    for name, part in layout.items():
-        if name.startswith(("xaxis", "yaxis")):
-            _swap(part.get("title"), "text", words.get)
-        elif name.startswith("coloraxis"):
-            _swap(part.get("colorbar", {}).get("title"), "text", words.get)
-    for annotation in layout.get("annotations", ()):
-        _swap(annotation, "text", words.block)
-    for trace in traces:
-        _swap(trace, "name", words.get)
-        _swap(trace, "hovertemplate", words.hover)
-        _swap(trace.get("colorbar", {}).get("title"), "text", words.get)
-    return figure
-
-
-def _swap(part: dict | None, key: str, translate: Callable[[str], str | None]) -> None:
-    """part[key] translated, where part has a text there that translate knows."""
-    if part is None:
-        return
-    text = part.get(key)
-    if isinstance(text, str):
-        local = translate(text)
-        if local is not None:
-            part[key] = local
+    st.plotly_chart(figure, key=key, theme=None, config=config)
 
 
 def csv_download(label: str, build: Callable[[], str], name: str, key: str) -> None:

@@ -24,7 +24,7 @@ from tfviz import get_task, jobs, lessons, plots
 from tfviz.lessons import LessonInputError
 from tfviz.metrics import compact
 from tfviz.recipes import RECIPES
-from tfviz.ui.common import POLL_SECONDS, View, chart, index_picker, md_escape
+from tfviz.ui.common import POLL_SECONDS, View, chart, index_picker, md_escape, plot_words
 from tfviz.ui.experiment import cached_precomputed, experiment_table, findings
 from tfviz.ui.i18n import current, t
 from tfviz.ui.models import BUNDLED_DIR, file_sha256, load_model
@@ -220,6 +220,7 @@ def show_example(ex: lessons.HeadExample) -> go.Figure:
         head_label=t("lessons.map.head"),
         output_label=t("lessons.map.output"),
         value_label=t("lessons.map.contribution"),
+        words=plot_words(),
     )
     chart(maps, key="lesson_maps")
     return maps
@@ -243,6 +244,7 @@ def show_model_dependency(view: View) -> None:
             head_label=t("lessons.map.head"),
             output_label=t("lessons.map.output"),
             value_label=t("lessons.map.weight"),
+            words=plot_words(),
         ),
         key="lesson_map_model",
     )
@@ -457,7 +459,10 @@ def job_outcome(snap: jobs.JobSnapshot) -> None:
                 mae=compact(snap.result.metrics["mae"]),
             )
         )
-        chart(plots.loss_curve(snap.losses, snap.loss_every, snap.total), key="lesson_loss_curve")
+        chart(
+            plots.loss_curve(snap.losses, snap.loss_every, snap.total, words=plot_words()),
+            key="lesson_loss_curve",
+        )
     elif snap.status == jobs.CANCELLED:
         st.warning(t("lessons.s3.cancelled"))
     else:

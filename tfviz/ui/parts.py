@@ -39,6 +39,7 @@ from tfviz.ui.common import (
     index_picker,
     md_escape,
     per_model,
+    plot_words,
     refusal,
     similarity,
     trace_for,
@@ -362,7 +363,10 @@ def pattern_section(view: View) -> None:
     with left:
         chart(
             plots.attention_map(
-                base.attn[layer, head], base.labels, title=t("parts.pattern.own", head=name)
+                base.attn[layer, head],
+                base.labels,
+                title=t("parts.pattern.own", head=name),
+                words=plot_words(),
             ),
             key="parts_pattern_own",
         )
@@ -372,6 +376,7 @@ def pattern_section(view: View) -> None:
                 overridden.attn[layer, head],
                 base.labels,
                 title=t("parts.pattern.given", head=name),
+                words=plot_words(),
             ),
             key="parts_pattern_given",
         )
@@ -382,14 +387,20 @@ def pattern_section(view: View) -> None:
     with left:
         chart(
             plots.activation_map(
-                before, base.labels, title=t("parts.pattern.term_before", head=name)
+                before,
+                base.labels,
+                title=t("parts.pattern.term_before", head=name),
+                words=plot_words(),
             ),
             key="parts_term_before",
         )
     with right:
         chart(
             plots.activation_map(
-                after, base.labels, title=t("parts.pattern.term_after", head=name)
+                after,
+                base.labels,
+                title=t("parts.pattern.term_after", head=name),
+                words=plot_words(),
             ),
             key="parts_term_after",
         )
@@ -445,7 +456,11 @@ def diff_section(view: View) -> None:
     layer = index_picker(t("parts.layer"), a.n_layers, "parts_diff_layer", "L")
     chart(
         plots.attention_diff_grid(
-            diff.attn[layer], a.labels, layer, title=t("parts.diff.attn_title", layer=layer)
+            diff.attn[layer],
+            a.labels,
+            layer,
+            title=t("parts.diff.attn_title", layer=layer),
+            words=plot_words(),
         ),
         key="parts_diff_attn",
     )
@@ -457,13 +472,17 @@ def diff_section(view: View) -> None:
                 a.labels,
                 n_heads=a.n_heads,
                 title=t("parts.diff.concat_title", layer=layer),
+                words=plot_words(),
             ),
             key="parts_diff_concat",
         )
     with right:
         chart(
             plots.activation_map(
-                diff.attn_out[layer], a.labels, title=t("parts.diff.out_title", layer=layer)
+                diff.attn_out[layer],
+                a.labels,
+                title=t("parts.diff.out_title", layer=layer),
+                words=plot_words(),
             ),
             key="parts_diff_out",
         )
@@ -473,6 +492,7 @@ def diff_section(view: View) -> None:
             a.labels,
             title=t("parts.diff.terms_title", layer=layer),
             value_title=t("parts.diff.terms_value"),
+            words=plot_words(),
         ),
         key="parts_diff_terms",
     )

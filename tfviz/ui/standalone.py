@@ -17,7 +17,7 @@ import streamlit as st
 
 from tfviz import standalone
 from tfviz.interventions import head_name
-from tfviz.ui.common import View, chart_file_name, describe, localize
+from tfviz.ui.common import View, chart_file_name, describe
 from tfviz.ui.i18n import current, t
 
 if TYPE_CHECKING:
@@ -48,11 +48,11 @@ def facts(view: View) -> dict[str, str]:
 
 
 def build_page(title: str, figures: Callable[[], Figures] | Figures, page_facts, lang: str) -> str:
-    """The HTML page. figures: the figures a view drew (tfviz.ui.common.chart has already put
-    them in lang), or a callable that draws them anew from tfviz.plots (in English: localized
-    here)."""
+    """The HTML page. figures: the figures a view drew, or a callable that draws them anew from
+    tfviz.plots; either way in lang already (the view passed words=plot_words(), bound to the
+    language while the script ran)."""
     if callable(figures):
-        figures = [(caption, localize(figure, lang)) for caption, figure in figures()]
+        figures = figures()
     shown = [(MARKDOWN_EMPHASIS.sub("", caption), figure) for caption, figure in figures]
     return standalone.page(title, shown, page_facts, lang=lang)
 

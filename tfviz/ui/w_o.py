@@ -20,6 +20,7 @@ from tfviz.ui.common import (
     index_picker,
     md_escape,
     per_model,
+    plot_words,
 )
 from tfviz.ui.i18n import t
 from tfviz.ui.standalone import download_button
@@ -52,7 +53,11 @@ def render(view: View) -> None:
         shown(
             drawn,
             plots.activation_map(
-                tr.concat[layer], tr.labels, n_heads=H, title=t("w_o.concat_title")
+                tr.concat[layer],
+                tr.labels,
+                n_heads=H,
+                title=t("w_o.concat_title"),
+                words=plot_words(),
             ),
             "concat",
             "w_o.concat_caption",
@@ -60,7 +65,9 @@ def render(view: View) -> None:
     with after:
         shown(
             drawn,
-            plots.activation_map(tr.attn_out[layer], tr.labels, title=t("w_o.out_title")),
+            plots.activation_map(
+                tr.attn_out[layer], tr.labels, title=t("w_o.out_title"), words=plot_words()
+            ),
             "attn_out",
             "w_o.out_caption",
         )
@@ -68,7 +75,7 @@ def render(view: View) -> None:
     W_o = cached_w_o(view.entry.digest, tuple(tr.w_o_modes), _model=view.model)  # (L, D, D)
     shown(
         drawn,
-        plots.cosine_bars(cosine, tr.labels, title=t("w_o.cosine_title")),
+        plots.cosine_bars(cosine, tr.labels, title=t("w_o.cosine_title"), words=plot_words()),
         "cosine",
         "w_o.cosine_caption",
     )
@@ -76,7 +83,9 @@ def render(view: View) -> None:
     with left:
         shown(
             drawn,
-            plots.w_o_matrix(W_o[layer], H, title=t("w_o.matrix_title", layer=layer)),
+            plots.w_o_matrix(
+                W_o[layer], H, title=t("w_o.matrix_title", layer=layer), words=plot_words()
+            ),
             "w_o",
             "w_o.matrix_caption",
         )
@@ -90,6 +99,7 @@ def render(view: View) -> None:
                 wo.head_contributions(tr.z[layer], W_o[layer])[:, i],
                 token,
                 title=t("w_o.terms_title", token=shown_token),
+                words=plot_words(),
             ),
             "head_contributions",
             "w_o.terms_caption",
@@ -101,4 +111,4 @@ def render(view: View) -> None:
         )
     download_before_after(view)
     title = t("standalone.title.w_o", model=view.entry.name, layer=layer)
-    download_button(view, title, drawn, key="w_o")  # the figures drawn above, already localized
+    download_button(view, title, drawn, key="w_o")  # the figures drawn above, in the page's words

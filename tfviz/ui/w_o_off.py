@@ -28,6 +28,7 @@ from tfviz.ui.common import (
     md_escape,
     metric_delta,
     per_model,
+    plot_words,
 )
 from tfviz.ui.i18n import t
 from tfviz.ui.sequence import show_similarity
@@ -51,7 +52,9 @@ def render(view: View) -> None:
     later_attention(view)
     names = (t("w_o_off.learned"), t("w_o_off.switched"))
     chart(
-        plots.residual_pair(base.resid_out, sw.resid_out, base.labels, names=names),
+        plots.residual_pair(
+            base.resid_out, sw.resid_out, base.labels, names=names, words=plot_words()
+        ),
         key="residual_pair",
     )
     both = np.stack([base.resid_out, sw.resid_out])
@@ -68,7 +71,7 @@ def render(view: View) -> None:
         )
     left, _ = st.columns(2)
     with left:
-        chart(plots.drift_bars(drift_per_layer(base, sw)), key="drift")
+        chart(plots.drift_bars(drift_per_layer(base, sw), words=plot_words()), key="drift")
         st.caption(t("w_o_off.drift_caption"))
     download_comparison(view)
 
@@ -139,11 +142,15 @@ def later_attention(view: View) -> None:
             return
         # Full width, one above the other: side by side the cells are too small to label.
         chart(
-            plots.attention_grid(base.attn[later], base.labels, later, title=t("w_o_off.learned")),
+            plots.attention_grid(
+                base.attn[later], base.labels, later, title=t("w_o_off.learned"), words=plot_words()
+            ),
             key="compare_attention_base",
         )
         chart(
-            plots.attention_grid(sw.attn[later], sw.labels, later, title=t("w_o_off.switched")),
+            plots.attention_grid(
+                sw.attn[later], sw.labels, later, title=t("w_o_off.switched"), words=plot_words()
+            ),
             key="compare_attention_switched",
         )
     else:
