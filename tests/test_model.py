@@ -373,7 +373,7 @@ def test_n_params_counts_every_parameter_of_each_kind(kwargs):
         (dict(type_vocab_size=-1), "type_vocab_size must be between 0"),
         (dict(embed_norm="yes"), "embed_norm must be true or false"),
         (dict(n_out=-1), "n_out must be between 0 and 1024"),
-        (dict(vocab_size=40_000), "vocab_size must be between 1 and 32768"),
+        (dict(vocab_size=300_000), "vocab_size must be between 1 and 262144"),
     ],
 )
 def test_new_config_fields_are_validated(kwargs, message):

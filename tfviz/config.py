@@ -11,14 +11,17 @@ from dataclasses import asdict, dataclass, fields
 NORMS = ("post", "pre")
 POOLS = ("none", "mean", "first")
 EMBEDS = ("token", "value")
-ACTIVATIONS = ("relu", "gelu")  # "gelu" is the exact (erf) GELU, as BERT uses
+# "gelu" is the exact (erf) GELU, as BERT uses; "gelu_tanh" its tanh approximation, which some
+# checkpoints were trained with (transformers' "gelu_new" / "gelu_pytorch_tanh").
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 
 # Upper bounds keep an uploaded or hand-made config from asking for a model that would not fit a
-# classroom server; they are far above every bundled model. vocab_size admits a word-piece
-# vocabulary (BERT's has 30,522 pieces); the size of what an upload may build is capped
-# separately, by parameter count (tfviz.settings.MAX_PARAMS, from n_params below).
+# classroom server; they are far above every bundled model. vocab_size admits a multilingual
+# word-piece vocabulary (BERT's has 30,522 pieces, RoBERTa's 50,265, XLM-R's 250,002); the size
+# of what an upload may build is capped separately, by parameter count (tfviz.settings.MAX_PARAMS,
+# from n_params below; tfviz.hf.folder.MAX_PARAMS for pretrained folders).
 LIMITS = {
-    "vocab_size": 32_768,
+    "vocab_size": 262_144,
     "n_out": 1024,
     "d_model": 1024,
     "n_heads": 64,
@@ -51,7 +54,7 @@ class ModelConfig:
     # The fields below let a pretrained BERT-style encoder (tfviz.pretrained) run in this same
     # Encoder; their defaults are what every tfviz model before them had, so old checkpoints,
     # whose metadata lacks them, load unchanged.
-    activation: str = "relu"  # of the feed-forward net: "relu" or "gelu" (exact, erf)
+    activation: str = "relu"  # of the feed-forward net: "relu", "gelu" (exact, erf), "gelu_tanh"
     norm_eps: float = 1e-5  # every LayerNorm's epsilon (torch's default; BERT: 1e-12)
     type_vocab_size: int = 0  # token-type (segment) embeddings added to the input; 0: none
     embed_norm: bool = False  # a LayerNorm after the embedding sum, before layer 0 (BERT)

@@ -16,6 +16,7 @@ Dimensions everywhere: B batch, T tokens, H heads, D = d_model, d_k = D / H.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -171,11 +172,20 @@ class FeedForward(nn.Module):
         self.fc1 = nn.Linear(config.d_model, config.d_ff)
         self.fc2 = nn.Linear(config.d_ff, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
-        # F.gelu's default is the exact erf form, which BERT uses (not the tanh approximation).
-        self.act = F.gelu if config.activation == "gelu" else F.relu
+        self.act = activation_function(config.activation)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc2(self.dropout(self.act(self.fc1(x))))
+
+
+def activation_function(name: str):
+    """The function a config's activation names (tfviz.config.ACTIVATIONS)."""
+    if name == "gelu":
+        return F.gelu  # F.gelu's default is the exact erf form, which BERT uses
+    if name == "gelu_tanh":
+        # The tanh approximation (transformers' "gelu_new"); within 1e-6 of its Python formula.
+        return functools.partial(F.gelu, approximate="tanh")
+    return F.relu
 
 
 class EncoderLayer(nn.Module):

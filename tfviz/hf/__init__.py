@@ -1,0 +1,57 @@
+"""Bring your own encoder: BERT, RoBERTa / XLM-R and DistilBERT folders in the Hugging Face layout,
+opened into tfviz's own Encoder (every W_o switch and trace site works on them), with their
+masked-LM head when they have one, and hostile folders and zips refused before anything runs.
+
+    loaded = open_folder("models/my-bert")       # or open_zip("upload.zip")
+    answer = fill_mask(loaded.model, loaded.head, loaded.tokenizer,
+                       "The cat sat on the [MASK].", Interventions(w_o="identity"))
+
+transformers is not used at runtime: weights are read with safetensors, the tokenizer with
+`tokenizers`. Modules: families (the key map and config reader of each family), weights (tensors
+into an Encoder, checked), tokenizer, mlm (the head and fill-in-the-mask), folder, zipped, errors.
+"""
+
+from tfviz.hf.errors import (
+    ConfigError,
+    MissingFileError,
+    PretrainedError,
+    TokenizerError,
+    TooLargeError,
+    UnknownFamilyError,
+    UnsafeFileError,
+    WeightsError,
+    ZipRefusedError,
+)
+from tfviz.hf.families import BERT, DISTILBERT, FAMILIES, ROBERTA, Family, family_of
+from tfviz.hf.folder import MAX_PARAMS, LoadedEncoder, open_folder
+from tfviz.hf.mlm import MaskAnswer, MaskedLMHead, fill_mask, masked_lm_logits
+from tfviz.hf.tokenizer import PieceTokenizer
+from tfviz.hf.zipped import open_zip, unpacked
+
+__all__ = [
+    "BERT",
+    "DISTILBERT",
+    "FAMILIES",
+    "MAX_PARAMS",
+    "ROBERTA",
+    "ConfigError",
+    "Family",
+    "LoadedEncoder",
+    "MaskAnswer",
+    "MaskedLMHead",
+    "MissingFileError",
+    "PieceTokenizer",
+    "PretrainedError",
+    "TokenizerError",
+    "TooLargeError",
+    "UnknownFamilyError",
+    "UnsafeFileError",
+    "WeightsError",
+    "ZipRefusedError",
+    "family_of",
+    "fill_mask",
+    "masked_lm_logits",
+    "open_folder",
+    "open_zip",
+    "unpacked",
+]

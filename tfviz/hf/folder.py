@@ -1,0 +1,383 @@
+"""Open a model folder in the usual Hugging Face layout as a tfviz Encoder, or refuse it.
+
+The folder: config.json, weights as model.safetensors, the tokenizer as tokenizer.json (or a
+BERT vocab.txt), optionally tokenizer_config.json / special_tokens_map.json (special token names,
+lower-casing), sentence_bert_config.json (a sentence-transformers model's own length limit) and a
+README.md whose front matter names the licence.
+
+Nothing in the folder is executed: weights are read with safetensors (never a pickle), the
+tokenizer with `tokenizers`, the rest as JSON. Every check that can be made from sizes is made
+before anything is allocated: the config's sizes against tfviz's limits and a parameter budget,
+the weights file's size against what the config implies, every tensor's shape and dtype from the
+safetensors header before its data is read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+
+from tfviz.config import ModelConfig
+from tfviz.hf.errors import (
+    ConfigError,
+    MissingFileError,
+    PretrainedError,
+    TokenizerError,
+    TooLargeError,
+    UnsafeFileError,
+    WeightsError,
+)
+from tfviz.hf.families import Architecture, Family, Specials, family_of
+from tfviz.hf.mlm import MaskedLMHead
+from tfviz.hf.tokenizer import PieceTokenizer
+from tfviz.hf.weights import checked, encoder_from_tensors, expected_shapes
+from tfviz.model import Encoder
+
+# Limits of what a classroom server opens. XLM-R base (278 M parameters, 1.1 GB in float32) is
+# the largest model the issue names; BERT-large and larger are refused by tfviz.config.LIMITS
+# (12 layers, D <= 1024) before this budget is even reached.
+MAX_PARAMS = 300_000_000
+MAX_FILES = 256  # files in a model folder (a Hugging Face folder has about a dozen)
+MAX_JSON_BYTES = 1 << 20  # config.json, tokenizer_config.json and the like
+MAX_TOKENIZER_BYTES = 64 << 20  # tokenizer.json (XLM-R's is 17 MB) or vocab.txt
+WEIGHTS = "model.safetensors"
+# Files that unpickle (run code) when loaded by torch, numpy or joblib. Never read here; a folder
+# with one of them and no safetensors file is refused, saying why.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy", ".npz")
+CODE_SUFFIXES = (".py", ".pyc", ".pyo", ".pyd", ".so", ".dll", ".dylib")
+# config.json keys that ask a loader to import code shipped with the model.
+REMOTE_CODE_KEYS = ("auto_map", "trust_remote_code", "custom_pipelines")
+
+
+@dataclass(frozen=True)
+class LoadedEncoder:
+    """A pretrained encoder opened from a folder, ready for every view."""
+
+    name: str  # the folder's name
+    family: str  # "BERT", "RoBERTa" or "DistilBERT"
+    model_type: str  # config.json's model_type
+    model: Encoder  # eval mode, gradients off; pooled "mean" without a masked-LM head
+    tokenizer: PieceTokenizer
+    head: MaskedLMHead | None  # the masked-LM head, when the checkpoint has one
+    max_pieces: int  # word-pieces read per text, specials included (the model's own limit)
+    licence: str | None  # as the folder's README front matter or LICENSE file says
+    n_params: int  # the encoder's parameters (the head's not counted)
+    ignored: tuple[tuple[str, str], ...]  # (tensor name, why it is not used)
+
+
+def scan(folder: Path) -> dict[str, Path]:
+    """Relative name -> path of every file in folder (subfolders included), refusing code.
+
+    UnsafeFileError for a code file anywhere, a pickle without safetensors weights beside it;
+    PretrainedError for too many files or a folder that is not one.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise MissingFileError(f"{folder} is not a folder")
+    files: dict[str, Path] = {}
+    for root, dirs, names in os.walk(folder):  # links to folders are not followed
+        dirs.sort()
+        for name in sorted(names):
+            path = Path(root) / name
+            rel = path.relative_to(folder).as_posix()
+            files[rel] = path
+            if len(files) > MAX_FILES:
+                raise TooLargeError(
+                    f"the folder holds more than {MAX_FILES} files; a model folder has a dozen"
+                )
+    code = [rel for rel in files if rel.lower().endswith(CODE_SUFFIXES)]
+    if code:
+        raise UnsafeFileError(
+            f"the folder holds code ({', '.join(code[:3])}); tfviz never runs a model's own "
+            "code: remove it, tfviz needs only config.json, model.safetensors and the tokenizer"
+        )
+    pickles = [rel for rel in files if rel.lower().endswith(PICKLE_SUFFIXES)]
+    if WEIGHTS not in files:
+        if pickles:
+            raise UnsafeFileError(
+                f"the weights are a pickle ({', '.join(pickles[:3])}), which can run code when "
+                f"loaded; tfviz reads only {WEIGHTS}. Convert them with safetensors first."
+            )
+        raise MissingFileError(f"the folder has no {WEIGHTS}")
+    for name in ("config.json",):
+        if name not in files:
+            raise MissingFileError(f"the folder has no {name}")
+    return files
+
+
+def read_json(path: Path, limit: int = MAX_JSON_BYTES) -> dict:
+    """A JSON object from a small file; ConfigError when it is too large or not an object."""
+    size = path.stat().st_size
+    if size > limit:
+        raise TooLargeError(f"{path.name} has {size:,} bytes; at most {limit:,} are read")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ConfigError(f"{path.name} is not readable JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path.name} is not a JSON object")
+    return data
+
+
+def refuse_remote_code(data: dict, name: str) -> None:
+    for key in REMOTE_CODE_KEYS:
+        if key in data:
+            raise UnsafeFileError(
+                f"{name} has {key}: the model wants its own code run to load it; tfviz never "
+                "runs a model's code and opens only the BERT, RoBERTa and DistilBERT it knows"
+            )
+
+
+def model_config(arch: Architecture, has_head: bool, max_params: int) -> ModelConfig:
+    """tfviz's config for the architecture; TooLargeError or ConfigError before allocation."""
+    try:
+        config = ModelConfig(
+            **arch.fields,
+            n_out=0,  # no tfviz head: the output is the hidden states
+            dropout=0.0,  # inference only
+            # A masked-LM model is read per token; a headless one (a sentence encoder such as
+            # MiniLM) gives the mean of its last hidden states over real tokens.
+            pool="none" if has_head else "mean",
+            embed="token",
+        )
+    except ValueError as e:
+        limited = re.match(r"(\w+) must be between", str(e))
+        kind = TooLargeError if limited else ConfigError
+        raise kind(f"config.json: {e}") from None
+    head = config.d_model * (config.d_model + 3) + config.vocab_size if has_head else 0
+    total = config.n_params + head  # the decoder is counted once: tied to the embedding
+    if total > max_params:
+        raise TooLargeError(
+            f"config.json describes {total:,} parameters; this server opens at most {max_params:,}"
+        )
+    return config
+
+
+def _prefix(family: Family, names) -> str:
+    """The prefix the encoder's tensors carry: the family's ("bert.") when a head was saved
+    with them (BertForMaskedLM), none for a bare encoder (BertModel, MiniLM)."""
+    embedding = next(iter(family.embedding_keys.values()))
+    if family.prefix + embedding in names:
+        return family.prefix
+    return ""
+
+
+def _header(f, name: str) -> tuple[tuple[int, ...], str]:
+    s = f.get_slice(name)
+    return tuple(s.get_shape()), s.get_dtype()
+
+
+def load_weights(
+    path: Path, family: Family, arch: Architecture, max_params: int
+) -> tuple[Encoder, MaskedLMHead | None, tuple[tuple[str, str], ...]]:
+    """The encoder, its masked-LM head (or None) and the tensors left out, from model.safetensors.
+
+    Sizes are checked in this order, each before anything larger is read: the config against
+    the limits, the file's size against the config, each tensor's shape from the header.
+    """
+    # Largest honest file for this config: every encoder tensor, an untied decoder and head, a
+    # pooler and a small fine-tuning head, in float32, plus the header.
+    guess = model_config(arch, has_head=False, max_params=max_params)
+    D, V = guess.d_model, guess.vocab_size
+    honest = 4 * (guess.n_params + 2 * V * (D + 1) + 3 * D * D + 64 * D) + (4 << 20)
+    size = path.stat().st_size
+    if size > honest:
+        raise TooLargeError(
+            f"{path.name} has {size:,} bytes; a model of this config.json has at most about "
+            f"{honest:,}"
+        )
+    try:
+        f = safe_open(str(path), framework="pt")
+    except Exception as e:  # safetensors raises its own error type for a malformed header
+        raise WeightsError(f"{path.name} is not a readable safetensors file ({e})") from None
+    names = set(f.keys())
+    prefix = _prefix(family, names)
+    key_map = family.key_map(guess.n_layers, prefix)
+    # The masked-LM head: its tensors are all there, or none (a decoder tied to the embedding
+    # may be left out of the file).
+    head_names = {}
+    for ours, candidates in family.head_keys.items():
+        found = [c for c in candidates if c in names]
+        if found:
+            head_names[ours] = found[0]
+    has_head = bool(set(head_names) - {"decoder.weight"})
+    config = model_config(arch, has_head=has_head, max_params=max_params)
+    if has_head:
+        needed = set(family.head_keys) - ({"decoder.weight"} if arch.tie_word_embeddings else set())
+        lacking = sorted(needed - set(head_names))
+        if lacking:
+            raise WeightsError(
+                f"{path.name} has part of a masked-LM head but not "
+                + ", ".join(family.head_keys[k][0] for k in lacking)
+            )
+    missing = sorted(set(key_map.values()) - names)
+    used = set(key_map.values()) | set(head_names.values())
+    ignored, unexpected = [], []
+    for name in sorted(names - used):
+        why = family.why_ignored(name, prefix)
+        (ignored.append((name, why)) if why else unexpected.append(name))
+    if missing or unexpected:
+        raise WeightsError(
+            f"{path.name} is not a {family.name} checkpoint of this config.json: "
+            + (f"missing {', '.join(missing[:3])}" if missing else "")
+            + ("; " if missing and unexpected else "")
+            + (f"unexpected {', '.join(unexpected[:3])}" if unexpected else "")
+        )
+    shapes = expected_shapes(config, arch.positions_in_file)
+    for ours, theirs in key_map.items():
+        shape, dtype = _header(f, theirs)
+        if shape != shapes[ours]:
+            raise WeightsError(f"{theirs} has shape {shape} but config.json implies {shapes[ours]}")
+    head_shapes = MaskedLMHead.shapes(config.d_model, config.vocab_size)
+    for ours, theirs in head_names.items():
+        shape, _ = _header(f, theirs)
+        if shape != head_shapes[ours]:
+            raise WeightsError(
+                f"{theirs} has shape {shape} but config.json implies {head_shapes[ours]}"
+            )
+
+    class Lazy(dict):  # each tensor read from the file when asked for, not kept here
+        def __missing__(self, key):
+            return f.get_tensor(key)
+
+        def __contains__(self, key):
+            return key in names
+
+    tensors = Lazy()
+    model = encoder_from_tensors(
+        config, key_map, tensors, arch.position_offset, arch.positions_in_file
+    )
+    head = None
+    if has_head:
+        head = MaskedLMHead(D, V, arch.head_activation, config.norm_eps)
+        state = {}
+        for ours, shape in head_shapes.items():
+            if ours in head_names:
+                state[ours] = checked(head_names[ours], tensors[head_names[ours]], shape)
+            else:  # tied: the decoder is the word embedding
+                state[ours] = model.embed.weight
+        head.load_state_dict(state, strict=True, assign=True)
+        head = head.eval().requires_grad_(False)
+    return model, head, tuple(ignored)
+
+
+def _token_name(value) -> str | None:
+    """A special token as tokenizer_config.json writes it: a string or {"content": ...}."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) and 0 < len(value) <= 32 else None
+
+
+def load_tokenizer(files: dict[str, Path], family: Family, max_pieces: int) -> PieceTokenizer:
+    """The folder's tokenizer: tokenizer.json, or for WordPiece families a vocab.txt."""
+    settings = {}
+    for name in ("special_tokens_map.json", "tokenizer_config.json"):
+        if name in files:
+            data = read_json(files[name])
+            refuse_remote_code(data, name)
+            settings.update(data)
+    base = family.specials
+    specials = Specials(
+        **{
+            field: _token_name(settings.get(f"{field}_token")) or getattr(base, field)
+            for field in ("cls", "sep", "pad", "unk", "mask")
+        }
+    )
+    for name in ("tokenizer.json", "vocab.txt"):
+        if name in files and files[name].stat().st_size > MAX_TOKENIZER_BYTES:
+            raise TooLargeError(
+                f"{name} has {files[name].stat().st_size:,} bytes; at most "
+                f"{MAX_TOKENIZER_BYTES:,} are read"
+            )
+    if "tokenizer.json" in files:
+        return PieceTokenizer.from_file(files["tokenizer.json"], max_pieces, specials=specials)
+    if "vocab.txt" in files and family.wordpiece:
+        lowercase = settings.get("do_lower_case", True)
+        strip = settings.get("strip_accents")
+        chinese = settings.get("tokenize_chinese_chars", True)
+        return PieceTokenizer.from_vocab_txt(
+            files["vocab.txt"],
+            max_pieces,
+            lowercase=lowercase is not False,
+            strip_accents=strip if isinstance(strip, bool) else None,
+            chinese_chars=chinese is not False,
+            specials=specials,
+        )
+    wanted = "tokenizer.json or vocab.txt" if family.wordpiece else "tokenizer.json"
+    raise MissingFileError(f"the folder has no tokenizer: {family.name} needs {wanted}")
+
+
+def model_max_pieces(files: dict[str, Path], config: ModelConfig) -> int:
+    """Word-pieces the model reads, specials included: its positions, or fewer when a
+    sentence-transformers config (max_seq_length) or tokenizer_config.json (model_max_length)
+    says so."""
+    limit = config.max_len
+    for name, key in (
+        ("sentence_bert_config.json", "max_seq_length"),
+        ("tokenizer_config.json", "model_max_length"),
+    ):
+        if name in files:
+            value = read_json(files[name]).get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and 3 <= value < limit:
+                limit = value
+    return limit
+
+
+def licence_of(files: dict[str, Path]) -> str | None:
+    """The licence a model card's front matter names ("license: apache-2.0"), else a LICENSE
+    file's presence, else None."""
+    if "README.md" in files and files["README.md"].stat().st_size <= MAX_JSON_BYTES:
+        text = files["README.md"].read_text(encoding="utf-8", errors="replace")
+        front = re.match(r"---\s*\n(.*?)\n---", text, re.S)
+        if front:
+            found = re.search(r"^licen[cs]e:\s*(\S.*)$", front.group(1), re.M)
+            if found:
+                return found.group(1).strip().strip("'\"")[:64]
+    for name in ("LICENSE", "LICENSE.txt", "LICENSE.md"):
+        if name in files:
+            return f"see {name}"
+    return None
+
+
+def open_folder(
+    folder: str | Path, device: str | torch.device = "cpu", max_params: int = MAX_PARAMS
+) -> LoadedEncoder:
+    """A model folder as a LoadedEncoder; a PretrainedError subclass saying why not."""
+    folder = Path(folder)
+    files = scan(folder)
+    raw = read_json(files["config.json"])
+    refuse_remote_code(raw, "config.json")
+    family = family_of(raw)
+    try:
+        arch = family.read(raw)
+    except PretrainedError:
+        raise
+    except (KeyError, TypeError, ValueError) as e:
+        raise ConfigError(f"config.json is not a usable {family.name} config ({e})") from None
+    model, head, ignored = load_weights(files[WEIGHTS], family, arch, max_params)
+    config = model.config
+    max_pieces = model_max_pieces(files, config)
+    tokenizer = load_tokenizer(files, family, max_pieces)
+    if tokenizer.vocab_size > config.vocab_size:
+        raise TokenizerError(
+            f"the tokenizer has {tokenizer.vocab_size:,} pieces, the model only "
+            f"{config.vocab_size:,}: some pieces would have no embedding"
+        )
+    return LoadedEncoder(
+        name=folder.name,
+        family=family.name,
+        model_type=raw["model_type"],
+        model=model.to(device),
+        tokenizer=tokenizer,
+        head=None if head is None else head.to(device),
+        max_pieces=max_pieces,
+        licence=licence_of(files),
+        n_params=config.n_params,
+        ignored=ignored,
+    )

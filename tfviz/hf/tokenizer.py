@@ -1,0 +1,317 @@
+"""Text to word-pieces for a pretrained encoder: [CLS] pieces [SEP] (or <s> pieces </s>), cut to the
+model's limit, with notes saying what was cut, unknown, or typed as a special token.
+
+One class for every family: the `tokenizers` library does the splitting from the model's own
+tokenizer.json (WordPiece for BERT and DistilBERT, byte-level BPE for RoBERTa, Unigram for XLM-R)
+or from a BERT vocab.txt. Its added (special) tokens are removed before any text is split, so
+text the user types can never produce a special token: a typed "[SEP]" is "[", "sep", "]". The
+frame's specials are added here by id. The one exception is fill-in-the-mask: encode(text,
+mask=...) turns each occurrence of the named marker into the mask token, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+from torch import Tensor
+
+from tfviz.hf.errors import TokenizerError
+from tfviz.hf.families import BERT_SPECIALS, Specials
+from tfviz.tasks import InputError
+
+MAX_CHARS = 100_000  # a longer text is refused before tokenising (it would be cut anyway)
+MAX_TEXTS = 64  # texts in one batch
+MINILM_VOCABULARY = "lower-case English word-pieces"  # what MiniLM's [UNK] note says it lacks
+
+
+@dataclass(frozen=True)
+class Pieces:
+    """One text as the model reads it: [CLS], its word-pieces (cut to fit), [SEP]."""
+
+    text: str  # as typed
+    ids: tuple[int, ...]  # (T,) word-piece ids, [CLS] first and [SEP] last
+    pieces: tuple[str, ...]  # (T,) the word-pieces ("##" marks a piece continuing a word)
+    labels: tuple[str, ...]  # (T,) unique axis labels: a repeated piece gets " (position)"
+    spans: tuple[tuple[int, int], ...]  # (T,) character span of each piece in text; (0, 0): special
+    cut_at: int | None  # characters of text the model read when it was cut; None: all of it
+    n_unknown: int  # pieces that are [UNK]: characters the vocabulary lacks
+    notes: tuple[str, ...]  # what to tell the reader: the cut, unknown pieces, typed specials
+    masked: tuple[int, ...] = ()  # positions holding the mask token (encode(text, mask=...))
+
+    @property
+    def truncated(self) -> bool:
+        return self.cut_at is not None
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Texts padded to one length, ready for Encoder.forward(ids, pad_mask)."""
+
+    ids: Tensor  # (B, T) int64, padded with [PAD]
+    pad_mask: Tensor  # (B, T) bool, True where a position is padding
+    items: tuple[Pieces, ...]  # (B,) each text's pieces, labels and notes
+
+
+class PieceTokenizer:
+    """A model's tokenizer, framing each text with its specials (BERT: [CLS] ... [SEP]).
+
+    spec: the tokenizer.json contents. specials: the names of the model's special tokens.
+    vocabulary: a few words on what the vocabulary holds, for the [UNK] note ("" says nothing).
+    """
+
+    def __init__(
+        self,
+        spec: dict,
+        max_pieces: int = 128,
+        specials: Specials = BERT_SPECIALS,
+        vocabulary: str = "",
+    ):
+        if not isinstance(spec, dict):
+            raise TokenizerError("tokenizer.json is not a JSON object")
+        try:
+            full = Tokenizer.from_str(json.dumps(spec))
+            # Only the normaliser, the pre-tokeniser and the vocabulary are kept for text: typed
+            # "[SEP]" is then "[", "sep", "]", and cutting and padding are done (and reported)
+            # here. The specials' ids come from the full tokenizer (XLM-R's <mask> exists only
+            # as an added token).
+            stripped = dict(spec, added_tokens=[], post_processor=None, truncation=None)
+            self._tok = Tokenizer.from_str(json.dumps(dict(stripped, padding=None)))
+        except Exception as e:  # the tokenizers library raises its own exception types
+            raise TokenizerError(f"the tokenizer cannot be read ({_clip(str(e), 200)})") from None
+        ids = {name: full.token_to_id(name) for name in (specials.cls, specials.sep,
+                                                         specials.pad, specials.unk)}  # fmt: skip
+        if None in ids.values():
+            raise TokenizerError(f"tokenizer lacks a special piece: {ids}")
+        self.cls_id, self.sep_id, self.pad_id, self.unk_id = ids.values()
+        self.mask_id = full.token_to_id(specials.mask)  # None: no masked-LM use
+        # Whether the mask token swallows the spaces beside it, as its added-token entry says
+        # (RoBERTa's "<mask>" has lstrip: "the <mask>" is "the", "<mask>", not "the", "Ġ", ...).
+        entry = next(
+            (t for t in spec.get("added_tokens") or () if isinstance(t, dict)
+             and t.get("content") == specials.mask),
+            {},
+        )  # fmt: skip
+        self.mask_strip = (bool(entry.get("lstrip")), bool(entry.get("rstrip")))
+        self.specials = specials
+        self.vocabulary = vocabulary
+        # Ids run to the largest one (a vocab.txt with a repeated line has gaps): the model
+        # needs an embedding row for each.
+        self.vocab_size = max(full.get_vocab(with_added_tokens=True).values(), default=-1) + 1
+        self._full = full
+        if max_pieces < 3:
+            raise ValueError("max_pieces must leave room for [CLS], one piece and [SEP]")
+        self.max_pieces = max_pieces
+
+    @classmethod
+    def from_file(cls, path: Path, max_pieces: int = 128, **kwargs) -> PieceTokenizer:
+        try:
+            spec = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise TokenizerError(f"{Path(path).name} is not readable JSON ({e})") from None
+        return cls(spec, max_pieces, **kwargs)
+
+    @classmethod
+    def from_vocab_txt(
+        cls,
+        path: Path,
+        max_pieces: int = 128,
+        lowercase: bool = True,
+        strip_accents: bool | None = None,
+        chinese_chars: bool = True,
+        **kwargs,
+    ) -> PieceTokenizer:
+        """BERT's tokenizer from a vocab.txt (one piece a line, the line number its id), built
+        as transformers' BertTokenizerFast builds it: BERT normaliser, BERT pre-tokeniser,
+        WordPiece with "##" continuations."""
+        try:
+            lines = Path(path).read_text(encoding="utf-8").split("\n")
+        except (OSError, UnicodeDecodeError) as e:
+            raise TokenizerError(f"{Path(path).name} is not readable text ({e})") from None
+        if lines and lines[-1] == "":
+            lines.pop()  # the final newline
+        vocab = {}
+        for i, piece in enumerate(lines):
+            vocab[piece.rstrip("\r")] = i  # a repeated line takes its last id, as in transformers
+        specials = kwargs.get("specials", BERT_SPECIALS)
+        if specials.unk not in vocab:
+            raise TokenizerError(f"{Path(path).name} has no {specials.unk} line")
+        tok = Tokenizer(
+            models.WordPiece(vocab, unk_token=specials.unk, max_input_chars_per_word=100)
+        )
+        tok.normalizer = normalizers.BertNormalizer(
+            clean_text=True,
+            handle_chinese_chars=chinese_chars,
+            strip_accents=strip_accents,
+            lowercase=lowercase,
+        )
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tok.decoder = decoders.WordPiece(prefix="##")
+        return cls(json.loads(tok.to_str()), max_pieces, **kwargs)
+
+    def piece(self, piece_id: int) -> str:
+        """A piece id as the vocabulary spells it ("##s", "Ġcat")."""
+        return self._full.id_to_token(piece_id) or f"<{piece_id}>"  # a padded vocabulary has gaps
+
+    def piece_text(self, piece_id: int) -> str:
+        """A piece as the words it stands for (byte-level "Ġcat" -> "cat", "##s" -> "s")."""
+        return self._full.decode([piece_id], skip_special_tokens=False).strip()
+
+    def _split(self, text: str, mask: str | None):
+        """ids, pieces, spans of text's word-pieces; each occurrence of mask becomes the mask
+        token (the whitespace beside it dropped where the mask token's lstrip/rstrip say)."""
+        if mask is None:
+            enc = self._tok.encode(text, add_special_tokens=False)
+            return list(enc.ids), list(enc.tokens), [tuple(s) for s in enc.offsets]
+        if self.mask_id is None:
+            raise TokenizerError(f"this tokenizer has no {self.specials.mask} token")
+        ids, pieces, spans = [], [], []
+        start = 0
+        parts = text.split(mask)
+        lstrip, rstrip = self.mask_strip
+        for n, part in enumerate(parts):
+            at = start
+            if n < len(parts) - 1 and lstrip:
+                part = part.rstrip()
+            if n > 0 and rstrip:
+                at += len(part) - len(part.lstrip())
+                part = part.lstrip()
+            if part:
+                enc = self._tok.encode(part, add_special_tokens=False)
+                ids += enc.ids
+                pieces += enc.tokens
+                spans += [(at + a, at + b) for a, b in enc.offsets]
+            if n < len(parts) - 1:
+                at = text.index(mask, start)
+                ids.append(self.mask_id)
+                pieces.append(self.specials.mask)
+                spans.append((at, at + len(mask)))
+                start = at + len(mask)
+        return ids, pieces, spans
+
+    def encode(self, text: str, mask: str | None = None) -> Pieces:
+        """Word-pieces of one text; ValueError with a message for text that has none.
+
+        mask: a marker (e.g. "[MASK]") whose occurrences in text become the mask token.
+        """
+        if not isinstance(text, str):
+            kind = type(text).__name__
+            raise InputError("not_text", f"the text must be a string, got {kind}", type=kind)
+        if len(text) > MAX_CHARS:
+            raise InputError(
+                "too_many_chars",
+                f"the text has {len(text):,} characters; at most {MAX_CHARS:,} are accepted "
+                f"(and only the first {self.max_pieces - 2} word-pieces are read)",
+                length=len(text),
+                limit=MAX_CHARS,
+                pieces=self.max_pieces - 2,
+            )
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(
+                "not_unicode",
+                "the text holds characters that are not valid Unicode (a lone surrogate)",
+            ) from None
+        all_ids, all_pieces, all_spans = self._split(text, mask)
+        if not all_ids:
+            raise InputError(
+                "no_pieces",
+                "the text has no word-pieces: it is empty, or only spaces, accents, invisible or "
+                "control characters. Type a sentence.",
+            )
+        sp = self.specials
+        room = self.max_pieces - 2  # [CLS] and [SEP] always fit
+        ids, pieces, spans = all_ids[:room], all_pieces[:room], all_spans[:room]
+        notes = []
+        cut_at = None
+        if len(all_ids) > room:
+            cut_at = spans[-1][1]
+            rest = " ".join(text[cut_at:].split())
+            notes.append(
+                f"The text has {len(all_ids)} word-pieces; the model reads at most {room} (plus "
+                f"{sp.cls} and {sp.sep}), so it was cut after word-piece {room} ({pieces[-1]!r}), "
+                f"at character {cut_at} of {len(text)}. Not read: {_clip(rest, 40)!r}."
+            )
+        n_unknown = sum(i == self.unk_id for i in ids)
+        if n_unknown:
+            unknown = dict.fromkeys(  # each unknown stretch of text once, in order
+                text[a:b] for i, (a, b) in zip(ids, spans, strict=True) if i == self.unk_id
+            )
+            what = f" ({self.vocabulary})" if self.vocabulary else ""
+            notes.append(
+                f"{n_unknown} of {len(ids)} word-pieces are {sp.unk}: the model's vocabulary"
+                f"{what} has no piece for {_clip(' '.join(unknown), 40)}."
+            )
+        upper = text.upper() if mask is None else text.replace(mask, " ").upper()
+        typed = [name for name in sp.names if name.upper() in upper]
+        if typed:
+            notes.append(
+                f"{', '.join(typed)} in the text is read as plain characters (brackets and "
+                "letters), not as the model's special token: only the "
+                f"{sp.cls} and {sp.sep} around the text are special."
+            )
+        masked = tuple(n + 1 for n, i in enumerate(ids) if mask is not None and i == self.mask_id)
+        ids = (self.cls_id, *ids, self.sep_id)
+        pieces = (sp.cls, *pieces, sp.sep)
+        spans = ((0, 0), *(tuple(s) for s in spans), (0, 0))
+        return Pieces(
+            text=text,
+            ids=ids,
+            pieces=pieces,
+            labels=unique_labels(pieces),
+            spans=spans,
+            cut_at=cut_at,
+            n_unknown=n_unknown,
+            notes=tuple(notes),
+            masked=masked,
+        )
+
+    def batch(self, texts: list[str], device: str | torch.device = "cpu") -> Batch:
+        """Several texts padded with [PAD] to the longest; ValueError naming a text that fails."""
+        if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
+            raise ValueError("texts must be a list of strings")
+        if not 1 <= len(texts) <= MAX_TEXTS:
+            raise ValueError(f"give between 1 and {MAX_TEXTS} texts, got {len(texts)}")
+        items = []
+        for n, text in enumerate(texts, 1):
+            try:
+                items.append(self.encode(text))
+            except ValueError as e:
+                raise ValueError(f"text {n}: {e}") from None
+        return self.pad(items, device)
+
+    def pad(self, items: list[Pieces], device: str | torch.device = "cpu") -> Batch:
+        """Already encoded texts padded with [PAD] to the longest, as one Batch."""
+        T = max(len(p.ids) for p in items)
+        ids = torch.full((len(items), T), self.pad_id, dtype=torch.long)
+        pad_mask = torch.ones(len(items), T, dtype=torch.bool)
+        for b, p in enumerate(items):
+            ids[b, : len(p.ids)] = torch.tensor(p.ids)
+            pad_mask[b, : len(p.ids)] = False
+        return Batch(ids=ids.to(device), pad_mask=pad_mask.to(device), items=tuple(items))
+
+
+class WordPieceTokenizer(PieceTokenizer):
+    """BERT's uncased word-piece tokenizer as all-MiniLM-L6-v2 ships it (tokenizer.json)."""
+
+    def __init__(self, spec: dict, max_pieces: int = 128, **kwargs):
+        kwargs.setdefault("vocabulary", MINILM_VOCABULARY)
+        super().__init__(spec, max_pieces, **kwargs)
+
+
+def unique_labels(pieces: tuple[str, ...]) -> tuple[str, ...]:
+    """Axis labels: a piece that occurs more than once gets its position, "the (3)".
+
+    Word-pieces never contain a space, so a label with " (" can't collide with a piece.
+    """
+    counts = Counter(pieces)
+    return tuple(p if counts[p] == 1 else f"{p} ({i})" for i, p in enumerate(pieces))
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"

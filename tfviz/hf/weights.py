@@ -1,0 +1,95 @@
+"""Checkpoint tensors into a tfviz Encoder: every shape and value checked, nothing guessed.
+
+Shared by every family and by tfviz.pretrained's bundled MiniLM: a key map (tfviz parameter ->
+checkpoint name, tfviz.hf.families) and the tensors go in, an Encoder in eval mode with gradients
+off comes out, or a WeightsError saying which tensor is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+from torch import Tensor
+
+from tfviz.config import ModelConfig
+from tfviz.hf.errors import WeightsError
+from tfviz.model import Encoder
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # read, then computed in float32
+
+
+def expected_shapes(config: ModelConfig, positions_in_file: int | None = None) -> dict:
+    """tfviz parameter -> the shape its checkpoint tensor must have, from the config alone
+    (nothing allocated). "pos" is the checkpoint's 2-d position table, positions_in_file rows."""
+    V, D, F = config.vocab_size, config.d_model, config.d_ff
+    shapes = {
+        "embed.weight": (V, D),
+        "pos": (positions_in_file or config.max_len, D),
+    }
+    if config.type_vocab_size:
+        shapes["type_embed.weight"] = (config.type_vocab_size, D)
+    if config.embed_norm:
+        shapes["embed_norm.weight"] = shapes["embed_norm.bias"] = (D,)
+    for i in range(config.n_layers):
+        for name in ("W_q", "W_k", "W_v", "W_o"):
+            shapes[f"layers.{i}.attn.{name}.weight"] = (D, D)
+            shapes[f"layers.{i}.attn.{name}.bias"] = (D,)
+        shapes[f"layers.{i}.ff.fc1.weight"] = (F, D)
+        shapes[f"layers.{i}.ff.fc1.bias"] = (F,)
+        shapes[f"layers.{i}.ff.fc2.weight"] = (D, F)
+        shapes[f"layers.{i}.ff.fc2.bias"] = (D,)
+        for norm in ("norm1", "norm2"):
+            shapes[f"layers.{i}.{norm}.weight"] = shapes[f"layers.{i}.{norm}.bias"] = (D,)
+    return shapes
+
+
+def checked(name: str, t: Tensor, shape: tuple, dtypes=FLOAT_DTYPES) -> Tensor:
+    """t as float32 if it has this shape, a float dtype and only finite values, else
+    WeightsError."""
+    if tuple(t.shape) != tuple(shape) or t.dtype not in dtypes:
+        allowed = "/".join(str(d).removeprefix("torch.") for d in dtypes)
+        raise WeightsError(
+            f"{name} is {str(t.dtype).removeprefix('torch.')} {tuple(t.shape)}; the config needs "
+            f"{allowed} {tuple(shape)}"
+        )
+    t = t.float()
+    # One sum per tensor: NaN or inf anywhere makes it non-finite (weights are far too small to
+    # overflow float32), and it costs a fraction of isfinite(t).all().
+    if not torch.isfinite(t.sum()):
+        raise WeightsError(f"{name} holds NaN or infinite values")
+    return t
+
+
+def encoder_from_tensors(
+    config: ModelConfig,
+    names: Mapping[str, str],
+    tensors: Mapping[str, Tensor],
+    position_offset: int = 0,
+    positions_in_file: int | None = None,
+    dtypes=FLOAT_DTYPES,
+) -> Encoder:
+    """An Encoder (CPU, eval mode, no gradients) holding the named checkpoint tensors.
+
+    names: tfviz parameter -> checkpoint name, covering every parameter. tensors: checkpoint
+    name -> tensor (read lazily if it is a lazy mapping). The position table keeps its rows from
+    position_offset on (RoBERTa's first real token reads row pad_token_id + 1).
+    """
+    shapes = expected_shapes(config, positions_in_file)
+    if set(names) != set(shapes):
+        raise WeightsError(f"no tensor named for {sorted(set(shapes) - set(names))[:3]}")
+    state = {}
+    for ours, theirs in names.items():
+        if theirs not in tensors:
+            raise WeightsError(f"the weights file has no tensor {theirs}")
+        t = checked(theirs, tensors[theirs], shapes[ours], dtypes)
+        if ours == "pos":
+            # (positions, D) -> (1, max_len, D): the rows real tokens read, in order.
+            t = t[position_offset : position_offset + config.max_len].unsqueeze(0).contiguous()
+        state[ours] = t
+    # Built on the CPU and its random weights then replaced (assign=True: no copy). Building on
+    # the meta device would skip the random init but costs more: its first use imports
+    # torch._dynamo (about 4 s and 90 MB).
+    model = Encoder(config)
+    model.load_state_dict(state, strict=True, assign=True)
+    return model.eval().requires_grad_(False)

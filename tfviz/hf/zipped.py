@@ -1,0 +1,140 @@
+"""A zipped model folder, unpacked into a private temporary folder under strict limits.
+
+An uploaded zip is hostile until shown otherwise. Before anything is written, the zip's central
+directory is checked: entry count, total declared size, each entry's compression ratio (a zip
+bomb packs gigabytes of zeros into kilobytes), names that would land outside the folder (`../`,
+absolute paths, drive letters, backslashes), links, encrypted entries. While unpacking, bytes are
+counted again, because a zip's headers can lie about sizes. Then the folder is opened like any
+other (tfviz.hf.folder), with its own checks on what is inside.
+"""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import tempfile
+import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+
+from tfviz.hf.errors import ZipRefusedError
+from tfviz.hf.folder import MAX_FILES, LoadedEncoder, open_folder
+
+MAX_UNPACKED_BYTES = 1_200_000_000  # XLM-R base in float32 (1.1 GB) and its tokenizer
+MAX_RATIO = 50  # uncompressed / compressed per entry; float weights compress about 1.1x
+RATIO_FREE_BYTES = 1 << 20  # entries this small may compress well (JSON, vocab.txt)
+CHUNK = 1 << 20
+
+
+def _refuse_name(name: str) -> str | None:
+    """Why an entry's name is refused, or None."""
+    if "\\" in name or "\x00" in name:
+        return "a backslash or NUL in a name"
+    path = PurePosixPath(name)
+    if path.is_absolute() or (path.parts and path.parts[0].endswith(":")):
+        return "an absolute path"
+    if ".." in path.parts:
+        return "a '..' path (it would write outside the folder)"
+    return None
+
+
+def check_entries(zf: zipfile.ZipFile, max_bytes: int, max_files: int) -> list[zipfile.ZipInfo]:
+    """The zip's file entries, each checked from the central directory; ZipRefusedError else."""
+    infos = zf.infolist()
+    if len(infos) > max_files:
+        raise ZipRefusedError(
+            f"the zip holds {len(infos):,} entries; at most {max_files} are opened"
+        )
+    total = 0
+    seen = set()
+    files = []
+    for info in infos:
+        why = _refuse_name(info.filename)
+        if why:
+            raise ZipRefusedError(f"the zip entry {info.filename!r} is refused: {why}")
+        mode = info.external_attr >> 16
+        if stat.S_ISLNK(mode):
+            raise ZipRefusedError(f"the zip entry {info.filename!r} is a link; links are refused")
+        if info.flag_bits & 0x1:
+            raise ZipRefusedError(f"the zip entry {info.filename!r} is encrypted")
+        key = info.filename.rstrip("/").lower()
+        if key in seen:
+            raise ZipRefusedError(f"the zip holds {info.filename!r} twice")
+        seen.add(key)
+        if info.is_dir():
+            continue
+        total += info.file_size
+        if total > max_bytes:
+            raise ZipRefusedError(
+                f"the zip unpacks to more than {max_bytes:,} bytes; a model this server opens "
+                "is smaller"
+            )
+        if info.file_size > RATIO_FREE_BYTES and info.file_size > MAX_RATIO * max(
+            info.compress_size, 1
+        ):
+            ratio = info.file_size / max(info.compress_size, 1)
+            raise ZipRefusedError(
+                f"{info.filename!r} is compressed {ratio:,.0f} times (a zip bomb?); model "
+                "weights compress about 1.1 times"
+            )
+        files.append(info)
+    return files
+
+
+def extract(zip_path: str | Path, dest: Path, max_bytes: int = MAX_UNPACKED_BYTES,
+            max_files: int = MAX_FILES) -> Path:  # fmt: skip
+    """Unpack zip_path into dest (an empty folder); the model folder inside it.
+
+    The model folder is dest itself, or the zip's one top-level folder when every entry is in it.
+    """
+    try:
+        zf = zipfile.ZipFile(zip_path)
+    except (OSError, zipfile.BadZipFile) as e:
+        raise ZipRefusedError(f"not a readable zip file ({e})") from None
+    with zf:
+        files = check_entries(zf, max_bytes, max_files)
+        written = 0
+        root = dest.resolve()
+        for info in files:
+            target = (dest / info.filename).resolve()
+            if root not in target.parents:  # the name checks make this impossible; kept anyway
+                raise ZipRefusedError(f"the zip entry {info.filename!r} would leave the folder")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            declared = info.file_size
+            count = 0
+            try:
+                with zf.open(info) as src, open(target, "xb") as out:
+                    while chunk := src.read(CHUNK):
+                        count += len(chunk)
+                        written += len(chunk)
+                        if count > declared or written > max_bytes:
+                            raise ZipRefusedError(
+                                f"{info.filename!r} unpacks to more than its header says "
+                                "(a zip bomb?)"
+                            )
+                        out.write(chunk)
+            except (zipfile.BadZipFile, OSError, EOFError, RuntimeError) as e:
+                raise ZipRefusedError(f"{info.filename!r} cannot be unpacked ({e})") from None
+    tops = {PurePosixPath(i.filename).parts[0] for i in zf.infolist()}
+    if len(tops) == 1 and (dest / next(iter(tops))).is_dir():
+        return dest / next(iter(tops))
+    return dest
+
+
+@contextmanager
+def unpacked(zip_path: str | Path, **limits) -> Iterator[Path]:
+    """The zip's model folder in a temporary folder that is removed afterwards."""
+    tmp = Path(tempfile.mkdtemp(prefix="tfviz-model-"))
+    try:
+        yield extract(zip_path, tmp, **limits)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def open_zip(zip_path: str | Path, device="cpu", **limits) -> LoadedEncoder:
+    """A zipped model folder as a LoadedEncoder; ZipRefusedError or another PretrainedError
+    subclass saying why not. The unpacked files are gone when this returns (the model is in
+    memory)."""
+    with unpacked(zip_path, **limits) as folder:
+        return open_folder(folder, device=device)
