@@ -113,12 +113,14 @@ def _build(kind: str, folder: Path):
     T = transformers
     folder.mkdir(parents=True)
     common = dict(attn_implementation="eager")
-    if kind in ("bert", "bert-gelu-new", "bert-encoder-only"):
+    if kind in ("bert", "bert-untied", "bert-gelu-new", "bert-encoder-only"):
         V = _vocab_txt(folder)
         act = "gelu_new" if kind == "bert-gelu-new" else "gelu"
         cfg = T.BertConfig(
             vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-            intermediate_size=64, max_position_embeddings=64, hidden_act=act, **common,
+            intermediate_size=64, max_position_embeddings=64, hidden_act=act,
+            # Older checkpoints keep the decoder as its own tensor, cls.predictions.decoder.*
+            tie_word_embeddings=kind != "bert-untied", **common,
         )  # fmt: skip
         cls = T.BertModel if kind == "bert-encoder-only" else T.BertForMaskedLM
     elif kind == "roberta":
@@ -155,8 +157,8 @@ def _build(kind: str, folder: Path):
     return model
 
 
-KINDS = ["bert", "bert-gelu-new", "bert-encoder-only", "roberta", "xlm-roberta", "distilbert",
-         "distilbert-relu"]  # fmt: skip
+KINDS = ["bert", "bert-untied", "bert-gelu-new", "bert-encoder-only", "roberta", "xlm-roberta",
+         "distilbert", "distilbert-relu"]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -348,6 +350,12 @@ def test_remote_code_in_config_is_refused(bert_copy, key):
         hf.open_folder(bert_copy)
 
 
+def test_a_fifo_in_the_folder_is_refused_unread(bert_copy):
+    os.mkfifo(bert_copy / "tokenizer_config.json")  # reading it would wait for ever
+    with pytest.raises(hf.UnsafeFileError, match="tokenizer_config.json is not a regular file"):
+        hf.open_folder(bert_copy)
+
+
 def test_a_python_file_in_the_folder_is_refused(bert_copy):
     (bert_copy / "sub").mkdir()
     (bert_copy / "sub" / "modeling_evil.py").write_text("raise SystemExit('ran')\n")
@@ -514,8 +522,9 @@ def test_a_zip_whose_header_lies_about_a_size_is_stopped_while_unpacking(built, 
         start = data.find(b"PK\x01\x02", start + 4)
     assert start != -1
     z.write_bytes(bytes(data))
-    with pytest.raises(hf.ZipRefusedError, match="config.json"):
+    with pytest.raises(hf.ZipRefusedError, match="config.json") as refused:
         hf.open_zip(z)
+    print(refused.value)
 
 
 @pytest.mark.parametrize(

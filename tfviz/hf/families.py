@@ -249,13 +249,16 @@ BERT = Family(
         "norm.weight": ("cls.predictions.transform.LayerNorm.weight",),
         "norm.bias": ("cls.predictions.transform.LayerNorm.bias",),
         "decoder.weight": ("cls.predictions.decoder.weight",),
-        "bias": ("cls.predictions.bias", "cls.predictions.decoder.bias"),
+        # transformers adds the decoder's own bias; it is tied to cls.predictions.bias unless
+        # the word embedding is untied, and older files hold only the latter.
+        "bias": ("cls.predictions.decoder.bias", "cls.predictions.bias"),
     },
     ignored={
         **_COMMON_IGNORED,
         r"pooler\.dense\.(weight|bias)": "BERT's [CLS] pooler; tfviz shows the hidden states",
         r"cls\.seq_relationship\.(weight|bias)": "the next-sentence head of BERT's pre-training",
-        r"cls\.predictions\.decoder\.bias": "the same vector as cls.predictions.bias",
+        r"cls\.predictions\.bias": "the head's bias as declared; the decoder's own bias "
+        "(cls.predictions.decoder.bias, the same vector when tied) is what is added",
     },
     specials=BERT_SPECIALS,
     read=read_bert,
@@ -273,12 +276,13 @@ ROBERTA = Family(
         "norm.weight": ("lm_head.layer_norm.weight",),
         "norm.bias": ("lm_head.layer_norm.bias",),
         "decoder.weight": ("lm_head.decoder.weight",),
-        "bias": ("lm_head.bias", "lm_head.decoder.bias"),
+        "bias": ("lm_head.decoder.bias", "lm_head.bias"),  # as BERT's: the decoder's first
     },
     ignored={
         **_COMMON_IGNORED,
         r"pooler\.dense\.(weight|bias)": "the [CLS] pooler; tfviz shows the hidden states",
-        r"lm_head\.decoder\.bias": "the same vector as lm_head.bias",
+        r"lm_head\.bias": "the head's bias as declared; the decoder's own bias (lm_head.decoder"
+        ".bias, the same vector when tied) is what is added",
     },
     specials=ROBERTA_SPECIALS,
     read=read_roberta,

@@ -86,6 +86,8 @@ def scan(folder: Path) -> dict[str, Path]:
         for name in sorted(names):
             path = Path(root) / name
             rel = path.relative_to(folder).as_posix()
+            if not path.is_file():  # a FIFO or device would block or never end when read
+                raise UnsafeFileError(f"{rel} is not a regular file")
             files[rel] = path
             if len(files) > MAX_FILES:
                 raise TooLargeError(
