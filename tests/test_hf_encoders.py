@@ -304,6 +304,37 @@ def test_fill_mask_answers_learned_and_with_w_o_off(kind, built, opened):
         hf.fill_mask(loaded.model, loaded.head, loaded.tokenizer, "no marker here")
 
 
+def test_a_folder_is_described_without_loading_and_a_models_folder_listed(
+    built, opened, monkeypatch, tmp_path
+):
+    def no_allocation(*args, **kwargs):
+        raise AssertionError("an Encoder was built")
+
+    root = tmp_path / "models"
+    for kind in ("bert", "roberta", "distilbert", "bert-encoder-only"):
+        shutil.copytree(built[kind][0], root / kind)
+    shutil.copytree(built["bert"][0], root / "with-code")
+    (root / "with-code" / "modeling_bert.py").write_text("import os\n")
+    shutil.copytree(built["bert"][0], root / ".cache")  # hidden: not a model
+    (root / "bert" / "README.md").write_text("---\nlanguage: en\nlicense: apache-2.0\n---\n# A")
+    monkeypatch.setattr("tfviz.hf.weights.Encoder", no_allocation)
+    listed = hf.list_folder(root)
+    assert [item.name for item in listed] == [
+        "bert", "bert-encoder-only", "distilbert", "roberta", "with-code",
+    ]  # fmt: skip
+    *found, refused = listed
+    assert isinstance(refused, hf.Refused) and "modeling_bert.py" in refused.reason
+    for info in found:
+        loaded = opened[info.name]
+        assert isinstance(info, hf.FolderInfo)
+        assert (info.family, info.model_type, info.n_params, info.max_pieces) == (
+            loaded.family, loaded.model_type, loaded.n_params, loaded.max_pieces,
+        )  # fmt: skip
+        assert info.config == loaded.model.config
+        assert info.masked_lm == (loaded.head is not None) == (info.name != "bert-encoder-only")
+        assert info.licence == ("apache-2.0" if info.name == "bert" else None)
+
+
 # ---- hostile folders: each refused with a message, nothing run ----------------------------------
 
 

@@ -2,6 +2,8 @@
 opened into tfviz's own Encoder (every W_o switch and trace site works on them), with their
 masked-LM head when they have one, and hostile folders and zips refused before anything runs.
 
+    for found in list_folder(os.environ["TFVIZ_PRETRAINED_DIR"]):  # nothing loaded
+        print(found)                             # FolderInfo, or Refused with its reason
     loaded = open_folder("models/my-bert")       # or open_zip("upload.zip")
     answer = fill_mask(loaded.model, loaded.head, loaded.tokenizer,
                        "The cat sat on the [MASK].", Interventions(w_o="identity"))
@@ -23,7 +25,15 @@ from tfviz.hf.errors import (
     ZipRefusedError,
 )
 from tfviz.hf.families import BERT, DISTILBERT, FAMILIES, ROBERTA, Family, family_of
-from tfviz.hf.folder import MAX_PARAMS, LoadedEncoder, open_folder
+from tfviz.hf.folder import (
+    MAX_PARAMS,
+    FolderInfo,
+    LoadedEncoder,
+    Refused,
+    describe_folder,
+    list_folder,
+    open_folder,
+)
 from tfviz.hf.mlm import MaskAnswer, MaskedLMHead, fill_mask, masked_lm_logits
 from tfviz.hf.tokenizer import PieceTokenizer
 from tfviz.hf.zipped import open_zip, unpacked
@@ -36,20 +46,24 @@ __all__ = [
     "ROBERTA",
     "ConfigError",
     "Family",
+    "FolderInfo",
     "LoadedEncoder",
     "MaskAnswer",
     "MaskedLMHead",
     "MissingFileError",
     "PieceTokenizer",
     "PretrainedError",
+    "Refused",
     "TokenizerError",
     "TooLargeError",
     "UnknownFamilyError",
     "UnsafeFileError",
     "WeightsError",
     "ZipRefusedError",
+    "describe_folder",
     "family_of",
     "fill_mask",
+    "list_folder",
     "masked_lm_logits",
     "open_folder",
     "open_zip",

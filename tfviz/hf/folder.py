@@ -170,23 +170,25 @@ def _prefix(family: Family, names) -> str:
     return ""
 
 
-def _header(f, name: str) -> tuple[tuple[int, ...], str]:
-    s = f.get_slice(name)
-    return tuple(s.get_shape()), s.get_dtype()
+@dataclass(frozen=True)
+class WeightsPlan:
+    """What model.safetensors holds, checked from its header against config.json: nothing read
+    past the header, nothing allocated."""
+
+    config: ModelConfig
+    key_map: dict[str, str]  # Encoder parameter -> tensor name
+    head_names: dict[str, str]  # MaskedLMHead parameter -> tensor name; empty: no head
+    ignored: tuple[tuple[str, str], ...]  # (tensor name, why it is not used)
 
 
-def load_weights(
-    path: Path, family: Family, arch: Architecture, max_params: int
-) -> tuple[Encoder, MaskedLMHead | None, tuple[tuple[str, str], ...]]:
-    """The encoder, its masked-LM head (or None) and the tensors left out, from model.safetensors.
-
-    Sizes are checked in this order, each before anything larger is read: the config against
-    the limits, the file's size against the config, each tensor's shape from the header.
-    """
-    # Largest honest file for this config: every encoder tensor, an untied decoder and head, a
-    # pooler and a small fine-tuning head, in float32, plus the header.
+def plan_weights(path: Path, family: Family, arch: Architecture, max_params: int) -> WeightsPlan:
+    """Every size check that needs no tensor data, in order, each before anything larger is
+    read: the config against the limits, the file's size against the config, the names in the
+    header against the family's key map, each tensor's shape against the config."""
     guess = model_config(arch, has_head=False, max_params=max_params)
     D, V = guess.d_model, guess.vocab_size
+    # Largest honest file for this config: every encoder tensor, an untied decoder and head, a
+    # pooler and a small fine-tuning head, in float32, plus the header.
     honest = 4 * (guess.n_params + 2 * V * (D + 1) + 3 * D * D + 64 * D) + (4 << 20)
     size = path.stat().st_size
     if size > honest:
@@ -194,36 +196,102 @@ def load_weights(
             f"{path.name} has {size:,} bytes; a model of this config.json has at most about "
             f"{honest:,}"
         )
+    with _open_safetensors(path) as f:
+        names = set(f.keys())
+        prefix = _prefix(family, names)
+        key_map = family.key_map(guess.n_layers, prefix)
+        head_names = _head_names(family, arch, names, path)
+        config = model_config(arch, has_head=bool(head_names), max_params=max_params)
+        used = set(key_map.values()) | set(head_names.values())
+        ignored = _check_names(family, prefix, names, used, path)
+        shapes = expected_shapes(config, arch.positions_in_file)
+        head_shapes = MaskedLMHead.shapes(config.d_model, config.vocab_size)
+        wanted = [(theirs, shapes[ours]) for ours, theirs in key_map.items()]
+        wanted += [(theirs, head_shapes[ours]) for ours, theirs in head_names.items()]
+        for theirs, shape in wanted:
+            found = tuple(f.get_slice(theirs).get_shape())
+            if found != shape:
+                raise WeightsError(f"{theirs} has shape {found} but config.json implies {shape}")
+    return WeightsPlan(config, key_map, head_names, ignored)
+
+
+def _open_safetensors(path: Path):
     try:
-        f = safe_open(str(path), framework="pt")
+        return safe_open(str(path), framework="pt")  # reads the header only
     except Exception as e:  # safetensors raises its own error type for a malformed header
         raise WeightsError(f"{path.name} is not a readable safetensors file ({e})") from None
-    names = set(f.keys())
-    prefix = _prefix(family, names)
-    key_map = family.key_map(guess.n_layers, prefix)
-    # The masked-LM head: its tensors are all there, or none (a decoder tied to the embedding
-    # may be left out of the file).
-    head_names = {}
-    for ours, candidates in family.head_keys.items():
-        found = [c for c in candidates if c in names]
-        if found:
-            head_names[ours] = found[0]
-    has_head = bool(set(head_names) - {"decoder.weight"})
-    config = model_config(arch, has_head=has_head, max_params=max_params)
-    if has_head:
-        needed = set(family.head_keys) - ({"decoder.weight"} if arch.tie_word_embeddings else set())
-        lacking = sorted(needed - set(head_names))
-        if lacking:
-            raise WeightsError(
-                f"{path.name} has part of a masked-LM head but not "
-                + ", ".join(family.head_keys[k][0] for k in lacking)
+
+
+def load_weights(
+    path: Path, family: Family, arch: Architecture, max_params: int
+) -> tuple[Encoder, MaskedLMHead | None, tuple[tuple[str, str], ...]]:
+    """The encoder, its masked-LM head (or None) and the tensors left out, from model.safetensors,
+    after plan_weights' checks; each tensor's dtype and values checked as it is read."""
+    plan = plan_weights(path, family, arch, max_params)
+    config = plan.config
+    with _open_safetensors(path) as f:
+
+        class Lazy(dict):  # each tensor read from the file when asked for, not kept here
+            def __missing__(self, key):
+                return f.get_tensor(key)
+
+            def __contains__(self, key):
+                return key in plan.key_map.values() or key in plan.head_names.values()
+
+        tensors = Lazy()
+        model = encoder_from_tensors(
+            config, plan.key_map, tensors, arch.position_offset, arch.positions_in_file
+        )
+        head = None
+        if plan.head_names:
+            head = MaskedLMHead(
+                config.d_model, config.vocab_size, arch.head_activation, config.norm_eps
             )
-    missing = sorted(set(key_map.values()) - names)
-    used = set(key_map.values()) | set(head_names.values())
+            state = {}
+            for ours, shape in MaskedLMHead.shapes(config.d_model, config.vocab_size).items():
+                if ours in plan.head_names:
+                    name = plan.head_names[ours]
+                    state[ours] = checked(name, tensors[name], shape)
+                else:  # tied: the decoder is the word embedding itself
+                    state[ours] = model.embed.weight
+            head.load_state_dict(state, strict=True, assign=True)
+            head = head.eval().requires_grad_(False)
+    return model, head, plan.ignored
+
+
+def _head_names(family: Family, arch: Architecture, names: set, path: Path) -> dict[str, str]:
+    """MaskedLMHead parameter -> checkpoint tensor, for a checkpoint with a masked-LM head;
+    empty without one. All of a head's tensors are there, or none (a decoder tied to the word
+    embedding may be left out of the file)."""
+    found = {}
+    for ours, candidates in family.head_keys.items():
+        present = [c for c in candidates if c in names]
+        if present:
+            found[ours] = present[0]
+    if not set(found) - {"decoder.weight"}:
+        return {}
+    needed = set(family.head_keys) - ({"decoder.weight"} if arch.tie_word_embeddings else set())
+    lacking = sorted(needed - set(found))
+    if lacking:
+        raise WeightsError(
+            f"{path.name} has part of a masked-LM head but not "
+            + ", ".join(family.head_keys[k][0] for k in lacking)
+        )
+    return found
+
+
+def _check_names(
+    family: Family, prefix: str, names: set, used: set, path: Path
+) -> tuple[tuple[str, str], ...]:
+    """(name, why) of each tensor left out; WeightsError for a missing or unexpected one."""
+    missing = sorted(used - names)
     ignored, unexpected = [], []
     for name in sorted(names - used):
         why = family.why_ignored(name, prefix)
-        (ignored.append((name, why)) if why else unexpected.append(name))
+        if why:
+            ignored.append((name, why))
+        else:
+            unexpected.append(name)
     if missing or unexpected:
         raise WeightsError(
             f"{path.name} is not a {family.name} checkpoint of this config.json: "
@@ -231,42 +299,7 @@ def load_weights(
             + ("; " if missing and unexpected else "")
             + (f"unexpected {', '.join(unexpected[:3])}" if unexpected else "")
         )
-    shapes = expected_shapes(config, arch.positions_in_file)
-    for ours, theirs in key_map.items():
-        shape, dtype = _header(f, theirs)
-        if shape != shapes[ours]:
-            raise WeightsError(f"{theirs} has shape {shape} but config.json implies {shapes[ours]}")
-    head_shapes = MaskedLMHead.shapes(config.d_model, config.vocab_size)
-    for ours, theirs in head_names.items():
-        shape, _ = _header(f, theirs)
-        if shape != head_shapes[ours]:
-            raise WeightsError(
-                f"{theirs} has shape {shape} but config.json implies {head_shapes[ours]}"
-            )
-
-    class Lazy(dict):  # each tensor read from the file when asked for, not kept here
-        def __missing__(self, key):
-            return f.get_tensor(key)
-
-        def __contains__(self, key):
-            return key in names
-
-    tensors = Lazy()
-    model = encoder_from_tensors(
-        config, key_map, tensors, arch.position_offset, arch.positions_in_file
-    )
-    head = None
-    if has_head:
-        head = MaskedLMHead(D, V, arch.head_activation, config.norm_eps)
-        state = {}
-        for ours, shape in head_shapes.items():
-            if ours in head_names:
-                state[ours] = checked(head_names[ours], tensors[head_names[ours]], shape)
-            else:  # tied: the decoder is the word embedding
-                state[ours] = model.embed.weight
-        head.load_state_dict(state, strict=True, assign=True)
-        head = head.eval().requires_grad_(False)
-    return model, head, tuple(ignored)
+    return tuple(ignored)
 
 
 def _token_name(value) -> str | None:
@@ -347,12 +380,7 @@ def licence_of(files: dict[str, Path]) -> str | None:
     return None
 
 
-def open_folder(
-    folder: str | Path, device: str | torch.device = "cpu", max_params: int = MAX_PARAMS
-) -> LoadedEncoder:
-    """A model folder as a LoadedEncoder; a PretrainedError subclass saying why not."""
-    folder = Path(folder)
-    files = scan(folder)
+def _read_config(files: dict[str, Path]) -> tuple[dict, Family, Architecture]:
     raw = read_json(files["config.json"])
     refuse_remote_code(raw, "config.json")
     family = family_of(raw)
@@ -362,6 +390,16 @@ def open_folder(
         raise
     except (KeyError, TypeError, ValueError) as e:
         raise ConfigError(f"config.json is not a usable {family.name} config ({e})") from None
+    return raw, family, arch
+
+
+def open_folder(
+    folder: str | Path, device: str | torch.device = "cpu", max_params: int = MAX_PARAMS
+) -> LoadedEncoder:
+    """A model folder as a LoadedEncoder; a PretrainedError subclass saying why not."""
+    folder = Path(folder)
+    files = scan(folder)
+    raw, family, arch = _read_config(files)
     model, head, ignored = load_weights(files[WEIGHTS], family, arch, max_params)
     config = model.config
     max_pieces = model_max_pieces(files, config)
@@ -383,3 +421,71 @@ def open_folder(
         n_params=config.n_params,
         ignored=ignored,
     )
+
+
+@dataclass(frozen=True)
+class FolderInfo:
+    """What a picker shows for a model folder, read without loading it (config.json and the
+    safetensors header only)."""
+
+    name: str  # the folder's name
+    path: Path
+    family: str  # "BERT", "RoBERTa" or "DistilBERT"
+    model_type: str
+    config: ModelConfig  # sizes: n_layers, n_heads, d_model, vocab_size, max_len
+    n_params: int  # the encoder's
+    masked_lm: bool  # it has a masked-LM head (fill in the mask); else a sentence encoder
+    max_pieces: int  # word-pieces it reads per text, specials included
+    licence: str | None
+    weights_bytes: int  # size of model.safetensors
+
+
+def describe_folder(folder: str | Path, max_params: int = MAX_PARAMS) -> FolderInfo:
+    """A model folder's FolderInfo, with every refusal open_folder would make that needs no
+    tensor data (files, config, sizes, names and shapes in the header)."""
+    folder = Path(folder)
+    files = scan(folder)
+    raw, family, arch = _read_config(files)
+    plan = plan_weights(files[WEIGHTS], family, arch, max_params)
+    if "tokenizer.json" not in files and not ("vocab.txt" in files and family.wordpiece):
+        load_tokenizer(files, family, 3)  # raises MissingFileError, saying which file
+    return FolderInfo(
+        name=folder.name,
+        path=folder,
+        family=family.name,
+        model_type=raw["model_type"],
+        config=plan.config,
+        n_params=plan.config.n_params,
+        masked_lm=bool(plan.head_names),
+        max_pieces=model_max_pieces(files, plan.config),
+        licence=licence_of(files),
+        weights_bytes=files[WEIGHTS].stat().st_size,
+    )
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A folder under the models folder that is not offered, and why (a message to show)."""
+
+    name: str
+    path: Path
+    reason: str
+
+
+def list_folder(root: str | Path, max_params: int = MAX_PARAMS) -> list[FolderInfo | Refused]:
+    """Each subfolder of root (e.g. the server's TFVIZ_PRETRAINED_DIR), by name: described, or
+    refused with the reason. Nothing is loaded; hidden folders (".cache") are skipped."""
+    root = Path(root)
+    if not root.is_dir():
+        raise MissingFileError(f"{root} is not a folder")
+    out: list[FolderInfo | Refused] = []
+    for sub in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        try:
+            out.append(describe_folder(sub, max_params))
+        except PretrainedError as e:
+            out.append(Refused(sub.name, sub, str(e)))
+        except OSError as e:  # unreadable files: said, not raised, so the rest is listed
+            out.append(Refused(sub.name, sub, f"cannot be read ({e})"))
+        if len(out) >= MAX_FILES:
+            break
+    return out
