@@ -234,6 +234,30 @@ def test_w_o_identities_hold_for_every_family(kind, opened):
         assert torch.equal(lt.attn_out, lt.concat)
 
 
+@pytest.mark.parametrize("kind", ["bert", "roberta", "distilbert"])
+def test_fast_path_equals_traced_path_under_switches(kind, opened):
+    loaded = opened[kind]
+    batch = loaded.tokenizer.batch(TEXTS)
+    iv = Interventions(w_o={1: "identity"}, ablate_heads=[(0, 3)])
+    slow = loaded.model(batch.ids, batch.pad_mask, iv).logits
+    fast = loaded.model(batch.ids, batch.pad_mask, iv, trace=False).logits
+    real = ~batch.pad_mask
+    torch.testing.assert_close(fast[real], slow[real], atol=1e-5, rtol=0)
+
+
+def test_a_headless_bert_is_a_sentence_model_for_the_sentence_task(opened):
+    from tfviz import pretrained
+
+    loaded = opened["bert-encoder-only"]
+    task = pretrained.SentenceTask(loaded.tokenizer)
+    task.check_config(loaded.model.config)
+    pair = pretrained.compare_similarity(
+        loaded.model, task, TEXTS[0], TEXTS[1], Interventions(w_o="identity")
+    )
+    assert -1 <= pair.learned <= 1 and pair.switched != pytest.approx(pair.learned, abs=1e-6)
+    assert task.labels(TEXTS[1]) == ["[CLS]", "a", "dog", "ran", "[SEP]"]
+
+
 def test_families_configs_and_key_maps(opened):
     by = {k: v for k, v in opened.items()}
     assert [by[k].family for k in ("bert", "roberta", "xlm-roberta", "distilbert")] == [
@@ -302,6 +326,8 @@ def test_fill_mask_answers_learned_and_with_w_o_off(kind, built, opened):
     )  # W_o off moves the answer
     with pytest.raises(ValueError, match="exactly once"):
         hf.fill_mask(loaded.model, loaded.head, loaded.tokenizer, "no marker here")
+    with pytest.raises(ValueError, match="past the 62 word-pieces"):
+        hf.fill_mask(loaded.model, loaded.head, loaded.tokenizer, "the cat " * 40 + mask)
 
 
 def test_a_folder_is_described_without_loading_and_a_models_folder_listed(
