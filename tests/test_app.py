@@ -17,7 +17,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app, submit_training
-from tfviz import get_task, jobs
+from tfviz import get_task, jobs, plots
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -57,7 +57,7 @@ def test_starts_on_a_bundled_model_with_its_first_example():
     assert "right answer" in table and " ".join(reversed(example)) in table
     figures = charts(at)
     assert len(figures) == 1  # the grid (heads and their mean); a head is enlarged on request
-    titles = [a["text"] for a in figures[0]["layout"]["annotations"]]
+    titles = plots.block_titles(figures[0])
     assert titles == [f"L{lay} {h}" for lay in range(2) for h in ("H0", "H1", "H2", "H3", "mean")]
     assert figures[0]["data"][0]["x"][0] == "H0 BOS"
     # The device the models run on here, from what torch finds (the rule the sidebar states:
@@ -236,7 +236,7 @@ def test_training_through_the_form_makes_a_selectable_model(tmp_path):
     at.session_state["view"] = "Attention"
     at.run()
     assert not at.exception and not at.error
-    titles = [a["text"] for a in charts(at)[0]["layout"]["annotations"]]
+    titles = plots.block_titles(charts(at)[0])
     assert titles == ["L0 H0", "L0 H1", "L0 mean"]  # the new model: 1 layer, 2 heads
 
 

@@ -14,7 +14,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
-from tfviz import Encoder, analysis, experiment, get_task, jobs, save_checkpoint
+from tfviz import Encoder, analysis, experiment, get_task, jobs, plots, save_checkpoint
 from tfviz.metrics import compact
 from tfviz.ui.i18n import translate
 
@@ -78,9 +78,9 @@ def test_every_analysis_section_draws_its_charts(model):
 
     show(at, "Norm-based attention")
     raw, norm = titled(at, "Raw attention"), titled(at, "Norm-based attention")
-    names = [a["text"] for a in norm["layout"]["annotations"]]
+    names = plots.block_titles(norm)
     assert names == [f"L0 H{h}" for h in range(cfg["H"])] + ["L0 all heads"]
-    assert [a["text"] for a in raw["layout"]["annotations"]][-1] == "L0 mean"
+    assert plots.block_titles(raw)[-1] == "L0 mean"
     assert at.expander  # "What is this?" with the paper's explanation
 
     show(at, "Attention rollout")
@@ -105,7 +105,7 @@ def test_every_analysis_section_draws_its_charts(model):
     lines = titled(at, "Singular values")
     assert len(lines["data"]) == cfg["L"] * cfg["H"]
     comp = titled(at, "Composition")
-    assert [a["text"] for a in comp["layout"]["annotations"]] == ["L0→L1 Q", "L0→L1 K", "L0→L1 V"]
+    assert plots.block_titles(comp) == ["L0→L1 Q", "L0→L1 K", "L0→L1 V"]
 
     show(at, "How W_o mixes heads")
     shares = titled(at, "W_o of L0")

@@ -44,12 +44,14 @@ DESKTOP = {"width": 1400, "height": 1000}
 PHONE = {"width": 390, "height": 844}
 SCREENS = {"desktop": DESKTOP, "phone": PHONE}
 MINILM = f"pretrained:{pretrained.NAME}"
+BLOCK_TITLES = ".scatterlayer .textpoint text"  # a mosaic's block titles: one text trace
 # 12 word-pieces with [CLS] and [SEP], two of them the same word ("the (5)", "the (8)").
 TWELVE_PIECES = "A woman is playing the violin on the stage."
 
 # Every plotly chart's texts that overlap another or leave the chart: [chart, text, text, box].
 # Text inside a heatmap's cells (the numbers written in) lies on its cell, not on a label, and
-# the hover and toolbar layers are not shown until used: those are left out.
+# the hover and toolbar layers are not shown until used: those are left out. A scatter trace's
+# texts (.textpoint) are in: the block titles are one such trace (tfviz.plots._block_titles).
 OVERLAPS_JS = """
 () => {
   const found = [];
@@ -57,7 +59,7 @@ OVERLAPS_JS = """
     const svg = gd.querySelector('.main-svg').getBoundingClientRect();
     const boxes = [];
     gd.querySelectorAll('svg text').forEach((el) => {
-      if (!el.textContent.trim() || el.closest('.hoverlayer, .modebar, .textpoint')) return;
+      if (!el.textContent.trim() || el.closest('.hoverlayer, .modebar')) return;
       if (el.closest('.heatmaplayer')) return;
       const r = el.getBoundingClientRect();
       if (r.width === 0 || r.height === 0) return;
@@ -169,7 +171,7 @@ def test_minilm_heads_are_laid_out_with_labels_that_fit(browser, server, lang, s
         shot(page, f"layout_minilm_attention_{lang}_{screen}.png")
         assert found == [], f"the attention grid has texts on top of each other: {found}"
         # Every head and the mean is titled, and each of the 12 word-pieces labels the columns.
-        titles = " ".join(page.locator(f"{PLOT} .annotation-text").all_text_contents())
+        titles = " ".join(page.locator(f"{PLOT} {BLOCK_TITLES}").all_text_contents())
         for h in range(12):
             assert f"L0 H{h}" in titles, titles
         columns = page.locator(f"{PLOT} .xtick text").all_text_contents()

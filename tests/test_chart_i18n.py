@@ -54,6 +54,8 @@ def chart_texts(spec: dict) -> list[str]:
     texts += [a.get("text", "") for a in layout.get("annotations", ())]
     for trace in spec["data"]:
         texts += [trace.get("name", ""), trace.get("hovertemplate", "")]
+        if trace.get("mode") == "text":  # the block titles (plots.block_titles)
+            texts += list(trace["text"])
     return [text for text in texts if text]
 
 

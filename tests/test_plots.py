@@ -27,18 +27,38 @@ def block(fig, row: str, col: str) -> np.ndarray:
     return np.asarray(trace.z, dtype=np.float64)[np.ix_(ys, xs)]
 
 
+def rings_of(fig):
+    """The trace ringing the cells beyond the colour range, or None."""
+    rings = [t for t in fig.data if t.type == "scatter" and t.mode == "markers"]
+    assert len(rings) <= 1
+    return rings[0] if rings else None
+
+
 def test_attention_grid_is_one_mosaic_of_every_layer_and_head():
     a = attn()
     fig = plots.attention_grid(a, LABELS)
-    assert len(fig.data) == 1 and fig.data[0].type == "heatmap"
+    assert [t.type for t in fig.data] == ["heatmap", "scatter"]  # the cells, the block titles
     for lay in range(2):
         for h in range(3):
             np.testing.assert_allclose(block(fig, f"L{lay}", f"H{h}"), a[lay, h], rtol=1e-6)
     z = np.asarray(fig.data[0].z, dtype=np.float64)
     assert z.shape == (2 * 4 + 2, 3 * 4 + 2)  # two empty rows between layers, one between heads
     assert np.isnan(z[4:6]).all() and np.isnan(z[:, 4]).all()
-    titles = [ann.text for ann in fig.layout.annotations]
+    titles = plots.block_titles(fig)
     assert titles == ["L0 H0", "L0 H1", "L0 H2", "L1 H0", "L1 H1", "L1 H2"]
+    # The titles are one text trace (not an annotation each: bench/figure_cost.py), without
+    # hover or legend, on hidden axes laid over the heatmap's with its range in cells; the
+    # heatmap's own axes keep their autorange.
+    text = fig.data[1]
+    assert text.mode == "text" and text.hoverinfo == "skip" and text.showlegend is False
+    assert (text.xaxis, text.yaxis) == ("x2", "y2") and not fig.layout.annotations
+    assert (fig.layout.xaxis2.overlaying, fig.layout.yaxis2.overlaying) == ("x", "y")
+    assert fig.layout.xaxis2.visible is False and fig.layout.yaxis2.visible is False
+    assert tuple(fig.layout.xaxis2.range) == (-0.5, z.shape[1] - 0.5)
+    assert tuple(fig.layout.yaxis2.range) == (z.shape[0] - 0.5, -0.5)
+    assert fig.layout.xaxis.range is None and fig.layout.yaxis.autorange == "reversed"
+    # L1 H2's title: centred over its 4 columns (10..13), its foot on the top edge of row 6.
+    assert (text.x[5], text.y[5]) == (11.5, 5.5)
     assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0.0, 1.0)
     # Hover says query and key, then the cell's layer, head and token; ticks show the token.
     assert fig.data[0].y[1] == "L0 a·1" and fig.data[0].x[5] == "H1 BOS"
@@ -52,7 +72,7 @@ def test_attention_column_stacks_some_heads_of_a_layer_each_titled_and_labelled(
     a = attn(L=1, H=12, T=12)[0]  # (H, T, T): a MiniLM-sized layer
     labels = [f"w{i}" for i in range(12)]
     fig = plots.attention_column(a, labels, layer=3, heads=[10, 11], with_mean=True)
-    assert [ann.text for ann in fig.layout.annotations] == ["L3 H10", "L3 H11", "L3 mean"]
+    assert plots.block_titles(fig) == ["L3 H10", "L3 H11", "L3 mean"]
     z = np.asarray(fig.data[0].z, dtype=np.float64)
     np.testing.assert_allclose(z[14:26], a[11], rtol=1e-6)
     assert fig.data[0].y[14] == "L3 H11 w0" and fig.data[0].x[0] == "w0"  # the hover's names
@@ -102,7 +122,7 @@ def test_attention_is_sent_as_float32():
 
 def test_attention_grid_titles_a_slice_of_layers():
     fig = plots.attention_grid(attn(L=1), LABELS, layer_ids=[3])
-    assert fig.layout.annotations[0].text == "L3 H0"
+    assert plots.block_titles(fig)[0] == "L3 H0"
     assert fig.data[0].y[0] == "L3 BOS"
     with pytest.raises(ValueError, match="1 layers but 2 layer ids"):
         plots.attention_grid(attn(L=1), LABELS, layer_ids=[0, 1])
@@ -129,7 +149,7 @@ def test_attention_map_and_the_head_mean():
     grid = plots.attention_grid(a, LABELS, with_mean=True)
     np.testing.assert_allclose(block(grid, "L1", "mean"), a[1].mean(0), rtol=1e-6)
     np.testing.assert_allclose(block(grid, "L0", "H2"), a[0, 2], rtol=1e-6)
-    assert [ann.text for ann in grid.layout.annotations][:4] == [
+    assert plots.block_titles(grid)[:4] == [
         "L0 H0",
         "L0 H1",
         "L0 H2",
@@ -165,7 +185,10 @@ def test_activation_map_marks_head_blocks():
     fig = plots.activation_map(values, LABELS, n_heads=4)
     np.testing.assert_array_equal(fig.data[0].z, values)
     assert [s.x0 for s in fig.layout.shapes] == [1.5, 3.5, 5.5]
-    assert [a.text for a in fig.layout.annotations] == ["H0", "H1", "H2", "H3"]
+    assert plots.block_titles(fig) == ["H0", "H1", "H2", "H3"]
+    titles = fig.data[-1]  # over each head's block of columns, at the top of the plot
+    assert list(titles.x) == [0.5, 2.5, 4.5, 6.5] and set(titles.y) == {1.0}
+    assert tuple(fig.layout.yaxis2.range) == (0.0, 1.0) and not fig.layout.annotations
     # Colours centred on 0: the same colour means the same sign everywhere.
     assert fig.layout.coloraxis.cmin == -fig.layout.coloraxis.cmax == -21
     plain = plots.activation_map(values, LABELS)
@@ -211,7 +234,7 @@ def test_residual_pair_puts_learned_left_and_switched_right():
     assert fig.data[0].hovertemplate.startswith("token %{y}<br>dim %{x}")
     np.testing.assert_allclose(block(fig, "L0 out", "learned W_o"), base[0], rtol=1e-6)
     np.testing.assert_allclose(block(fig, "L1 out", "switched"), switched[1], rtol=1e-6)
-    assert fig.layout.annotations[1].text == "L0 out switched"
+    assert plots.block_titles(fig)[1] == "L0 out switched"
     assert fig.layout.coloraxis.cmin == -fig.layout.coloraxis.cmax
     with pytest.raises(ValueError, match="differ in shape"):
         plots.residual_pair(base, switched[:1], LABELS)
@@ -240,8 +263,8 @@ def test_a_few_outlier_dimensions_do_not_set_the_residual_colour_range():
     assert fig.layout.coloraxis.cmax < both.max() / 3  # most cells are no longer near white
     ends = fig.layout.coloraxis.colorbar.ticktext
     assert ends[0].startswith("≤ -") and ends[-1].startswith("≥ ")
-    rings = fig.data[1]
-    assert rings.type == "scatter" and rings.mode == "markers"
+    rings = rings_of(fig)
+    assert rings is not None
     beyond = int((both > robust).sum())
     assert len(rings.x) == len(rings.customdata) == beyond
     assert {name.split(" ")[0] for name in rings.x} == {"learned", "switched"}  # block names
@@ -268,7 +291,7 @@ def test_a_toy_model_s_residual_colour_range_is_unchanged(model, ids):
     fig = plots.residual_pair(base.resid_out, switched.resid_out, base.labels)
     top = np.abs(np.stack([base.resid_out, switched.resid_out])).max()
     assert fig.layout.coloraxis.cmax == pytest.approx(top, rel=1e-6)
-    assert len(fig.data) == 1 and fig.layout.coloraxis.colorbar.ticktext is None
+    assert rings_of(fig) is None and fig.layout.coloraxis.colorbar.ticktext is None
     assert plots.colour_limit(np.zeros((2, 3))) == (1.0, False)
 
 
@@ -278,7 +301,7 @@ def test_an_activation_map_with_outlier_dimensions_gets_the_robust_range_too():
     values = outlier_streams()[0][0]  # (T=4, D=256), dimension 9 at about 10
     fig = plots.activation_map(values, LABELS, n_heads=4)
     assert fig.layout.coloraxis.cmax == pytest.approx(np.percentile(np.abs(values), 99), rel=1e-5)
-    rings = fig.data[1]
+    rings = rings_of(fig)
     assert 9 in set(rings.x) and len(rings.x) == int(
         (np.abs(values) > fig.layout.coloraxis.cmax).sum()
     )
@@ -292,7 +315,7 @@ def test_an_activation_map_with_outlier_dimensions_gets_the_robust_range_too():
     for fig in (plots.w_o_matrix(W, 4), plots.head_contributions(W[:4], "a")):
         cmax = fig.layout.coloraxis.cmax
         assert cmax < 1.0 and fig.layout.coloraxis.colorbar.ticktext[-1].startswith("≥")
-        assert len(fig.data) == 2 and 5.0 in np.asarray(fig.data[1].customdata)
+        assert 5.0 in np.asarray(rings_of(fig).customdata)
 
 
 @pytest.mark.parametrize(
@@ -329,7 +352,7 @@ def test_the_clipped_cells_hover_line_is_translated():
     from tfviz.ui.common import plot_words
 
     fig = plots.residual_pair(*outlier_streams(), LABELS, words=plot_words("zh"))
-    assert "<br>超出颜色范围<br>" in fig.data[1].hovertemplate
+    assert "<br>超出颜色范围<br>" in rings_of(fig).hovertemplate
 
 
 def test_drift_bars_and_loss_curve():

@@ -26,12 +26,12 @@ def test_norm_attention_grid_has_every_head_and_the_layer_total():
     rng = np.random.default_rng(0)
     norms, summed = rng.random((3, 4, 4)) * 5, rng.random((4, 4)) * 7
     fig = plots.norm_attention_grid(norms, summed, LABELS, layer=1, title="L1")
-    assert len(fig.data) == 1 and fig.data[0].type == "heatmap"
+    assert fig.data[0].type == "heatmap"
     assert fig.data[0].hovertemplate.startswith("query %{y}<br>key %{x}")
     for h in range(3):
         np.testing.assert_allclose(block(fig, "L1", f"H{h}"), norms[h], rtol=1e-6)
     np.testing.assert_allclose(block(fig, "L1", "all heads"), summed, rtol=1e-6)
-    assert [a.text for a in fig.layout.annotations] == ["L1 H0", "L1 H1", "L1 H2", "L1 all heads"]
+    assert plots.block_titles(fig) == ["L1 H0", "L1 H1", "L1 H2", "L1 all heads"]
     # Norms are lengths with no fixed top: the scale runs 0..largest, shared by every block.
     axis = fig.layout.coloraxis
     assert axis.cmin == 0 and axis.cmax == pytest.approx(max(norms.max(), summed.max()))
@@ -74,7 +74,7 @@ def test_rollout_grid_escapes_tokens_and_column_names():
     w = np.full((1, 3, 3), 1 / 3)
     fig = plots.rollout_grid(w, w, MARKUP, names=("<i>raw</i>", "norm"))
     assert list(fig.layout.xaxis.ticktext)[0] == "&lt;b&gt;x&lt;/b&gt;"
-    assert fig.layout.annotations[0].text == "after L0 &lt;i&gt;raw&lt;/i&gt;"
+    assert plots.block_titles(fig)[0] == "after L0 &lt;i&gt;raw&lt;/i&gt;"
     assert "<b>" not in fig.to_json() and "<i>" not in fig.to_json()
 
 

@@ -99,7 +99,7 @@ def test_the_attention_view_s_figures_are_put_in_the_page_s_language(trace):
 
 def test_a_many_headed_layer_is_exported_as_the_columns_the_view_shows(trace):
     drawn = attention.exported_figures(trace, 1, None, caption="L1")
-    titles = [a.text for _, f in drawn for a in f.layout.annotations]
+    titles = [title for _, f in drawn for title in plots.block_titles(f)]
     assert len(drawn) == min(attention.HEAD_COLUMNS, trace.n_heads + 1)
     assert titles == [f"L1 H{h}" for h in range(trace.n_heads)] + ["L1 mean"]
 

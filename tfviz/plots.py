@@ -380,9 +380,10 @@ def activation_map(
         xaxis=dict(title=dict(text=words("chart.axis.dimension"))),
         yaxis=dict(type="category", autorange="reversed"),
     )
+    titles = None
     if n_heads is not None:
-        layout.update(_head_blocks(D, n_heads))
-    return _signed_figure(trace, layout, words)  # MiniLM's layer 0 has outlier dimensions
+        titles = _head_blocks(D, n_heads, layout)
+    return _signed_figure(trace, layout, words, titles)  # MiniLM's L0 has outlier dimensions
 
 
 def w_o_matrix(
@@ -410,9 +411,9 @@ def w_o_matrix(
         margin=MARGIN,
         xaxis=dict(title=dict(text=words("chart.axis.input_dim_concat"))),
         yaxis=dict(title=dict(text=words("chart.axis.output_dim_attn_out")), autorange="reversed"),
-        **_head_blocks(D_in, n_heads),
     )
-    return _signed_figure(trace, layout, words)  # MiniLM's layer-0 W_o: a few outlier weights
+    titles = _head_blocks(D_in, n_heads, layout)
+    return _signed_figure(trace, layout, words, titles)  # MiniLM's L0 W_o: a few outlier weights
 
 
 def head_contributions(
@@ -549,13 +550,18 @@ def _signed_axis(values: np.ndarray) -> tuple[dict, float | None]:
     return axis, limit
 
 
-def _signed_figure(trace: dict, layout: dict, words: Words) -> go.Figure:
+def _signed_figure(
+    trace: dict, layout: dict, words: Words, titles: dict | None = None
+) -> go.Figure:
     """A one-heatmap figure of signed values on _signed_axis's colours, with the clipped cells
-    ringed when the range clips."""
+    ringed when the range clips; titles: a _block_titles trace drawn last, if given."""
     layout["coloraxis"], clipped_at = _signed_axis(trace["z"])
-    if clipped_at is None:
-        return _figure(trace, layout)
-    return _figure_of([trace, _clipped_cells(trace, clipped_at, words)], layout)
+    traces = [trace]
+    if clipped_at is not None:
+        traces.append(_clipped_cells(trace, clipped_at, words))
+    if titles is not None:
+        traces.append(titles)
+    return _figure_of(traces, layout)
 
 
 def _clipped_cells(heatmap, limit: float, words: Words) -> dict:
@@ -738,20 +744,6 @@ def _mosaic(
     template = f"{hover[0]} %{{y}}<br>{hover[1]} %{{x}}<br>{hover[2]} %{{z:.3f}}"
     trace = _heatmap(z, x_names, y_names, template)
     trace["hoverongaps"] = False
-    annotations = [
-        dict(
-            text=f"{rows[r]} {cols[c]}".strip(),
-            x=c * (nx + gap_x) + (nx - 1) / 2,
-            y=r * (ny + gap_y) - 0.6,
-            xref="x",
-            yref="y",
-            yanchor="bottom",
-            showarrow=False,
-            font=dict(size=11),
-        )
-        for r in range(R)
-        for c in range(C)
-    ]
     cell = max(5.0, min(30.0, width_px / z.shape[1]))
     if row_px is None:
         row_px = max(cell, 14.0)  # wide blocks (D columns) still get readable token rows
@@ -777,9 +769,20 @@ def _mosaic(
             autorange="reversed",
             showgrid=False,
         ),
-        annotations=annotations,
     )
-    return _figure(trace, layout)
+    # Each title centred over its block, its foot on the top edge of the block's first row (in
+    # the gap rows, or above the plot for the first block row), in cells as the heatmap's axes
+    # count them: from -0.5 to n - 0.5, rows downwards. On the edge, not above it: plotly hides
+    # a point outside its axes' range, and the first row's edge is the range's end.
+    titles = _block_titles(
+        [f"{rows[r]} {cols[c]}".strip() for r in range(R) for c in range(C)],
+        x=[c * (nx + gap_x) + (nx - 1) / 2 for r in range(R) for c in range(C)],
+        y=[r * (ny + gap_y) - 0.5 for r in range(R) for c in range(C)],
+        x_range=[-0.5, z.shape[1] - 0.5],
+        y_range=[z.shape[0] - 0.5, -0.5],
+        layout=layout,
+    )
+    return _figure_of([trace, titles], layout)
 
 
 def _axis_names(blocks: list[str], ticks: list[str], gap: int) -> list[str]:
@@ -792,8 +795,66 @@ def _axis_names(blocks: list[str], ticks: list[str], gap: int) -> list[str]:
     return names
 
 
-def _head_blocks(D: int, n_heads: int) -> dict:
-    """Layout shapes and annotations marking n_heads equal blocks along a D-wide x axis."""
+# A figure's block titles ("L0 H1" over each block of a mosaic, "H2" over each head's columns of
+# concat) are ONE scatter trace of text, not an annotation each: plotly.js lays every
+# annotation out on its own on every draw, and the toy model's grid with ten titled blocks cost
+# 1.23-1.37x a plain heatmap of its cells; as one text trace, about 1.1x (bench/figure_cost.py,
+# bench/README.md). The trace is drawn on a hidden pair of linear axes laid over the figure's
+# own (overlaying, so a zoom moves them together) with the heatmap's range: a title goes at a
+# fractional position (between two cells of an even-sized block, or above the first row),
+# which a category axis cannot take, and the heatmap's axes keep their ranges. No hover, no
+# legend, not clipped to the plot (the first row of titles lies above it).
+# The titles' trace says what it is in its meta, which plotly keeps in the JSON a page is sent
+# (it drops uids there): block_titles finds it so.
+TITLES_META = "block titles"
+
+
+def _block_titles(
+    texts: list[str],
+    x: list[float],
+    y: list[float],
+    x_range: list[float],
+    y_range: list[float],
+    layout: dict,
+    font_size: int = 11,
+) -> dict:
+    """The titles as one text trace at (x, y), each centred on x with its foot at y, on hidden
+    axes x2 and y2 spanning x_range and y_range (added to layout); returns the trace. Every
+    point must lie within the ranges (its text may stick out: it is not clipped)."""
+    layout["xaxis2"] = dict(overlaying="x", range=x_range, visible=False)
+    layout["yaxis2"] = dict(overlaying="y", range=y_range, visible=False)
+    return dict(
+        type="scatter",
+        mode="text",
+        meta=TITLES_META,
+        x=x,
+        y=y,
+        text=texts,
+        xaxis="x2",
+        yaxis="y2",
+        textposition="top center",
+        textfont=dict(size=font_size),
+        cliponaxis=False,
+        hoverinfo="skip",
+        showlegend=False,
+    )
+
+
+def block_titles(figure: go.Figure | dict) -> list[str]:
+    """The titles of a figure's blocks ("L0 H1", or concat's "H0", "H1"...), in order, as it
+    shows them (see _block_titles); empty when it has none. figure: a go.Figure or its JSON
+    (what Streamlit sends, as the app tests read it)."""
+    data = figure["data"] if isinstance(figure, dict) else figure.data
+    for trace in data:
+        meta = trace.get("meta") if isinstance(trace, dict) else trace.meta
+        if meta == TITLES_META:
+            return list(trace["text"])
+    return []
+
+
+def _head_blocks(D: int, n_heads: int, layout: dict) -> dict:
+    """Dotted lines (shapes, added to layout) between n_heads equal blocks along a D-wide x axis,
+    and the blocks' names H0, H1... above the plot: the titles' trace, returned."""
     if n_heads < 1 or D % n_heads:
         raise ValueError(f"{D} dimensions cannot be split into {n_heads} equal head blocks")
     d_k = D // n_heads
@@ -810,19 +871,16 @@ def _head_blocks(D: int, n_heads: int) -> dict:
         )
         for h in range(1, n_heads)
     ]
-    annotations = [
-        dict(
-            text=f"H{h}",
-            x=(h + 0.5) * d_k - 0.5,
-            y=1.0,
-            xref="x",
-            yref="paper",
-            yanchor="bottom",
-            showarrow=False,
-        )
-        for h in range(n_heads)
-    ]
-    return dict(shapes=shapes, annotations=annotations)
+    layout["shapes"] = shapes
+    return _block_titles(
+        [f"H{h}" for h in range(n_heads)],
+        x=[(h + 0.5) * d_k - 0.5 for h in range(n_heads)],
+        y=[1.0] * n_heads,  # the top of the plot: y2 spans it from 0 to 1
+        x_range=[-0.5, D - 0.5],
+        y_range=[0.0, 1.0],
+        layout=layout,
+        font_size=12,  # plotly's default, as the names had when they were annotations
+    )
 
 
 # ---- analysis views: W_o-aware attention, head importance, OV circuits, the experiment --------
@@ -1709,8 +1767,3 @@ def _k_marker(x: float) -> dict:
         yref="paper",
         line=dict(color=f"rgb({RANK_COLOUR})", width=1, dash="dot"),
     )
-
-
-def block_titles(figure: go.Figure) -> list[str]:
-    """The titles of a mosaic's blocks ("L0 H1"), row by row, as the figure shows them."""
-    return [a.text for a in figure.layout.annotations]
