@@ -10,6 +10,7 @@ other (tfviz.hf.folder), with its own checks on what is inside.
 
 from __future__ import annotations
 
+import io
 import shutil
 import stat
 import tempfile
@@ -82,12 +83,15 @@ def check_entries(zf: zipfile.ZipFile, max_bytes: int, max_files: int) -> list[z
     return files
 
 
-def extract(zip_path: str | Path, dest: Path, max_bytes: int = MAX_UNPACKED_BYTES,
+def extract(zip_path: str | Path | bytes, dest: Path, max_bytes: int = MAX_UNPACKED_BYTES,
             max_files: int = MAX_FILES) -> Path:  # fmt: skip
-    """Unpack zip_path into dest (an empty folder); the model folder inside it.
+    """Unpack zip_path (a file, or its bytes) into dest (an empty folder); the model folder
+    inside it.
 
     The model folder is dest itself, or the zip's one top-level folder when every entry is in it.
     """
+    if isinstance(zip_path, (bytes, bytearray)):  # an upload, held in memory
+        zip_path = io.BytesIO(zip_path)
     try:
         zf = zipfile.ZipFile(zip_path)
     except (OSError, zipfile.BadZipFile) as e:
@@ -123,7 +127,7 @@ def extract(zip_path: str | Path, dest: Path, max_bytes: int = MAX_UNPACKED_BYTE
 
 
 @contextmanager
-def unpacked(zip_path: str | Path, **limits) -> Iterator[Path]:
+def unpacked(zip_path: str | Path | bytes, **limits) -> Iterator[Path]:
     """The zip's model folder in a temporary folder that is removed afterwards."""
     tmp = Path(tempfile.mkdtemp(prefix="tfviz-model-"))
     try:
@@ -132,7 +136,7 @@ def unpacked(zip_path: str | Path, **limits) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def open_zip(zip_path: str | Path, device="cpu", **limits) -> LoadedEncoder:
+def open_zip(zip_path: str | Path | bytes, device="cpu", **limits) -> LoadedEncoder:
     """A zipped model folder as a LoadedEncoder; ZipRefusedError or another PretrainedError
     subclass saying why not. The unpacked files are gone when this returns (the model is in
     memory)."""
