@@ -1,5 +1,5 @@
 """A class's first training: every task trained with the Train tab's defaults, through the app's
-own job (tfviz.jobs.TrainWork: training, the timeline's snapshots, the evaluation on fresh
+own job (tfviz.work.TrainWork: training, the timeline's snapshots, the evaluation on fresh
 examples and the save), on several seeds; prints the metric reached and the seconds taken.
 
 Targets (the first-hour issue): reverse and sort >= 95% token accuracy; every other task the
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from tfviz import jobs, list_tasks
+from tfviz import jobs, list_tasks, work
 from tfviz.recipes import LEARNED, class_recipe, learned
 from tfviz.tasks import get_task
 
@@ -27,9 +27,9 @@ LIMIT_S = 30.0
 
 def run(task: str, seed: int, folder: Path, steps: int | None) -> tuple[float, float]:
     """(metric value, seconds) of one training with the defaults, run as the app runs it."""
-    spec = jobs.JobSpec(task=task, name=f"{task}_{seed}", seed=seed, steps=steps)
+    spec = work.JobSpec(task=task, name=f"{task}_{seed}", seed=seed, steps=steps)
     manager = jobs.JobManager(max_jobs=1, max_queue=0)
-    job = manager.submit(jobs.TrainWork(spec, folder, device="cpu"))
+    job = manager.submit(work.TrainWork(spec, folder, device="cpu"))
     if not job.wait(600):
         raise RuntimeError(f"{task} seed {seed} did not finish in 10 minutes")
     snap = job.snapshot()

@@ -17,7 +17,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app, submit_training
-from tfviz import get_task, jobs, plots
+from tfviz import get_task, jobs, plots, work
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -260,7 +260,7 @@ class SavesWhenAsked:
             spec=SimpleNamespace(name=self.name, task="sort", steps=20),
             status=jobs.DONE,
             active=False,
-            result=jobs.TrainResult(path=str(path), metrics={}),
+            result=work.TrainResult(path=str(path), metrics={}),
             losses=[],
             seconds=1.0,
             message="saved",

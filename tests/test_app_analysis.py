@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
 from tfviz import Encoder, analysis, experiment, get_task, jobs, plots, save_checkpoint
+from tfviz.messages import say
 from tfviz.metrics import compact
 from tfviz.ui.i18n import translate
 
@@ -225,13 +226,20 @@ def test_the_shipped_experiment_shows_curves_a_table_and_the_verdict():
     assert len(table) == 3 and "95% CI" in table.columns
     assert table["runs"].tolist() == ["5 + 5"] * 3
     verdicts = [unescape(m.value) for m in at.markdown if "What these runs show" in m.value]
-    assert len(verdicts) == 1 and experiment.verdict(result) in verdicts[0]
+    assert len(verdicts) == 1
+    # One finding per quantity, worded from the catalogue as in every language (see the
+    # Chinese test below for their exact wording).
+    for row in experiment.compare(result):
+        what = translate("en", f"experiment.quantity.{row.quantity}")
+        assert f"- {what}: the 95% interval" in verdicts[0], what
+    assert translate("en", "experiment.finding.caveat") in verdicts[0]
 
 
 def test_the_experiment_follows_the_model_task():
     at = start(EXPERIMENT, "bundled:sum")
     text = " ".join(unescape(m.value) for m in at.markdown)
-    assert "Task sum:" in text and "MAE on fresh data" in at.dataframe[0].value["quantity"].tolist()
+    assert "MAE on fresh data:" in text  # sum's metric, in a finding
+    assert "MAE on fresh data" in at.dataframe[0].value["quantity"].tolist()
 
 
 def test_a_tiny_rerun_completes_and_stays_in_the_session(tmp_path):
@@ -249,12 +257,13 @@ def test_a_tiny_rerun_completes_and_stays_in_the_session(tmp_path):
         at.run()
         assert not at.exception and not at.error
     assert at.radio(key="exp_source").value == "rerun"
+    captions = " ".join(unescape(c.value) for c in at.caption)
+    assert "with W_o and 1 without, 10 steps" in captions
     text = " ".join(unescape(m.value) for m in at.markdown)
-    assert "1 seed with W_o and 1 without, 10 steps" in text
-    assert "too few runs for a confidence interval" in text
+    assert "too few runs for an interval, so no conclusion" in text
     assert at.dataframe[0].value["runs"].tolist() == ["1 + 1"] * 3
     at.radio(key="exp_source").set_value("shipped").run()
-    assert "5 seeds with W_o" in " ".join(unescape(m.value) for m in at.markdown)
+    assert "5 seeds with W_o" in " ".join(unescape(c.value) for c in at.caption)
     assert shipped.read_bytes() == before  # the shipped result is never overwritten
     assert not list(tmp_path.rglob("*.json"))
 
@@ -283,7 +292,7 @@ class EndsMidRun:
             fraction=1.0 if done else 0.5,
             step=100,
             loss=None,
-            message="10 runs done",
+            message=say("runs_finished", finished=10),
             seconds=1.0,
         )
 
@@ -338,5 +347,6 @@ def test_in_chinese_the_verdict_is_one_finding_per_quantity_read_off_its_interva
             diff=compact(row.difference),
         )
         assert line in text, line
-    # The library's English verdict stays one click away.
-    assert translate("zh", "experiment.verdict_en") in [e.label for e in at.expander]
+    assert translate("zh", "experiment.finding.caveat") in text
+    # No English sentence is left: the findings are the whole verdict.
+    assert "interval" not in text and "What these runs show" not in text

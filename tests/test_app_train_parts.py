@@ -13,7 +13,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import MODELS, start_app
 from tests.test_app import array
-from tfviz import get_task, jobs, plots
+from tfviz import get_task, plots, settings, work
 from tfviz.checkpoint import load_checkpoint, save_checkpoint
 from tfviz.evaluate import evaluate
 from tfviz.timeline import Timeline, load_timeline, replay_step, save_timeline, timeline_path
@@ -78,7 +78,7 @@ def test_retraining_w_o_alone_runs_as_a_job_and_shows_accuracy_coming_back():
     at.button(key="retrain_submit").click().run()
     assert not at.exception and not at.error
     job = at.session_state["retrain_job"]
-    assert job.kind == "retrain_w_o" and job.spec == jobs.RetrainSpec("sort", "identity", 40)
+    assert job.kind == "retrain_w_o" and job.spec == work.RetrainSpec("sort", "identity", 40)
     wait_for(at)
     assert "retrained alone from identity (W_o off) for 40 steps" in unescape(at.success[0].value)
     result = job.snapshot().result
@@ -96,7 +96,7 @@ def test_retraining_w_o_alone_runs_as_a_job_and_shows_accuracy_coming_back():
     # The curve: step 0, every 2 steps (40 // 20) and the last, on the same examples as the ends.
     assert result.curve_steps == list(range(0, 41, 2))
     sort_model, _ = load_checkpoint(MODELS / "sort.safetensors")
-    assert evaluate(sort_model, "sort", n=jobs.RETRAIN_EVAL_N) == result.metrics_learned
+    assert evaluate(sort_model, "sort", n=work.RETRAIN_EVAL_N) == result.metrics_learned
     (line,) = at.get("vega_lite_chart")  # st.line_chart: the curve and the learned W_o's level
     drawn = chart_table(line.proto)
     assert drawn["W_o retrained alone"] == [m["token_accuracy"] for m in result.curve]
@@ -110,7 +110,7 @@ def test_retraining_w_o_alone_runs_as_a_job_and_shows_accuracy_coming_back():
         (-3, "got -3"),
         (2.5, "got 2.5"),
         (1e30, "got 1e+30"),
-        (jobs.RETRAIN_MAX_STEPS + 1, f"got {jobs.RETRAIN_MAX_STEPS + 1}"),
+        (settings.RETRAIN_MAX_STEPS + 1, f"got {settings.RETRAIN_MAX_STEPS + 1}"),
     ],
 )
 def test_a_bad_step_count_is_refused_with_a_message_and_starts_nothing(steps, said):
@@ -121,7 +121,7 @@ def test_a_bad_step_count_is_refused_with_a_message_and_starts_nothing(steps, sa
     (error,) = at.error
     text = unescape(error.value)
     assert "Retraining not started" in text
-    assert f"Steps must be a whole number from 1 to {jobs.RETRAIN_MAX_STEPS:,}" in text
+    assert f"Steps must be a whole number from 1 to {settings.RETRAIN_MAX_STEPS:,}" in text
     assert said in text
     assert "retrain_job" not in at.session_state
 

@@ -13,6 +13,9 @@ import pytest
 import torch
 
 from tfviz import experiment as E
+from tfviz import experiment_cli as cli
+from tfviz import experiment_report as R
+from tfviz import stats as S
 from tfviz.tasks import list_tasks
 
 TINY = dict(d_model=8, n_heads=2, d_ff=8, n_layers=1, eval_n=20, batch_size=8)
@@ -44,31 +47,31 @@ def _result(learned, identity, task="balanced", name="accuracy"):
     "df, want", [(1, 12.706), (2, 4.303), (4, 2.776), (10, 2.228), (30, 2.042), (1e6, 1.960)]
 )
 def test_t_quantile_matches_the_table(df, want):
-    assert E.t_quantile(0.975, df) == pytest.approx(want, abs=6e-4)
+    assert S.t_quantile(0.975, df) == pytest.approx(want, abs=6e-4)
 
 
 def test_t_distribution_basics():
-    assert E.t_cdf(0.0, 3.0) == pytest.approx(0.5)
-    assert E.t_cdf(-1.5, 7.0) == pytest.approx(1 - E.t_cdf(1.5, 7.0))
-    assert E.t_cdf(1.0, 1.0) == pytest.approx(0.75)  # Cauchy: 1/2 + atan(1)/pi
-    assert E.t_quantile(0.025, 4) == pytest.approx(-E.t_quantile(0.975, 4))
-    assert E.betainc(1.0, 1.0, 0.3) == pytest.approx(0.3)
-    assert E.betainc(2.5, 2.5, 0.5) == pytest.approx(0.5)
+    assert S.t_cdf(0.0, 3.0) == pytest.approx(0.5)
+    assert S.t_cdf(-1.5, 7.0) == pytest.approx(1 - S.t_cdf(1.5, 7.0))
+    assert S.t_cdf(1.0, 1.0) == pytest.approx(0.75)  # Cauchy: 1/2 + atan(1)/pi
+    assert S.t_quantile(0.025, 4) == pytest.approx(-S.t_quantile(0.975, 4))
+    assert S.betainc(1.0, 1.0, 0.3) == pytest.approx(0.3)
+    assert S.betainc(2.5, 2.5, 0.5) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="p must be in"):
-        E.t_quantile(1.0, 3)
+        S.t_quantile(1.0, 3)
 
 
 def test_welch_interval_by_hand():
     # means 2 and 5, variances 1 and 1, n = 3: se^2 = 2/3, df = (2/3)^2 / (2 (1/3)^2 / 2) = 4.
-    iv = E.welch_interval([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
+    iv = S.welch_interval([1.0, 2.0, 3.0], [4.0, 5.0, 6.0])
     half = 2.7764451 * math.sqrt(2 / 3)
     assert iv.df == pytest.approx(4.0)
     assert iv.difference == -3.0
     assert (iv.low, iv.high) == pytest.approx((-3 - half, -3 + half), abs=1e-5)
-    flat = E.welch_interval([1.0, 1.0], [0.5, 0.5])  # no spread: the interval is the point
+    flat = S.welch_interval([1.0, 1.0], [0.5, 0.5])  # no spread: the interval is the point
     assert (flat.low, flat.high) == (0.5, 0.5)
     with pytest.raises(ValueError, match="at least two runs"):
-        E.welch_interval([1.0], [2.0, 3.0])
+        S.welch_interval([1.0], [2.0, 3.0])
 
 
 def test_final_loss_is_the_mean_of_the_last_five_percent():
@@ -113,7 +116,7 @@ def test_verdict_states_an_interval_that_excludes_zero():
         [([1, 1, 0.2], 0.9), ([1, 1, 0.4], 0.8), ([1, 1, 0.3], 0.85)],
         [([1, 1, 0.5], 0.6), ([1, 1, 0.7], 0.7), ([1, 1, 0.6], 0.65)],
     )
-    text = E.verdict(result)
+    text = R.verdict(result)
     iv = E.compare(result)[0].interval
     assert "final training loss was lower by 0.3 " in text
     assert f"95% CI [{iv.low:.3g}, {iv.high:.3g}]" in text
@@ -126,13 +129,13 @@ def test_verdict_claims_nothing_when_the_interval_includes_zero():
         [([1, 1, 0.2], 0.7), ([1, 1, 0.6], 0.8)],
         [([1, 1, 0.5], 0.6), ([1, 1, 0.4], 0.9)],
     )
-    text = E.verdict(result)
+    text = R.verdict(result)
     assert "the interval includes 0, so this run does not show a difference" in text
     assert "excludes" not in text and "did better" not in text and "did worse" not in text
 
 
 def test_verdict_with_one_seed_draws_no_conclusion():
-    text = E.verdict(_result([([1, 0.5], 0.9)], [([1, 0.7], 0.8)]))
+    text = R.verdict(_result([([1, 0.5], 0.9)], [([1, 0.7], 0.8)]))
     assert "too few runs for a confidence interval" in text and "CI" not in text
 
 
@@ -144,14 +147,14 @@ def test_verdict_says_when_no_run_learned_the_task():
         task="reverse",
         name="token_accuracy",
     )
-    assert "No run reached the bundled model's target" in E.verdict(low)
+    assert "No run reached the bundled model's target" in R.verdict(low)
     high = _result(
         [([1, 1], 0.99), ([1, 1], 0.31)],
         [([1, 1], 0.3), ([1, 1], 0.29)],
         task="reverse",
         name="token_accuracy",
     )
-    assert "No run reached" not in E.verdict(high)
+    assert "No run reached" not in R.verdict(high)
 
 
 # ---- a real (tiny) run --------------------------------------------------------------------------
@@ -246,7 +249,7 @@ def test_progress_callback_can_cancel():
     # The runs train together, so none has finished when the stop comes: none is kept.
     assert r.cancelled and r.runs == ()
     assert seen[0] == (1, 1) and seen[-1] == (2, 3) and len(seen) == 2 * 4 + 2
-    assert "cancelled" in E.verdict(r) and "nothing can be compared" in E.verdict(r)
+    assert "cancelled" in R.verdict(r) and "nothing can be compared" in R.verdict(r)
 
 
 def test_sequential_progress_callback_keeps_finished_runs():
@@ -261,7 +264,7 @@ def test_sequential_progress_callback_keeps_finished_runs():
     )
     assert r.cancelled and len(r.runs) == 1 and r.runs[0].condition == "learned"
     assert seen[-1] == (2, 3) and seen[0] == (1, 1) and len(seen) == 5 + 3
-    assert "cancelled" in E.verdict(r) and "nothing can be compared" in E.verdict(r)
+    assert "cancelled" in R.verdict(r) and "nothing can be compared" in R.verdict(r)
 
 
 @pytest.mark.parametrize("batched", [True, False])
@@ -281,14 +284,14 @@ def test_cli_runs_and_prints_the_table(tmp_path, capsys):
     try:
         args = ["--task", "sum", "--seeds", "2", "--steps", "4", "--out", str(out), "--quiet"]
         args += ["--d-model", "8", "--n-heads", "2", "--d-ff", "8", "--n-layers", "1"]
-        assert E.main(args + ["--eval-n", "10", "--batch-size", "8"]) == 0
+        assert cli.main(args + ["--eval-n", "10", "--batch-size", "8"]) == 0
     finally:
         torch.set_num_threads(threads)  # the CLI sets it for its own process
     printed = capsys.readouterr().out
     result = E.ExperimentResult.load(out)
     assert result.task == "sum" and len(result.runs) == 4 and result.settings["steps"] == 4
-    assert E.format_table(result) in printed and "MAE on fresh data" in printed
-    assert E.verdict(result) in printed
+    assert R.format_table(result) in printed and "MAE on fresh data" in printed
+    assert R.verdict(result) in printed
 
 
 # ---- the shipped results ------------------------------------------------------------------------
@@ -320,8 +323,8 @@ def test_shipped_readme_is_generated_from_the_shipped_results():
     for task in list_tasks():
         result = E.load_precomputed(task)
         for against in E.AGAINST:
-            assert E.format_table(result, against) in text
-            assert E.verdict(result, against) in text
+            assert R.format_table(result, against) in text
+            assert R.verdict(result, against) in text
 
 
 # ---- learned against block-diagonal -------------------------------------------------------------
@@ -350,7 +353,7 @@ def test_block_diagonal_runs_pair_with_learned_runs_seed_by_seed(block_result):
     assert rows[0].mean_learned == pytest.approx(np.mean(learned))
     assert rows[0].mean_against == pytest.approx(np.mean(block))
     assert rows[0].difference == pytest.approx(np.mean(learned) - np.mean(block))
-    want = E.welch_interval(learned, block)
+    want = S.welch_interval(learned, block)
     assert (rows[0].interval.low, rows[0].interval.high) == pytest.approx((want.low, want.high))
     # A comparison the result does not hold has no runs on its side, and so no interval.
     assert E.compare(r, against="identity")[0].n_against == 0
@@ -367,14 +370,14 @@ def test_block_diagonal_batched_equals_sequential(block_result):
 
 
 def test_block_diagonal_verdict_and_table_name_the_comparison(block_result):
-    text = E.verdict(block_result, against="block_diagonal")
+    text = R.verdict(block_result, against="block_diagonal")
     assert "2 seeds with the learned W_o and 2 with a block-diagonal one" in text
     assert "learned minus block-diagonal" in text and "without" not in text
-    assert "block-diagonal W_o (mean ± std)" in E.format_table(block_result, "block_diagonal")
+    assert "block-diagonal W_o (mean ± std)" in R.format_table(block_result, "block_diagonal")
     # The default comparison of this result has nothing to compare with.
-    assert "nothing can be compared" in E.verdict(block_result)
+    assert "nothing can be compared" in R.verdict(block_result)
     with pytest.raises(ValueError, match="compared with one of"):
-        E.verdict(block_result, against="zero")
+        R.verdict(block_result, against="zero")
     with pytest.raises(ValueError, match="compared with one of"):
         E.summarise(block_result, against="rank:2")
 
@@ -416,10 +419,10 @@ def test_cli_adds_block_diagonal_runs_to_an_existing_file(tiny_result, tmp_path,
     args += ["--d-model", "8", "--n-heads", "2", "--d-ff", "8", "--n-layers", "1", "--quiet"]
     args += ["--eval-n", "20", "--batch-size", "8", "--against", "block_diagonal", "--add"]
     try:
-        assert E.main(args) == 0
+        assert cli.main(args) == 0
     finally:
         torch.set_num_threads(threads)
     result = E.ExperimentResult.load(out)
     assert result.runs[:4] == tiny_result.runs and len(result.runs) == 6
     printed = capsys.readouterr().out
-    assert E.verdict(result, "block_diagonal") in printed and E.verdict(result) in printed
+    assert R.verdict(result, "block_diagonal") in printed and R.verdict(result) in printed

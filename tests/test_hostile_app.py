@@ -21,7 +21,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
-from tfviz import get_task, jobs, list_tasks, settings
+from tfviz import checks, get_task, list_tasks, settings
 from tfviz.checkpoint import safe_model_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -298,7 +298,7 @@ NUMBER_CASES = [
     ("train_lr", -3e-3, "got -0.003"),
     ("train_lr", 2.0, "got 2"),
     ("train_lr", 1e308, "got 1e+308"),
-    ("train_seed", -1, "The seed must be a whole number from 0 to 2,147,483,647; got -1"),
+    ("train_seed", -1, "The random seed must be a whole number from 0 to 2,147,483,647; got -1"),
     ("train_seed", 0.5, "got 0.5"),
     ("train_seed", 2**31, "got 2.14748e+09"),
     ("train_seed", 2**70, "got 1.18059e+21"),
@@ -339,13 +339,13 @@ def test_the_train_form_checks_its_numbers():
 
 def test_form_number_checks_refuse_every_non_number():
     for bad in (NAN, INF, -INF, None, "12", True, 1.5, 0, 20_001):
-        with pytest.raises(ValueError, match="Steps must be a whole number from 1 to 20,000"):
-            jobs.whole_number(bad, "Steps", 1, settings.MAX_STEPS)
-    assert jobs.whole_number(20.0, "Steps", 1, settings.MAX_STEPS) == 20
+        with pytest.raises(ValueError, match="steps must be a whole number from 1 to 20,000"):
+            checks.whole_number(bad, "steps", 1, settings.MAX_STEPS)
+    assert checks.whole_number(20.0, "steps", 1, settings.MAX_STEPS) == 20
     for bad in (NAN, INF, None, "0.1", False, 0.0, 1.5):
         with pytest.raises(ValueError, match="learning rate must be a number from 1e-05 to 1"):
-            jobs.number_in_range(bad, "The learning rate", settings.MIN_LR, settings.MAX_LR)
-    assert jobs.number_in_range(1, "lr", settings.MIN_LR, settings.MAX_LR) == 1.0
+            checks.number_in_range(bad, "lr", settings.MIN_LR, settings.MAX_LR)
+    assert checks.number_in_range(1, "lr", settings.MIN_LR, settings.MAX_LR) == 1.0
 
 
 def test_a_full_disk_gives_a_clear_error_and_keeps_the_saved_models(tmp_path, monkeypatch):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import json
-import re
 import subprocess
 import sys
 import threading
@@ -17,22 +16,23 @@ import pytest
 import torch
 
 from tests.conftest import wait_until
-from tfviz import experiment, jobs, load_checkpoint, settings
+from tfviz import experiment, jobs, load_checkpoint, settings, work
+from tfviz.messages import say
 
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16)
 
 
-def spec(name: str, steps: int = 20, **kw) -> jobs.JobSpec:
-    return jobs.JobSpec(name=name, steps=steps, **{"task": "reverse", **TINY, **kw})
+def spec(name: str, steps: int = 20, **kw) -> work.JobSpec:
+    return work.JobSpec(name=name, steps=steps, **{"task": "reverse", **TINY, **kw})
 
 
 def submit_training(manager, folder, name, steps=20, reserved=frozenset(), is_alive=None, **kw):
-    work = jobs.TrainWork(spec(name, steps, **kw), folder, reserved=reserved, device="cpu")
-    return manager.submit(work, is_alive=is_alive)
+    training = work.TrainWork(spec(name, steps, **kw), folder, reserved=reserved, device="cpu")
+    return manager.submit(training, is_alive=is_alive)
 
 
-def rerun(task: str = "balanced", seeds: int = 1, steps: int = 5) -> jobs.ExperimentWork:
-    return jobs.ExperimentWork(jobs.ExperimentSpec(task, seeds=seeds, steps=steps))
+def rerun(task: str = "balanced", seeds: int = 1, steps: int = 5) -> work.ExperimentWork:
+    return work.ExperimentWork(work.ExperimentSpec(task, seeds=seeds, steps=steps))
 
 
 def stop_all(m: jobs.JobManager) -> None:
@@ -76,16 +76,16 @@ class Gate:
 
     def run(self, report, should_stop) -> str:
         self.started.set()
-        report(message="gate: waiting", done=1, step=1, loss=2.0)
+        report(message=say("training"), done=1, step=1, loss=2.0)
         while not self.open.wait(0.002):
             if should_stop():
                 self.result = "partial"
-                raise jobs.Stopped("at the gate; partial result kept")
+                raise jobs.Stopped(say("after_steps", steps=1))
         if self.fail is not None:
             raise self.fail
         report(done=4, step=4, loss=1.0)
         self.result = "made"
-        return "through the gate"
+        return say("saved", file="gate")
 
 
 # ---- the manager: one cap, one queue, for any kind of work --------------------------------------
@@ -103,7 +103,7 @@ def test_work_of_every_kind_shares_one_first_come_first_served_queue():
         with pytest.raises(jobs.QueueFull, match="all 1 training slots are busy and 3 jobs"):
             m.submit(Gate("experiment"))
         waiting[0].cancel()  # a queued job leaves the queue at once; those behind move up
-        assert waiting[0].wait(1) and "never started" in waiting[0].snapshot().message
+        assert waiting[0].wait(1) and waiting[0].snapshot().message == say("cancelled_waiting")
         assert [j.snapshot().position for j in waiting[1:]] == [1, 2]
         works[0].open.set()  # the slot goes to the oldest job still waiting
         assert running.wait(5)
@@ -138,7 +138,7 @@ def test_a_finished_job_reports_its_result_and_frees_its_slot_before_wait_return
     gate = Gate()
     job = manager.submit(gate)
     assert gate.started.wait(5)
-    wait_until(lambda: job.snapshot().message == "gate: waiting")
+    wait_until(lambda: job.snapshot().message == say("training"))
     snap = job.snapshot()
     assert snap.active and snap.position is None and snap.result is None
     assert (snap.done, snap.total, snap.fraction, snap.loss) == (1, 4, 0.25, 2.0)
@@ -146,7 +146,11 @@ def test_a_finished_job_reports_its_result_and_frees_its_slot_before_wait_return
     assert job.wait(5)
     assert manager.counts() == (0, 0)  # no window where the job ended but its slot is held
     snap = job.snapshot()
-    assert (snap.status, snap.message, snap.result) == (jobs.DONE, "through the gate", "made")
+    assert (snap.status, snap.message, snap.result) == (
+        jobs.DONE,
+        say("saved", file="gate"),
+        "made",
+    )
     assert snap.fraction == 1.0 and snap.losses == [2.0, 1.0] and snap.step == 4
 
 
@@ -158,15 +162,16 @@ def test_cancel_stops_a_running_job_and_keeps_what_it_left(manager):
     assert job.wait(5)
     snap = job.snapshot()
     assert snap.status == jobs.CANCELLED and not snap.active
-    assert snap.message == "cancelled at the gate; partial result kept"
+    assert snap.message == say("cancelled", how_far=say("after_steps", steps=1))
+    assert str(snap.message) == "cancelled after 1 steps"  # the English, for logs
     assert snap.result == "partial" and manager.counts() == (0, 0)
 
 
 @pytest.mark.parametrize(
     "error, message",
     [
-        (jobs.JobFailed("disk full; nothing written"), "disk full; nothing written"),
-        (KeyError("w_o"), "KeyError: 'w_o'"),  # unexpected: named by its type
+        (jobs.JobFailed(say("name_appeared", name="x")), say("name_appeared", name="x")),
+        (KeyError("w_o"), say("error", error="KeyError: 'w_o'")),  # unexpected: named by its type
     ],
 )
 def test_a_failure_is_reported_and_frees_the_slot(manager, error, message):
@@ -258,7 +263,7 @@ def test_a_job_trains_saves_and_reports(manager, tmp_path):
     assert job.wait(60)
     snap = job.snapshot()
     assert snap.status == jobs.DONE, snap.message
-    assert snap.kind == "train" and snap.message == "saved as tiny.safetensors"
+    assert snap.kind == "train" and snap.message == say("saved", file="tiny.safetensors")
     assert snap.step == snap.done == snap.total == 20 and len(snap.losses) == 20
     assert snap.fraction == 1.0 and snap.loss is not None
     assert snap.result.path == str(tmp_path / "tiny.safetensors")
@@ -276,7 +281,7 @@ def test_progress_is_readable_while_running_and_cancel_stops_it(manager, tmp_pat
     job = submit_training(manager, tmp_path, "long", steps=settings.MAX_STEPS)
     wait_until(lambda: job.snapshot().step >= 3)
     snap = job.snapshot()
-    assert snap.status == jobs.RUNNING and snap.active and snap.message == "training"
+    assert snap.status == jobs.RUNNING and snap.active and snap.message == say("training")
     assert len(snap.losses) >= 1 and snap.position is None
     assert 0 < snap.fraction < 1 and snap.total == settings.MAX_STEPS
     job.cancel()
@@ -284,7 +289,7 @@ def test_progress_is_readable_while_running_and_cancel_stops_it(manager, tmp_pat
     snap = job.snapshot()
     assert snap.status == jobs.CANCELLED and not snap.active
     assert snap.step < settings.MAX_STEPS
-    assert snap.message == f"cancelled after {snap.step} steps; not saved"
+    assert snap.message == say("cancelled", how_far=say("after_steps_not_saved", steps=snap.step))
     assert snap.result is None
     assert not (tmp_path / "long.safetensors").exists()
 
@@ -294,7 +299,7 @@ def test_the_cap_queues_the_extra_job_and_refuses_when_full(manager, tmp_path):
     second = submit_training(manager, tmp_path, "second", steps=settings.MAX_STEPS)
     snap = second.snapshot()
     assert snap.status == jobs.QUEUED and snap.position == 1
-    assert snap.message == "waiting for a free slot" and snap.fraction == 0.0
+    assert snap.message == say("waiting") and snap.fraction == 0.0
     assert manager.counts() == (1, 1)
     with pytest.raises(jobs.QueueFull, match="busy"):
         submit_training(manager, tmp_path, "third")
@@ -314,7 +319,7 @@ def test_a_queued_job_can_be_cancelled_before_it_starts(manager, tmp_path):
     assert second.wait(1)
     snap = second.snapshot()
     assert snap.status == jobs.CANCELLED and snap.step == 0
-    assert "never started" in snap.message
+    assert snap.message == say("cancelled_waiting")
     assert manager.counts() == (1, 0)
     first.cancel()
     assert first.wait(30)
@@ -350,7 +355,7 @@ def test_a_name_being_trained_is_taken(manager, tmp_path):
         (dict(steps=settings.MAX_STEPS + 1), "steps must be a whole number from 1 to 20,000"),
         (dict(steps=0), "steps must be"),
         (dict(lr=0.0), "learning rate"),
-        (dict(w_o="zero"), "w_o must be"),
+        (dict(w_o="zero"), "W_o must be one of learned, identity; got 'zero'"),
         (dict(d_model=30, n_heads=4), "divisible by n_heads"),
         (dict(task="nope"), "unknown task"),
     ],
@@ -379,7 +384,7 @@ def test_bad_settings_are_refused_with_a_message(manager, tmp_path, changes, mes
 def test_a_rerun_with_settings_out_of_range_is_refused(settings, message):
     m = jobs.JobManager(max_jobs=1, max_queue=0)
     with pytest.raises(ValueError, match=message):
-        m.submit(jobs.ExperimentWork(jobs.ExperimentSpec(**{"task": "reverse", **settings})))
+        m.submit(work.ExperimentWork(work.ExperimentSpec(**{"task": "reverse", **settings})))
     assert m.counts() == (0, 0)  # a refused rerun holds no slot
 
 
@@ -388,7 +393,7 @@ def test_a_rerun_runs_every_seed_with_and_without_w_o(manager):
     assert job.wait(60)
     snap = job.snapshot()
     assert snap.status == jobs.DONE, snap.message
-    assert snap.kind == "experiment" and snap.message == "2 runs finished"
+    assert snap.kind == "experiment" and snap.message == say("runs_finished", finished=2)
     assert (snap.done, snap.total, snap.fraction) == (10, 10, 1.0)
     assert snap.step == 5 and len(snap.losses) == 5  # the curve of the first run
     assert [r.condition for r in snap.result.runs] == list(experiment.CONDITIONS)
@@ -397,8 +402,8 @@ def test_a_rerun_runs_every_seed_with_and_without_w_o(manager):
 
 
 def test_a_rerun_can_compare_the_learned_w_o_with_a_block_diagonal_one(manager):
-    spec = jobs.ExperimentSpec(task="reverse", seeds=2, steps=4, against="block_diagonal")
-    job = manager.submit(jobs.ExperimentWork(spec))
+    spec = work.ExperimentSpec(task="reverse", seeds=2, steps=4, against="block_diagonal")
+    job = manager.submit(work.ExperimentWork(spec))
     assert job.wait(60)
     snap = job.snapshot()
     assert snap.status == jobs.DONE and (snap.done, snap.total) == (16, 16)
@@ -412,7 +417,7 @@ def test_a_rerun_waits_in_the_queue_behind_training_like_any_job(manager, tmp_pa
     job = manager.submit(rerun(seeds=1, steps=5))
     snap = job.snapshot()
     assert (snap.kind, snap.status, snap.position) == ("experiment", jobs.QUEUED, 1)
-    assert snap.message == "waiting for a free slot"
+    assert snap.message == say("waiting")
     with pytest.raises(jobs.QueueFull, match="all 1 training slots are busy"):
         manager.submit(rerun())  # a full queue refuses reruns as it refuses training
     training.cancel()
@@ -427,9 +432,8 @@ def test_training_waits_for_a_running_rerun(manager, tmp_path):
     assert training.snapshot().position == 1 and manager.counts() == (1, 1)
     wait_until(lambda: job.snapshot().step >= 3)
     snap = job.snapshot()
-    assert (
-        snap.status == jobs.RUNNING
-        and snap.message == "curve of run 1 of 4: seed 0, with W_o (all 4 runs train together)"
+    assert snap.status == jobs.RUNNING and snap.message == say(
+        "run_curve_together", run=1, runs=4, seed=0, condition="learned"
     )
     assert 0 < snap.fraction < 1 and snap.total == 4 * settings.EXPERIMENT_MAX_STEPS
     assert snap.loss is not None and snap.result is None
@@ -437,7 +441,9 @@ def test_training_waits_for_a_running_rerun(manager, tmp_path):
     assert job.wait(30)
     snap = job.snapshot()
     assert snap.status == jobs.CANCELLED
-    assert re.fullmatch(r"cancelled after \d+ of 8000 steps; no run had finished", snap.message)
+    how_far = snap.message.values["how_far"]
+    assert snap.message.key == "cancelled" and how_far.key == "no_run_finished"
+    assert how_far.values["total"] == 8000
     assert snap.result.cancelled and not snap.result.runs
     assert training.wait(60) and training.status == jobs.DONE  # started once the slot came back
     assert manager.counts() == (0, 0)
@@ -460,8 +466,7 @@ def test_a_failed_save_is_reported_and_every_saved_model_is_kept(manager, tmp_pa
     assert job.wait(60)
     snap = job.snapshot()
     assert snap.status == jobs.FAILED
-    assert "saving new.safetensors failed (No space left on device)" in snap.message
-    assert "nothing was written" in snap.message
+    assert snap.message == say("save_failed", file="new.safetensors", why="No space left on device")
     assert [p.name for p in tmp_path.iterdir()] == ["kept.safetensors"]  # no part, no temp file
     assert kept.read_bytes() == SORT
     assert load_checkpoint(kept)[1].task == "sort"
@@ -476,15 +481,15 @@ def test_a_model_saved_under_the_same_name_meanwhile_is_not_overwritten(manager,
     assert job.wait(120)
     snap = job.snapshot()
     assert snap.status == jobs.FAILED
-    assert "appeared while this one trained" in snap.message and "not saved" in snap.message
+    assert snap.message == say("name_appeared", name="same")
     assert target.read_bytes() == SORT
     assert load_checkpoint(target)[1].task == "sort"
 
 
 def test_models_over_the_parameter_budget_are_refused(manager, tmp_path):
-    big = jobs.JobSpec(task="reverse", name="big", d_model=1024, n_heads=8, d_ff=4096, n_layers=4)
+    big = work.JobSpec(task="reverse", name="big", d_model=1024, n_heads=8, d_ff=4096, n_layers=4)
     with pytest.raises(ValueError, match=r"has [\d,]+ parameters; .* at most 5,000,000"):
-        manager.submit(jobs.TrainWork(big, tmp_path))
+        manager.submit(work.TrainWork(big, tmp_path))
     largest_in_the_form = replace(big, d_model=256, d_ff=512)
     assert largest_in_the_form.model_config().n_params < settings.MAX_PARAMS
 
@@ -534,8 +539,8 @@ def test_retraining_w_o_alone_runs_as_a_job_and_leaves_the_shared_model_alone(ma
         Path(__file__).resolve().parent.parent / "models/sort.safetensors"
     )
     before = {k: v.clone() for k, v in shared.state_dict().items()}
-    spec = jobs.RetrainSpec(meta.task, start="identity", steps=40)
-    job = manager.submit(jobs.RetrainWoWork(spec, shared))
+    spec = work.RetrainSpec(meta.task, start="identity", steps=40)
+    job = manager.submit(work.RetrainWoWork(spec, shared))
     assert job.wait(120)
     snap = job.snapshot()
     assert snap.status == jobs.DONE, snap.message
@@ -545,7 +550,7 @@ def test_retraining_w_o_alone_runs_as_a_job_and_leaves_the_shared_model_alone(ma
     assert r.metrics_after[key] > r.metrics_start[key]  # accuracy comes back with W_o retrained
     assert len(r.losses) == 40 and snap.step == 40
     # The metric curve: step 0 (the start), every 40 // RETRAIN_CURVE_POINTS steps, the last.
-    assert r.curve_steps == list(range(0, 41, 40 // jobs.RETRAIN_CURVE_POINTS))
+    assert r.curve_steps == list(range(0, 41, 40 // work.RETRAIN_CURVE_POINTS))
     assert r.metrics_start is r.curve[0] and r.metrics_after is r.curve[-1]
     assert all(torch.equal(before[k], v) for k, v in shared.state_dict().items())
 
@@ -557,7 +562,7 @@ def test_the_metric_curve_measures_the_model_being_retrained_on_fixed_examples()
     shared, meta = load_checkpoint(
         Path(__file__).resolve().parent.parent / "models/sort.safetensors"
     )
-    curve = jobs.MetricCurve(meta.task, steps=7, every=3, n=64)
+    curve = work.MetricCurve(meta.task, steps=7, every=3, n=64)
     copy, _ = retrain_w_o(shared, meta.task, start="zero", steps=7, recorder=curve)
     assert curve.done == [0, 3, 6, 7]  # the interval, and the last step however it falls
     # Its ends are exactly the start and the result, measured on the same examples.
@@ -569,7 +574,7 @@ def test_the_metric_curve_measures_the_model_being_retrained_on_fixed_examples()
 @pytest.mark.parametrize(
     "kw, message",
     [
-        ({"start": "ones"}, "W_o starts from one of"),
+        ({"start": "ones"}, "W_o's start must be one of identity, zero, random, learned"),
         ({"steps": 0}, "steps must be a whole number from 1"),
         ({"lr": float("nan")}, "learning rate"),
         ({"task": "nope"}, "unknown task"),
@@ -579,6 +584,6 @@ def test_a_bad_w_o_retraining_is_refused_on_submit(manager, kw, message):
     shared, meta = load_checkpoint(
         Path(__file__).resolve().parent.parent / "models/sort.safetensors"
     )
-    spec = jobs.RetrainSpec(**{"task": meta.task, **kw})
+    spec = work.RetrainSpec(**{"task": meta.task, **kw})
     with pytest.raises(ValueError, match=message):
-        manager.submit(jobs.RetrainWoWork(spec, shared))
+        manager.submit(work.RetrainWoWork(spec, shared))

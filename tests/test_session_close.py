@@ -12,16 +12,17 @@ from streamlit.runtime.runtime import Runtime
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import submit_training, wait_until
-from tfviz import jobs, settings
+from tfviz import jobs, settings, work
 from tfviz.checkpoint import load_checkpoint
+from tfviz.messages import say
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16)
 
 
-def training(name: str, folder: Path, steps: int = settings.MAX_STEPS) -> jobs.TrainWork:
-    spec = jobs.JobSpec(task="reverse", name=name, steps=steps, **TINY)
-    return jobs.TrainWork(spec, folder, device="cpu")
+def training(name: str, folder: Path, steps: int = settings.MAX_STEPS) -> work.TrainWork:
+    spec = work.JobSpec(task="reverse", name=name, steps=steps, **TINY)
+    return work.TrainWork(spec, folder, device="cpu")
 
 
 class Owner:
@@ -75,13 +76,13 @@ def test_a_running_retraining_stops_when_its_session_closes(manager):
     # W_o retrained alone lives only in its session: nobody would see it, so it stops.
     model, _ = load_checkpoint(Path(APP).parent / "models" / "reverse.safetensors")
     owner = Owner()
-    spec = jobs.RetrainSpec(task="reverse", steps=settings.RETRAIN_MAX_STEPS)
-    job = manager.submit(jobs.RetrainWoWork(spec, model), is_alive=owner)
+    spec = work.RetrainSpec(task="reverse", steps=settings.RETRAIN_MAX_STEPS)
+    job = manager.submit(work.RetrainWoWork(spec, model), is_alive=owner)
     wait_until(lambda: job.snapshot().step >= 3)
     owner.close()
     assert job.wait(30), "the retraining did not stop after its session closed"
     snap = job.snapshot()
-    assert snap.status == jobs.CANCELLED and jobs.OWNER_GONE in snap.message
+    assert snap.status == jobs.CANCELLED and snap.message.key == "abandoned"
     assert snap.step < settings.RETRAIN_MAX_STEPS
     assert manager.counts() == (0, 0)
 
@@ -117,7 +118,7 @@ def test_a_queued_job_whose_session_closed_gives_its_place_up(manager, tmp_path)
     assert waiting.wait(1)
     snap = waiting.snapshot()
     assert snap.status == jobs.CANCELLED and snap.step == 0
-    assert "never started" in snap.message and jobs.OWNER_GONE in snap.message
+    assert snap.message == say("owner_gone_waiting")
     third = manager.submit(training("third", tmp_path, steps=20))
     assert manager.counts() == (1, 2)
     for job in (third, other, running):
@@ -145,12 +146,12 @@ def test_a_rerun_stops_when_its_session_closes(manager):
     # A running job asks once per training step of each run: the 4 runs (2 seeds x 2 arms) train
     # together, so closing at the 40th ask closes the session 10 steps into all of them.
     owner = Owner(close_after=40)
-    spec = jobs.ExperimentSpec("balanced", seeds=2, steps=30)
-    job = manager.submit(jobs.ExperimentWork(spec), is_alive=owner)
+    spec = work.ExperimentSpec("balanced", seeds=2, steps=30)
+    job = manager.submit(work.ExperimentWork(spec), is_alive=owner)
     assert job.wait(60), "the rerun did not stop after its session closed"
     snap = job.snapshot()
     assert snap.status == jobs.CANCELLED and not snap.active
-    assert snap.message == f"stopped ({jobs.OWNER_GONE}) after 40 of 120 steps; no run had finished"
+    assert snap.message == say("abandoned", how_far=say("no_run_finished", done=40, total=120))
     assert (snap.done, snap.step) == (40, 10) and owner.asked == 40
     assert snap.result.cancelled and not snap.result.runs
     assert manager.counts() == (0, 0)
@@ -159,13 +160,13 @@ def test_a_rerun_stops_when_its_session_closes(manager):
 def test_a_queued_rerun_whose_session_closed_never_starts(manager, tmp_path):
     running = manager.submit(training("running", tmp_path))
     owner = Owner()
-    waiting = manager.submit(jobs.ExperimentWork(jobs.ExperimentSpec("sum")), is_alive=owner)
+    waiting = manager.submit(work.ExperimentWork(work.ExperimentSpec("sum")), is_alive=owner)
     assert waiting.snapshot().position == 1
     owner.close()
     assert waiting.snapshot().position is None and manager.counts() == (1, 0)
     assert waiting.wait(1)
     snap = waiting.snapshot()
-    assert snap.status == jobs.CANCELLED and snap.message == f"never started: {jobs.OWNER_GONE}"
+    assert snap.status == jobs.CANCELLED and snap.message == say("owner_gone_waiting")
     assert snap.result is None and snap.done == 0
     running.cancel()
     assert running.wait(30)

@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 
-from tfviz import get_task, jobs, list_tasks
+from tfviz import get_task, jobs, list_tasks, work
 from tfviz.checkpoint import load_checkpoint
 from tfviz.recipes import CLASS_RECIPES, LEARNED, class_recipe, learned
 
@@ -37,11 +37,11 @@ def test_every_task_has_a_first_run_recipe_and_a_level():
 
 @pytest.mark.parametrize("task", list_tasks())
 def test_the_train_tabs_defaults_learn_the_task(task, tmp_path):
-    spec = jobs.JobSpec(task=task, name=f"first_{task}")  # every setting left to its default
+    spec = work.JobSpec(task=task, name=f"first_{task}")  # every setting left to its default
     recipe = class_recipe(task)
     assert (spec.steps, spec.lr, spec.batch_size) == (recipe.steps, recipe.lr, recipe.batch_size)
     manager = jobs.JobManager(max_jobs=1, max_queue=0)
-    job = manager.submit(jobs.TrainWork(spec, tmp_path, device="cpu"))
+    job = manager.submit(work.TrainWork(spec, tmp_path, device="cpu"))
     assert job.wait(300), f"{task}: the training did not end in 5 minutes"
     snap = job.snapshot()
     assert snap.status == jobs.DONE, snap.message

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP, start_app, submit_training, wait_until
 from tests.test_share import open_link
-from tfviz import jobs
+from tfviz import jobs, work
 from tfviz.ui import share
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
@@ -100,10 +100,10 @@ def jobs_none():
 
 def test_training_lookup_finds_only_active_trainings(tmp_path):
     manager = jobs.JobManager(max_jobs=1, max_queue=1)
-    spec = jobs.JobSpec(
+    spec = work.JobSpec(
         task="reverse", name="looked_up", steps=20_000, d_model=16, n_heads=2, n_layers=1, d_ff=32
     )
-    job = manager.submit(jobs.TrainWork(spec, tmp_path, device="cpu"))
+    job = manager.submit(work.TrainWork(spec, tmp_path, device="cpu"))
     try:
         assert manager.training("looked_up") is job
         assert manager.training("other") is None

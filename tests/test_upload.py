@@ -17,7 +17,7 @@ from safetensors.torch import save as st_save
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
-from tfviz import CheckpointError, jobs
+from tfviz import CheckpointError, checks
 from tfviz.ui.i18n import translate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,18 +125,18 @@ def test_the_parameter_budget_is_checked_before_a_model_is_built(monkeypatch):
     monkeypatch.setattr("tfviz.checkpoint.Encoder", lambda config: built.append(config))
     data = config_change(d_model=1024, n_heads=8, d_ff=4096, n_layers=12)
     with pytest.raises(CheckpointError, match=r"has [\d,]+ parameters; .* at most 5,000,000"):
-        jobs.load_upload(data, max_bytes=20 * 2**20)
+        checks.load_upload(data, max_bytes=20 * 2**20)
     assert built == []  # a 300 kB file cannot make the server allocate 150 M parameters
 
 
 def test_load_upload_refuses_a_real_model_over_a_smaller_budget():
-    model, meta = jobs.load_upload(SORT, max_bytes=len(SORT))
+    model, meta = checks.load_upload(SORT, max_bytes=len(SORT))
     n = sum(p.numel() for p in model.parameters())
     assert meta.config.n_params == n
     with pytest.raises(CheckpointError, match=f"has {n:,} parameters"):
-        jobs.load_upload(SORT, max_bytes=len(SORT), max_params=n - 1)
+        checks.load_upload(SORT, max_bytes=len(SORT), max_params=n - 1)
     with pytest.raises(CheckpointError, match="the limit is"):
-        jobs.load_upload(SORT, max_bytes=len(SORT) - 1)
+        checks.load_upload(SORT, max_bytes=len(SORT) - 1)
 
 
 def test_a_good_upload_is_picked_and_shown_with_its_name_literally(tmp_path):

@@ -12,7 +12,9 @@ batches, so the only difference between runs of one seed is W_o. For each run it
 every step, the final loss (mean of the last 5% of steps), the loss averaged over all steps (the
 area under the curve: lower means faster convergence) and the task metric on fresh examples
 (tfviz.evaluate). `compare` turns these into a table with a Welch 95% confidence interval for the
-difference of means, and `verdict` into a sentence that claims no more than that interval does.
+difference of means (tfviz.stats), and each row's `outcome` says what that interval allows one to
+claim; tfviz.verdict gathers what a comparison shows as values, which the app words in its
+languages and tfviz.experiment_report in English (the shipped README, the command line).
 
 The runs train together, as one model batched over runs (tfviz.ensemble), each still the run
 `train` makes alone; `run_experiment(batched=False)` trains them one after another, the reference
@@ -21,17 +23,16 @@ the batched path is tested and timed against.
 Without W_o a layer has D*D + D fewer parameters: the comparison is between the two architectures
 as the seeds describe them, not at an equal parameter count.
 
-CLI: `python -m tfviz.experiment --task sum --seeds 5 [--steps N] [--out FILE]` prints the table;
+CLI (tfviz.experiment_cli):
+`python -m tfviz.experiment --task sum --seeds 5 [--steps N] [--out FILE]` prints the table;
 `--all` recomputes models/experiments/<task>.json for every task and models/experiments/README.md;
 `--against block_diagonal --add` trains only the block-diagonal runs and adds them to the files.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -44,9 +45,9 @@ from tfviz.checkpoint import write_atomic
 from tfviz.config import ModelConfig
 from tfviz.ensemble import EnsembleStep, train_runs
 from tfviz.evaluate import EVAL_SEED, evaluate
-from tfviz.metrics import compact
 from tfviz.model import Encoder
-from tfviz.tasks import Task, get_task, list_tasks
+from tfviz.stats import Interval, welch_interval
+from tfviz.tasks import Task, get_task
 from tfviz.trainer import StepInfo, train
 
 AGAINST = ("identity", "block_diagonal")  # what the learned W_o is compared with
@@ -399,101 +400,10 @@ def _measure(
     )
 
 
-# ---- statistics ---------------------------------------------------------------------------------
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularised incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 500):
-        m2 = 2 * m
-        for num in (
-            m * (b - m) * x / ((a + m2 - 1) * (a + m2)),
-            -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1)),
-        ):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def betainc(a: float, b: float, x: float) -> float:
-    """Regularised incomplete beta function I_x(a, b), for a, b > 0 and 0 <= x <= 1."""
-    if not 0.0 <= x <= 1.0:
-        raise ValueError(f"x must be in [0, 1], got {x}")
-    if x in (0.0, 1.0):
-        return x
-    log_front = (
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    front = math.exp(log_front)
-    # The continued fraction converges fast only on one side of the mean; use the symmetry there.
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: float) -> float:
-    """P(T <= t) for Student's t with df (> 0, not necessarily integer) degrees of freedom."""
-    if df <= 0:
-        raise ValueError(f"degrees of freedom must be positive, got {df}")
-    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
-
-
-def t_quantile(p: float, df: float) -> float:
-    """The t with t_cdf(t, df) = p, by bisection on the exact CDF (scipy is not a dependency)."""
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p must be in (0, 1), got {p}")
-    if p < 0.5:
-        return -t_quantile(1.0 - p, df)
-    lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
-        lo, hi = hi, hi * 2.0
-    for _ in range(200):
-        mid = 0.5 * (lo + hi)
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-12 * max(1.0, hi):
-            break
-    return 0.5 * (lo + hi)
-
-
-@dataclass(frozen=True)
-class Interval:
-    """Difference of two means (a - b) with a Welch confidence interval."""
-
-    difference: float
-    low: float
-    high: float
-    df: float
-    confidence: float
-
-
-def welch_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> Interval:
-    """Welch's t interval for mean(a) - mean(b); needs at least two values on each side.
-
-    df = (s_a^2/n_a + s_b^2/n_b)^2 / ((s_a^2/n_a)^2/(n_a-1) + (s_b^2/n_b)^2/(n_b-1))
-    (Welch-Satterthwaite). If both samples have no spread, the interval is the difference itself.
-    """
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    if len(a) < 2 or len(b) < 2:
-        raise ValueError("a confidence interval needs at least two runs per condition")
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
-    diff = float(a.mean() - b.mean())
-    se2 = va + vb
-    if se2 == 0:
-        return Interval(diff, diff, diff, float(len(a) + len(b) - 2), confidence)
-    df = se2**2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
-    half = t_quantile(0.5 + confidence / 2.0, df) * math.sqrt(se2)
-    return Interval(diff, diff - half, diff + half, float(df), confidence)
+# ---- comparing ----------------------------------------------------------------------------------
+# What a row's interval allows one to claim about the learned W_o (Row.outcome): the one
+# definition the app's findings, the English verdict and the README's summary are worded from.
+OUTCOMES = ("better", "worse", "unclear", "no_interval")
 
 
 @dataclass(frozen=True)
@@ -518,10 +428,13 @@ class Row:
 
     @property
     def outcome(self) -> str:
-        """ "better" or "worse" (for the learned W_o) when the interval excludes 0, else
-        "unclear" (also without an interval)."""
+        """What the interval allows one to claim about the learned W_o, one of OUTCOMES:
+        "better" or "worse" when it excludes 0, "unclear" when it includes 0, "no_interval"
+        with too few runs for one."""
         iv = self.interval
-        if iv is None or iv.low <= 0 <= iv.high:
+        if iv is None:
+            return "no_interval"
+        if iv.low <= 0 <= iv.high:
             return "unclear"
         return "better" if (self.difference < 0) == self.lower_is_better else "worse"
 
@@ -642,136 +555,6 @@ def _moving_average(x: np.ndarray, window: int) -> np.ndarray:
     return (c[idx] - c[start]) / (idx - start)
 
 
-# ---- words --------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Words:
-    """How the verdict names the two sides of one comparison."""
-
-    learned: str  # the learned side, starting a sentence
-    other: str  # the other side, after "the same as" / "than"
-    minus: str  # what the difference is
-    runs: str  # the learned side's runs
-    count: str  # "{n} seeds with ... and {m} ...", with {learned} and {other} counts
-
-
-WORDS = {
-    "identity": _Words(
-        learned="With W_o",
-        other="without it",
-        minus="with minus without",
-        runs="the runs with W_o",
-        count="{learned} with W_o and {other} without",
-    ),
-    "block_diagonal": _Words(
-        learned="With the learned W_o",
-        other="with a block-diagonal W_o",
-        minus="learned minus block-diagonal",
-        runs="the runs with the learned W_o",
-        count="{learned} with the learned W_o and {other} with a block-diagonal one",
-    ),
-}
-
-
-def _row_sentence(row: Row) -> str:
-    words = WORDS[row.against]
-    name = {
-        "final_loss": "final training loss",
-        "mean_loss": "the loss averaged over all steps",
-    }.get(row.quantity, QUANTITY_LABELS[row.quantity])
-    d = row.difference
-    if d == 0:
-        same = compact(row.mean_learned)
-        said = f"{words.learned}, {name} was the same as {words.other} ({same})"
-    elif row.against == "identity":  # the seeds' wording, kept: "lower by x" reads as "than none"
-        said = f"{words.learned}, {name} was {'lower' if d < 0 else 'higher'} by {compact(abs(d))}"
-    else:
-        said = (
-            f"{words.learned}, {name} was {'lower' if d < 0 else 'higher'} by {compact(abs(d))} "
-            f"than {words.other}"
-        )
-    iv = row.interval
-    if iv is None:
-        return said + " (too few runs for a confidence interval, so no conclusion)."
-    bounds = f"[{compact(iv.low)}, {compact(iv.high)}]"
-    ci = f" ({words.minus}: {compact(d)}, {iv.confidence:.0%} CI {bounds})"
-    if row.outcome == "unclear":
-        return said + ci + "; the interval includes 0, so this run does not show a difference."
-    tail = f"; the interval excludes 0, so in this setting {words.runs} did {row.outcome}"
-    return said + ci + tail + " on this measure."
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}" + ("" if n == 1 else "s")
-
-
-def verdict(result: ExperimentResult, against: str = "identity") -> str:
-    """Sentences stating what the numbers show, no more: one per quantity of the table."""
-    s = result.settings
-    sizes = s.get("sizes", {})
-    n = [len(result.runs_of(c)) for c in ("learned", check_against(against))]
-    counted = WORDS[against].count.format(learned=_count(n[0], "seed"), other=n[1])
-    scope = (
-        f"Task {result.task}: {counted}, "
-        f"{s.get('steps')} steps "
-        f"of batch {s.get('batch_size')}, D={sizes.get('d_model')}, {sizes.get('n_layers')} "
-        f"layers, {sizes.get('n_heads')} heads"
-        + (" (cancelled before the end)" if result.cancelled else "")
-        + "."
-    )
-    if min(n) == 0:
-        return scope + " No finished run of one of the conditions, so nothing can be compared."
-    sentences = [_row_sentence(row) for row in compare(result, against=against)]
-    unlearned = target_note(result)
-    if unlearned:
-        sentences.append(unlearned)
-    return " ".join(
-        [
-            scope,
-            *sentences,
-            "Each interval is a 95% Welch interval on its own; other settings "
-            "(sizes, steps, learning rate) may give other results.",
-        ]
-    )
-
-
-def target_note(result: ExperimentResult) -> str:
-    """A warning when no run reached the bundled model's target: the models are partly trained."""
-    from tfviz.recipes import TARGETS
-
-    target = TARGETS.get(result.task)
-    if target is None or target[3]:  # targets measured on other lengths are not comparable
-        return ""
-    metric, op, bound, _ = target
-    values = [r.metrics.get(metric) for r in result.runs if metric in r.metrics]
-    if not values:
-        return ""
-    reached = [(v >= bound) if op == ">=" else (v <= bound) for v in values]
-    if any(reached):
-        return ""
-    return (
-        f"No run reached the bundled model's target ({metric} {op} {bound}), so these are "
-        "partly trained models: the comparison says nothing about fully trained ones."
-    )
-
-
-def format_table(result: ExperimentResult, against: str = "identity") -> str:
-    """The comparison of the learned W_o with against as a Markdown table."""
-    lines = [
-        f"| quantity | {LABELS['learned']} (mean ± std) | {LABELS[check_against(against)]} "
-        "(mean ± std) | difference | 95% CI |",
-        "|---|---|---|---|---|",
-    ]
-    for row in compare(result, against=against):
-        iv = row.interval
-        ci = "n/a" if iv is None else f"[{compact(iv.low)}, {compact(iv.high)}]"
-        lines.append(
-            f"| {row.label} | {compact(row.mean_learned)} ± {compact(row.std_learned)} | "
-            f"{compact(row.mean_against)} ± {compact(row.std_against)} | "
-            f"{compact(row.difference)} | {ci} |"
-        )
-    return "\n".join(lines)
-
-
 # ---- shipped results ----------------------------------------------------------------------------
 def default_path(task: str, folder: Path = EXPERIMENTS) -> Path:
     return Path(folder) / f"{get_task(task).name}.json"
@@ -783,194 +566,7 @@ def load_precomputed(task: str, folder: Path = EXPERIMENTS) -> ExperimentResult 
     return ExperimentResult.load(path) if path.is_file() else None
 
 
-def write_readme(folder: Path = EXPERIMENTS) -> Path:
-    """Rewrite folder/README.md from every task's shipped JSON."""
-    folder = Path(folder)
-    results = {task: load_precomputed(task, folder) for task in list_tasks()}
-    parts = [
-        "# W_o on or off, or block-diagonal: what training measured",
-        "",
-        "Generated by `python -m tfviz.experiment --all` (code: `tfviz/experiment.py`). For each",
-        "task, every seed is trained once with the learned W_o and once with W_o switched off",
-        "(`w_o=\"identity\"`), from the same initial weights and batches; 'difference' is with",
-        "minus without, and the interval is Welch's 95% confidence interval for it. The final",
-        "metric is measured on fresh examples (tfviz.evaluate). Seed 000's claim is that without",
-        "W_o training converges more slowly and ends worse; read each row for what it shows.",
-        "",
-        "The second table of a task compares the learned W_o with a block-diagonal one",
-        '(`w_o="block_diagonal"`: each head keeps its own d_k x d_k map, nothing mixes heads),',
-        "which tells apart the two things W_o does. Those runs were added by",
-        "`python -m tfviz.experiment --all --against block_diagonal --add`: the same seeds and",
-        "settings, trained in their own batch; each run is the run `train()` makes alone (to",
-        "float precision), so they pair with the learned runs above seed by seed. A block",
-        "reads d_k of the D inputs, so it starts drawn for that fan-in (tfviz.wo.training_start:",
-        "the masked draw times sqrt(H)); masked alone it started every output H times smaller in",
-        "variance, and those runs measured the slower start more than the missing mixing.",
-        "",
-        *_summary(results),
-        "",
-    ]
-    for task, result in results.items():
-        if result is None:
-            parts += [f"## {task}", "", "Not computed.", ""]
-            continue
-        s = result.settings
-        seconds = {c: sum(r.seconds for r in result.runs_of(c)) for c in KNOWN_CONDITIONS}
-        timing = ", ".join(f"{LABELS[c]} {t:.0f} s" for c, t in seconds.items() if t)
-        parts += [
-            f"## {task}",
-            "",
-            f"{len(s['seeds'])} seeds per condition, {s['steps']} steps x batch {s['batch_size']}, "
-            f"lr {s['lr']} ({s['schedule']}), model {_sizes_text(s['sizes'])}; training and "
-            f"evaluation: {timing}.",
-            "",
-        ]
-        for against in result.against:
-            parts += [
-                f"### {LABELS['learned']} vs {LABELS[against]}",
-                "",
-                format_table(result, against),
-                "",
-                verdict(result, against),
-                "",
-            ]
-    path = folder / "README.md"
-    write_atomic(path, "\n".join(parts).encode())
-    return path
+if __name__ == "__main__":  # python -m tfviz.experiment, as documented
+    from tfviz.experiment_cli import main
 
-
-SUMMARY_WORDS = {"better": "learned better", "worse": "learned worse"}
-
-
-def _outcome(row: Row) -> str:
-    """One table row in words: what its interval lets one say about the learned W_o."""
-    if row.interval is None:
-        return "too few runs"
-    return SUMMARY_WORDS.get(row.outcome, "no difference shown")
-
-
-def _summary(results: dict[str, ExperimentResult | None]) -> list[str]:
-    """A table of every task's outcome per comparison and quantity (from the intervals)."""
-    lines = [
-        "In short (each cell: final loss / loss over all steps / metric on fresh data, read off",
-        "the 95% intervals below; 'no difference shown' means the interval includes 0):",
-        "",
-        "| task | learned vs without W_o | learned vs block-diagonal |",
-        "|---|---|---|",
-    ]
-    for task, result in results.items():
-        if result is None:
-            continue
-        cells = [
-            " / ".join(_outcome(r) for r in compare(result, against=a))
-            if a in result.against
-            else "not computed"
-            for a in AGAINST
-        ]
-        lines.append(f"| {task} | {cells[0]} | {cells[1]} |")
-    return lines
-
-
-def _sizes_text(sizes: dict) -> str:
-    return (
-        f"D={sizes['d_model']} H={sizes['n_heads']} L={sizes['n_layers']} d_ff={sizes['d_ff']} "
-        f"dropout {sizes['dropout']}"
-    )
-
-
-# ---- command line -------------------------------------------------------------------------------
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
-        prog="python -m tfviz.experiment", description=__doc__.split("\n")[0]
-    )
-    p.add_argument("--task", help="task name: " + ", ".join(list_tasks()))
-    p.add_argument("--all", action="store_true", help="every task, into models/experiments/")
-    p.add_argument("--readme", action="store_true", help="only rewrite the README from the JSON")
-    p.add_argument("--seeds", type=int, default=DEFAULTS["seeds"])
-    p.add_argument("--steps", type=int, default=DEFAULTS["steps"])
-    p.add_argument("--batch-size", type=int, default=DEFAULTS["batch_size"])
-    p.add_argument("--lr", type=float, default=DEFAULTS["lr"])
-    p.add_argument("--eval-n", type=int, default=DEFAULTS["eval_n"])
-    for key, value in DEFAULTS["sizes"].items():
-        p.add_argument(f"--{key.replace('_', '-')}", type=type(value), default=value)
-    p.add_argument(
-        "--against",
-        nargs="+",
-        choices=AGAINST,
-        default=["identity"],
-        help="what the learned W_o is compared with (default identity: W_o off)",
-    )
-    p.add_argument(
-        "--add",
-        action="store_true",
-        help="train only the --against runs and add them to the existing result file",
-    )
-    p.add_argument("--out", type=Path, help="write the result JSON here")
-    p.add_argument("--folder", type=Path, default=EXPERIMENTS, help="folder for --all/--readme")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--threads", type=int, default=1, help="torch CPU threads (default 1: see below)"
-    )
-    args = p.parse_args(argv)
-    # These models are tiny: a second thread buys little, and on a shared 2-core machine torch's
-    # spinning worker threads made a run 3-5x slower in CPU time. The library leaves this alone.
-    torch.set_num_threads(max(1, args.threads))
-    if args.readme:
-        print(write_readme(args.folder))
-        return 0
-    if not args.all and not args.task:
-        p.error("give --task NAME, --all or --readme")
-    try:
-        tasks = list_tasks() if args.all else [get_task(args.task).name]
-    except ValueError as e:
-        p.error(str(e))
-    conditions = tuple(args.against) if args.add else ("learned", *args.against)
-    kwargs = dict(
-        conditions=conditions,
-        seeds=args.seeds,
-        steps=args.steps,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        eval_n=args.eval_n,
-        **{key: getattr(args, key) for key in DEFAULTS["sizes"]},
-    )
-    for name in tasks:
-        out = default_path(name, args.folder) if args.all else args.out
-        if args.add and (out is None or not out.is_file()):
-            p.error(f"--add needs an existing result to add to; {out} is not one")
-        began = time.perf_counter()
-        result = _run_with_bar(name, kwargs, args.quiet)
-        seconds = time.perf_counter() - began
-        if args.add:
-            result = ExperimentResult.load(out).merged(result)
-        print(f"\n## {name} ({seconds:.1f} s wall, {len(conditions)} conditions)", flush=True)
-        for against in result.against:
-            print(f"\n{format_table(result, against)}\n\n{verdict(result, against)}", flush=True)
-        if out is not None:
-            result.save(out)
-            print(f"-> {out}", flush=True)
-    if args.all:
-        print(write_readme(args.folder))
-    return 0
-
-
-def _run_with_bar(name: str, kwargs: dict, quiet: bool) -> ExperimentResult:
-    from tqdm import tqdm
-
-    seeds, conditions = kwargs["seeds"], kwargs["conditions"]
-    total = (seeds if isinstance(seeds, int) else len(seeds)) * len(conditions) * kwargs["steps"]
-    bar = tqdm(total=total, desc=name, file=sys.stderr, disable=quiet, dynamic_ncols=True)
-
-    def show(p: Progress) -> None:
-        bar.update(1)
-        if p.step == p.steps:
-            bar.set_postfix(run=f"{p.run}/{p.runs}", loss=f"{p.loss:.4f}")
-
-    try:
-        return run_experiment(name, on_progress=show, **kwargs)
-    finally:
-        bar.close()
-
-
-if __name__ == "__main__":
     raise SystemExit(main())

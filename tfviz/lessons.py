@@ -30,9 +30,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tfviz import wo
+from tfviz.checks import whole_number
 from tfviz.evaluate import evaluate
 from tfviz.interventions import switches
 from tfviz.jobs import Stopped
+from tfviz.messages import Message, say
 from tfviz.model import Encoder
 from tfviz.recipes import RECIPES
 from tfviz.settings import MAX_STEPS
@@ -290,17 +292,13 @@ class RecipeSpec:
     steps: int | None = None
 
     def check(self) -> dict:
-        """The recipe with the steps applied, or ValueError saying what is allowed."""
+        """The recipe with the steps applied, or ValueError (Refused for the steps) saying what is
+        allowed."""
         if self.recipe not in RECIPES:
             raise ValueError(f"unknown recipe {self.recipe!r}; known: {', '.join(RECIPES)}")
         recipe = dict(RECIPES[self.recipe])
         if self.steps is not None:
-            ok = isinstance(self.steps, int) and not isinstance(self.steps, bool)
-            if not ok or not 1 <= self.steps <= MAX_STEPS:
-                raise ValueError(
-                    f"steps must be a whole number from 1 to {MAX_STEPS:,}, got {self.steps!r}"
-                )
-            recipe["steps"] = self.steps
+            recipe["steps"] = whole_number(self.steps, "steps", 1, MAX_STEPS, int_only=True)
         return recipe
 
     @property
@@ -324,7 +322,7 @@ class RecipeResult:
 class RecipeWork:
     """A job (tfviz.jobs' Work protocol) that trains a recipe exactly as the bundled model was.
 
-    tfviz.jobs.TrainWork trains from a JobSpec, which cannot say "value embedding, dropout 0.1,
+    tfviz.work.TrainWork trains from a JobSpec, which cannot say "value embedding, dropout 0.1,
     length 8 only, constant learning rate" (seed 002's setting), and saves into the shared models
     folder; a lesson wants the recipe as it is and a model for this session only. Same manager,
     same cap and queue, same snapshots.
@@ -349,12 +347,12 @@ class RecipeWork:
     def validate(self, claimed: Collection[Hashable]) -> None:
         self._recipe = self.spec.check()
 
-    def run(self, report, should_stop: Callable[[], bool]) -> str:
+    def run(self, report, should_stop: Callable[[], bool]) -> Message:
         recipe = self._recipe or self.spec.check()
         task = get_task(recipe["task"])
         config = task.model_config(**recipe.get("sizes", {}))
         kwargs = {key: recipe[key] for key in _TRAIN_KEYS if key in recipe}
-        report(message="training")
+        report(message=say("training"))
 
         def on_step(info: StepInfo) -> bool:
             report(done=info.step, step=info.step, loss=info.loss)
@@ -364,12 +362,12 @@ class RecipeWork:
             task, config, device=str(resolve_device(self.device)), on_step=on_step, **kwargs
         )
         if history["cancelled"]:
-            raise Stopped(f"after {history['steps_done']} steps")
-        report(message=f"measuring on {EVAL_N} fresh examples")
+            raise Stopped(say("after_steps", steps=history["steps_done"]))
+        report(message=say("evaluating", n=EVAL_N))
         n = recipe.get("eval_len")
         metrics = evaluate(model, task, n=EVAL_N, min_len=n, max_len=n)
         self.result = RecipeResult(model=model, history=history, metrics=metrics)
-        return f"trained {self.spec.recipe} for {history['steps_done']} steps"
+        return say("recipe_trained", recipe=self.spec.recipe, steps=history["steps_done"])
 
 
 def predict(model: Encoder, task: Task, text: str, **switches_) -> tuple[str, str]:

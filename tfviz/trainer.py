@@ -35,7 +35,7 @@ class StepInfo:
 
 class Recorder(Protocol):
     """Watches the model between steps: record(0, model) before the first, record(s, model)
-    after step s (a Timeline keeps the weights; tfviz.jobs.MetricCurve measures the task metric).
+    after step s (a Timeline keeps the weights; tfviz.work.MetricCurve measures the task metric).
     The model is in training mode and must be left as it is found."""
 
     def record(self, step: int, model: Encoder) -> None: ...

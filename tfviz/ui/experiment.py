@@ -13,11 +13,12 @@ from __future__ import annotations
 import streamlit as st
 
 import tfviz.experiment as experiment
-from tfviz import jobs, plots, settings
+from tfviz import jobs, plots, settings, work
 from tfviz.metrics import compact
 from tfviz.ui.common import POLL_SECONDS, TRAINS_TOYS, View, chart, md_escape, toy_only
-from tfviz.ui.i18n import DEFAULT, current, t
-from tfviz.ui.train import job_manager, refusal, session_alive_check
+from tfviz.ui.i18n import current, t
+from tfviz.ui.train import job_manager, job_text, refusal, session_alive_check
+from tfviz.verdict import verdict_of
 
 AGAINST_LABELS = {
     "identity": "experiment.against.identity",
@@ -181,33 +182,30 @@ def show_experiment(result: experiment.ExperimentResult, against: str) -> None:
 
 
 def verdict(result: experiment.ExperimentResult, against: str) -> None:
-    """What the runs show, claiming no more than each interval does: in English the library's
-    verdict (tfviz.experiment.verdict); in another language one finding per quantity from the
-    catalogue, with the library's English kept beside it."""
-    english = md_escape(experiment.verdict(result, against=against))
-    if current() == DEFAULT:
-        st.markdown(t("experiment.verdict", verdict=english))
-        return
+    """What the runs show, claiming no more than each interval does, in the page's language."""
     lines = findings(result, against)
     st.markdown(t("experiment.findings") + "\n" + "\n".join(f"- {line}" for line in lines))
-    with st.expander(t("experiment.verdict_en")):
-        st.markdown(english)
 
 
 def findings(result: experiment.ExperimentResult, against: str) -> list[str]:
-    """One sentence per quantity of the comparison, in the student's language, claiming no more
-    than its interval does (Row.outcome), and a warning when the models are partly trained."""
+    """tfviz.verdict's values in the student's language: whether the runs were cut short or
+    cannot be compared, one sentence per quantity claiming no more than its interval does
+    (Row.outcome), a warning when the models are partly trained, and what the intervals are."""
+    v = verdict_of(result, against)
+    lines = [t("experiment.finding.cancelled")] if v.cancelled else []
+    if not v.comparable:
+        return [*lines, t("experiment.finding.nothing_to_compare")]
     other = t(f"experiment.versus.{against}")
-    lines = []
-    for row in experiment.compare(result, against=against):
+    for row in v.rows:
         what, iv = t(f"experiment.quantity.{row.quantity}"), row.interval
-        if iv is None:
+        if row.outcome == "no_interval":
             lines.append(t("experiment.finding.no_interval", what=what))
             continue
         values = dict(low=compact(iv.low), high=compact(iv.high), diff=compact(row.difference))
         lines.append(t(f"experiment.finding.{row.outcome}", what=what, other=other, **values))
-    if experiment.target_note(result):  # no run reached the bundled model's target
+    if v.unreached is not None:
         lines.append(t("experiment.finding.partly_trained"))
+    lines.append(t("experiment.finding.caveat"))
     return lines
 
 
@@ -244,10 +242,10 @@ def experiment_form(task: str, against: str) -> None:
     if job is not None and job.snapshot().active:
         st.error(t("experiment.still_running"))
         return
-    spec = jobs.ExperimentSpec(task=task, seeds=int(seeds), steps=int(steps), against=against)
+    spec = work.ExperimentSpec(task=task, seeds=int(seeds), steps=int(steps), against=against)
     try:
         st.session_state["experiment_job"] = job_manager().submit(
-            jobs.ExperimentWork(spec), is_alive=session_alive_check()
+            work.ExperimentWork(spec), is_alive=session_alive_check()
         )
     except (ValueError, jobs.QueueFull) as e:
         st.error(refusal(e))
@@ -268,7 +266,7 @@ def experiment_progress(job: jobs.Job) -> None:
             text=t(
                 "experiment.progress",
                 task=md_escape(snap.spec.task),
-                message=md_escape(snap.message),
+                message=job_text(snap.message),
                 step=snap.step,
                 steps=snap.spec.steps,
                 loss=loss,
@@ -284,11 +282,11 @@ def experiment_outcome(snap: jobs.JobSnapshot) -> None:
             t(
                 "experiment.done",
                 seconds=f"{snap.seconds:.0f}",
-                message=md_escape(snap.message),
+                message=job_text(snap.message),
                 task=task,
             )
         )
     elif snap.status == jobs.CANCELLED:
-        st.warning(t("experiment.cancelled", task=task, message=md_escape(snap.message)))
+        st.warning(t("experiment.cancelled", task=task, message=job_text(snap.message)))
     else:
-        st.error(t("experiment.failed", task=task, why=md_escape(snap.message)))
+        st.error(t("experiment.failed", task=task, why=job_text(snap.message)))

@@ -20,7 +20,7 @@ import numpy as np
 import streamlit as st
 
 import tfviz.experiment as experiment
-from tfviz import get_task, jobs, lessons, plots
+from tfviz import checks, experiment_report, get_task, jobs, lessons, plots
 from tfviz.lessons import LessonInputError
 from tfviz.metrics import compact
 from tfviz.recipes import RECIPES
@@ -29,7 +29,7 @@ from tfviz.ui.experiment import cached_precomputed, experiment_table, findings
 from tfviz.ui.i18n import current, t
 from tfviz.ui.models import BUNDLED_DIR, file_sha256, load_model
 from tfviz.ui.standalone import download_button
-from tfviz.ui.train import job_manager, refusal, session_alive_check
+from tfviz.ui.train import job_manager, job_text, refusal, session_alive_check
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -404,7 +404,7 @@ def train_controls(recipe_steps: int) -> None:
         st.error(t("lessons.s3.still_running"))
         return
     try:
-        n = jobs.whole_number(steps, "steps", 1, MAX_LESSON_STEPS)
+        n = checks.whole_number(steps, "steps", 1, MAX_LESSON_STEPS)
     except ValueError:
         st.error(t("lessons.s3.bad_steps", n=MAX_LESSON_STEPS))
         return
@@ -466,7 +466,7 @@ def job_outcome(snap: jobs.JobSnapshot) -> None:
     elif snap.status == jobs.CANCELLED:
         st.warning(t("lessons.s3.cancelled"))
     else:
-        st.error(t("lessons.s3.failed", why=md_escape(snap.message)))
+        st.error(t("lessons.s3.failed", why=job_text(snap.message)))
 
 
 # ---- step 4: W_o switched off, and the experiment ----------------------------------------------
@@ -545,7 +545,7 @@ def show_experiment(view: View) -> None:
     lines = findings(result, against="identity")  # the seeds' question: W_o or none
     st.markdown("\n".join(f"- {line}" for line in lines))
     with st.expander(t("lessons.s4.verdict_en")):
-        st.markdown(md_escape(experiment.verdict(result)))
+        st.markdown(md_escape(experiment_report.verdict(result)))
     outcomes = [row.outcome for row in compared]
     better, worse = outcomes.count("better"), outcomes.count("worse")
     answer = (

@@ -1,10 +1,10 @@
 """The Train view: train a small model, retrain the chosen model's W_o alone, replay a training.
 
 Three parts, one at a time:
-- Train a model: a worker thread trains it (jobs.TrainWork); it is saved to the user models folder
+- Train a model: a worker thread trains it (work.TrainWork); it is saved to the user models folder
   with its timeline beside it, and joins every session's picker.
 - Retrain W_o alone: a copy of the chosen model with every weight but W_o frozen, W_o started from
-  identity, zeros, random or the learned one (jobs.RetrainWoWork); its accuracy over the steps is
+  identity, zeros, random or the learned one (work.RetrainWoWork); its accuracy over the steps is
   drawn against the learned W_o's. Nothing is saved and the shared model is never changed.
 - Training timeline: for a model trained in the app, a slider over its kept steps shows the
   attention of the typed sequence, head importance and W_o's mixing index at that step (the
@@ -12,7 +12,9 @@ Three parts, one at a time:
   slider move is a lookup).
 
 Every job runs under one server-wide cap (jobs.JobManager, one per process) and stops when the
-browser session that started it has been gone longer than Streamlit's reconnect grace time.
+browser session that started it has been gone longer than Streamlit's reconnect grace time. What a
+job says (tfviz.messages.Message: a key and values) is worded here, in the page's language
+(`job_text`).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from tfviz import get_task, jobs, list_tasks, plots, settings
+from tfviz import checks, get_task, jobs, list_tasks, plots, settings, work
 from tfviz import timeline as tl
 from tfviz.checkpoint import CheckpointError, safe_model_path
 from tfviz.experiment import headline_metric
+from tfviz.messages import Message, Refused
 from tfviz.metrics import headline, metric
 from tfviz.recipes import CLASS_SIZES, class_recipe, learned
 from tfviz.trainer import W_O_STARTS
@@ -66,6 +69,12 @@ NAME_PROPOSED = "_train_name_proposed"  # session_state: the free name the form 
 NAME_USED = "_train_name_used"  # session_state: a job took the name in the form: propose another
 RECONNECT_GRACE_OPTION = "server.disconnectedSessionTTL"  # how long a dropped session may return
 RETRAIN_DEFAULT_STEPS = 300
+# A message value worded from a fixed set (tfviz.messages.CHOICES): name -> catalogue key prefix.
+CHOICE_LABELS = {
+    "condition": "experiment.condition.",
+    "start": "train.retrain.start.",
+    "field": "jobs.field.",
+}
 TIMELINE_N = 64  # fresh examples behind the head importance at each step of a timeline
 
 
@@ -83,12 +92,32 @@ def job_manager() -> jobs.JobManager:
 
 def refusal(e: Exception) -> str:
     """Why a job was not started, in the page's language: the manager's refusals are worded
-    from their numbers; a form check's message (ValueError) is shown as it is, inert."""
+    from their numbers, a check's (Refused) from its message; any other ValueError (a model
+    name the checkpoint module refuses) is shown as it is, inert."""
     if isinstance(e, jobs.Draining):
         return t("jobs.draining")
     if isinstance(e, jobs.QueueFull):
         return t("jobs.queue_full", slots=e.slots, waiting=e.waiting)
+    if isinstance(e, Refused):
+        return job_text(e.message)
     return md_escape(str(e))
+
+
+def job_text(message: Message, lang: str | None = None) -> str:
+    """A job's or a check's message in the page's language (catalogue key jobs.message.<key>):
+    a value from a fixed set by its label, a nested message worded likewise, numbers with
+    thousands separators, names inert."""
+    values = {}
+    for name, value in message.values.items():
+        if isinstance(value, Message):
+            values[name] = job_text(value, lang)
+        elif name in CHOICE_LABELS:
+            values[name] = t(CHOICE_LABELS[name] + value, lang=lang)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            values[name] = f"{value:,}"
+        else:
+            values[name] = md_escape(str(value))
+    return t(f"jobs.message.{message.key}", lang=lang, **values)
 
 
 def render(view: View) -> None:
@@ -235,12 +264,12 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
     try:
         safe_model_path(folder, name, reserved=bundled_names())  # nothing is written yet
     except ValueError as e:
-        problems.append(str(e))
+        problems.append(refusal(e))
     if problems:
-        listed = "\n".join(f"- {md_escape(p)}" for p in problems)
+        listed = "\n".join(f"- {p}" for p in problems)
         st.error(t("train.not_started", problems=listed))
         return
-    spec = jobs.JobSpec(
+    spec = work.JobSpec(
         task=task,
         name=name,
         d_model=int(d_model),
@@ -251,8 +280,8 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
         **numbers,
     )
     try:
-        work = jobs.TrainWork(spec, folder, reserved=bundled_names())
-        st.session_state["train_job"] = manager.submit(work, is_alive=session_alive_check())
+        training = work.TrainWork(spec, folder, reserved=bundled_names())
+        st.session_state["train_job"] = manager.submit(training, is_alive=session_alive_check())
     except (ValueError, jobs.QueueFull) as e:
         st.error(refusal(e))
         return
@@ -294,21 +323,19 @@ def free_name(task: str, folder: Path) -> str:
 
 
 def form_numbers(steps, lr, seed) -> tuple[dict, list[str]]:
-    """The Train form's numbers checked: ({steps, lr, seed}, []) or ({...}, what is wrong)."""
+    """The Train form's numbers checked: ({steps, lr, seed}, []) or ({...}, what is wrong, in
+    the page's language)."""
     numbers, problems = {}, []
-    checks = (
-        ("steps", lambda: jobs.whole_number(steps, "Steps", 1, settings.MAX_STEPS)),
-        (
-            "lr",
-            lambda: jobs.number_in_range(lr, "The learning rate", settings.MIN_LR, settings.MAX_LR),
-        ),
-        ("seed", lambda: jobs.whole_number(seed, "The seed", 0, settings.MAX_SEED)),
+    fields = (
+        ("steps", lambda: checks.whole_number(steps, "steps", 1, settings.MAX_STEPS)),
+        ("lr", lambda: checks.number_in_range(lr, "lr", settings.MIN_LR, settings.MAX_LR)),
+        ("seed", lambda: checks.whole_number(seed, "seed", 0, settings.MAX_SEED)),
     )
-    for field, check in checks:
+    for field, check in fields:
         try:
             numbers[field] = check()
-        except ValueError as e:
-            problems.append(str(e))
+        except Refused as e:
+            problems.append(job_text(e.message))
     return numbers, problems
 
 
@@ -350,7 +377,7 @@ def job_progress(job: jobs.Job) -> None:
             snap.step / snap.spec.steps,
             text=t("train.progress", name=name, step=snap.step, steps=snap.spec.steps, loss=loss),
         )
-        st.caption(md_escape(snap.message))
+        st.caption(job_text(snap.message))
         if snap.losses:
             chart(plots.loss_curve(snap.losses, snap.loss_every, snap.spec.steps), key="live_loss")
     st.button(t("train.cancel"), key="cancel_training", on_click=job.cancel)
@@ -381,14 +408,14 @@ def job_result(snap: jobs.JobSnapshot) -> None:
             st.session_state[sidebar.OPEN_MODEL] = f"yours:{snap.spec.name}"
             st.rerun(scope="app")
     elif snap.status == jobs.CANCELLED:
-        st.warning(md_escape(f"{snap.spec.name}: {snap.message}"))
+        st.warning(t("train.cancelled", name=name, message=job_text(snap.message)))
     else:
-        st.error(t("train.failed", name=name, why=md_escape(snap.message)))
+        st.error(t("train.failed", name=name, why=job_text(snap.message)))
     if snap.losses:
         chart(plots.loss_curve(snap.losses, snap.loss_every, snap.spec.steps), key="final_loss")
 
 
-def weak_result(spec: jobs.JobSpec, metric: str, value: float) -> str:
+def weak_result(spec: work.JobSpec, metric: str, value: float) -> str:
     """Said under a model that did not reach its task's first-run level: how far it got, what the
     task's defaults reach, and what to change (the settings that differ from them first)."""
     recipe = class_recipe(spec.task)
@@ -478,7 +505,7 @@ def retrain_form(view: View, manager: jobs.JobManager) -> None:
             step=50.0,
             format="%.0f",
             key="retrain_steps",
-            help=t("train.retrain.steps_help", high=f"{jobs.RETRAIN_MAX_STEPS:,}"),
+            help=t("train.retrain.steps_help", high=f"{settings.RETRAIN_MAX_STEPS:,}"),
         )
         submitted = st.form_submit_button(
             t("train.retrain.submit"), key="retrain_submit", type="primary"
@@ -490,10 +517,10 @@ def retrain_form(view: View, manager: jobs.JobManager) -> None:
         st.error(t("train.retrain.still_running"))
         return
     try:
-        steps = jobs.whole_number(steps, "Steps", 1, jobs.RETRAIN_MAX_STEPS)
-        spec = jobs.RetrainSpec(task=view.task.name, start=start, steps=steps)
-        work = jobs.RetrainWoWork(spec, view.model)  # trains a copy: the shared model stays
-        job = manager.submit(work, is_alive=session_alive_check())
+        steps = checks.whole_number(steps, "steps", 1, settings.RETRAIN_MAX_STEPS)
+        spec = work.RetrainSpec(task=view.task.name, start=start, steps=steps)
+        retraining = work.RetrainWoWork(spec, view.model)  # trains a copy: the shared model stays
+        job = manager.submit(retraining, is_alive=session_alive_check())
     except (ValueError, jobs.QueueFull) as e:
         st.error(t("train.retrain.not_started", why=refusal(e)))
         return
@@ -515,7 +542,7 @@ def retrain_progress(job: jobs.Job) -> None:
             snap.fraction,
             text=t("train.retrain.progress", step=snap.step, steps=snap.total, loss=loss),
         )
-        st.caption(md_escape(snap.message))
+        st.caption(job_text(snap.message))
         if snap.losses:
             chart(plots.loss_curve(snap.losses, snap.loss_every, snap.total), key="retrain_loss")
     st.button(t("train.retrain.cancel"), key="cancel_retrain", on_click=job.cancel)
@@ -523,14 +550,14 @@ def retrain_progress(job: jobs.Job) -> None:
 
 def retrain_result(snap: jobs.JobSnapshot, model_name: str) -> None:
     """The metric over the retraining's steps beside the learned W_o's, or how it ended."""
-    spec: jobs.RetrainSpec = snap.spec
+    spec: work.RetrainSpec = snap.spec
     if snap.status == jobs.CANCELLED:
-        st.warning(t("train.retrain.cancelled", why=md_escape(snap.message)))
+        st.warning(t("train.retrain.cancelled", why=job_text(snap.message)))
         return
     if snap.status != jobs.DONE:
-        st.error(t("train.retrain.failed", why=md_escape(snap.message)))
+        st.error(t("train.retrain.failed", why=job_text(snap.message)))
         return
-    result: jobs.RetrainResult = snap.result
+    result: work.RetrainResult = snap.result
     key = headline_metric(get_task(spec.task))
     label = metric(key).label
     start_label = t(START_LABELS[spec.start])
@@ -557,7 +584,7 @@ def retrain_result(snap: jobs.JobSnapshot, model_name: str) -> None:
         index=pd.Index(result.curve_steps, name=t("train.retrain.step")),
     )
     st.line_chart(curve, x_label=t("train.retrain.step"), y_label=label)
-    st.caption(t("train.retrain.caption", n=jobs.RETRAIN_EVAL_N, metric=label))
+    st.caption(t("train.retrain.caption", n=work.RETRAIN_EVAL_N, metric=label))
 
 
 # ---- training timeline --------------------------------------------------------------------------

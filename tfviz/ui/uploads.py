@@ -1,7 +1,7 @@
 """Models a student uploads: checked before use and kept in that browser session only.
 
 An upload is never written to disk and never unpickled: its size is checked before the bytes are
-read, its parameter count before a model is built (jobs.load_upload), everything else by
+read, its parameter count before a model is built (checks.load_upload), everything else by
 load_checkpoint. One session holds at most MAX_UPLOADS of them; they go when the tab closes.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from tfviz import CheckpointError, jobs, settings
+from tfviz import CheckpointError, checks, settings
 from tfviz.checkpoint import CheckpointMeta
 from tfviz.ui.common import cut, md_escape
 from tfviz.ui.i18n import t
@@ -66,7 +66,7 @@ def read_upload(file, device: str, limit_mb: int) -> Upload:
     known = session_uploads().get(key)
     if known is not None:
         return known
-    model, meta = jobs.load_upload(data, max_bytes=limit_mb * MB, device=device)
+    model, meta = checks.load_upload(data, max_bytes=limit_mb * MB, device=device)
     entry = ModelEntry(key, shown_name(file.name), "uploaded", "", digest)
     return Upload(entry=entry, model=model, meta=meta)
 

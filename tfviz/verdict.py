@@ -1,0 +1,83 @@
+"""What one comparison of an experiment shows, as values: the app words them in the page's
+language, tfviz.experiment_report in English (the shipped README, the command line).
+
+A `Verdict` holds the scope (runs per condition, steps, sizes, whether it was cancelled), one
+tfviz.experiment.Row per quantity, each with its `outcome` (better, worse, unclear, no_interval:
+no more than its interval allows), and the bundled model's target when no run reached it (the
+models are then partly trained, and the comparison says nothing about fully trained ones).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tfviz.experiment import ExperimentResult, Row, check_against, compare
+from tfviz.recipes import TARGETS
+
+
+@dataclass(frozen=True)
+class Target:
+    """A bundled model's target on its task's metric, e.g. token_accuracy >= 0.98."""
+
+    metric: str
+    op: str  # ">=" or "<="
+    bound: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One comparison of the learned W_o with `against`, as values."""
+
+    task: str
+    against: str
+    n_learned: int  # finished runs with the learned W_o
+    n_against: int
+    steps: int | None
+    batch_size: int | None
+    d_model: int | None
+    n_layers: int | None
+    n_heads: int | None
+    cancelled: bool  # stopped before the end: only finished runs are counted
+    rows: tuple[Row, ...]  # one per quantity; empty when a condition has no finished run
+    unreached: Target | None  # the target no run reached; None if one did (or none applies)
+
+    @property
+    def comparable(self) -> bool:
+        """Both conditions have a finished run."""
+        return min(self.n_learned, self.n_against) > 0
+
+
+def verdict_of(result: ExperimentResult, against: str = "identity") -> Verdict:
+    """The values of what result shows for the learned W_o against `against`."""
+    check_against(against)
+    s = result.settings
+    sizes = s.get("sizes", {})
+    n_learned, n_against = (len(result.runs_of(c)) for c in ("learned", against))
+    comparable = min(n_learned, n_against) > 0
+    return Verdict(
+        task=result.task,
+        against=against,
+        n_learned=n_learned,
+        n_against=n_against,
+        steps=s.get("steps"),
+        batch_size=s.get("batch_size"),
+        d_model=sizes.get("d_model"),
+        n_layers=sizes.get("n_layers"),
+        n_heads=sizes.get("n_heads"),
+        cancelled=result.cancelled,
+        rows=tuple(compare(result, against=against)) if comparable else (),
+        unreached=unreached_target(result) if comparable else None,
+    )
+
+
+def unreached_target(result: ExperimentResult) -> Target | None:
+    """The bundled model's target when no run reached it (the models are partly trained)."""
+    target = TARGETS.get(result.task)
+    if target is None or target[3]:  # targets measured on other lengths are not comparable
+        return None
+    metric, op, bound, _ = target
+    values = [r.metrics.get(metric) for r in result.runs if metric in r.metrics]
+    if not values:
+        return None
+    reached = [(v >= bound) if op == ">=" else (v <= bound) for v in values]
+    return None if any(reached) else Target(metric, op, bound)
