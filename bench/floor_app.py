@@ -8,6 +8,11 @@ TFVIZ_FLOOR_VIEW=parts: a picker of the same layer scopes and the two charts of 
 (the task's accuracy under each W_o mode, W_o's singular values), measured once at start.
 TFVIZ_FLOOR_VIEW=timeline: a step slider and the training timeline's two charts (every head's
 attention, the head importance map), for bench/timeline_slider.py.
+TFVIZ_FLOOR_VIEW=attention: the box the app's sequence is typed in, the typed input as the app
+shows it (a code block), and ONE plain go.Heatmap of the cells the app's Attention view draws
+for it (every head and mean of every layer for a toy model; MiniLM's layer 0, its three columns
+side by side), with plotly's defaults: issue 18's floor for a keystroke and for opening the page,
+for bench/ui_latency.py --floor. The model runs on every edit, as in the app.
 
 Both draw with the app's own tfviz.ui.common.chart and tfviz.plots, and have no header, sequence
 box, prediction, tabs, link, or other widgets. The time from a click to these charts painted is
@@ -15,7 +20,7 @@ what Streamlit and plotly.js alone take on the machine at hand; the app's time m
 what the app's page adds. Served by bench/mode_switch.py and bench/timeline_slider.py; not part
 of the app.
 
-TFVIZ_FLOOR_MODEL: the bundled model's name (default max_position).
+TFVIZ_FLOOR_MODEL: the bundled model's name (default max_position), or "minilm" (attention only).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
 from tfviz import dissect, plots, wo
@@ -32,6 +38,7 @@ from tfviz.evaluate import evaluate
 from tfviz.interventions import switches
 from tfviz.snapshot import cosine_per_token, run_trace, w_o_used
 from tfviz.tasks import get_task
+from tfviz.ui.attention import attention_columns, many_heads
 from tfviz.ui.common import ACCURACY_N, ACCURACY_SEED, chart
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
@@ -136,7 +143,45 @@ def timeline(name: str) -> None:
     chart(plots.head_score_map(importance, title=f"importance, step {step}"), "importance")
 
 
-VIEWS = {"before_after": before_after, "parts": parts, "timeline": timeline}
+@st.cache_resource(show_spinner=False)
+def sentence_model():
+    from tfviz.pretrained import SentenceTask, load_minilm
+
+    model, tokenizer = load_minilm()
+    return model, SentenceTask(tokenizer)
+
+
+def attention_cells(tr) -> tuple[np.ndarray, int]:
+    """The cells the app's Attention view draws for this trace as one array (NaN: the gaps), and
+    the height the app draws them at."""
+    if many_heads(tr.n_layers, tr.n_heads):  # MiniLM: layer 0, three columns side by side
+        figures = attention_columns(tr.attn[0], tr.labels, 0)
+        columns = [np.asarray(f.data[0].z, dtype=float) for f in figures]
+        rows = max(len(z) for z in columns)
+        gap = dict(constant_values=np.nan)
+        z = np.hstack([np.pad(z, ((0, rows - len(z)), (0, 1)), **gap) for z in columns])
+        return z, max(f.layout.height for f in figures)
+    grid = plots.attention_grid(tr.attn, tr.labels, list(range(tr.n_layers)), with_mean=True)
+    return np.asarray(grid.data[0].z, dtype=float), grid.layout.height
+
+
+def attention(name: str) -> None:
+    if name == "minilm":
+        model, task = sentence_model()
+        text = st.text_input("Sentence A (traced)", task.examples[0], key="floor_text")
+    else:
+        model, task = model_and_task(name)
+        text = st.text_input("Sequence", task.examples[0], key="floor_text")
+    tr = run_trace(model, task, text)
+    if name == "minilm":
+        st.container(key="pieces").code(" ".join(task.pieces(text).pieces), language=None)
+    else:
+        st.container(key="prediction").code(f"input   {text}", language=None)
+    z, height = attention_cells(tr)
+    st.plotly_chart(go.Figure(go.Heatmap(z=z), layout=dict(height=height)), key="floor")
+
+
+VIEWS = {"before_after": before_after, "parts": parts, "timeline": timeline, "attention": attention}
 VIEWS[os.environ.get("TFVIZ_FLOOR_VIEW", "before_after")](
     os.environ.get("TFVIZ_FLOOR_MODEL", "max_position")
 )

@@ -30,6 +30,13 @@ longest sequence) and on the pretrained all-MiniLM-L6-v2 (sentence A of --pieces
 their p95 is printed (issue 9's target: MiniLM <= 1.5x reverse). A MiniLM edit is done when
 sentence A's word-pieces show the new sentence and every chart has been repainted.
 
+With --floor the same edits are typed, by turns, into the app and into bench/floor_app.py's
+attention page (the same text box, the input shown, ONE plain heatmap of the cells the app's
+Attention view draws, the model run on every edit), and the ratio of their p95 is printed (issue
+18's target: <= 1.25). --navigations N adds N page opens of each, by turns, each in a fresh
+browser context on a warm server: navigation start -> the input and every chart drawn (the app
+opened by a link to the model and the Attention tab).
+
 Targets (2 CPU cores): p95 under 300 ms at T=16; first render under 5 s. Met / not met is printed;
 the exit status is 0 either way (a benchmark, not a test) unless nothing could be measured.
 
@@ -38,6 +45,7 @@ Needs Debian's Chromium at /usr/bin/chromium. Talks only to the servers it start
 Usage: python -m bench.ui_latency [--edits 30] [--warmup 3] [--starts 3] [--json out.json]
        python -m bench.ui_latency --first-render-only --starts 5 [--compare-app OLD/app.py]
        python -m bench.ui_latency --models reverse,minilm [--pieces 32] --starts 0
+       python -m bench.ui_latency --floor --models reverse,minilm --starts 0 --navigations 10
 """
 
 from __future__ import annotations
@@ -282,6 +290,8 @@ class Config:
     edits: list[dict] = field(default_factory=list)  # what waitEdit resolved with, per edit
     server_ms: list[float] = field(default_factory=list)  # websocket-only rerun times
     failures: list[str] = field(default_factory=list)
+    floor: Config | None = None  # with --floor: the same edits on bench/floor_app.py
+    navigations: list[float] = field(default_factory=list)  # with --navigations: ms each
 
     @property
     def name(self) -> str:
@@ -311,11 +321,14 @@ class Server:
     app imports that checkout's tfviz.
     """
 
-    def __init__(self, workdir: Path, extra: list[str] = (), app: Path = APP):
+    def __init__(
+        self, workdir: Path, extra: list[str] = (), app: Path = APP, environ: dict | None = None
+    ):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = workdir / f"server_{self.port}.log"
         env = dict(os.environ, TFVIZ_USER_MODELS=str(workdir / f"user_models_{self.port}"))
+        env.update(environ or {})
         cmd = streamlit_command(app, self.port, *extra)
         self.spawned = time.time()  # epoch seconds: compared with the page's clock
         with open(self.log_path, "wb") as log:
@@ -446,27 +459,145 @@ def one_edit(page, cfg: Config, text: str, shown: str) -> dict:
     )
 
 
-def measure_edits(page, cfg: Config, n: int, warmup: int, seed: int) -> list[str]:
-    """Time n edits (after `warmup` unrecorded ones); returns the sequences typed, in order."""
+def plan_edits(page, cfg: Config, n: int, seed: int) -> list[tuple[str, str]]:
+    """Pick the configuration's model; n (text typed, input as shown without spaces) for it."""
     pick_model(page, cfg)
     if cfg.sentence:
-        typed = sentences(cfg.T, warmup + n, seed)
-    else:
-        alphabet, lo, hi = task_facts(page)
-        cfg.alphabet = alphabet
-        if not lo <= cfg.T <= hi:
-            raise RuntimeError(f"{cfg.model} takes lengths {lo}..{hi}, not {cfg.T}")
-        typed = [(s, s) for s in sequences(alphabet, cfg.T, warmup + n, seed)]
-    texts = [text for text, _ in typed]
+        return sentences(cfg.T, n, seed)
+    alphabet, lo, hi = task_facts(page)
+    cfg.alphabet = alphabet
+    if not lo <= cfg.T <= hi:
+        raise RuntimeError(f"{cfg.model} takes lengths {lo}..{hi}, not {cfg.T}")
+    return [(s, s) for s in sequences(alphabet, cfg.T, n, seed)]
+
+
+def timed_edit(page, cfg: Config, text: str, shown: str, record: bool) -> None:
+    """One edit, kept in cfg.edits when record; a failed edit is counted, not fatal."""
+    try:
+        result = one_edit(page, cfg, text, shown)
+    except Exception as e:  # noqa: BLE001 - reported with the figures
+        cfg.failures.append(f"{text}: {' '.join(str(e).split())[:300]}")
+        return
+    if record:
+        cfg.edits.append(result)
+
+
+def measure_edits(page, cfg: Config, n: int, warmup: int, seed: int) -> list[str]:
+    """Time n edits (after `warmup` unrecorded ones); returns the sequences typed, in order."""
+    typed = plan_edits(page, cfg, warmup + n, seed)
     for i, (text, shown) in enumerate(typed):
-        try:
-            result = one_edit(page, cfg, text, shown)
-        except Exception as e:  # noqa: BLE001 - a failed edit is counted and reported, not fatal
-            cfg.failures.append(f"{text}: {' '.join(str(e).split())[:300]}")
-            continue
-        if i >= warmup:
-            cfg.edits.append(result)
-    return texts[warmup:]
+        timed_edit(page, cfg, text, shown, record=i >= warmup)
+    return [text for text, _ in typed][warmup:]
+
+
+# ---- against the floor (issue 18) --------------------------------------------------------------
+
+FLOOR_APP = ROOT / "bench" / "floor_app.py"
+TARGET_FLOOR_RATIO = 1.25  # the app's p95 / the floor page's p95, both from one run (issue 18)
+
+
+def floor_server(workdir: Path, cfg: Config, server_args: list[str]) -> Server:
+    """bench/floor_app.py's attention page for the configuration's model."""
+    environ = {"TFVIZ_FLOOR_VIEW": "attention"}
+    environ["TFVIZ_FLOOR_MODEL"] = MINILM if cfg.sentence else cfg.model
+    return Server(workdir, server_args, FLOOR_APP, environ)
+
+
+def measure_against_floor(browser, workdir: Path, configs: list[Config], args) -> None:
+    """Each configuration's edits typed into the app and into its floor page by turns, the
+    same texts in both (which page goes first alternates), in two tabs of one browser."""
+    server = Server(workdir, args.server_arg)
+    try:
+        server.wait_healthy()
+        context = browser.new_context(viewport=VIEWPORT)
+        context.add_init_script(HARNESS_JS)
+        page = open_page(context, server.url)
+        for i, cfg in enumerate(configs):
+            cfg.floor = Config(f"floor {cfg.model}", cfg.T, None, source=cfg.source)
+            floor = floor_server(workdir, cfg, args.server_arg)
+            try:
+                floor.wait_healthy()
+                floor_page = open_page(context, floor.url)
+                typed = plan_edits(page, cfg, args.warmup + args.edits, args.seed + i)
+                for j, (text, shown) in enumerate(typed):
+                    pair = [(page, cfg), (floor_page, cfg.floor)]
+                    for tab, c in pair if j % 2 == 0 else pair[::-1]:
+                        timed_edit(tab, c, text, shown, record=j >= args.warmup)
+                floor_page.close()
+            finally:
+                floor.stop()
+            print(f"measured {cfg.name} and its floor: {len(cfg.edits)} edits", flush=True)
+            if args.navigations:
+                measure_navigations(browser, workdir, cfg, server, args)
+        context.close()
+    finally:
+        server.stop()
+
+
+# Page time (ms since navigation start) once the first run has drawn the input and every chart.
+NAVIGATED_JS = (
+    f"() => {{ const t = ({FIRST_RENDER_JS})(); return t && t - performance.timeOrigin; }}"  # noqa: E501
+)
+
+
+def app_link(cfg: Config) -> str:
+    """The app's address opening the configuration's model on its first example, Attention tab."""
+    return f"/?model={'pretrained' if cfg.sentence else 'bundled'}:{cfg.model}&view=attention"
+
+
+def measure_navigations(browser, workdir: Path, cfg: Config, server: Server, args) -> None:
+    """Open the app (a link to the model) and the floor page by turns, each in a fresh browser
+    context (nothing cached), timing navigation start -> the input and every chart drawn. The
+    first of each is not timed (it warms the servers' caches)."""
+    floor = floor_server(workdir, cfg, args.server_arg)
+    try:
+        floor.wait_healthy()
+        targets = [(server.url + app_link(cfg), cfg), (floor.url, cfg.floor)]
+        for j in range(args.navigations + 1):
+            for url, c in targets if j % 2 == 0 else targets[::-1]:
+                context = browser.new_context(viewport=VIEWPORT)
+                try:
+                    page = context.new_page()
+                    page.goto(url)
+                    shown = page.wait_for_function(NAVIGATED_JS, polling="raf", timeout=60_000)
+                    if j > 0:
+                        c.navigations.append(shown.json_value())
+                except Exception as e:  # noqa: BLE001 - reported with the figures
+                    c.failures.append(f"navigation to {url}: {' '.join(str(e).split())[:300]}")
+                finally:
+                    context.close()
+    finally:
+        floor.stop()
+    print(f"measured {cfg.name}: {len(cfg.navigations)} navigations", flush=True)
+
+
+def report_floor(configs: list[Config]) -> None:
+    """Each configuration against its floor page: medians, p95 and their ratios (issue 18)."""
+    pairs = [(c, c.floor) for c in configs if c.floor is not None]
+    if not pairs:
+        return
+    print(
+        "\nAgainst the floor (bench/floor_app.py: the same box, the input shown, one plain "
+        "heatmap of the same cells),\nthe same texts typed into both by turns (ms)"
+    )
+    head = f"{'measure':<34} {'app med':>7} {'p95':>6} {'floor med':>9} {'p95':>6} {'p95 ratio':>9}"
+    print(head + "  target")
+    print("-" * (len(head) + 30))
+    for c, f in pairs:
+        rows = [("keystroke -> every chart painted", c.col("total"), f.col("total"))]
+        if c.navigations:
+            rows.append(("navigation -> attention drawn", c.navigations, f.navigations))
+        for what, app, floor in rows:
+            ratio = percentile(app, 95) / percentile(floor, 95)
+            print(
+                f"{c.name + ': ' + what:<34} {median(app):7.0f} {percentile(app, 95):6.0f} "
+                f"{median(floor):9.0f} {percentile(floor, 95):6.0f} {ratio:9.2f}  "
+                f"<= {TARGET_FLOOR_RATIO}: {verdict(ratio <= TARGET_FLOOR_RATIO)} "
+                f"(medians {median(app) / median(floor):.2f}; n={len(app)}/{len(floor)})"
+            )
+    for _, f in pairs:
+        for failure in f.failures:
+            print(f"FAILED ({f.name}): {failure}")
 
 
 def first_renders(
@@ -689,6 +820,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=0,
         help="time this many lesson step changes (Next/Previous) instead of the keystrokes",
     )
+    p.add_argument(
+        "--floor",
+        action="store_true",
+        help="type the same edits into bench/floor_app.py's attention page by turns and print "
+        "the ratios (issue 18)",
+    )
+    p.add_argument(
+        "--navigations",
+        type=int,
+        default=0,
+        help="with --floor: also open the app and the floor page this many times each, by turns",
+    )
     p.add_argument("--no-server-only", action="store_true", help="skip the websocket-only timing")
     p.add_argument("--json", type=Path, help="also write every figure here")
     p.add_argument(
@@ -724,12 +867,15 @@ def main(argv: list[str] | None = None) -> int:
             starts = first_renders(browser, workdir, args.starts, args.server_arg, apps)
             if args.lesson_steps:
                 measure_lesson_steps(browser, workdir, args.lesson_steps, args.server_arg)
+            elif args.floor:
+                measure_against_floor(browser, workdir, configs, args)
             elif not args.first_render_only:
                 measure_keystrokes(browser, workdir, configs, args)
         finally:
             browser.close()
     keystrokes = not (args.first_render_only or args.lesson_steps)
     report(configs, starts, args.edits, keystrokes=keystrokes)
+    report_floor(configs)
     if args.json:
         out = {"configs": [asdict(c) for c in configs], "first_renders": starts}
         args.json.write_text(json.dumps(out, indent=1))

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
 from tests.test_app import array
+from tfviz import plots
+from tfviz.checkpoint import load_checkpoint
+from tfviz.snapshot import run_trace
+from tfviz.tasks import get_task
 
 FLOOR = str(ROOT / "bench" / "floor_app.py")
 pytestmark = pytest.mark.usefixtures("fresh_app")
@@ -50,3 +55,21 @@ def test_timeline_draws_both_charts_at_each_step(monkeypatch):
     assert titles(at) == ["attention, step 480", "importance, step 480"]
     at.select_slider(key="floor_step").set_value(40).run()
     assert titles(at) == ["attention, step 40", "importance, step 40"]
+
+
+def test_attention_draws_one_plain_heatmap_of_the_views_cells_for_the_typed_sequence(monkeypatch):
+    at = floor(monkeypatch, "attention")
+    (spec,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert [t["type"] for t in spec["data"]] == ["heatmap"]  # one trace, plotly's defaults
+    model, meta = load_checkpoint(ROOT / "models" / "max_position.safetensors")
+    task = get_task(meta.task)
+    text = task.examples[-1]
+    assert text != task.examples[0]  # the box starts at the first: this is an edit
+    at.text_input(key="floor_text").set_value(text).run()
+    assert at.code[0].value.split()[1:] == [text]  # the input shown, where the bench looks
+    (spec,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    tr = run_trace(model, task, text)
+    grid = plots.attention_grid(tr.attn, tr.labels, list(range(tr.n_layers)), with_mean=True)
+    expected = np.asarray(grid.data[0].z, dtype=float)  # the cells the app's view draws
+    np.testing.assert_allclose(array(spec["data"][0]["z"]), expected, atol=1e-6)
+    assert spec["layout"]["height"] == grid.layout.height
