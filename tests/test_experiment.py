@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -426,3 +427,23 @@ def test_cli_adds_block_diagonal_runs_to_an_existing_file(tiny_result, tmp_path,
     assert result.runs[:4] == tiny_result.runs and len(result.runs) == 6
     printed = capsys.readouterr().out
     assert R.verdict(result, "block_diagonal") in printed and R.verdict(result) in printed
+
+
+def test_the_verdict_s_values_are_what_the_english_is_worded_from():
+    from tfviz.verdict import Target, verdict_of
+
+    low = _result(
+        [([1, 1], 0.3), ([1, 1], 0.31)],
+        [([1, 1], 0.3), ([1, 1], 0.29)],
+        task="reverse",
+        name="token_accuracy",
+    )
+    v = verdict_of(low)
+    assert v.comparable and (v.n_learned, v.n_against) == (2, 2) and not v.cancelled
+    assert [r.outcome for r in v.rows] == [r.outcome for r in E.compare(low)]
+    assert v.unreached == Target("token_accuracy", ">=", 0.98)
+    one = verdict_of(_result([([1, 0.5], 0.9)], [([1, 0.7], 0.8)]))
+    assert {r.outcome for r in one.rows} == {"no_interval"}
+    assert set(E.OUTCOMES) == set(R.SUMMARY_WORDS)  # every outcome has its README words
+    cut = verdict_of(replace(low, runs=low.runs_of("learned"), cancelled=True))
+    assert cut.cancelled and not cut.comparable and cut.rows == () and cut.unreached is None

@@ -185,68 +185,54 @@ def zh(key: str, **values) -> str:
     return translate("zh", f"jobs.message.{key}", **values)
 
 
-TRAIN_SPEC = work.JobSpec(task="reverse", name="mine", steps=10)
-RETRAIN_SPEC = work.RetrainSpec(task="reverse", start="zero", steps=10)
-RERUN_SPEC = work.ExperimentSpec(task="reverse", seeds=2, steps=10)
+# Where each kind of job shows on the page: (view, its session_state key, part of the view, spec).
+PAGES = {
+    "train": ("Train", "train_job", None, work.JobSpec(task="reverse", name="mine", steps=10)),
+    "retrain_w_o": (
+        "Train",
+        "retrain_job",
+        "retrain",
+        work.RetrainSpec(task="reverse", start="zero", steps=10),
+    ),
+    "experiment": (
+        "Does W_o matter?",
+        "experiment_job",
+        None,
+        work.ExperimentSpec(task="reverse", seeds=2, steps=10),
+    ),
+}
 
 
 @pytest.mark.parametrize(
-    "status, message, expected",
+    "kind, status, message, expected",
     [
-        (jobs.RUNNING, say("evaluating", n=1000), zh("evaluating", n="1,000")),
+        ("train", jobs.RUNNING, say("evaluating", n=1000), zh("evaluating", n="1,000")),
         (
+            "train",
             jobs.CANCELLED,
             say("cancelled", how_far=say("after_steps_not_saved", steps=40)),
             zh("cancelled", how_far=zh("after_steps_not_saved", steps="40")),
         ),
         (
+            "train",
             jobs.FAILED,
             say("save_failed", file="mine.safetensors", why="disk full"),
             zh("save_failed", file="mine.safetensors", why="disk full"),
         ),
-    ],
-)
-@pytest.mark.usefixtures("fresh_app")
-def test_a_training_s_messages_are_chinese(status, message, expected):
-    at = start_app("Train", lang="zh")
-    at.session_state["train_job"] = StandIn("train", TRAIN_SPEC, status, message)
-    at.run()
-    assert not at.exception, at.exception
-    text = shown(at)
-    assert expected in text, text
-    assert message.english() not in text
-
-
-@pytest.mark.parametrize(
-    "status, message, expected",
-    [
         (
+            "retrain_w_o",
             jobs.RUNNING,
             say("retraining", start="zero"),
             zh("retraining", start=translate("zh", "train.retrain.start.zero")),
         ),
         (
+            "retrain_w_o",
             jobs.CANCELLED,
             say("abandoned", how_far=say("after_steps", steps=7)),
             zh("abandoned", how_far=zh("after_steps", steps="7")),
         ),
-    ],
-)
-@pytest.mark.usefixtures("fresh_app")
-def test_a_w_o_retraining_s_messages_are_chinese(status, message, expected):
-    at = start_app("Train", lang="zh")
-    at.session_state["retrain_job"] = StandIn("retrain_w_o", RETRAIN_SPEC, status, message)
-    at.segmented_control(key="train_section").set_value("retrain").run()
-    assert not at.exception, at.exception
-    text = shown(at)
-    assert expected in text, text
-    assert message.english() not in text
-
-
-@pytest.mark.parametrize(
-    "status, message, expected",
-    [
         (
+            "experiment",
             jobs.RUNNING,
             say("run_curve_together", run=1, runs=4, seed=0, condition="identity"),
             zh(
@@ -257,8 +243,14 @@ def test_a_w_o_retraining_s_messages_are_chinese(status, message, expected):
                 condition=translate("zh", "experiment.condition.identity"),
             ),
         ),
-        (jobs.DONE, say("runs_finished", finished=10), zh("runs_finished", finished="10")),
         (
+            "experiment",
+            jobs.DONE,
+            say("runs_finished", finished=10),
+            zh("runs_finished", finished="10"),
+        ),
+        (
+            "experiment",
             jobs.CANCELLED,
             say("cancelled", how_far=say("runs_kept", finished=2, runs=4)),
             zh("cancelled", how_far=zh("runs_kept", finished="2", runs="4")),
@@ -266,11 +258,16 @@ def test_a_w_o_retraining_s_messages_are_chinese(status, message, expected):
     ],
 )
 @pytest.mark.usefixtures("fresh_app")
-def test_an_experiment_rerun_s_messages_are_chinese(status, message, expected):
-    at = start_app("Does W_o matter?", lang="zh")
-    result = experiment.load_precomputed("reverse") if status == jobs.DONE else None
-    at.session_state["experiment_job"] = StandIn("experiment", RERUN_SPEC, status, message, result)
-    at.run()
+def test_a_job_s_messages_are_chinese_on_the_page(kind, status, message, expected):
+    view, key, part, spec = PAGES[kind]
+    at = start_app(view, lang="zh")
+    # A finished rerun is collected into the session: it needs a result to show.
+    result = experiment.load_precomputed("reverse") if kind == "experiment" else None
+    at.session_state[key] = StandIn(kind, spec, status, message, result)
+    if part is None:
+        at.run()
+    else:
+        at.segmented_control(key="train_section").set_value(part).run()
     assert not at.exception, at.exception
     text = shown(at)
     assert expected in text, text

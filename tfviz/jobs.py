@@ -118,6 +118,17 @@ def alive_with_grace(
     return check
 
 
+def step_reporter(report: Report, should_stop: Callable[[], bool]) -> Callable[[Any], bool]:
+    """An on_step callback for tfviz.trainer's loops (info.step, info.loss): each step of one
+    training is the job's progress and a point of its loss curve; False once it should stop."""
+
+    def on_step(info) -> bool:
+        report(done=info.step, step=info.step, loss=info.loss)
+        return not should_stop()
+
+    return on_step
+
+
 # ---- what a job does ---------------------------------------------------------------------------
 
 

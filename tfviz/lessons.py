@@ -33,13 +33,13 @@ from tfviz import wo
 from tfviz.checks import whole_number
 from tfviz.evaluate import evaluate
 from tfviz.interventions import switches
-from tfviz.jobs import Stopped
+from tfviz.jobs import Stopped, step_reporter
 from tfviz.messages import Message, say
 from tfviz.model import Encoder
 from tfviz.recipes import RECIPES
 from tfviz.settings import MAX_STEPS
 from tfviz.tasks import Task, get_task
-from tfviz.trainer import StepInfo, resolve_device, train
+from tfviz.trainer import resolve_device, train
 
 # ---- 1. concatenation is not integration -----------------------------------------------------
 
@@ -354,10 +354,7 @@ class RecipeWork:
         kwargs = {key: recipe[key] for key in _TRAIN_KEYS if key in recipe}
         report(message=say("training"))
 
-        def on_step(info: StepInfo) -> bool:
-            report(done=info.step, step=info.step, loss=info.loss)
-            return not should_stop()
-
+        on_step = step_reporter(report, should_stop)
         model, history = train(
             task, config, device=str(resolve_device(self.device)), on_step=on_step, **kwargs
         )

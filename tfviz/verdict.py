@@ -34,6 +34,7 @@ class Verdict:
     n_against: int
     steps: int | None
     batch_size: int | None
+    lr: float | None
     d_model: int | None
     n_layers: int | None
     n_heads: int | None
@@ -61,6 +62,7 @@ def verdict_of(result: ExperimentResult, against: str = "identity") -> Verdict:
         n_against=n_against,
         steps=s.get("steps"),
         batch_size=s.get("batch_size"),
+        lr=s.get("lr"),
         d_model=sizes.get("d_model"),
         n_layers=sizes.get("n_layers"),
         n_heads=sizes.get("n_heads"),

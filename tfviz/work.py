@@ -23,7 +23,7 @@ from tfviz.checkpoint import safe_model_path, save_checkpoint
 from tfviz.checks import check_size, one_of, positive_at_most, whole_number
 from tfviz.config import ModelConfig
 from tfviz.evaluate import evaluate
-from tfviz.jobs import JobFailed, Report, Stopped
+from tfviz.jobs import JobFailed, Report, Stopped, step_reporter
 from tfviz.messages import Message, Refused, say
 from tfviz.model import Encoder
 from tfviz.recipes import CLASS_RECIPES, CLASS_SIZES
@@ -38,7 +38,6 @@ from tfviz.tasks import get_task
 from tfviz.timeline import MAX_SNAPSHOTS, Timeline, save_timeline, timeline_path
 from tfviz.trainer import (
     W_O_STARTS,
-    StepInfo,
     resolve_device,
     retrain_w_o,
     train,
@@ -151,10 +150,7 @@ class TrainWork:
         spec, path = self.spec, self.path
         report(message=say("training"))
 
-        def on_step(info: StepInfo) -> bool:
-            report(done=info.step, step=info.step, loss=info.loss)
-            return not should_stop()
-
+        on_step = step_reporter(report, should_stop)
         # Snapshots for the timeline slider: about MAX_SNAPSHOTS evenly spread, whatever steps.
         timeline = Timeline(every=max(1, spec.steps // MAX_SNAPSHOTS))
         model, history = train(
@@ -276,10 +272,7 @@ class RetrainWoWork:
         report(message=say("retraining", start=spec.start), new_curve=True)
         curve = MetricCurve(spec.task, spec.steps, spec.steps // RETRAIN_CURVE_POINTS)
 
-        def on_step(info: StepInfo) -> bool:
-            report(done=info.step, step=info.step, loss=info.loss)
-            return not should_stop()
-
+        on_step = step_reporter(report, should_stop)
         copy, history = retrain_w_o(
             self.model,
             spec.task,

@@ -137,20 +137,18 @@ def experiment_table(result: experiment.ExperimentResult, against: str) -> list[
 
 
 def show_experiment(result: experiment.ExperimentResult, against: str) -> None:
-    s = result.settings
-    sizes = s.get("sizes", {})
-    n_learned, n_against = (len(result.runs_of(c)) for c in ("learned", against))
+    v = verdict_of(result, against)
     st.caption(
         t(
             f"experiment.settings.{against}",
-            learned=n_learned,
-            other=n_against,
-            steps=s.get("steps"),
-            batch=s.get("batch_size"),
-            lr=s.get("lr"),
-            d_model=sizes.get("d_model"),
-            heads=sizes.get("n_heads"),
-            layers=sizes.get("n_layers"),
+            learned=v.n_learned,
+            other=v.n_against,
+            steps=v.steps,
+            batch=v.batch_size,
+            lr=v.lr,
+            d_model=v.d_model,
+            heads=v.n_heads,
+            layers=v.n_layers,
         )
     )
     window = st.select_slider(
