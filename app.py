@@ -51,6 +51,12 @@ VIEWS: list[tuple[str, str, bool]] = [
     ("app.view.experiment", "experiment", False),
     ("app.view.lessons", "lessons", False),
 ]
+# Views whose widgets change nothing outside them: each runs as a fragment of its own, so a
+# widget of the view (a layer picker, a head, a section) reruns and redraws that view alone, not
+# the sequence, the prediction and the link above it. Train, "Does W_o matter?" and Lessons are
+# left in the main area's run: their buttons change the link (a training in progress, the lesson
+# step), which only a main-area run writes, and they poll with fragments of their own.
+OWN_FRAGMENT = frozenset({"attention", "w_o", "w_o_off", "parts", "analysis"})
 WARMED = "_browser_warmed"  # session_state: this session's browser has its chart code
 # Phones: the tab strip wraps onto a second line instead of scrolling sideways (at 390 px the
 # eight tabs need about three screen widths; checked at 390 x 844 by tests/test_browser_share.py).
@@ -236,8 +242,19 @@ def main_area(view: View) -> None:
         with tab:
             if needs_trace and view.trace is None:
                 st.info(t("app.needs_sequence"))
+            elif module in OWN_FRAGMENT:
+                view_fragment(module, view)
             else:
-                importlib.import_module(f"tfviz.ui.{module}").render(view)
+                render_view(module, view)
+
+
+def render_view(module: str, view: View) -> None:
+    importlib.import_module(f"tfviz.ui.{module}").render(view)
+
+
+# Nested in main_area: a main-area run (a keystroke, a tab) runs it too, with the new view; its
+# own widgets rerun it alone, with the view of the last main-area run, which is still current.
+view_fragment = st.fragment(render_view)
 
 
 main()

@@ -71,6 +71,21 @@ new MutationObserver((records) => {
         && r.target.getAttribute('data-test-script-state') === 'notRunning') window.__tfvizRuns++;
   }
 }).observe(document, {attributes: true, childList: true, characterData: true, subtree: true});
+// What the server sends, as text, while a test sets window.__tfvizSent to an array: the
+// protobuf frames carry each element's strings as UTF-8, so a test can tell which elements a
+// run re-sent.
+window.__tfvizSent = null;
+const OrigWS = window.WebSocket;
+window.WebSocket = class extends OrigWS {
+  constructor(...args) {
+    super(...args);
+    this.addEventListener('message', (e) => {
+      if (window.__tfvizSent && e.data instanceof ArrayBuffer) {
+        window.__tfvizSent.push(new TextDecoder('utf-8', {fatal: false}).decode(e.data));
+      }
+    });
+  }
+};
 """
 QUIET_MS = 300  # no DOM change for this long after a run: it is drawn
 
@@ -378,6 +393,31 @@ TAB_SHOWS = {
     "Does W_o matter?": (1, "experiment_curves"),  # the shipped experiment for reverse
     "Lessons": (1, "lesson_next"),  # step 1: the worked example's maps, and the way on
 }
+
+
+def sent_during(page: Page, action, outcome: str) -> str:
+    """What the server sent (as text) for the run `action` starts (see WATCH_JS)."""
+    page.evaluate("window.__tfvizSent = []")
+    rerun(page, action, outcome)
+    return "\n".join(page.evaluate("window.__tfvizSent.splice(0)"))
+
+
+def test_a_views_own_widget_reruns_that_view_alone(page):
+    """Issue 18: a view's widget (here "Enlarge one head" in Attention) reruns the view, not the
+    sequence box, the prediction and the link above it: nothing of them is sent again."""
+    box = page.get_by_role("textbox", name="Sequence")
+    box.fill("hgfedcba")
+    shown = f"""() => document.querySelector('{CODE}')?.textContent.includes('h g f e d c b a')"""
+    typed = sent_during(page, lambda: box.press("Enter"), shown)
+    assert "right answer" in typed and "sequence=hgfedcba" in typed  # a full main-area run
+    enlarged = f"() => document.querySelectorAll('{PLOT}').length === 2"
+    toggle = page.get_by_text("Enlarge one head", exact=True)
+    view_only = sent_during(page, toggle.click, enlarged)
+    assert page.locator(PLOT).count() == 2  # the grid and the enlarged head
+    assert "L0 H0" in view_only  # the enlarged head's title: the view ran
+    assert "right answer" not in view_only and "sequence=" not in view_only
+    assert "hgfedcba" not in view_only
+    assert_no_exception(page)
 
 
 def test_every_tab_opens_without_an_exception(page):
