@@ -272,3 +272,16 @@ def test_a_job_s_messages_are_chinese_on_the_page(kind, status, message, expecte
     text = shown(at)
     assert expected in text, text
     assert message.english() not in text
+
+
+@pytest.mark.usefixtures("fresh_app")
+def test_a_finished_training_names_its_metric_in_chinese():
+    view, key, _, spec = PAGES["train"]
+    at = start_app(view, lang="zh")
+    result = work.TrainResult(path="mine.safetensors", metrics={"token_accuracy": 0.99})
+    at.session_state[key] = StandIn("train", spec, jobs.DONE, say("saved", file="x"), result)
+    at.run()
+    assert not at.exception, at.exception
+    text = shown(at)
+    assert f"({translate('zh', 'sidebar.metric.token_accuracy')} 99.0%)" in text, text
+    assert "accuracy" not in text.lower()

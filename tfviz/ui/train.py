@@ -34,7 +34,6 @@ from tfviz import timeline as tl
 from tfviz.checkpoint import CheckpointError, safe_model_path
 from tfviz.experiment import headline_metric
 from tfviz.messages import Message, Refused
-from tfviz.metrics import headline, metric
 from tfviz.recipes import CLASS_SIZES, class_recipe, learned
 from tfviz.trainer import W_O_STARTS
 from tfviz.ui import share, sidebar
@@ -389,8 +388,10 @@ def job_result(snap: jobs.JobSnapshot) -> None:
     name = md_escape(snap.spec.name)
     if snap.status == jobs.DONE:
         task = get_task(snap.spec.task)
-        best = headline(task.metric, snap.result.metrics)
-        score = f" ({best[0]} {best[1]})" if best else ""
+        value = snap.result.metrics.get(task.metric)
+        # The metric's name from the catalogue: the library's label is English.
+        shown = metric_text(task.metric, value) if value is not None else None
+        score = f" ({t(METRIC_NAMES[task.metric])} {shown})" if shown else ""
         seconds = f"{snap.seconds:.0f}"
         listed = md_escape(
             t("sidebar.model_option", name=snap.spec.name, source=t(SOURCES["yours"]))
@@ -398,7 +399,6 @@ def job_result(snap: jobs.JobSnapshot) -> None:
         st.success(
             t("train.done", name=name, seconds=seconds, score=md_escape(score), listed=listed)
         )
-        value = snap.result.metrics.get(task.metric)
         if value is not None and not learned(task.name, task.metric, value):
             st.warning(weak_result(snap.spec, task.metric, value))
         if st.button(t("train.open"), key="open_trained"):
@@ -559,7 +559,7 @@ def retrain_result(snap: jobs.JobSnapshot, model_name: str) -> None:
         return
     result: work.RetrainResult = snap.result
     key = headline_metric(get_task(spec.task))
-    label = metric(key).label
+    label = t(METRIC_NAMES[key])
     start_label = t(START_LABELS[spec.start])
     st.success(
         t(
