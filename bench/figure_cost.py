@@ -11,13 +11,22 @@ is timed to `plotly_afterplot` (plotly.js's work; the paint that follows is the 
 for both), then two animation frames pass before the next one.
 
 Compared in one run, alternating: tfviz's figure as the view draws it (tfviz.plots, in English;
-localizing swaps words only) and the floor: one go.Heatmap of the same z array (the same
-cells, gaps included) with plotly's defaults, at the same height. Configurations: the toy model
-`reverse` (T = 16, 2 layers x 4 heads and their mean: plots.attention_grid) and all-MiniLM-L6-v2
-at 32 word-pieces (one layer's 12 heads and their mean in three columns: plots.attention_column).
+another language changes only its words) and the floor: one go.Heatmap of the same z array (the
+same cells, gaps included) with plotly's defaults, at the same height. tfviz's figure carries
+its block titles as one text trace (tfviz.plots._block_titles), as the view draws it.
+Configurations: the toy model `reverse` (T = 16, 2 layers x 4 heads and their mean:
+plots.attention_grid) and all-MiniLM-L6-v2 at 32 word-pieces (one layer's 12 heads and their
+mean in three columns: plots.attention_column).
 Prints median and p95 draw times and the ratio of medians; target <= 1.2 (issue 18). Exit 0.
+--before also times, in the same rounds, the same figure with its block titles as one
+annotation each (as tfviz drew them until issue 18: annotations_of), for a before/after read
+off one run.
 
-Usage: python -m bench.figure_cost [--draws 40] [--warmup 5]
+--rounds: how many interleaved rounds the draws are split into (each starts with --warmup
+draws that are not counted); on a loaded machine more, shorter rounds spread its noise more
+evenly over the figures compared.
+
+Usage: python -m bench.figure_cost [--draws 40] [--warmup 5] [--rounds 4] [--before]
 """
 
 from __future__ import annotations
@@ -112,12 +121,39 @@ def as_json(figure: go.Figure) -> dict:
     return out
 
 
+def annotations_of(figure: dict) -> dict:
+    """A figure (as_json's) with its block titles as one annotation each instead of one text
+    trace: tfviz's figure before issue 18, at the same places (the text trace's hidden axes
+    count cells as the heatmap's category axes do, which annotations take as numbers)."""
+    out = json.loads(json.dumps(figure))
+    (titles,) = [t for t in out["data"] if t.get("meta") == plots.TITLES_META]
+    out["data"].remove(titles)
+    for axis in ("xaxis2", "yaxis2"):
+        out["layout"].pop(axis)
+    out["layout"]["annotations"] = [
+        dict(
+            text=text,
+            x=x,
+            y=y,
+            xref="x",
+            yref="y",
+            yanchor="bottom",
+            showarrow=False,
+            font=titles["textfont"],
+        )
+        for text, x, y in zip(titles["text"], titles["x"], titles["y"], strict=True)
+    ]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--draws", type=int, default=40)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--before", action="store_true", help="also time titles as annotations")
     args = p.parse_args(argv)
     configs = {"reverse T=16": toy_figures(), "MiniLM T=32": minilm_figures()}
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
@@ -130,12 +166,16 @@ def main(argv: list[str] | None = None) -> int:
         for name, figures in configs.items():
             ours = [as_json(f) for f in figures]
             floors = [as_json(floor_of(f)) for f in figures]
-            got: dict[str, list[float]] = {"tfviz": [], "floor": []}
-            for _ in range(4):  # interleaved rounds: the machine's noise falls on both
-                for which, figs in (("tfviz", ours), ("floor", floors)):
+            kinds = {"tfviz": ours, "floor": floors}
+            if args.before:
+                kinds["annotations"] = [annotations_of(f) for f in ours]
+            got: dict[str, list[float]] = {which: [] for which in kinds}
+            per_round = max(1, args.draws // args.rounds)
+            for _ in range(args.rounds):  # interleaved: the machine's noise falls on all alike
+                for which, figs in kinds.items():
                     for fig in figs:
                         times = page.evaluate(
-                            "([f, n]) => timeDraws(f, n)", [fig, args.warmup + args.draws // 4]
+                            "([f, n]) => timeDraws(f, n)", [fig, args.warmup + per_round]
                         )
                         got[which] += times[args.warmup :]
             med = {k: statistics.median(v) for k, v in got.items()}
@@ -149,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"{med['floor']:.1f} ms ({p95['floor']:.1f}); ratio {ratio:.2f} "
                 f"({'met' if ratio <= TARGET else 'NOT met'}, target <= {TARGET})"
             )
+            if args.before:
+                print(
+                    f"  before (titles as annotations): {med['annotations']:.1f} ms "
+                    f"({p95['annotations']:.1f}); ratio {med['annotations'] / med['floor']:.2f}"
+                )
         browser.close()
     print(f"worst ratio {worst:.2f} (target <= {TARGET})")
     return 0
