@@ -9,9 +9,9 @@ TFVIZ_FLOOR_VIEW=parts: a picker of the same layer scopes and the two charts of 
 TFVIZ_FLOOR_VIEW=timeline: a step slider and the training timeline's two charts (every head's
 attention, the head importance map), for bench/timeline_slider.py.
 TFVIZ_FLOOR_VIEW=attention: the box the app's sequence is typed in, the typed input as the app
-shows it (a code block), and ONE plain go.Heatmap of the cells the app's Attention view draws
-for it (every head and mean of every layer for a toy model; MiniLM's layer 0, its three columns
-side by side), with plotly's defaults: issue 18's floor for a keystroke and for opening the page,
+shows it (a code block), and ONE plain go.Heatmap of the attention the app's Attention view
+draws for it (every head and mean of every layer for a toy model; MiniLM's layer 0), one block
+under the other, with plotly's defaults: issue 18's floor for a keystroke and for opening the page,
 for bench/ui_latency.py --floor. The model runs on every edit, as in the app.
 
 Both draw with the app's own tfviz.ui.common.chart and tfviz.plots, and have no header, sequence
@@ -38,7 +38,7 @@ from tfviz.evaluate import evaluate
 from tfviz.interventions import switches
 from tfviz.snapshot import cosine_per_token, run_trace, w_o_used
 from tfviz.tasks import get_task
-from tfviz.ui.attention import attention_columns, many_heads
+from tfviz.ui.attention import many_heads
 from tfviz.ui.common import ACCURACY_N, ACCURACY_SEED, chart
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
@@ -151,18 +151,14 @@ def sentence_model():
     return model, SentenceTask(tokenizer)
 
 
-def attention_cells(tr) -> tuple[np.ndarray, int]:
-    """The cells the app's Attention view draws for this trace as one array (NaN: the gaps), and
-    the height the app draws them at."""
-    if many_heads(tr.n_layers, tr.n_heads):  # MiniLM: layer 0, three columns side by side
-        figures = attention_columns(tr.attn[0], tr.labels, 0)
-        columns = [np.asarray(f.data[0].z, dtype=float) for f in figures]
-        rows = max(len(z) for z in columns)
-        gap = dict(constant_values=np.nan)
-        z = np.hstack([np.pad(z, ((0, rows - len(z)), (0, 1)), **gap) for z in columns])
-        return z, max(f.layout.height for f in figures)
-    grid = plots.attention_grid(tr.attn, tr.labels, list(range(tr.n_layers)), with_mean=True)
-    return np.asarray(grid.data[0].z, dtype=float), grid.layout.height
+def attention_cells(tr) -> np.ndarray:
+    """The attention the app's Attention view draws for this trace, as one (rows, T) array:
+    each shown head's (T, T) block and its layer's mean, one under the other (every layer of a
+    toy model; MiniLM's layer 0, which the view opens on). Computed with numpy alone, as a bare
+    page would: no tfviz figure is built."""
+    layers = [0] if many_heads(tr.n_layers, tr.n_heads) else range(tr.n_layers)
+    blocks = [np.concatenate([tr.attn[i], tr.attn[i].mean(0, keepdims=True)]) for i in layers]
+    return np.concatenate(blocks).reshape(-1, tr.attn.shape[-1])
 
 
 def attention(name: str) -> None:
@@ -177,7 +173,8 @@ def attention(name: str) -> None:
         st.container(key="pieces").code(" ".join(task.pieces(text).pieces), language=None)
     else:
         st.container(key="prediction").code(f"input   {text}", language=None)
-    z, height = attention_cells(tr)
+    z = attention_cells(tr)
+    height = min(2000, max(400, 4 * len(z)))  # about the app's: its blocks are 3 to 8 px a row
     st.plotly_chart(go.Figure(go.Heatmap(z=z), layout=dict(height=height)), key="floor")
 
 

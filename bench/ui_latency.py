@@ -505,7 +505,13 @@ def floor_server(workdir: Path, cfg: Config, server_args: list[str]) -> Server:
 
 def measure_against_floor(browser, workdir: Path, configs: list[Config], args) -> None:
     """Each configuration's edits typed into the app and into its floor page by turns, the
-    same texts in both (which page goes first alternates), in two tabs of one browser."""
+    same texts in both (which page goes first alternates).
+
+    Each page has a browser of its own: two pages of one browser are two tabs, and the one
+    behind gets no animation frames (Chromium throttles hidden pages), which an edit's end waits
+    for; bringing each to the front in turn made it repaint and re-lay out its charts instead.
+    """
+    floor_browser = browser.browser_type.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     server = Server(workdir, args.server_arg)
     try:
         server.wait_healthy()
@@ -515,16 +521,18 @@ def measure_against_floor(browser, workdir: Path, configs: list[Config], args) -
         for i, cfg in enumerate(configs):
             cfg.floor = Config(f"floor {cfg.model}", cfg.T, None, source=cfg.source)
             floor = floor_server(workdir, cfg, args.server_arg)
+            floor_context = floor_browser.new_context(viewport=VIEWPORT)
+            floor_context.add_init_script(HARNESS_JS)
             try:
                 floor.wait_healthy()
-                floor_page = open_page(context, floor.url)
+                floor_page = open_page(floor_context, floor.url)
                 typed = plan_edits(page, cfg, args.warmup + args.edits, args.seed + i)
                 for j, (text, shown) in enumerate(typed):
                     pair = [(page, cfg), (floor_page, cfg.floor)]
                     for tab, c in pair if j % 2 == 0 else pair[::-1]:
                         timed_edit(tab, c, text, shown, record=j >= args.warmup)
-                floor_page.close()
             finally:
+                floor_context.close()
                 floor.stop()
             print(f"measured {cfg.name} and its floor: {len(cfg.edits)} edits", flush=True)
             if args.navigations:
@@ -532,6 +540,7 @@ def measure_against_floor(browser, workdir: Path, configs: list[Config], args) -
         context.close()
     finally:
         server.stop()
+        floor_browser.close()
 
 
 # Page time (ms since navigation start) once the first run has drawn the input and every chart.

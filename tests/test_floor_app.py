@@ -11,7 +11,6 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
 from tests.test_app import array
-from tfviz import plots
 from tfviz.checkpoint import load_checkpoint
 from tfviz.snapshot import run_trace
 from tfviz.tasks import get_task
@@ -69,7 +68,7 @@ def test_attention_draws_one_plain_heatmap_of_the_views_cells_for_the_typed_sequ
     assert at.code[0].value.split()[1:] == [text]  # the input shown, where the bench looks
     (spec,) = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     tr = run_trace(model, task, text)
-    grid = plots.attention_grid(tr.attn, tr.labels, list(range(tr.n_layers)), with_mean=True)
-    expected = np.asarray(grid.data[0].z, dtype=float)  # the cells the app's view draws
-    np.testing.assert_allclose(array(spec["data"][0]["z"]), expected, atol=1e-6)
-    assert spec["layout"]["height"] == grid.layout.height
+    H, T = tr.n_heads, len(tr.labels)
+    z = array(spec["data"][0]["z"]).reshape(tr.n_layers, H + 1, T, T)  # what the view draws:
+    np.testing.assert_allclose(z[:, :H], tr.attn, atol=1e-6)  # every head of every layer
+    np.testing.assert_allclose(z[:, H], tr.attn.mean(1), atol=1e-6)  # and each layer's mean
