@@ -883,7 +883,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             browser.close()
     keystrokes = not (args.first_render_only or args.lesson_steps)
-    report(configs, starts, args.edits, keystrokes=keystrokes)
+    floors = [c.floor for c in configs if c.floor is not None]  # their parts of the time too
+    report(configs + floors, starts, args.edits, keystrokes=keystrokes)
     report_floor(configs)
     if args.json:
         out = {"configs": [asdict(c) for c in configs], "first_renders": starts}
