@@ -375,6 +375,13 @@ def wait_quiet(page, quiet_ms: int = QUIET_MS) -> None:
     )
 
 
+def harnessed_page(browser, url: str):
+    """(a fresh browser context with the timing harness, its page on url, fully drawn)."""
+    context = browser.new_context(viewport=VIEWPORT)
+    context.add_init_script(HARNESS_JS)
+    return context, open_page(context, url)
+
+
 def open_page(context, url: str):
     page = context.new_page()
     page.goto(url)
@@ -515,24 +522,22 @@ def measure_against_floor(browser, workdir: Path, configs: list[Config], args) -
     server = Server(workdir, args.server_arg)
     try:
         server.wait_healthy()
-        context = browser.new_context(viewport=VIEWPORT)
-        context.add_init_script(HARNESS_JS)
-        page = open_page(context, server.url)
+        context, page = harnessed_page(browser, server.url)
         for i, cfg in enumerate(configs):
             cfg.floor = Config(f"floor {cfg.model}", cfg.T, None, source=cfg.source)
             floor = floor_server(workdir, cfg, args.server_arg)
-            floor_context = floor_browser.new_context(viewport=VIEWPORT)
-            floor_context.add_init_script(HARNESS_JS)
+            floor_context = None
             try:
                 floor.wait_healthy()
-                floor_page = open_page(floor_context, floor.url)
+                floor_context, floor_page = harnessed_page(floor_browser, floor.url)
                 typed = plan_edits(page, cfg, args.warmup + args.edits, args.seed + i)
                 for j, (text, shown) in enumerate(typed):
                     pair = [(page, cfg), (floor_page, cfg.floor)]
                     for tab, c in pair if j % 2 == 0 else pair[::-1]:
                         timed_edit(tab, c, text, shown, record=j >= args.warmup)
             finally:
-                floor_context.close()
+                if floor_context is not None:
+                    floor_context.close()
                 floor.stop()
             print(f"measured {cfg.name} and its floor: {len(cfg.edits)} edits", flush=True)
             if args.navigations:
@@ -911,9 +916,7 @@ def measure_keystrokes(browser, workdir: Path, configs: list[Config], args) -> N
     server = Server(workdir, args.server_arg)
     try:
         server.wait_healthy()
-        context = browser.new_context(viewport=VIEWPORT)
-        context.add_init_script(HARNESS_JS)
-        page = open_page(context, server.url)
+        context, page = harnessed_page(browser, server.url)
         for i, cfg in enumerate(configs):
             texts = measure_edits(page, cfg, args.edits, args.warmup, args.seed + i)
             plan.append((cfg, texts))
@@ -962,9 +965,7 @@ def measure_lesson_steps(browser, workdir: Path, n: int, server_args: list[str])
     server = Server(workdir, server_args)
     try:
         server.wait_healthy()
-        context = browser.new_context(viewport=VIEWPORT)
-        context.add_init_script(HARNESS_JS)
-        page = open_page(context, f"{server.url}/?view=lessons")
+        context, page = harnessed_page(browser, f"{server.url}/?view=lessons")
         page.evaluate(
             "document.addEventListener('click', () => { window.__tfviz.t0 = performance.now(); },"
             " true)"
