@@ -305,7 +305,7 @@ def test_a_rerun_ending_during_a_page_run_is_shown_where_the_message_says():
     at.session_state["experiment_job"] = EndsMidRun(experiment.load_precomputed("reverse"))
     at.run()
     assert not at.exception and not at.error
-    assert "Shown above as 'your rerun'" in unescape(at.success[0].value)
+    assert "Shown above as “your rerun”" in unescape(at.success[0].value)
     assert at.radio(key="exp_source").value == "rerun"  # and it is shown above
 
 

@@ -144,7 +144,7 @@ def test_the_retraining_part_speaks_chinese():
     at = start_app("Train", lang="zh")
     at = open_part(at, "retrain")
     assert at.button(key="retrain_submit").label == "重新训练 W_o"
-    assert at.selectbox(key="retrain_start").format_func("identity") == "单位矩阵（关闭 W_o）"
+    assert at.selectbox(key="retrain_start").format_func("identity") == "恒等映射（关闭 W_o）"
 
 
 # ---- the training timeline -----------------------------------------------------------------------

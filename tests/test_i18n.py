@@ -67,7 +67,7 @@ def test_the_chinese_catalogue_is_chinese_and_keeps_technical_names():
             assert HAN.search(text), f"zh: {key} looks untranslated: {text!r}"
     for name in ("W_o", "W_q", "concat"):
         for key, text in en.items():
-            if name in text:
+            if re.search(rf"\b{name}\b", text):  # concat, not "concatenation"
                 assert name in zh[key], f"zh: {key} drops the technical name {name}"
 
 

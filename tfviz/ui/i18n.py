@@ -8,6 +8,13 @@ the same placeholders in each string, so a translation can neither lose a senten
 
 Technical names (W_o, W_q, softmax, concat, d_k) are written the same in every language.
 
+A text may quote another key's text as {@other.key}: help that names a widget's label or
+option ("set W_o to “{@common.w_o.identity}”") then shows that label exactly as the widget does,
+in the same language, and cannot drift from it. References are expanded when a catalogue is read
+(`catalogue`), so `t` and every caller see plain text; a referenced text takes no placeholders of
+its own. Library code that reads en.json as a plain file (tfviz.plots: chart.*; tfviz.messages:
+jobs.message.*) sees the raw text, so those keys use no references (tests/test_i18n.py checks).
+
 A key missing from the catalogues (a bug the test catches) is shown as ⟦key⟧ rather than
 failing the page, so a student still sees the rest; a link may carry ?lang=zh to open in Chinese.
 """
@@ -16,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import string
 from pathlib import Path
 
@@ -25,6 +33,7 @@ LANGUAGES = {"en": "English", "zh": "中文"}  # code -> name, each written in i
 DEFAULT = "en"
 KEY = "lang"  # session_state key of the language, and of the picker widget
 LOCALES = Path(__file__).resolve().parent / "locales"
+REFERENCE = re.compile(r"\{@([\w.]+)\}")  # {@other.key}: that key's text, in the same language
 
 
 def missing(key: str) -> str:
@@ -42,12 +51,35 @@ def catalogue(lang: str) -> dict[str, str]:
         isinstance(k, str) and isinstance(v, str) for k, v in data.items()
     ):
         raise ValueError(f"{lang}.json must be one object of key -> text")
-    return data
+    return {key: expand(data, key) for key in data}
+
+
+def references(text: str) -> list[str]:
+    """The keys a raw catalogue text quotes as {@key}, in order."""
+    return REFERENCE.findall(text)
+
+
+def expand(data: dict[str, str], key: str, seen: tuple[str, ...] = ()) -> str:
+    """data[key] with every {@other} replaced by other's (expanded) text; an unknown key shows
+    as ⟦other⟧, like a missing key; a reference back to a key being expanded is an error."""
+    if key in seen:
+        raise ValueError(f"catalogue references loop: {' -> '.join((*seen, key))}")
+
+    def one(match: re.Match) -> str:
+        other = match.group(1)
+        return expand(data, other, (*seen, key)) if other in data else missing(other)
+
+    return REFERENCE.sub(one, data[key])
 
 
 def placeholders(text: str) -> set[str]:
-    """The {names} a catalogue text takes, e.g. {"value", "n"} for "{value} of {n}"."""
-    return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+    """The {names} a catalogue text takes, e.g. {"value", "n"} for "{value} of {n}"
+    ({@key} references are not placeholders: they are expanded when the catalogue is read)."""
+    return {
+        name
+        for _, name, _, _ in string.Formatter().parse(text)
+        if name is not None and not name.startswith("@")
+    }
 
 
 def current() -> str:
