@@ -157,3 +157,17 @@ def test_no_text_names_a_seed_file(lang):
     named = {k: t for k, t in i18n.catalogue(lang).items() if SEED_FILES.search(t)}
     assert not named, f"{lang}: name the articles ({{@article.concat}}...), not seed files: {named}"
     assert SEED_FILES.search("as seed 000 asks") and SEED_FILES.search("种子文章 002 的回归任务")
+
+
+def test_claims_zh_names_tabs_by_their_chinese_labels():
+    """docs/claims.zh.md is read beside the Chinese UI: a tab is named as the student sees it,
+    with the English label in brackets (*分析*（Analysis）), never by its English label alone."""
+    doc = (ROOT / "docs" / "claims.zh.md").read_text(encoding="utf-8")
+    en, zh = i18n.catalogue("en"), i18n.catalogue("zh")
+    named = 0
+    for key in (k for k in en if k.startswith("app.view.")):
+        english, chinese = en[key], zh[key]
+        bare = doc.replace(f"{chinese}*（{english}）", "").replace(f"{chinese}**（{english}）", "")
+        assert f"*{english}*" not in bare and f"**{english}" not in bare, (key, english)
+        named += doc.count(f"{chinese}*（{english}）") + doc.count(f"{chinese}**（{english}）")
+    assert named >= 6, "the scan found too few tab names: is it broken?"

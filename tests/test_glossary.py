@@ -71,3 +71,17 @@ def test_the_glossary_check_fails_on_a_rejected_or_missing_rendering():
     seeds = next(t for t in terms() if t["term"] == "random seed")
     assert violations(seeds, {"k": "mean over seeds"}, {"k": "各种子的平均值"})
     assert violations(seeds, {"k": "mean over seeds"}, {"k": "各随机种子的平均值"}) == []
+
+
+def test_claims_zh_uses_no_rejected_rendering():
+    """docs/claims.zh.md explains the app to the same students: the same words."""
+    doc = (i18n.LOCALES.parents[2] / "docs" / "claims.zh.md").read_text(encoding="utf-8")
+    text = re.sub(r"`[^`]*`", " ", doc)  # code: test names, file names
+    problems = [
+        f"{term['term']}: {match.group(0)!r}"
+        for term in terms()
+        if term["term"] not in ("query, key, value (of attention)",)  # English gloss in brackets
+        for rejected in term["rejected"]
+        for match in re.finditer(rejected, text)
+    ]
+    assert not problems, problems
