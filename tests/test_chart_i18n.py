@@ -234,10 +234,6 @@ def test_every_chart_key_of_the_catalogue_is_a_word_some_figure_asks_for():
     assert keys <= asked, f"catalogue chart keys no figure uses: {sorted(keys - asked)}"
 
 
-# Views whose figures do not get the student's words yet: their owner is to pass
-# words=plot_words() (until then their charts keep plots' English in Chinese). The test fails
-# when a file listed here no longer needs to be, so the list cannot go stale.
-WORDS_PENDING = {"tfviz/ui/experiment.py", "tfviz/ui/train.py"}
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -258,7 +254,7 @@ def test_every_view_passes_the_student_s_words_to_every_figure():
             takes_words = callable(function) and "words" in inspect.signature(function).parameters
             if takes_words and not any(k.arg == "words" for k in node.keywords):
                 missing.setdefault(str(path.relative_to(ROOT)), []).append(node.lineno)
-    assert set(missing) == WORDS_PENDING, f"figures drawn without words= (file: lines): {missing}"
+    assert missing == {}, f"figures drawn without words= (file: lines): {missing}"
 
 
 def test_the_english_check_finds_english():

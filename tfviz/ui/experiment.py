@@ -15,7 +15,15 @@ import streamlit as st
 import tfviz.experiment as experiment
 from tfviz import jobs, plots, settings, work
 from tfviz.metrics import compact
-from tfviz.ui.common import POLL_SECONDS, TRAINS_TOYS, View, chart, md_escape, toy_only
+from tfviz.ui.common import (
+    POLL_SECONDS,
+    TRAINS_TOYS,
+    View,
+    chart,
+    md_escape,
+    plot_words,
+    toy_only,
+)
 from tfviz.ui.i18n import current, t
 from tfviz.ui.train import job_manager, job_text, refusal, session_alive_check
 from tfviz.verdict import verdict_of
@@ -171,6 +179,7 @@ def show_experiment(result: experiment.ExperimentResult, against: str) -> None:
                 curves.upper,
                 curves.conditions,
                 [t(CONDITION_LABELS[c]) for c in curves.conditions],
+                words=plot_words(),
             ),
             key="experiment_curves",
         )

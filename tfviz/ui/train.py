@@ -44,6 +44,7 @@ from tfviz.ui.common import (
     chart,
     md_escape,
     metric_text,
+    plot_words,
     toy_only,
 )
 from tfviz.ui.i18n import current, t
@@ -75,6 +76,11 @@ CHOICE_LABELS = {
     "field": "jobs.field.",
 }
 TIMELINE_N = 64  # fresh examples behind the head importance at each step of a timeline
+
+
+def loss_chart(losses, every: int, steps: int, key: str) -> None:
+    """A job's loss so far (or all of it), in the student's words."""
+    chart(plots.loss_curve(losses, every, steps, words=plot_words()), key=key)
 
 
 @st.cache_resource(show_spinner=False)
@@ -378,7 +384,7 @@ def job_progress(job: jobs.Job) -> None:
         )
         st.caption(job_text(snap.message))
         if snap.losses:
-            chart(plots.loss_curve(snap.losses, snap.loss_every, snap.spec.steps), key="live_loss")
+            loss_chart(snap.losses, snap.loss_every, snap.spec.steps, "live_loss")
     st.button(t("train.cancel"), key="cancel_training", on_click=job.cancel)
 
 
@@ -412,7 +418,7 @@ def job_result(snap: jobs.JobSnapshot) -> None:
     else:
         st.error(t("train.failed", name=name, why=job_text(snap.message)))
     if snap.losses:
-        chart(plots.loss_curve(snap.losses, snap.loss_every, snap.spec.steps), key="final_loss")
+        loss_chart(snap.losses, snap.loss_every, snap.spec.steps, "final_loss")
 
 
 def weak_result(spec: work.JobSpec, metric: str, value: float) -> str:
@@ -544,7 +550,7 @@ def retrain_progress(job: jobs.Job) -> None:
         )
         st.caption(job_text(snap.message))
         if snap.losses:
-            chart(plots.loss_curve(snap.losses, snap.loss_every, snap.total), key="retrain_loss")
+            loss_chart(snap.losses, snap.loss_every, snap.total, "retrain_loss")
     st.button(t("train.retrain.cancel"), key="cancel_retrain", on_click=job.cancel)
 
 
@@ -668,7 +674,10 @@ def timeline_section(view: View) -> None:
         col.metric(t("train.timeline.mixing", layer=layer), f"{value:.3f}")
     chart(
         plots.attention_grid(
-            rep.attn, rep.labels, title=t("train.timeline.attention", step=rep.step)
+            rep.attn,
+            rep.labels,
+            title=t("train.timeline.attention", step=rep.step),
+            words=plot_words(),
         ),
         key="timeline_attention",
     )
@@ -677,6 +686,7 @@ def timeline_section(view: View) -> None:
             rep.importance,
             title=t("train.timeline.importance", step=rep.step),
             value=t("train.timeline.loss_change"),
+            words=plot_words(),
         ),
         key="timeline_importance",
     )
