@@ -50,6 +50,7 @@ CONFIGS = [
 ]
 if "activation" in ModelConfig.__dataclass_fields__:
     CONFIGS.append(("balanced", {"activation": "gelu"}))
+    CONFIGS.append(("balanced", {"activation": "gelu_tanh"}))  # the stack must not fall to relu
 
 
 @pytest.mark.parametrize("name, extra", CONFIGS)

@@ -42,7 +42,7 @@ from torch import Tensor
 
 from tfviz import wo
 from tfviz.config import ModelConfig
-from tfviz.model import Encoder
+from tfviz.model import Encoder, activation_function
 from tfviz.settings import TRAINING
 from tfviz.tasks import IGNORE, Batch, Task, get_task
 from tfviz.trainer import check_training, learning_rate, resolve_device
@@ -291,7 +291,7 @@ def stacked_forward(
     M = packing.ids.shape[1]
     D, H, d_k = config.d_model, config.n_heads, config.d_k
     eps = getattr(config, "norm_eps", 1e-5)
-    act = F.gelu if getattr(config, "activation", "relu") == "gelu" else F.relu
+    act = activation_function(getattr(config, "activation", "relu"))  # the model's own definition
     pieces = flat.split([b.size for b in blocks], dim=1)  # backward: one cat
     p = {b.name: piece.view(R, *b.shape) for b, piece in zip(blocks, pieces, strict=True)}
     drop = config.dropout if training else 0.0
