@@ -577,3 +577,19 @@ def test_attention_flow_matches_the_methods_on_one_trace():
         flow["rollout_norm"], A.rollout_from_trace(model, trace, "norm")[:, 0]
     )
     assert flow["norm_summed"].shape == (2, 7, 7) and flow["rollout_raw"].shape == (2, 7, 7)
+
+
+def test_ranked_keys_lists_a_rows_strongest_keys_first():
+    rng = np.random.default_rng(0)
+    weights = rng.random((40, 40))
+    weights /= weights.sum(-1, keepdims=True)
+    ranked = A.ranked_keys(weights, 7, 5)
+    assert [j for j, _ in ranked] == list(np.argsort(weights[7])[::-1][:5])
+    assert [w for _, w in ranked] == sorted(weights[7], reverse=True)[:5]
+    tied = np.full((3, 3), 1 / 3)
+    assert [j for j, _ in A.ranked_keys(tied, 0, 3)] == [0, 1, 2]  # ties: earlier first
+    assert len(A.ranked_keys(tied, 2, 10)) == 3  # never more than the row has
+    with pytest.raises(ValueError, match="query"):
+        A.ranked_keys(tied, 3, 1)
+    with pytest.raises(ValueError, match="attention map"):
+        A.ranked_keys(np.ones((2, 3)), 0, 1)

@@ -363,3 +363,16 @@ def test_drift_bars_and_loss_curve():
     assert list(loss.data[0].x) == [10, 20, 30]
     assert loss.layout.yaxis.type == "log"
     assert plots.loss_curve([0.0, 1.0]).layout.yaxis.type == "linear"
+
+
+def test_a_long_inputs_map_stays_one_screen_tall_with_thinned_labels():
+    rng = np.random.default_rng(0)
+    for T, every in ((8, 1), (256, 4)):
+        weights = rng.random((T, T))
+        weights /= weights.sum(-1, keepdims=True)
+        labels = [f"t{i}" for i in range(T)]
+        fig = plots.attention_map(weights, labels)
+        assert fig.layout.height == max(360, min(24 * T, plots.MAP_MAX_PX) + 140)
+        for axis in (fig.layout.xaxis, fig.layout.yaxis):
+            assert list(axis.tickvals) == labels[::every]  # every label up to ~14 px a row
+        assert len(fig.data[0].x) == T  # every cell is drawn (and hovers) all the same

@@ -339,6 +339,21 @@ def top_k_heads(scores: np.ndarray, k: int) -> list[tuple[int, int]]:
     return [divmod(int(i), scores.shape[1]) for i in order]
 
 
+def ranked_keys(weights: np.ndarray, query: int, k: int) -> list[tuple[int, float]]:
+    """Which tokens one token attends to, strongest first: the k (key position, weight) pairs
+    of row `query` of a (T, T) attention map; ties go to the earlier key. For long inputs, where
+    a row of hundreds of cells cannot be read off a heatmap."""
+    weights = np.asarray(weights)
+    if weights.ndim != 2 or weights.shape[0] != weights.shape[1]:
+        raise ValueError(f"weights must be a (T, T) attention map, got shape {weights.shape}")
+    T = weights.shape[0]
+    if not 0 <= query < T:
+        raise ValueError(f"query must be a position in 0..{T - 1}, got {query!r}")
+    row = weights[query]
+    order = np.argsort(-row, kind="stable")[: max(0, min(k, T))]
+    return [(int(j), float(row[j])) for j in order]
+
+
 def accuracy_keeping_top_k(
     model: Encoder,
     task: Task | str,

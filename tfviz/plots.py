@@ -337,15 +337,31 @@ def attention_map(
     trace = _heatmap(
         weights, ticks, ticks, f"{query} %{{y}}<br>{key} %{{x}}<br>{weight} %{{z:.3f}}"
     )
+    T = len(labels)
+    # Rows of 24 px up to MAP_MAX_PX in all; a longer input (hundreds of word-pieces) keeps the
+    # map that tall, one image, and labels every k-th token on both axes (the hover names each).
+    rows_px = min(24 * T, MAP_MAX_PX)
+    shown = _every(T, MIN_LABEL_PX / (rows_px / T))
+    axis = dict(
+        type="category", tickvals=[ticks[i] for i in shown], ticktext=[ticks[i] for i in shown]
+    )
     layout = dict(
         title=dict(text=title),
-        height=max(360, 24 * len(labels) + 140),
+        height=max(360, rows_px + 140),
         margin=MARGIN,
         coloraxis=_attention_axis(words),
-        xaxis=dict(type="category"),
-        yaxis=dict(type="category", autorange="reversed"),
+        xaxis=axis,
+        yaxis=dict(axis, autorange="reversed"),
     )
     return _figure(trace, layout)
+
+
+MAP_MAX_PX = 900  # the tallest an enlarged attention map is drawn (a long input's whole map)
+
+
+def _every(n: int, cells_per_label: float) -> range:
+    """Which of n positions get a label when one label needs cells_per_label cells."""
+    return range(0, n, max(1, math.ceil(cells_per_label)))
 
 
 def activation_map(
