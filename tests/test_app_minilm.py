@@ -17,8 +17,10 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP, start_app
 from tests.test_app import array  # plotly's typed arrays in figure JSON, as numpy
-from tfviz import plots, pretrained
+from tfviz import analysis, plots, pretrained
 from tfviz.interventions import NONE, switches
+from tfviz.snapshot import run_trace
+from tfviz.ui import attention
 from tfviz.ui.i18n import translate
 from tfviz.ui.switches import EVERY_LAYER
 
@@ -197,6 +199,39 @@ def test_attention_shows_one_layer_of_twelve_heads_with_a_layer_picker():
     assert len(labels) % len(pieces(at)) == 0
 
 
+def test_a_long_input_shows_a_window_of_squares_the_whole_layer_and_a_ranked_list():
+    """Issue 19: a long input stays readable. The squares show a window of the word-pieces
+    (attention.WINDOW at first, moved with a slider), the layer's mean is one map of every
+    word-piece, and the keys one token attends to most are listed, strongest first."""
+    words = "the man reads a book near the river with a small dog and sings".split()
+    text = " ".join(words * 6)  # 84 words, each one word-piece: 86 with [CLS] and [SEP]
+    at = start("Attention")
+    set_text(at, "sequence", text)
+    T = len(pieces(at))
+    assert T == 86 > attention.LONG_PIECES
+    squares = [c for c in charts(at) if c["layout"]["xaxis"].get("ticktext")][:3]
+    assert all(len(c["layout"]["xaxis"]["ticktext"]) <= attention.WINDOW for c in squares)
+    (whole,) = [c for c in charts(at) if c["layout"]["title"]["text"].startswith("Layer 0, mean")]
+    model, tokenizer = pretrained.load_minilm()
+    task = pretrained.SentenceTask(tokenizer)
+    tr = run_trace(model, task, text)
+    mean = tr.attn[0].mean(0)
+    np.testing.assert_allclose(array(whole["data"][0]["z"]).reshape(T, T), mean, atol=1e-5)
+    at.selectbox(key="attn_rank_query").set_value(40).run()
+    (table,) = at.dataframe
+    keys = list(table.value.iloc[:, 1])  # positions, strongest first
+    assert keys == [j for j, _ in analysis.ranked_keys(mean, 40, attention.RANKED)]
+    at.selectbox(key="attn_rank_head").set_value(3).run()  # one head instead of the mean
+    keys = list(at.dataframe[0].value.iloc[:, 1])
+    assert keys == [j for j, _ in analysis.ranked_keys(tr.attn[0, 3], 40, attention.RANKED)]
+    at.select_slider(key="attn_zoom").set_value((50, 70)).run()
+    assert not at.exception
+    squares = [c for c in charts(at) if c["layout"]["xaxis"].get("ticktext")][:3]
+    assert squares[0]["layout"]["xaxis"]["ticktext"][0] == tr.labels[50]
+    set_text(at, "sequence", "A short sentence.")  # the window and the query no longer fit
+    assert not any(c["layout"]["title"]["text"].startswith("Layer 0, mean") for c in charts(at))
+
+
 def test_before_after_w_o_on_minilm_adds_up_and_w_o_off_makes_them_equal():
     at = start("Before/after W_o")
     assert len(charts(at)) >= 4
@@ -315,9 +350,11 @@ def test_a_text_past_the_word_piece_limit_is_cut_with_a_warning_saying_where(box
     assert similarity == pytest.approx(expected_similarity(text_a, text_b).learned, abs=5e-4)
     if box == "sequence":
         assert len(pieces(at)) == pretrained.MAX_PIECES
-        # Every word-piece has its row (the labels are thinned to stay readable).
-        z = charts(at)[0]["data"][0]["z"]  # plotly's binary form: "rows, columns"
-        assert int(z["shape"].split(",")[1]) == pretrained.MAX_PIECES
+        # Every word-piece has its row and column in the layer's whole map (its labels are
+        # thinned to stay readable); the squares show a window of them.
+        (whole,) = [c for c in charts(at) if c["layout"]["title"]["text"].startswith("Layer 0,")]
+        z = whole["data"][0]["z"]  # plotly's binary form: "rows, columns"
+        assert z["shape"] == f"{pretrained.MAX_PIECES}, {pretrained.MAX_PIECES}"
 
 
 @pytest.mark.parametrize("box, name", [("sequence", "A"), ("sentence_b", "B")])

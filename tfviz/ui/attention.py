@@ -1,5 +1,10 @@
 """The Attention view: every layer x head as heatmaps, one head enlarged, the weights as CSV.
 
+A long input (more than LONG_PIECES word-pieces: a model reads up to 256 or 512) stays readable:
+the heads' squares show a window of the input (WINDOW pieces at first, moved and widened with a
+slider), the layer's mean is drawn whole as one image beside them (hover names every cell), and
+"which tokens does token i attend to" is a ranked list.
+
 A model with many heads (MiniLM: 6 layers x 12 heads) shows one layer's heads at a time, picked
 above the grid: 72 squares in one figure are too small to read and slow to draw. That layer's
 heads and their mean are laid out in HEAD_COLUMNS columns of squares (head_columns): side by
@@ -12,20 +17,26 @@ from __future__ import annotations
 import functools
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
-from tfviz import plots
+from tfviz import analysis, plots
 from tfviz.export import attention_csv
 from tfviz.ui.common import View, chart, index_picker, md_escape, per_model, plot_words
-from tfviz.ui.i18n import t
+from tfviz.ui.i18n import current, t
 from tfviz.ui.standalone import download_button
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
-PER_MODEL_KEYS = per_model("attn_layer", "attn_head", "attn_grid_layer")
+PER_MODEL_KEYS = per_model(
+    "attn_layer", "attn_head", "attn_grid_layer", "attn_zoom", "attn_rank_query", "attn_rank_head"
+)
 
 
 MAX_GRID_HEADS = 32  # more heads than this in all: the grid shows one layer at a time
 HEAD_COLUMNS = 3  # columns of a many-headed layer (each sized for tfviz.plots.COLUMN_PX)
+LONG_PIECES = 48  # a longer input is a long one (module docstring)
+WINDOW = 32  # the word-pieces a long input's squares show at first: as fast as a short input's
+RANKED = 10  # keys in the ranked list
 
 
 def head_label(head: int) -> str:
@@ -52,6 +63,66 @@ def head_columns(attn, labels, layer: int, key: str) -> None:
         ),
         key,
     )
+
+
+def zoom(labels) -> slice:
+    """The word-pieces a layer's squares show: all of a short input; of a long one, the range
+    picked on a slider (WINDOW pieces at first). Its value is dropped when the input got too
+    short for it, so typing a shorter text never meets a range it does not have."""
+    T = len(labels)
+    if T <= LONG_PIECES:
+        return slice(0, T)
+    shown = st.session_state.get("attn_zoom")
+    if shown is not None and max(shown) >= T:
+        del st.session_state["attn_zoom"]
+    first, last = st.select_slider(
+        t("attention.zoom"),
+        options=range(T),
+        value=(0, WINDOW - 1),
+        format_func=lambda i: f"{i}: {labels[i]}",
+        key="attn_zoom",
+        help=t("attention.zoom_help", n=T, window=WINDOW),
+    )
+    return slice(first, last + 1)
+
+
+def whole_layer(tr, layer: int) -> None:
+    """A long input's whole layer: the mean of its heads as one image, and the keys one token
+    attends to most, ranked (its own head or the mean)."""
+    T, H = len(tr.labels), tr.n_heads
+    mean = tr.attn[layer].mean(axis=0)
+    title = t("attention.whole_title", layer=layer, n=T)
+    chart(plots.attention_map(mean, tr.labels, title=title, words=plot_words()), "attention_whole")
+    for key, size in (("attn_rank_query", T), ("attn_rank_head", H + 1)):
+        if st.session_state.get(key, 0) >= size:
+            del st.session_state[key]  # a shorter input, or a model with fewer heads
+    left, right = st.columns(2)
+    query = left.selectbox(
+        t("attention.ranked_query"),
+        range(T),
+        format_func=lambda i: f"{i}: {tr.labels[i]}",
+        key="attn_rank_query",
+    )
+    lang = current()  # for format_func, which Streamlit may call outside this run
+    head = right.selectbox(
+        t("attention.ranked_head"),
+        range(H + 1),  # H: the mean of the heads, the map above, shown first
+        index=H,
+        format_func=lambda h: t("attention.ranked_mean", lang=lang) if h == H else head_label(h),
+        key="attn_rank_head",
+    )
+    weights = mean if head == H else tr.attn[layer, head]
+    ranked = analysis.ranked_keys(weights, query, RANKED)
+    table = pd.DataFrame(
+        {
+            t("attention.ranked.key"): [tr.labels[j] for j, _ in ranked],
+            t("attention.ranked.position"): [j for j, _ in ranked],
+            t("attention.ranked.weight"): [round(w, 4) for _, w in ranked],
+        }
+    )
+    token = md_escape(f"{query}: {tr.labels[query]}")  # user text: shown inert
+    st.caption(t("attention.ranked_caption", n=len(ranked), token=token))
+    st.dataframe(table, hide_index=True, key="attention_ranked")
 
 
 def column_blocks(H: int) -> list[tuple[int, list[int], bool]]:
@@ -95,6 +166,7 @@ def render(view: View) -> None:
     tr = view.trace
     st.caption(t("attention.intro"))
     layer_shown = None  # every layer in one grid
+    window = slice(None)  # the word-pieces the squares show: all of a short input
     if not many_heads(tr.n_layers, tr.n_heads):
         layers = list(range(tr.n_layers))
         chart(
@@ -117,8 +189,11 @@ def render(view: View) -> None:
             help=t("attention.layer_shown_help", layers=tr.n_layers, heads=tr.n_heads),
         )
         st.markdown(f"**{md_escape(t('attention.layer_title', layer=layer))}**")
-        head_columns(tr.attn[layer], tr.labels, layer, key="attention_grid")
+        window = zoom(tr.labels)
+        head_columns(tr.attn[layer][:, window, window], tr.labels[window], layer, "attention_grid")
         layer_shown = layer
+        if len(tr.labels) > LONG_PIECES:
+            whole_layer(tr, layer)
     if view.is_sentence:
         st.caption(t("attention.pieces"))
     enlarged = None  # (layer, head) when one head is shown enlarged
@@ -165,6 +240,7 @@ def render(view: View) -> None:
                 tr,
                 layer_shown,
                 enlarged,
+                window=window,
                 caption=t("attention.grid_title")
                 if layer_shown is None
                 else t("attention.layer_title", layer=layer_shown),
@@ -180,10 +256,12 @@ def exported_figures(
     enlarged: tuple[int, int] | None,
     caption: str,
     words: plots.Words = plots.english,
+    window: slice = slice(None),
 ) -> list:
     """The charts render() drew, as (caption, figure) for the web page (tfviz.ui.standalone):
     the grid (or the shown layer's columns of heads) and the enlarged head, if any. words: the
-    charts' words, bound while the script ran (this runs on click, outside it)."""
+    charts' words, bound while the script ran (this runs on click, outside it); window: the
+    word-pieces the squares showed (a long input's)."""
     if layer_shown is None:
         layers = list(range(tr.n_layers))
         figures = [
@@ -195,7 +273,8 @@ def exported_figures(
             )
         ]
     else:
-        columns = attention_columns(tr.attn[layer_shown], tr.labels, layer_shown, words)
+        attn, labels = tr.attn[layer_shown][:, window, window], tr.labels[window]
+        columns = attention_columns(attn, labels, layer_shown, words)
         figures = [(caption, figure) for figure in columns]
     if enlarged is not None:
         layer, head = enlarged
