@@ -211,6 +211,8 @@ def test_a_long_input_shows_a_window_of_squares_the_whole_layer_and_a_ranked_lis
     assert T == 86 > attention.LONG_PIECES
     squares = [c for c in charts(at) if c["layout"]["xaxis"].get("ticktext")][:3]
     assert all(len(c["layout"]["xaxis"]["ticktext"]) <= attention.WINDOW for c in squares)
+    assert len(charts(at)) == 3  # the whole map waits for its toggle (a keystroke's cost)
+    at.toggle(key="attn_whole").set_value(True).run()
     (whole,) = [c for c in charts(at) if c["layout"]["title"]["text"].startswith("Layer 0, mean")]
     model, tokenizer = pretrained.load_minilm()
     task = pretrained.SentenceTask(tokenizer)
@@ -338,7 +340,9 @@ def test_a_box_with_no_word_pieces_says_so(box, name, text):
 
 @pytest.mark.parametrize("box, name", [("sequence", "A"), ("sentence_b", "B")])
 def test_a_text_past_the_word_piece_limit_is_cut_with_a_warning_saying_where(box, name):
-    at = set_text(start(), box, LONG)
+    at = set_text(start("Attention"), box, LONG)
+    if box == "sequence":  # sentence A is long: its whole map is a toggle away
+        at.toggle(key="attn_whole").set_value(True).run()
     assert not at.error
     warnings = messages(at, "warning")
     assert len(warnings) == 1

@@ -2,8 +2,8 @@
 
 A long input (more than LONG_PIECES word-pieces: a model reads up to 256 or 512) stays readable:
 the heads' squares show a window of the input (WINDOW pieces at first, moved and widened with a
-slider), the layer's mean is drawn whole as one image beside them (hover names every cell), and
-"which tokens does token i attend to" is a ranked list.
+slider), the layer's mean can be drawn whole as one image (hover names every cell), and "which
+tokens does token i attend to" is a ranked list.
 
 A model with many heads (MiniLM: 6 layers x 12 heads) shows one layer's heads at a time, picked
 above the grid: 72 squares in one figure are too small to read and slow to draw. That layer's
@@ -91,8 +91,12 @@ def whole_layer(tr, layer: int) -> None:
     attends to most, ranked (its own head or the mean)."""
     T, H = len(tr.labels), tr.n_heads
     mean = tr.attn[layer].mean(axis=0)
-    title = t("attention.whole_title", layer=layer, n=T)
-    chart(plots.attention_map(mean, tr.labels, title=title, words=plot_words()), "attention_whole")
+    # Off by default, like "Enlarge one head": at 256 word-pieces the map is ~400 KB a keystroke,
+    # more than everything else the view sends.
+    if st.toggle(t("attention.whole", n=T), key="attn_whole"):
+        title = t("attention.whole_title", layer=layer, n=T)
+        figure = plots.attention_map(mean, tr.labels, title=title, words=plot_words())
+        chart(figure, "attention_whole")
     for key, size in (("attn_rank_query", T), ("attn_rank_head", H + 1)):
         if st.session_state.get(key, 0) >= size:
             del st.session_state[key]  # a shorter input, or a model with fewer heads
