@@ -285,3 +285,7 @@ def test_a_finished_training_names_its_metric_in_chinese():
     text = shown(at)
     assert f"({translate('zh', 'sidebar.metric.token_accuracy')} 99.0%)" in text, text
     assert "accuracy" not in text.lower()
+    # The model is named as the sidebar's picker lists it, in the language shown (issue 20).
+    yours = translate("zh", "sidebar.source.yours")
+    assert translate("zh", "sidebar.model_option", name="mine", source=yours) in text, text
+    assert "yours" not in text
