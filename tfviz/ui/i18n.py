@@ -7,6 +7,10 @@ text), read once per process. tests/test_i18n.py checks that both files have the
 the same placeholders in each string, so a translation can neither lose a sentence nor a number.
 
 Technical names (W_o, W_q, softmax, concat, d_k) are written the same in every language.
+The Chinese uses one rendering per term (learned W_o 学到的 W_o, identity 恒等映射, token 词元,
+random seed 随机种子...): locales/glossary.json lists each term with its rejected renderings, and
+tests/test_glossary.py holds zh.json (and docs/claims.zh.md) to it. The three articles the app
+teaches from are named once, as article.concat, article.encoder and article.annotated.
 
 A text may quote another key's text as {@other.key}: help that names a widget's label or
 option ("set W_o to “{@common.w_o.identity}”") then shows that label exactly as the widget does,
