@@ -85,3 +85,46 @@ def test_claims_zh_uses_no_rejected_rendering():
         for match in re.finditer(rejected, text)
     ]
     assert not problems, problems
+
+
+# Words the Chinese may keep in Latin letters: technical names and formulas, model, tool and
+# library names, and the authors and venues the help texts cite.
+LATIN_KEPT = set(
+    """
+    W_o W_O W_q W_V W_X W_OV d_k d_model d_ff concat attn_out z_h b_o alpha_ij xi_h sum_h sqrt exp
+    log max float SVD LayerNorm Linear Adam PyTorch Transformer Annotated BERT MiniLM all-MiniLM-L
+    CLS SEP UNK MAE Welch tfviz sum_seed safetensors view transpose Unicode PNG SVG HTML CPU PyPI
+    Michel Kobayashi Elhage Roy Vetterli Abnar Zuidema NeurIPS EMNLP ACL
+    """.split()
+)
+LATIN_KEYS = {  # keys whose Latin words are values the student types or picks, not words
+    "share.notice.bad_mode": "the W_o modes a link's w_o_mode takes (learned, identity, ...)",
+    "lang.picker": "the language switch names itself in both languages",
+    # Pending: the sidebar fills {norm} with the config's "post"/"pre" (tfviz/ui/sidebar.py).
+    "sidebar.norm_embed": "pending",
+    "sidebar.pretrained_kind": "pending",
+}
+
+
+def latin_words(text: str) -> list[str]:
+    """Latin-letter words of a Chinese text outside `code`, {placeholders} and bracketed
+    English glosses (查询（query）), other than the names kept in LATIN_KEPT."""
+    text = re.sub(r"`[^`]*`|\{[^{}]*\}|（[A-Za-z][^（）]*）|\([A-Za-z][^()]*\)", " ", text)
+    return [w for w in re.findall(r"[A-Za-z][A-Za-z_\-]{2,}", text) if w not in LATIN_KEPT]
+
+
+def test_the_chinese_catalogue_has_no_english_words():
+    """What the screenshots are checked for, for every key: no English outside code, technical
+    and model names, citations, and English glosses in brackets."""
+    left = {
+        key: words
+        for key, text in i18n.catalogue("zh").items()
+        if key not in LATIN_KEYS and (words := latin_words(text))
+    }
+    assert not left, left
+
+
+def test_the_english_word_check_finds_english():
+    assert latin_words("保留 head block 的份额") == ["head", "block"]
+    assert latin_words("post-norm，token 嵌入") == ["post-norm", "token"]
+    assert latin_words("查询（query）词元与 `layer` 列，{value} 和 W_o") == []
