@@ -11,6 +11,7 @@ import streamlit as st
 
 from tfviz import get_task, pretrained
 from tfviz.tasks import Task
+from tfviz.ui import masked
 from tfviz.ui.common import View, cut, describe, md_escape, refusal, similarity_for
 from tfviz.ui.i18n import t
 from tfviz.ui.text import changed_tokens, prediction_table
@@ -151,6 +152,7 @@ def show_sentences(view: View) -> None:
         for note in other_notes(task, name, p):
             st.info(md_escape(note))
     show_similarity(view, key="similarity")
+    masked.show(view)  # a model with a masked-LM head: the top words for its mask, if typed
 
 
 def cut_note(name: str, p: pretrained.Pieces) -> str:
@@ -182,7 +184,10 @@ def other_notes(task: pretrained.SentenceTask, name: str, p: pretrained.Pieces) 
         )
         what = cut(" ".join(stretches), 40)
         notes.append(t("minilm.unknown", name=name, n=p.n_unknown, total=len(p.ids) - 2, what=what))
-    typed = [special for special in pretrained.SPECIAL_NAMES if special in p.text.upper()]
+    # The model's own special names (RoBERTa's "<s>"), but not its mask marker where typing it
+    # asks the masked-LM head for the word (tfviz.ui.masked).
+    names = [n for n in task.tokenizer.specials.names if n != getattr(task, "mask", None)]
+    typed = [special for special in names if special.upper() in p.text.upper()]
     if typed:
         notes.append(t("minilm.typed_special", name=name, names=", ".join(typed)))
     return notes
