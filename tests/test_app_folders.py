@@ -203,3 +203,15 @@ def test_a_zip_with_a_pickle_only_is_refused(model_root):
     assert not at.exception
     errors = [unescape(e.value) for e in at.error]
     assert len(errors) == 1 and "pytorch_model.bin" in errors[0], errors
+
+
+def test_fill_mask_speaks_chinese():
+    from tfviz.ui.i18n import translate
+
+    at = start_app(model="folder:distilbert", lang="zh")
+    at.radio(key="w_o_mode").set_value("identity").run()
+    assert not at.exception
+    shown = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
+    assert translate("zh", "masked.title") in unescape(shown)
+    assert translate("zh", "masked.learned") in unescape(shown)
+    assert len(answers(at)) == 2
