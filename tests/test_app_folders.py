@@ -215,3 +215,12 @@ def test_fill_mask_speaks_chinese():
     assert translate("zh", "masked.title") in unescape(shown)
     assert translate("zh", "masked.learned") in unescape(shown)
     assert len(answers(at)) == 2
+
+
+def test_a_roberta_is_explained_with_its_own_specials():
+    at = start_app(model="folder:roberta")
+    pieces = [unescape(c.value) for c in at.caption if "as the model reads it" in c.value]
+    assert len(pieces) == 1 and "<s> and </s> are not typed" in pieces[0], pieces
+    assert "[CLS]" not in pieces[0]
+    assert "lower-case English" not in at.text_input(key="sequence").help
+    assert any("**Task:** fill in the masked word" in unescape(m.value) for m in at.markdown)

@@ -149,8 +149,10 @@ def folder_info(meta: CheckpointMeta, task: pretrained.SentenceTask, device: str
     """What the sidebar says about such a model: what it does, its family, licence, sizes, its
     word-piece limit and the device."""
     c, record = meta.config, meta.record
-    st.markdown(t("sidebar.task", name=md_escape(task.name)))
-    kind = "folder.kind_masked" if record.get("masked_lm") else "folder.kind_sentence"
+    masked = record.get("masked_lm")
+    name = t("folder.task_masked" if masked else "folder.task_sentence")
+    st.markdown(t("sidebar.task", name=md_escape(name)))
+    kind = "folder.kind_masked" if masked else "folder.kind_sentence"
     st.caption(md_escape(t(kind)))
     licence = record.get("licence") or t("folder.no_licence")
     origin = "folder.from_server" if record.get("source") == "folder" else "folder.from_upload"
