@@ -14,6 +14,7 @@ skip, except under CI=true.
 from __future__ import annotations
 
 import io
+import os
 import zipfile
 from pathlib import Path
 
@@ -224,3 +225,49 @@ def test_a_roberta_is_explained_with_its_own_specials():
     assert "[CLS]" not in pieces[0]
     assert "lower-case English" not in at.text_input(key="sequence").help
     assert any("**Task:** fill in the masked word" in unescape(m.value) for m in at.markdown)
+
+
+def test_a_zip_over_the_upload_limit_is_refused_before_it_is_opened(model_root, monkeypatch):
+    monkeypatch.setenv("TFVIZ_MAX_UPLOAD_MB", "1")
+    at = start_app()
+    padding = {"model/padding.bin": os.urandom(1_300_000)}  # random: deflate cannot shrink it
+    data = zipped(model_root / "bert", padding)
+    assert len(data) > 1024 * 1024
+    at.file_uploader(key="upload").set_value(("big.zip", data, MIME)).run()
+    errors = [unescape(e.value) for e in at.error]
+    assert len(errors) == 1 and "uploads may be at most 1 MB" in errors[0], errors
+
+
+def test_a_link_opens_a_folder_model_with_its_sentence(model_root):
+    at = AppTest.from_file(str(Path(__file__).resolve().parent.parent / "app.py"))
+    at.default_timeout = 60
+    at.query_params["model"] = "folder:distilbert"
+    at.query_params["sequence"] = "the dog [MASK] on the mat ."
+    at.run()
+    assert not at.exception and not at.error
+    assert at.selectbox(key="model").value == "folder:distilbert"
+    assert at.text_input(key="sequence").value == "the dog [MASK] on the mat ."
+    want = expected(model_root, "distilbert", "the dog [MASK] on the mat .")
+    assert answers(at) == [words(want.learned)]
+
+
+def test_the_shared_model_is_unchanged_by_every_tab_with_w_o_off(model_root):
+    import torch
+
+    from tfviz.ui import folders
+
+    test_each_family_opens_in_every_tab_with_w_o_off("bert")
+    sig = {name: weights for name, _, weights in folders.signature(model_root)}
+    mtime, size = sig["bert"]
+    shared, _, _ = folders.load_folder(
+        str(model_root / "bert"), f"folder:bert:{mtime}:{size}", "cpu"
+    )
+    fresh = hf.open_folder(model_root / "bert").model
+    assert (
+        shared
+        is folders.load_folder(str(model_root / "bert"), f"folder:bert:{mtime}:{size}", "cpu")[0]
+    )  # once per process
+    for (name, a), (_, b) in zip(
+        shared.state_dict().items(), fresh.state_dict().items(), strict=True
+    ):
+        assert torch.equal(a, b), name

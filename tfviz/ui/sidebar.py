@@ -103,7 +103,7 @@ def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] |
         if uploads[entry.key].task is not None:  # a zipped model folder: its own SentenceTask
             return entry, model, meta, uploads[entry.key].task
     elif entry.source == folders.SOURCE:
-        with st.spinner(t("sidebar.loading", name=entry.name)):
+        with st.spinner(md_escape(t("sidebar.loading", name=entry.name))):  # a folder's name
             model, meta, task = folders.load_folder(entry.path, entry.digest, device)
         if model is None:
             st.error(md_escape(t("sidebar.cannot_load", name=entry.name, why=meta)))
