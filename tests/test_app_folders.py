@@ -271,3 +271,46 @@ def test_the_shared_model_is_unchanged_by_every_tab_with_w_o_off(model_root):
         shared.state_dict().items(), fresh.state_dict().items(), strict=True
     ):
         assert torch.equal(a, b), name
+
+
+# ---- long texts: one query's keys, ranked ---------------------------------------------------
+
+
+def test_ranked_keys_order_by_the_heads_mean_and_name_the_strongest_head():
+    import numpy as np
+
+    from tfviz.ui.ranked import ranked_keys
+
+    attn = np.array(
+        [[[0.1, 0.6, 0.3], [1, 0, 0], [1, 0, 0]], [[0.5, 0.4, 0.1], [1, 0, 0], [1, 0, 0]]]
+    )  # (H=2, T=3, T=3)
+    got = ranked_keys(attn, query=0, k=2)
+    assert [r.key for r in got] == [1, 0]
+    assert got[0].mean == pytest.approx(0.5) and (got[0].head, got[0].weight) == (0, 0.6)
+    assert got[1].mean == pytest.approx(0.3) and (got[1].head, got[1].weight) == (1, 0.5)
+
+
+def test_the_attention_view_ranks_what_a_word_piece_attends_to(model_root):
+    import torch
+
+    at = start_app("Attention", model="folder:bert")
+    text = "the cat sat on the mat and the dog ran over the lazy fox ."
+    at.text_input(key="sequence").set_value(text).run()
+    at.toggle(key="ranked_open").set_value(True).run()
+    at.selectbox(key="ranked_query").set_value(2)
+    at.selectbox(key="ranked_layer").set_value(1).run()
+    assert not at.exception and not at.error
+    block = [c.value for c in at.code if c.value.startswith(" 1. ")]
+    assert len(block) == 1
+    lines = block[0].splitlines()
+    assert len(lines) == 10
+    loaded = hf.open_folder(model_root / "bert")
+    p = loaded.tokenizer.encode(text)
+    with torch.no_grad():
+        attn = loaded.model(torch.tensor([p.ids])).trace.layers[1].attn[0]  # (H, T, T)
+    mean = attn[:, 2, :].mean(0)
+    top = [p.labels[j] for j in mean.argsort(descending=True)[:3].tolist()]
+    for n, (line, label) in enumerate(zip(lines[:3], top, strict=True), 1):  # "the (1)": a space
+        assert line.startswith(f"{n:>2}. {label}  "), (line, label)
+    shares = [float(line.split("%")[0].split()[-1]) for line in lines]
+    assert shares == sorted(shares, reverse=True)

@@ -16,6 +16,7 @@ import streamlit as st
 
 from tfviz import plots
 from tfviz.export import attention_csv
+from tfviz.ui import ranked
 from tfviz.ui.common import View, chart, index_picker, md_escape, per_model, plot_words
 from tfviz.ui.i18n import t
 from tfviz.ui.standalone import download_button
@@ -121,6 +122,7 @@ def render(view: View) -> None:
         layer_shown = layer
     if view.is_sentence:
         st.caption(t("attention.pieces"))
+        ranked.show(view, layer_shown)  # long texts: one query's keys as a ranked list
     enlarged = None  # (layer, head) when one head is shown enlarged
     left, right = st.columns(2)
     with left:
