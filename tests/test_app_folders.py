@@ -314,3 +314,28 @@ def test_the_attention_view_ranks_what_a_word_piece_attends_to(model_root):
         assert line.startswith(f"{n:>2}. {label}  "), (line, label)
     shares = [float(line.split("%")[0].split()[-1]) for line in lines]
     assert shares == sorted(shares, reverse=True)
+
+
+def test_the_attention_view_zooms_on_a_range_of_word_pieces(model_root):
+    import json
+
+    import numpy as np
+
+    from tests.test_app import array
+
+    at = start_app("Attention", model="folder:bert")
+    text = "the cat sat on the mat and the dog ran over the lazy fox ."
+    at.text_input(key="sequence").set_value(text).run()
+    whole = json.loads(at.get("plotly_chart")[0].proto.spec)
+    at.toggle(key="attn_zoom").set_value(True).run()
+    at.slider(key="attn_zoom_range").set_value((3, 10)).run()
+    assert not at.exception and not at.error
+    zoomed = json.loads(at.get("plotly_chart")[0].proto.spec)
+    labels = list(hf.open_folder(model_root / "bert").tokenizer.encode(text).labels)
+    assert zoomed["layout"]["xaxis"]["ticktext"] == labels[3:11]
+    z, z_whole = array(zoomed["data"][0]["z"]), array(whole["data"][0]["z"])
+    # One image of every layer x head square; the first square (L0 H0), top left, holds the
+    # range's own weights: the whole text's, cut to rows and columns 3..10.
+    assert z.shape[0] < z_whole.shape[0] and z.shape[1] < z_whole.shape[1]
+    np.testing.assert_array_equal(z[:8, :8], z_whole[3:11, 3:11])
+    assert any("Shown: 8 of" in unescape(c.value) for c in at.caption)

@@ -16,7 +16,7 @@ import streamlit as st
 
 from tfviz import plots
 from tfviz.export import attention_csv
-from tfviz.ui import ranked
+from tfviz.ui import ranked, zoom
 from tfviz.ui.common import View, chart, index_picker, md_escape, per_model, plot_words
 from tfviz.ui.i18n import t
 from tfviz.ui.standalone import download_button
@@ -95,13 +95,14 @@ def many_heads(n_layers: int, n_heads: int) -> bool:
 def render(view: View) -> None:
     tr = view.trace
     st.caption(t("attention.intro"))
+    attn, labels = zoom.window(view)  # a long text's chosen range of word-pieces, or all of it
     layer_shown = None  # every layer in one grid
     if not many_heads(tr.n_layers, tr.n_heads):
         layers = list(range(tr.n_layers))
         chart(
             plots.attention_grid(
-                tr.attn,
-                tr.labels,
+                attn,
+                labels,
                 layers,
                 title=t("attention.grid_title"),
                 with_mean=True,
@@ -118,7 +119,7 @@ def render(view: View) -> None:
             help=t("attention.layer_shown_help", layers=tr.n_layers, heads=tr.n_heads),
         )
         st.markdown(f"**{md_escape(t('attention.layer_title', layer=layer))}**")
-        head_columns(tr.attn[layer], tr.labels, layer, key="attention_grid")
+        head_columns(attn[layer], labels, layer, key="attention_grid")
         layer_shown = layer
     if view.is_sentence:
         st.caption(t("attention.pieces"))
