@@ -30,6 +30,7 @@ pytestmark = pytest.mark.usefixtures("fresh_app")
 
 FAMILIES = {"bert": "BERT", "roberta": "RoBERTa", "distilbert": "DistilBERT"}
 HOSTILE = "pickled"
+SENTENCE = "sentence-bert"  # a headless BERT: a sentence model, compared by similarity
 MIME = "application/zip"
 
 
@@ -39,6 +40,7 @@ def model_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("pretrained_dir")
     for kind in FAMILIES:
         _build(kind, root / kind)
+    _build("bert-encoder-only", root / SENTENCE)  # a BertModel: no masked-LM head
     bad = root / HOSTILE
     bad.mkdir()
     (bad / "config.json").write_text('{"model_type": "bert"}', encoding="utf-8")
@@ -339,3 +341,19 @@ def test_the_attention_view_zooms_on_a_range_of_word_pieces(model_root):
     assert z.shape[0] < z_whole.shape[0] and z.shape[1] < z_whole.shape[1]
     np.testing.assert_array_equal(z[:8, :8], z_whole[3:11, 3:11])
     assert any("Shown: 8 of" in unescape(c.value) for c in at.caption)
+
+
+def test_a_headless_model_keeps_its_similarity_and_has_no_fill_mask(model_root):
+    from tfviz import pretrained
+
+    at = start_app(model=f"folder:{SENTENCE}")
+    assert not at.error
+    assert f"{SENTENCE} (BERT)" in at.selectbox(key="model").options
+    assert any("**Task:** sentence embedding" in unescape(m.value) for m in at.markdown)
+    assert not answers(at) and not any("Fill in the mask" in m.value for m in at.markdown)
+    a, b = at.text_input(key="sequence").value, at.text_input(key="sentence_b").value
+    loaded = hf.open_folder(model_root / SENTENCE)
+    task = pretrained.SentenceTask(loaded.tokenizer)
+    want = pretrained.compare_similarity(loaded.model, task, a, b)
+    shown = [float(m.value) for m in at.metric if m.label == "Similarity of A and B"]
+    assert shown == [pytest.approx(want.learned, abs=5e-4)]
