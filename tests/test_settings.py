@@ -67,3 +67,11 @@ def test_every_training_path_takes_its_defaults_from_one_place():
         params = inspect.signature(fn).parameters
         for key, value in settings.TRAINING.items():
             assert params[key].default == value, (fn.__name__, key)
+
+
+def test_the_pretrained_folder_is_optional_and_must_be_a_folder(tmp_path):
+    assert settings.pretrained_dir({}) is None
+    assert settings.pretrained_dir({settings.PRETRAINED_DIR_ENV: "  "}) is None
+    assert settings.pretrained_dir({settings.PRETRAINED_DIR_ENV: str(tmp_path)}) == tmp_path
+    with pytest.raises(ValueError, match="TFVIZ_PRETRAINED_DIR must name a folder"):
+        settings.pretrained_dir({settings.PRETRAINED_DIR_ENV: str(tmp_path / "missing")})

@@ -236,7 +236,7 @@ def test_a_file_over_the_size_limit_is_refused_before_it_is_read(monkeypatch):
 def test_the_default_limit_is_20_mb():
     at = start()
     assert at.file_uploader(key="upload").proto.max_upload_size_mb == 20
-    assert at.file_uploader(key="upload").allowed_type == [".safetensors"]
+    assert at.file_uploader(key="upload").allowed_type == [".safetensors", ".zip"]
 
 
 @pytest.mark.parametrize("setting", ["lots", "0", "-3", "1.5", "١٢"])

@@ -35,11 +35,13 @@ from tfviz.config import ModelConfig
 from tfviz.hf.errors import PretrainedError, WeightsError  # noqa: F401 (PretrainedError re-exported)
 from tfviz.hf.families import BERT, BERT_EMBEDDING_KEYS, BERT_LAYER_KEYS, family_of
 from tfviz.hf.folder import open_folder
+from tfviz.hf.mlm import MaskedLMHead
 from tfviz.hf.tokenizer import (  # noqa: F401 (re-exported: the app imports them from here)
     MAX_CHARS,
     MAX_TEXTS,
     Batch,
     Pieces,
+    PieceTokenizer,
     WordPieceTokenizer,
     _clip,
     unique_labels,
@@ -146,8 +148,8 @@ def load_minilm(device: str | torch.device = "cpu") -> tuple[Encoder, WordPieceT
 
 def _check_sentence_model(model: Encoder) -> None:
     cfg = model.config
-    if cfg.pool != "mean" or cfg.n_out != 0:
-        raise ValueError("sentence embeddings need a mean-pooled encoder without a head (MiniLM)")
+    if cfg.pool not in ("mean", "none") or cfg.n_out != 0:
+        raise ValueError("sentence embeddings need an encoder without a tfviz head (MiniLM, BERT)")
 
 
 def sentence_embedding(
@@ -162,8 +164,13 @@ def sentence_embedding(
     """
     _check_sentence_model(model)
     with torch.no_grad():
-        pooled = model(ids, pad_mask, interventions, trace=False).logits  # (B, D)
-    return F.normalize(pooled, p=2, dim=-1)
+        out = model(ids, pad_mask, interventions, trace=False).logits  # (B, D) or (B, T, D)
+    if out.dim() == 3:  # a masked-LM model reads per token: pooled here as MiniLM pools itself
+        keep = torch.ones(out.shape[:2], dtype=out.dtype, device=out.device)
+        if pad_mask is not None:
+            keep = (~pad_mask).to(out.dtype)
+        out = (out * keep.unsqueeze(-1)).sum(1) / keep.sum(1, keepdim=True).clamp_min(1.0)
+    return F.normalize(out, p=2, dim=-1)
 
 
 def similarity(
@@ -219,11 +226,19 @@ def residual_drift(
 
 PARAPHRASE_PAIR = ("A man is playing a guitar.", "Someone is playing the guitar.")
 UNRELATED_PAIR = ("A man is playing a guitar.", "The stock market fell sharply on Monday.")
+# A masked-LM model's first example: sentence A with the mask marker, so the fill-in-the-mask
+# answer shows as soon as the model is picked.
+MASK_EXAMPLE = "A man is playing a {mask}."
+MASKED_DESCRIPTION = (
+    "Guesses the word hidden behind the mask marker from the words around it (its masked-LM "
+    "head); the similarity of two texts is the cosine of their mean last-layer vectors."
+)
 PIECES_CACHED = 256  # texts whose word-pieces a SentenceTask keeps (each is read several times)
 
 
 class SentenceTask:
-    """all-MiniLM-L6-v2 behind the interface of a toy task (tfviz.tasks.Task), for run_trace.
+    """all-MiniLM-L6-v2, or any encoder tfviz.hf opens (with its tokenizer, its own limit and
+    its masked-LM head if any), behind the interface of a toy task (tfviz.tasks.Task).
 
     run_trace, analysis.attention_flow and the app's views ask a task to validate text, encode
     it, label its positions, and give the right and the predicted answer. A sentence encoder has
@@ -242,11 +257,21 @@ class SentenceTask:
     examples = PARAPHRASE_PAIR  # sentence A and sentence B when the model is picked
     pairs = {"paraphrase pair": PARAPHRASE_PAIR, "unrelated pair": UNRELATED_PAIR}
 
-    def __init__(self, tokenizer: WordPieceTokenizer):
+    def __init__(self, tokenizer: PieceTokenizer, head: MaskedLMHead | None = None):
         self.tokenizer = tokenizer
-        self.max_pieces = tokenizer.max_pieces
+        self.max_pieces = tokenizer.max_pieces  # the model's own limit, specials included
+        # A model with a masked-LM head (tfviz.hf) fills in a masked word: its mask marker
+        # ("[MASK]", "<mask>"), typed, is the mask token, so every view traces the sentence the
+        # head answers for. Every other special name typed stays plain text.
+        self.head = head
+        self.mask = tokenizer.specials.mask if head is not None else None
+        if self.mask is not None:
+            self.name = "masked word"
+            self.description = MASKED_DESCRIPTION
+            self.examples = (MASK_EXAMPLE.format(mask=self.mask), PARAPHRASE_PAIR[1])
+        encode = functools.partial(tokenizer.encode, mask=self.mask)
         # Only texts that encode are cached (a ValueError is raised again each time: cheap).
-        self.pieces = functools.lru_cache(maxsize=PIECES_CACHED)(tokenizer.encode)
+        self.pieces = functools.lru_cache(maxsize=PIECES_CACHED)(encode)
 
     def validate(self, text: str) -> str:
         """text if it has word-pieces to read, else ValueError saying what is wrong.
@@ -277,9 +302,10 @@ class SentenceTask:
         return []  # no right answer either
 
     def check_config(self, config: ModelConfig) -> None:
-        """ValueError unless config is a mean-pooled encoder without a head (a sentence model)."""
-        if config.pool != "mean" or config.n_out != 0:
-            raise ValueError("a sentence task needs a mean-pooled encoder without a head")
+        """ValueError unless config is an encoder without a tfviz head: mean-pooled (a sentence
+        model) or per token (a masked-LM model, pooled by sentence_embedding)."""
+        if config.pool not in ("mean", "none") or config.n_out != 0:
+            raise ValueError("a sentence task needs an encoder without a tfviz head")
 
 
 @dataclass(frozen=True)

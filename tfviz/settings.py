@@ -20,6 +20,7 @@ MAX_JOBS_ENV = "TFVIZ_MAX_JOBS"  # trainings and experiment reruns running at on
 MAX_QUEUE_ENV = "TFVIZ_MAX_QUEUE"  # jobs allowed to wait for a slot
 UPLOAD_MB_ENV = "TFVIZ_MAX_UPLOAD_MB"  # largest uploaded checkpoint
 DRAIN_SECONDS_ENV = "TFVIZ_DRAIN_SECONDS"  # on SIGTERM, how long running jobs may finish
+PRETRAINED_DIR_ENV = "TFVIZ_PRETRAINED_DIR"  # folder of model folders (BERT, RoBERTa, DistilBERT)
 
 # ---- limits --------------------------------------------------------------------------------------
 MAX_PARAMS = 5_000_000  # one uploaded or trained model on a shared classroom server
@@ -49,6 +50,19 @@ TRAINING = {"steps": 1000, "batch_size": 64, "lr": 1e-3, "schedule": "cosine", "
 def user_models_dir(root: Path, environ: Mapping[str, str] = os.environ) -> Path:
     """Where models trained in the app are saved: $TFVIZ_USER_MODELS, else root/user_models."""
     return Path(environ.get(USER_MODELS_ENV) or root / "user_models")
+
+
+def pretrained_dir(environ: Mapping[str, str] = os.environ) -> Path | None:
+    """The server's folder of pretrained model folders ($TFVIZ_PRETRAINED_DIR), or None when
+    unset. Each subfolder is one model in the Hugging Face layout (tfviz.hf); a path that is not
+    a folder stops the server's picker with a sentence, not a traceback."""
+    raw = environ.get(PRETRAINED_DIR_ENV, "").strip()
+    if not raw:
+        return None
+    path = Path(raw)
+    if not path.is_dir():
+        raise ValueError(f"{PRETRAINED_DIR_ENV} must name a folder of model folders, got {raw!r}")
+    return path
 
 
 def max_jobs(environ: Mapping[str, str] = os.environ) -> int:

@@ -143,10 +143,15 @@ def fill_mask(
     position = p.masked[0]
     ids = torch.tensor([p.ids], device=model.device)
     iv = Interventions.of(interventions)
-    learned = masked_lm_logits(model, head, ids)[0, position]
-    switched = (
-        learned if iv.is_default else masked_lm_logits(model, head, ids, None, iv)[0, position]
-    )
+
+    def at_mask(switches: Interventions | None) -> Tensor:  # (V,)
+        # The head reads the masked position only: over every position it cost more than the
+        # encoder itself (T x V outputs; bench/hf_families.py).
+        with torch.no_grad():
+            return head(token_states(model, ids, None, switches)[0, position])
+
+    learned = at_mask(None)
+    switched = learned if iv.is_default else at_mask(iv)
     return MaskAnswer(
         pieces=p.pieces,
         position=position,

@@ -29,11 +29,13 @@ DEFAULT_MODEL = "reverse"
 class ModelEntry:
     """A checkpoint the picker offers."""
 
-    key: str  # "bundled:reverse", "yours:my_model", "upload:<sha256>" or "pretrained:<name>"
+    key: str  # "bundled:reverse", "yours:my_model", "upload:<sha256>", "pretrained:<name>" or
+    # "folder:<name>" (a model folder in $TFVIZ_PRETRAINED_DIR)
     name: str
-    source: str  # "bundled", "yours", "uploaded" or "pretrained"
+    source: str  # "bundled", "yours", "uploaded", "pretrained" or "folder"
     path: str  # "" for an upload (never written to disk) and for the pretrained model
     digest: str  # sha256 of the file (the pinned package for the pretrained model): cache key
+    family: str = ""  # a Hugging Face model's family ("BERT", "RoBERTa", ...), tfviz.ui.folders
 
 
 @st.cache_data(show_spinner=False, max_entries=1024)

@@ -11,6 +11,7 @@ import streamlit as st
 
 from tfviz import get_task, pretrained
 from tfviz.tasks import Task
+from tfviz.ui import masked
 from tfviz.ui.common import View, cut, describe, md_escape, refusal, similarity_for
 from tfviz.ui.i18n import t
 from tfviz.ui.text import changed_tokens, prediction_table
@@ -88,7 +89,9 @@ def checked(task: Task, text: str, box: str | None = None) -> str | None:
 
 def sentence_inputs(task: Task) -> tuple[str | None, str | None]:
     """Sentence A (traced by every view) and sentence B (compared with A), with example pairs."""
-    help_text = t("minilm.box_help", n=task.max_pieces - 2)
+    # MiniLM's words name its vocabulary; another model's (tfviz.ui.folders) say only its limit.
+    minilm = bool(task.tokenizer.vocabulary)
+    help_text = t("minilm.box_help" if minilm else "folder.box_help", n=task.max_pieces - 2)
     help_text += " " + t("minilm.box_limit", limit=f"{MAX_SENTENCE_CHARS:,}")
     left, right = st.columns(2)
     a = left.text_input(
@@ -141,7 +144,13 @@ def show_sentences(view: View) -> None:
     pieces = task.pieces(view.text)
     with st.container(key="pieces"):  # a stable hook for browser tests
         st.code(" ".join(pieces.pieces), language=None, wrap_lines=True)
-    st.caption(md_escape(t("minilm.pieces", n=len(pieces.ids)) + " " + t("minilm.specials")))
+    sp = task.tokenizer.specials
+    specials = (
+        t("minilm.specials")
+        if task.tokenizer.vocabulary
+        else t("folder.specials", cls=sp.cls, sep=sp.sep)
+    )
+    st.caption(md_escape(t("minilm.pieces", n=len(pieces.ids)) + " " + specials))
     texts = [("A", pieces)]
     if view.text_b is not None:
         texts.append(("B", task.pieces(view.text_b)))
@@ -151,6 +160,7 @@ def show_sentences(view: View) -> None:
         for note in other_notes(task, name, p):
             st.info(md_escape(note))
     show_similarity(view, key="similarity")
+    masked.show(view)  # a model with a masked-LM head: the top words for its mask, if typed
 
 
 def cut_note(name: str, p: pretrained.Pieces) -> str:
@@ -181,8 +191,14 @@ def other_notes(task: pretrained.SentenceTask, name: str, p: pretrained.Pieces) 
             p.text[a:b] for i, (a, b) in zip(p.ids, p.spans, strict=True) if i == unk
         )
         what = cut(" ".join(stretches), 40)
-        notes.append(t("minilm.unknown", name=name, n=p.n_unknown, total=len(p.ids) - 2, what=what))
-    typed = [special for special in pretrained.SPECIAL_NAMES if special in p.text.upper()]
+        key = "minilm.unknown" if task.tokenizer.vocabulary else "folder.unknown"
+        unk = task.tokenizer.specials.unk
+        values = dict(name=name, n=p.n_unknown, total=len(p.ids) - 2, what=what, unk=unk)
+        notes.append(t(key, **values))
+    # The model's own special names (RoBERTa's "<s>"), but not its mask marker where typing it
+    # asks the masked-LM head for the word (tfviz.ui.masked).
+    names = [n for n in task.tokenizer.specials.names if n != getattr(task, "mask", None)]
+    typed = [special for special in names if special.upper() in p.text.upper()]
     if typed:
         notes.append(t("minilm.typed_special", name=name, names=", ".join(typed)))
     return notes

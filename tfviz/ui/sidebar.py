@@ -14,7 +14,7 @@ from tfviz import get_task, pretrained
 from tfviz.checkpoint import CheckpointMeta
 from tfviz.metrics import headline
 from tfviz.tasks import Task
-from tfviz.ui import share, switches
+from tfviz.ui import folders, share, switches
 from tfviz.ui.common import (
     CHART_FORMAT,
     CHART_FORMATS,
@@ -62,6 +62,7 @@ def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] |
     """The model picker (with this session's uploads), the uploader, and the chosen model with
     its task (a toy Task, or the pretrained model's SentenceTask)."""
     entries, problems = list_models(device)
+    entries += folders.folder_entries(problems)  # $TFVIZ_PRETRAINED_DIR, listed without loading
     uploads = session_uploads()
     entries += [upload.entry for upload in uploads.values()]
     by_key = {e.key: e for e in entries}
@@ -86,7 +87,8 @@ def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] |
         format_func=lambda k: t(
             "sidebar.model_option",
             name=by_key[k].name,
-            source=t(SOURCES.get(by_key[k].source, "sidebar.source.yours"), lang=lang),
+            source=folders.option_source(by_key[k], lang)
+            or t(SOURCES.get(by_key[k].source, "sidebar.source.yours"), lang=lang),
             lang=lang,
         ),
         key="model",
@@ -98,6 +100,15 @@ def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] |
     entry = by_key[key]
     if entry.key in uploads:
         model, meta = uploads[entry.key].model, uploads[entry.key].meta
+        if uploads[entry.key].task is not None:  # a zipped model folder: its own SentenceTask
+            return entry, model, meta, uploads[entry.key].task
+    elif entry.source == folders.SOURCE:
+        with st.spinner(md_escape(t("sidebar.loading", name=entry.name))):  # a folder's name
+            model, meta, task = folders.load_folder(entry.path, entry.digest, device)
+        if model is None:
+            st.error(md_escape(t("sidebar.cannot_load", name=entry.name, why=meta)))
+            return None
+        return entry, model, meta, task
     elif entry.source == "pretrained":
         with st.spinner(t("sidebar.loading", name=entry.name)):
             model, meta, task = load_pretrained(device)
@@ -172,6 +183,9 @@ def model_info(meta: CheckpointMeta, task: Task, device: str) -> None:
 
 def pretrained_info(meta: CheckpointMeta, task: Task, device: str) -> None:
     """What the pretrained model is, where it comes from, its licence, sizes and device."""
+    if meta.record.get("family"):  # a Hugging Face folder (server or upload), not MiniLM
+        folders.folder_info(meta, task, device)
+        return
     c = meta.config
     st.markdown(t("sidebar.task", name=md_escape(task.name)))
     st.caption(md_escape(task_description(task)))

@@ -14,6 +14,8 @@ import streamlit as st
 
 from tfviz import CheckpointError, checks, settings
 from tfviz.checkpoint import CheckpointMeta
+from tfviz.hf import PretrainedError
+from tfviz.ui import folders
 from tfviz.ui.common import cut, md_escape
 from tfviz.ui.i18n import t
 from tfviz.ui.models import ModelEntry
@@ -36,6 +38,7 @@ class Upload:
     entry: ModelEntry
     model: object
     meta: CheckpointMeta
+    task: object = None  # a zipped model folder's SentenceTask; None: a checkpoint's own task
 
 
 def session_uploads() -> dict[str, Upload]:
@@ -71,6 +74,21 @@ def read_upload(file, device: str, limit_mb: int) -> Upload:
     return Upload(entry=entry, model=model, meta=meta)
 
 
+def read_zip_upload(file, device: str, limit_mb: int) -> Upload:
+    """A zipped Hugging Face model folder (tfviz.ui.folders); CheckpointError for a file over
+    the limit, hf.PretrainedError with the library's reason for a refused zip or folder."""
+    if file.size > limit_mb * MB:
+        raise CheckpointError(t("uploads.too_large", size=f"{file.size / MB:.1f}", limit=limit_mb))
+    data = file.getvalue()
+    known = session_uploads().get(f"upload:{hashlib.sha256(data).hexdigest()}")
+    if known is not None:
+        return known
+    entry, model, meta, task = folders.open_zip_upload(
+        data, cut(file.name, SHOWN_NAME_CHARS + 4), device, limit_mb
+    )
+    return Upload(entry=entry, model=model, meta=meta, task=task)
+
+
 def on_upload(device: str, limit_mb: int) -> None:
     """The uploader's on_change: check the new file once and, if it is good, pick it."""
     st.session_state.pop(UPLOAD_MESSAGE, None)
@@ -79,8 +97,11 @@ def on_upload(device: str, limit_mb: int) -> None:
         return  # taken out of the uploader: the model stays in this session's picker
     name = cut(file.name, MESSAGE_NAME_CHARS)  # shown literally: the message is md_escaped
     try:
-        upload = read_upload(file, device, limit_mb)
-    except CheckpointError as e:
+        if file.name.lower().endswith(".zip"):
+            upload = read_zip_upload(file, device, limit_mb)
+        else:
+            upload = read_upload(file, device, limit_mb)
+    except (CheckpointError, PretrainedError) as e:
         st.session_state[UPLOAD_MESSAGE] = ("error", "uploads.refused", {"name": name, "why": e})
         return
     except Exception as e:  # a hostile file must get a message, never a traceback
@@ -119,12 +140,14 @@ def upload_box(device: str) -> None:
         return
     st.file_uploader(
         t("uploads.label"),
-        type=["safetensors"],
+        type=["safetensors", "zip"],  # a zip: a model folder in the Hugging Face layout
         key="upload",
         max_upload_size=limit_mb,
         on_change=on_upload,
         args=(device, limit_mb),
-        help=t("uploads.help", limit=limit_mb, params=f"{settings.MAX_PARAMS:,}"),
+        help=t("uploads.help", limit=limit_mb, params=f"{settings.MAX_PARAMS:,}")
+        + " "
+        + t("folder.upload_help"),
     )
     message = st.session_state.get(UPLOAD_MESSAGE)
     if message is not None:

@@ -1,0 +1,157 @@
+"""Models opened from folders (tfviz.hf), per family and per length: load time, memory, the trace
+a view runs on each keystroke, and the fill-in-the-mask answer.
+
+No real checkpoint is downloaded: for each family (BERT, RoBERTa, DistilBERT) a random model of a
+real size (default MiniLM's: 6 layers, 12 heads, D = 384, d_ff = 1536, 30,522 pieces, 512
+positions; --base for BERT-base's 12 x 12 x 768) is built with transformers and saved with
+save_pretrained as safetensors, with tests/test_hf_encoders.py's small tokenizers (the weights'
+cost does not depend on what the pieces spell). Each family is then opened in a fresh
+subprocess, so its load time and resident memory are its own. Per length (32, 128, 256, 512
+word-pieces) the script times snapshot.run_trace (what a keystroke costs the server in every
+view: the forward pass with every site copied out) and hf.fill_mask with W_o switched off (two
+passes), as median and p95 of --calls calls. The browser's share of a keystroke is
+bench/ui_latency's business.
+
+Usage: python -m bench.hf_families [--calls 15] [--base] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FAMILIES = {"bert": "BERT", "roberta": "RoBERTa", "distilbert": "DistilBERT"}
+LENGTHS = (32, 128, 256, 512)
+MINILM = dict(layers=6, heads=12, hidden=384, ff=1536)
+BASE = dict(layers=12, heads=12, hidden=768, ff=3072)
+
+
+def build(kind: str, folder: Path, sizes: dict) -> None:
+    """A random transformers model of this family and size, saved in folder."""
+    import torch
+    import transformers as T
+
+    from tests.test_hf_encoders import _bpe_tokenizer_json, _vocab_txt
+
+    folder.mkdir(parents=True)
+    L, H, D, F = sizes["layers"], sizes["heads"], sizes["hidden"], sizes["ff"]
+    if kind == "bert":
+        _vocab_txt(folder)
+        cfg = T.BertConfig(vocab_size=30522, hidden_size=D, num_hidden_layers=L,
+                           num_attention_heads=H, intermediate_size=F)  # fmt: skip
+        cls = T.BertForMaskedLM
+    elif kind == "roberta":
+        _bpe_tokenizer_json(folder)
+        cfg = T.RobertaConfig(vocab_size=30522, hidden_size=D, num_hidden_layers=L,
+                              num_attention_heads=H, intermediate_size=F,
+                              max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
+                              bos_token_id=0, eos_token_id=2)  # fmt: skip
+        cls = T.RobertaForMaskedLM
+    else:
+        _vocab_txt(folder)
+        cfg = T.DistilBertConfig(vocab_size=30522, dim=D, n_layers=L, n_heads=H, hidden_dim=F)
+        cls = T.DistilBertForMaskedLM
+    torch.manual_seed(0)
+    cls(cfg).eval().save_pretrained(folder, safe_serialization=True)
+
+
+def rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def measure(folder: str, calls: int, threads: int) -> dict:
+    """In this (fresh) process: open the folder, then time the trace and fill-mask per length."""
+    import torch
+
+    torch.set_num_threads(threads)
+    from tests.test_hf_encoders import WORDS
+    from tfviz import hf
+    from tfviz.interventions import Interventions
+    from tfviz.pretrained import SentenceTask
+    from tfviz.snapshot import run_trace
+
+    before = rss_mib()
+    start = time.perf_counter()
+    loaded = hf.open_folder(folder)
+    load_s = time.perf_counter() - start
+    out = {"load_s": load_s, "rss_mib": rss_mib() - before, "limit": loaded.max_pieces}
+    task = SentenceTask(loaded.tokenizer, head=loaded.head)
+    mask = loaded.tokenizer.specials.mask
+    off = Interventions(w_o="identity")
+    for n in LENGTHS:
+        words = (WORDS * (n // len(WORDS) + 2))[: n * 2]
+        text = " ".join(words)
+        pieces = loaded.tokenizer.encode(text)  # cut to the model's limit
+        if len(pieces.ids) < min(n, loaded.max_pieces):
+            continue
+        # Cut the text to n word-pieces (specials included), the mask at its middle.
+        text = text[: pieces.spans[min(n, len(pieces.ids)) - 2][1]]
+        middle = len(text) // 2
+        masked = text[:middle].rsplit(" ", 1)[0] + f" {mask} " + text[middle:].split(" ", 1)[-1]
+        timings = {"trace": [], "fill_mask": []}
+        for _ in range(calls + 1):  # the first call of each is untimed (warm-up)
+            t0 = time.perf_counter()
+            run_trace(loaded.model, task, text, off)
+            t1 = time.perf_counter()
+            hf.fill_mask(loaded.model, loaded.head, loaded.tokenizer, masked, off, mask=mask)
+            t2 = time.perf_counter()
+            timings["trace"].append(t1 - t0)
+            timings["fill_mask"].append(t2 - t1)
+        row = {"pieces": len(task.pieces(text).ids)}
+        for name, values in timings.items():
+            values = sorted(values[1:])
+            row[name] = (statistics.median(values), values[int(0.95 * (len(values) - 1) + 0.5)])
+        out[str(n)] = row
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--calls", type=int, default=15)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--base", action="store_true", help="BERT-base sizes instead of MiniLM's")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        print(json.dumps(measure(args.child, args.calls, args.threads)))
+        return
+    sizes = BASE if args.base else MINILM
+    print(f"sizes: {sizes}, {args.threads} thread(s), {args.calls} timed calls per figure")
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind, family in FAMILIES.items():
+            folder = Path(tmp) / kind
+            build(kind, folder, sizes)
+            child = subprocess.run(
+                [sys.executable, "-m", "bench.hf_families", "--child", str(folder),
+                 "--calls", str(args.calls), "--threads", str(args.threads)],
+                capture_output=True, text=True, check=True,
+            )  # fmt: skip
+            r = json.loads(child.stdout.strip().splitlines()[-1])
+            size = (folder / "model.safetensors").stat().st_size / 2**20
+            print(
+                f"\n{family}: {size:.0f} MiB of weights, opened in {r['load_s']:.2f} s, "
+                f"resident memory +{r['rss_mib']:.0f} MiB, limit {r['limit']} word-pieces"
+            )
+            print("  pieces   trace median / p95 (ms)   fill-mask, W_o off, median / p95 (ms)")
+            for n in LENGTHS:
+                row = r.get(str(n))
+                if row is None:
+                    continue
+                tr, fm = row["trace"], row["fill_mask"]
+                print(
+                    f"  {row['pieces']:>6}   {1e3 * tr[0]:7.1f} / {1e3 * tr[1]:7.1f}"
+                    f"            {1e3 * fm[0]:7.1f} / {1e3 * fm[1]:7.1f}"
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Browser test of a model from the server's folder ($TFVIZ_PRETRAINED_DIR, issue 19): pick a tiny
+BERT built with transformers, see its attention drawn and its fill-in-the-mask answers, then
+switch W_o off and see the switched answers beside the learned ones, equal to hf.fill_mask's.
+
+The browser, page and waiting helpers are tests/test_browser.py's (so the test is skipped without
+Chromium except under CI=true); the server is this module's own, started with the models folder
+in its environment.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+
+import pytest
+
+from bench.server import free_port, healthy, streamlit_command
+from tests import test_browser as shared
+from tests.test_browser import (
+    APP,
+    ROOT,
+    SERVER_START_S,
+    assert_charts_drawn,
+    assert_no_exception,
+    rerun,
+    screenshot,
+)
+from tests.test_hf_encoders import _build  # skips this module without transformers (fails in CI)
+from tfviz import hf, settings
+from tfviz.interventions import Interventions
+from tfviz.ui.i18n import translate
+from tfviz.ui.masked import shown_word
+
+pytestmark = pytest.mark.browser
+app_exists, browser, page = shared.app_exists, shared.browser, shared.page
+
+FILL_MASK = '.st-key-fill_mask [data-testid="stCode"]'  # st.container(key="fill_mask")
+
+
+@pytest.fixture(scope="module")
+def model_root(tmp_path_factory):
+    root = tmp_path_factory.mktemp("pretrained_dir")
+    _build("bert", root / "bert")
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, model_root):
+    """`streamlit run app.py` with $TFVIZ_PRETRAINED_DIR set (found by shared.page by name)."""
+    tmp = tmp_path_factory.mktemp("browser_server")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, TFVIZ_USER_MODELS=str(tmp / "user_models"))
+    env[settings.PRETRAINED_DIR_ENV] = str(model_root)
+    log_path = tmp / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            streamlit_command(APP, port), cwd=ROOT, env=env, stdout=log,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while not healthy(url):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the server did not come up:\n{log_path.read_text()[-3000:]}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def blocks(n: int) -> str:
+    """A JS predicate: the fill-in-the-mask area shows n code blocks."""
+    return f"() => document.querySelectorAll('{FILL_MASK}').length === {n}"
+
+
+def shown_answers(page) -> list[list[str]]:
+    codes = page.locator(FILL_MASK)
+    return [
+        [line.split()[1] for line in codes.nth(i).inner_text().strip().splitlines()]
+        for i in range(codes.count())
+    ]
+
+
+def test_a_bert_from_the_models_folder_shows_attention_and_fill_mask_answers(page, model_root):
+    picker = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first
+    picker.click()
+    option = page.get_by_role("option", name="bert (BERT)", exact=True)
+    rerun(page, option.click, blocks(1))
+    box_a = page.get_by_role("textbox", name=translate("en", "minilm.sentence_a"))
+    text = box_a.input_value()
+    assert "[MASK]" in text
+    loaded = hf.open_folder(model_root / "bert")
+    learned = hf.fill_mask(loaded.model, loaded.head, loaded.tokenizer, text)
+    assert shown_answers(page) == [[shown_word(g) for g in learned.learned]]
+    assert_charts_drawn(page, at_least=1, heatmaps=True)  # layer 0's four heads
+
+    radio = page.locator('[data-testid="stSidebar"] [data-testid="stRadio"]').filter(has_text="W_o")
+    identity = translate("en", "common.w_o.identity")
+    rerun(page, lambda: radio.get_by_text(identity, exact=True).click(), blocks(2))
+    want = hf.fill_mask(
+        loaded.model, loaded.head, loaded.tokenizer, text, Interventions(w_o="identity")
+    )
+    shown = shown_answers(page)
+    assert shown == [[shown_word(g) for g in want.learned], [shown_word(g) for g in want.switched]]
+    assert shown[0] != shown[1], "switching W_o off changed none of the guesses"
+    assert_charts_drawn(page, at_least=1, heatmaps=True)
+    assert_no_exception(page)
+    screenshot(page, "browser_folder_bert_fill_mask.png")

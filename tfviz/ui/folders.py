@@ -1,0 +1,176 @@
+"""Pretrained encoders in the Hugging Face layout (tfviz.hf): the server's folder of model folders
+($TFVIZ_PRETRAINED_DIR) and zipped model folders uploaded in one session.
+
+The server's folder is listed from config.json and each safetensors header only (hf.list_folder),
+so the picker shows every model without loading one; an unusable folder is named once, with the
+library's reason. A model is loaded the first time someone picks it and then shared by every
+session, like MiniLM: it is never changed (the W_o switch and head ablation are forward
+arguments). A zipped folder uploaded by a student is opened by hf.open_zip, which refuses zip
+bombs, path traversal, links, pickles and code, and is kept in that session only (tfviz.ui.uploads).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import streamlit as st
+
+from tfviz import hf, pretrained, settings
+from tfviz.checkpoint import CheckpointMeta
+from tfviz.ui.common import md_escape
+from tfviz.ui.i18n import t
+from tfviz.ui.models import ModelEntry
+
+SOURCE = "folder"  # ModelEntry.source of a model from the server's folder
+KEY_PREFIX = "folder:"
+# A zip may unpack to this many times the upload limit: float weights compress about 1.1 times,
+# a tokenizer.json about 4 times; hf.zipped refuses a single entry compressed past 50 times.
+UNPACK_FACTOR = 8
+
+
+def _stat(path: Path) -> tuple[int, int]:
+    try:
+        s = path.stat()
+    except OSError:
+        return (0, 0)
+    return (s.st_mtime_ns, s.st_size)
+
+
+def signature(root: Path) -> tuple:
+    """What the listing depends on: each subfolder's name and its config and weights files' times
+    and sizes (a few stat calls per run: a changed folder is read again, an unchanged one not)."""
+    try:
+        subs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return ()
+    return tuple(
+        (p.name, _stat(p / "config.json"), _stat(p / hf.folder.WEIGHTS))
+        for p in subs[: hf.folder.MAX_FILES]
+    )
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def listed(root: str, signature: tuple) -> list[hf.FolderInfo | hf.Refused]:
+    """hf.list_folder of the server's folder, read again only when its signature changes.
+    Shared by every session; FolderInfo and Refused are frozen."""
+    return hf.list_folder(root)
+
+
+def folder_entries(problems: list[str]) -> list[ModelEntry]:
+    """The usable models of $TFVIZ_PRETRAINED_DIR; each refused folder (or a bad setting) is
+    added to problems, with its reason."""
+    try:
+        root = settings.pretrained_dir()
+    except ValueError as e:
+        problems.append(t("folder.bad_setting", why=e))
+        return []
+    if root is None:
+        return []
+    sig = signature(root)
+    try:
+        found = listed(str(root), sig)
+    except hf.PretrainedError as e:  # the folder went away between the check and the listing
+        problems.append(t("folder.bad_setting", why=e))
+        return []
+    entries = []
+    stamps = {name: weights for name, _, weights in sig}
+    for item in found:
+        if isinstance(item, hf.Refused):
+            problems.append(t("folder.refused", name=item.name, why=item.reason))
+            continue
+        # The weights file's time and size stand for its contents (hashing a 400 MB file on every
+        # server's first page would be slow); an edited folder is then a new model.
+        mtime, size = stamps.get(item.name, (0, 0))
+        digest = f"{KEY_PREFIX}{item.name}:{mtime}:{size}"
+        entries.append(
+            ModelEntry(
+                f"{KEY_PREFIX}{item.name}", item.name, SOURCE, str(item.path), digest, item.family
+            )
+        )
+    return entries
+
+
+def option_source(entry: ModelEntry, lang: str) -> str | None:
+    """What the picker shows in brackets after such a model's name: its family (and "uploaded"
+    for a zip); None for a tfviz checkpoint or MiniLM."""
+    if not entry.family:
+        return None
+    if entry.source == SOURCE:
+        return t("folder.option", family=entry.family, lang=lang)
+    return t("folder.option_uploaded", family=entry.family, lang=lang)
+
+
+def meta_and_task(
+    loaded: hf.LoadedEncoder, origin: str
+) -> tuple[CheckpointMeta, pretrained.SentenceTask]:
+    """The CheckpointMeta (its record holds what the sidebar says about the model) and the task
+    every view reads the model through."""
+    task = pretrained.SentenceTask(loaded.tokenizer, head=loaded.head)
+    record = {
+        "source": origin,
+        "family": loaded.family,
+        "model_type": loaded.model_type,
+        "licence": loaded.licence,
+        "n_params": loaded.n_params,
+        "max_pieces": loaded.max_pieces,
+        "masked_lm": loaded.head is not None,
+    }
+    return CheckpointMeta(task=task.name, config=loaded.model.config, record=record), task
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def load_folder(path: str, digest: str, device: str):
+    """(model, meta, task) of a server folder's model, or (None, why, None). Loaded once per
+    process and shared by every session: never mutate it."""
+    try:
+        loaded = hf.open_folder(path, device=device)
+    except hf.PretrainedError as e:
+        return None, str(e), None
+    except OSError as e:
+        return None, t("folder.unreadable", why=e.strerror or e), None
+    meta, task = meta_and_task(loaded, "folder")
+    return loaded.model, meta, task
+
+
+def open_zip_upload(data: bytes, file_name: str, device: str, limit_mb: int):
+    """(entry, model, meta, task) of an uploaded zipped model folder; hf.PretrainedError (the
+    library's message) when it is refused."""
+    digest = hashlib.sha256(data).hexdigest()
+    loaded = hf.open_zip(data, device=device, max_bytes=UNPACK_FACTOR * limit_mb * 1024 * 1024)
+    meta, task = meta_and_task(loaded, "upload")
+    name = file_name[:-4] if file_name.lower().endswith(".zip") else file_name
+    entry = ModelEntry(f"upload:{digest}", name[:60] or file_name, "uploaded", "", digest,
+                       loaded.family)  # fmt: skip
+    return entry, loaded.model, meta, task
+
+
+def folder_info(meta: CheckpointMeta, task: pretrained.SentenceTask, device: str) -> None:
+    """What the sidebar says about such a model: what it does, its family, licence, sizes, its
+    word-piece limit and the device."""
+    c, record = meta.config, meta.record
+    masked = record.get("masked_lm")
+    name = t("folder.task_masked" if masked else "folder.task_sentence")
+    st.markdown(t("sidebar.task", name=md_escape(name)))
+    kind = "folder.kind_masked" if masked else "folder.kind_sentence"
+    st.caption(md_escape(t(kind)))
+    licence = record.get("licence") or t("folder.no_licence")
+    origin = "folder.from_server" if record.get("source") == "folder" else "folder.from_upload"
+    st.text(
+        t(
+            "folder.facts",
+            family=record.get("family", "?"),
+            model_type=record.get("model_type", "?"),
+            params=f"{record.get('n_params', 0):,}",
+            licence=licence,
+        )
+        + "\n"
+        + t(origin)
+    )
+    st.text(
+        t("sidebar.size", d_model=c.d_model, heads=c.n_heads, layers=c.n_layers, d_ff=c.d_ff)
+        + "\n"
+        + t("folder.pieces", norm=c.norm, pieces=task.max_pieces)
+        + "\n"
+        + t("sidebar.device", device=device.upper())
+    )
