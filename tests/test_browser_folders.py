@@ -38,10 +38,15 @@ app_exists, browser, page = shared.app_exists, shared.browser, shared.page
 FILL_MASK = '.st-key-fill_mask [data-testid="stCode"]'  # st.container(key="fill_mask")
 
 
+FAMILIES = {"bert": "BERT", "roberta": "RoBERTa", "distilbert": "DistilBERT"}
+
+
 @pytest.fixture(scope="module")
 def model_root(tmp_path_factory):
+    """The server's folder: one tiny model of each family (issue 19's "done when")."""
     root = tmp_path_factory.mktemp("pretrained_dir")
-    _build("bert", root / "bert")
+    for kind in FAMILIES:
+        _build(kind, root / kind)
     return root
 
 
@@ -88,11 +93,29 @@ def shown_answers(page) -> list[list[str]]:
     ]
 
 
-def test_a_bert_from_the_models_folder_shows_attention_and_fill_mask_answers(page, model_root):
+def pick(page, kind: str) -> None:
+    """Pick the folder's model of this family and wait for its fill-in-the-mask answers."""
     picker = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first
     picker.click()
-    option = page.get_by_role("option", name="bert (BERT)", exact=True)
+    option = page.get_by_role("option", name=f"{kind} ({FAMILIES[kind]})", exact=True)
     rerun(page, option.click, blocks(1))
+
+
+@pytest.mark.parametrize("kind", list(FAMILIES))
+def test_each_familys_model_opens_in_every_view(page, kind):
+    pick(page, kind)
+    tabs = page.get_by_role("tab").all_inner_texts()
+    assert len(tabs) == 8, tabs
+    for label in tabs[1:] + tabs[:1]:  # Attention last, to see its charts drawn
+        shared.open_tab(page, label)
+        assert_no_exception(page)
+        panel = page.locator('[role="tabpanel"]:not([hidden])')
+        assert panel.locator('[data-testid="stElementContainer"]').count() > 0, label
+    assert_charts_drawn(page, at_least=1, heatmaps=True)  # its attention, drawn
+
+
+def test_a_bert_from_the_models_folder_shows_attention_and_fill_mask_answers(page, model_root):
+    pick(page, "bert")
     box_a = page.get_by_role("textbox", name=translate("en", "minilm.sentence_a"))
     text = box_a.input_value()
     assert "[MASK]" in text
