@@ -146,13 +146,25 @@ def cached_trace(
 
 
 # A MiniLM trace is ~0.5 MB for a typical sentence ((L, H, T, T) attention and four (L, T, D)
-# sites) and ~8 MB at 128 word-pieces, so sentence models keep fewer; a miss costs one forward
-# pass (~15 ms).
+# sites), ~8 MB at 128 word-pieces and ~31 MB at 256, so sentence models keep fewer, and long
+# texts fewer still: at most 16 x 8 + 4 x 31 MB (~250 MB at 256 pieces, ~600 MB for a 512-piece
+# BERT). A miss costs one forward pass (~15 ms; ~60 ms at 256 pieces).
+LONG_TRACE_PIECES = 128
+
+
 @st.cache_resource(show_spinner=False, max_entries=16)
 def cached_sentence_trace(
     digest: str, task_name: str, text: str, iv: Interventions, _model, _task
 ) -> TraceArrays:
-    """cached_trace for the pretrained sentence model, with fewer entries."""
+    """cached_trace for a sentence model, with fewer entries."""
+    return shared_trace(run_trace(_model, _task, text, iv))
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def cached_long_trace(
+    digest: str, task_name: str, text: str, iv: Interventions, _model, _task
+) -> TraceArrays:
+    """cached_sentence_trace for a text of more than LONG_TRACE_PIECES word-pieces."""
     return shared_trace(run_trace(_model, _task, text, iv))
 
 
@@ -188,7 +200,10 @@ def accuracy_cache(digest: str, task_name: str, _model) -> dissect.MeasureCache:
 
 def trace_for(view: View, text: str, iv: Interventions) -> TraceArrays:
     """The trace of text through the view's model with switches iv (cached)."""
-    cached = cached_sentence_trace if view.is_sentence else cached_trace
+    cached = cached_trace
+    if view.is_sentence:
+        long = len(view.task.pieces(text).ids) > LONG_TRACE_PIECES
+        cached = cached_long_trace if long else cached_sentence_trace
     return cached(view.entry.digest, view.task.name, text, iv, _model=view.model, _task=view.task)
 
 
