@@ -1,7 +1,7 @@
 """tfviz web app: pick a model, type a sequence, and see inside multi-head attention and W_o.
 
 Run with `streamlit run app.py`. This file is the entry point only: page setup, the sidebar,
-the sequence and prediction, and which view is open. Each view is a module of tfviz/ui with a
+the sequence and prediction, and which view is open. Each view is a module of tfviz/ui/views with a
 render(view) function (README.md, "Layout", lists what lives where); numbers come from
 tfviz.snapshot and tfviz.analysis, figures from tfviz.plots, training from tfviz.jobs. No torch
 code here.
@@ -40,15 +40,16 @@ import pandas  # noqa: F401
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-# (catalogue key of the tab's label, module in tfviz.ui with render(view), needs a valid sequence)
+# (catalogue key of the tab's label, module in tfviz.ui.views with render(view), needs a valid
+# sequence)
 VIEWS: list[tuple[str, str, bool]] = [
     ("app.view.attention", "attention", True),
-    ("app.view.w_o", "w_o", True),
+    ("app.view.w_o", "before_after", True),
     ("app.view.w_o_off", "w_o_off", True),
-    ("app.view.parts", "parts", False),  # says itself which of its parts need a sequence
+    ("app.view.parts", "dissect", False),  # says itself which of its parts need a sequence
     ("app.view.train", "train", False),
     ("app.view.analysis", "analysis", False),
-    ("app.view.experiment", "experiment", False),
+    ("app.view.experiment", "does_w_o_matter", False),
     ("app.view.lessons", "lessons", False),
 ]
 # Views whose widgets change nothing outside them: each runs as a fragment of its own, so a
@@ -56,7 +57,7 @@ VIEWS: list[tuple[str, str, bool]] = [
 # the sequence, the prediction and the link above it. Train, "Does W_o matter?" and Lessons are
 # left in the main area's run: their buttons change the link (a training in progress, the lesson
 # step), which only a main-area run writes, and they poll with fragments of their own.
-OWN_FRAGMENT = frozenset({"attention", "w_o", "w_o_off", "parts", "analysis"})
+OWN_FRAGMENT = frozenset({"attention", "before_after", "w_o_off", "dissect", "analysis"})
 WARMED = "_browser_warmed"  # session_state: this session's browser has its chart code
 # Phones: the tab strip wraps onto a second line instead of scrolling sideways (at 390 px the
 # eight tabs need about three screen widths; checked at 390 x 844 by tests/test_browser_share.py).
@@ -150,29 +151,35 @@ def setup_process() -> str:
 def training_in_progress() -> str | None:
     """The model this session is training, if any (only once the Train view was imported: no
     session trains before)."""
-    train = sys.modules.get("tfviz.ui.train")
+    train = sys.modules.get("tfviz.ui.views.train")
     return None if train is None else train.training_in_progress()
 
 
 def tab_labels() -> dict[str, str]:
-    """Tab module -> its label in the current language."""
-    return {module: t(key) for key, module, _ in VIEWS}
+    """Tab id (its catalogue key's last part, which links name it by) -> its label in the
+    current language."""
+    return {view_id(key): t(key) for key, _, _ in VIEWS}
+
+
+def view_id(key: str) -> str:
+    """The id a link names a tab by: its catalogue key's last part (app.view.parts: parts)."""
+    return key.removeprefix("app.view.")
 
 
 def open_tab(labels: dict[str, str]) -> str:
-    """The module of the tab to open, the tabs' state carried over a language switch.
+    """The id of the tab to open, the tabs' state carried over a language switch.
 
     The tabs' value is the open tab's label, which the other language does not know: it is
     translated here, before the tabs are drawn, or the page would fall back to the first tab.
     """
     shown = st.session_state.get("view")
     for lang in i18n.LANGUAGES:
-        for key, module, _ in VIEWS:
+        for key, _, _ in VIEWS:
             if shown == i18n.translate(lang, key):
-                if shown != labels[module]:
-                    st.session_state["view"] = labels[module]
-                return module
-    return VIEWS[0][1]
+                if shown != labels[view_id(key)]:
+                    st.session_state["view"] = labels[view_id(key)]
+                return view_id(key)
+    return view_id(VIEWS[0][0])
 
 
 def main() -> None:
@@ -194,7 +201,7 @@ def main() -> None:
         sidebar.chart_format_picker()
     asked = share.training_asked()  # a reloaded page that was training: what became of it
     if asked is not None:
-        importlib.import_module("tfviz.ui.train").resume(asked)
+        importlib.import_module("tfviz.ui.views.train").resume(asked)
     main_area(View(entry=entry, model=model, meta=meta, task=task, interventions=iv))
 
 
@@ -249,7 +256,7 @@ def main_area(view: View) -> None:
 
 
 def render_view(module: str, view: View) -> None:
-    importlib.import_module(f"tfviz.ui.{module}").render(view)
+    importlib.import_module(f"tfviz.ui.views.{module}").render(view)
 
 
 # Nested in main_area: a main-area run (a keystroke, a tab) runs it too, with the new view; its

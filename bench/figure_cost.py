@@ -48,7 +48,7 @@ from tfviz import pretrained as P
 from tfviz.checkpoint import load_checkpoint
 from tfviz.snapshot import run_trace
 from tfviz.tasks import get_task
-from tfviz.ui import attention
+from tfviz.ui.views import attention
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"

@@ -38,8 +38,8 @@ from tfviz.evaluate import evaluate
 from tfviz.interventions import switches
 from tfviz.snapshot import cosine_per_token, run_trace, w_o_used
 from tfviz.tasks import get_task
-from tfviz.ui.attention import many_heads
 from tfviz.ui.common import ACCURACY_N, ACCURACY_SEED, chart
+from tfviz.ui.views.attention import many_heads
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 MODES = ("learned", wo.BLOCK_DIAGONAL, "identity", "zero", "rank:16")  # "rank k": the app's k

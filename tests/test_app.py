@@ -91,9 +91,14 @@ def test_the_first_page_imports_only_the_view_it_shows(tmp_path):
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     loaded = set(json.loads(out.stdout.splitlines()[-1]))
-    assert {"tfviz.ui.sidebar", "tfviz.ui.attention"} <= loaded  # the open view: Attention
+    assert {"tfviz.ui.sidebar", "tfviz.ui.views.attention"} <= loaded  # the open view: Attention
     # Views not open, and the library modules only they need, wait until they are opened.
-    later = {"tfviz.ui.train", "tfviz.ui.analysis", "tfviz.ui.experiment", "tfviz.analysis"}
+    later = {
+        "tfviz.ui.views.train",
+        "tfviz.ui.views.analysis",
+        "tfviz.ui.views.does_w_o_matter",
+        "tfviz.analysis",
+    }
     assert not loaded & later, loaded & later
 
 

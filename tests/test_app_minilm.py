@@ -20,9 +20,9 @@ from tests.test_app import array  # plotly's typed arrays in figure JSON, as num
 from tfviz import analysis, plots, pretrained
 from tfviz.interventions import NONE, switches
 from tfviz.snapshot import run_trace
-from tfviz.ui import attention
 from tfviz.ui.i18n import translate
 from tfviz.ui.switches import EVERY_LAYER
+from tfviz.ui.views import attention
 
 pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is not installed")
 

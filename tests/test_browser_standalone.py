@@ -17,7 +17,7 @@ from tests import test_browser as shared
 from tests.test_browser import TIMEOUT_MS
 from tfviz import get_task, load_checkpoint, plots, pretrained, standalone
 from tfviz.snapshot import run_trace
-from tfviz.ui import attention
+from tfviz.ui.views import attention
 
 pytestmark = pytest.mark.browser
 browser, server, page = shared.browser, shared.server, shared.page

@@ -241,7 +241,7 @@ def test_every_view_passes_the_student_s_words_to_every_figure():
     """A figure drawn without words= is in English on a Chinese page (nothing translates it
     afterwards any more): every call of a tfviz.plots function that takes words passes them."""
     missing: dict[str, list[int]] = {}
-    for path in sorted([ROOT / "app.py", *(ROOT / "tfviz" / "ui").glob("*.py")]):
+    for path in sorted([ROOT / "app.py", *(ROOT / "tfviz" / "ui").rglob("*.py")]):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not (
                 isinstance(node, ast.Call)

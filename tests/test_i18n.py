@@ -1,9 +1,9 @@
 """The language catalogue: both languages complete and consistent, and nothing bypassing it.
 
 The catalogues must have the same keys and, in every string, the same {placeholders}; every key
-the Lessons view names must exist; and no Streamlit call in tfviz/ui/lessons.py may show a string
-literal of its own (found by reading the module's syntax tree), so switching to Chinese leaves no
-English sentence behind.
+the Lessons view names must exist; and no Streamlit call in tfviz/ui/views/lessons.py may show a
+string literal of its own (found by reading the module's syntax tree), so switching to Chinese
+leaves no English sentence behind.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import pytest
 from tfviz.ui import i18n
 
 ROOT = Path(__file__).resolve().parent.parent
-LESSONS = ROOT / "tfviz" / "ui" / "lessons.py"
+LESSONS = ROOT / "tfviz" / "ui" / "views" / "lessons.py"
 # Every module that draws: app.py and the views. None is exempt from the bypass check.
-UI_MODULES = sorted([ROOT / "app.py", *(ROOT / "tfviz" / "ui").glob("*.py")])
+UI_MODULES = sorted([ROOT / "app.py", *(ROOT / "tfviz" / "ui").rglob("*.py")])
 # Keyword arguments of Streamlit elements that a student reads.
 SHOWN_KEYWORDS = {
     "label",
@@ -167,8 +167,9 @@ def test_no_view_shows_a_string_that_bypasses_t(path):
 
 
 def test_the_bypass_check_reads_app_py_and_every_tab_s_module():
-    """The scan above is only as good as its list: app.py's eight tabs (attention, w_o, w_o_off,
-    parts, train, analysis, experiment, lessons: app.py's VIEWS) and the sidebar must be in it."""
+    """The scan above is only as good as its list: app.py's eight tabs (attention, before_after,
+    w_o_off, dissect, train, analysis, does_w_o_matter, lessons: app.py's VIEWS) and the
+    sidebar must be in it."""
     app = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
     views = next(
         ast.literal_eval(node.value)
@@ -177,7 +178,8 @@ def test_the_bypass_check_reads_app_py_and_every_tab_s_module():
     )
     modules = [module for _, module, _ in views]
     assert modules == [
-        "attention", "w_o", "w_o_off", "parts", "train", "analysis", "experiment", "lessons"
+        "attention", "before_after", "w_o_off", "dissect", "train", "analysis", "does_w_o_matter",
+        "lessons",
     ]  # fmt: skip
     names = {p.name for p in UI_MODULES}
     assert {"app.py", "sidebar.py", *(f"{m}.py" for m in modules)} <= names, sorted(names)

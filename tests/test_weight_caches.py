@@ -199,8 +199,8 @@ def test_two_sessions_share_one_computation_of_the_weights_numbers(monkeypatch):
 @pytest.mark.usefixtures("fresh_app")
 def test_minilm_ov_numbers_shown_equal_a_fresh_computation():
     pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
-    from tfviz.ui import analysis as view
     from tfviz.ui.models import PRETRAINED, load_pretrained
+    from tfviz.ui.views import analysis as view
 
     at = open_ov(f"pretrained:{pretrained.NAME}")
     model = load_pretrained("cpu")[0]
@@ -228,7 +228,7 @@ def test_minilm_ov_numbers_shown_equal_a_fresh_computation():
 
 @pytest.mark.usefixtures("fresh_app")
 def test_the_weights_numbers_are_computed_ahead_while_another_section_is_read():
-    from tfviz.ui import analysis as view
+    from tfviz.ui.views import analysis as view
 
     at = start_app("Analysis")  # opens on norm-based attention: no weights-only section shown
     assert not any(

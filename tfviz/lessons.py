@@ -1,6 +1,6 @@
 """The numbers behind the guided lessons: each claim of the seed articles, computed, not pictured.
 
-The Lessons tab (tfviz/ui/lessons.py) walks a student through the three articles' claims; this
+The Lessons tab (tfviz/ui/views/lessons.py) walks a student through the three articles' claims; this
 module computes what each step shows, without Streamlit, so every number is tested here:
 
 1. Concatenation is not integration (seed 000). `two_head_example` runs the article's 2-head

@@ -4,8 +4,9 @@ A job's progress ("training", "measuring the model on 1000 fresh examples"), how
 as sort_3f9a.safetensors", "cancelled after 40 steps; not saved") and why a form was refused
 ("steps must be a whole number from 1 to 100,000; got 2.5") are each a `Message`: a key of
 MESSAGES and the numbers and names its wording takes. The app words a message in the page's
-language through its catalogue (key "jobs.message.<key>", with the same placeholders; tfviz.ui.train
-.job_text); `Message.english()` words it from MESSAGES for logs, the command line and tests.
+language through its catalogue (key "jobs.message.<key>", with the same placeholders;
+tfviz.ui.views.train.job_text); `Message.english()` words it from MESSAGES for logs, the command
+line and tests.
 
 A value named in CHOICES is one of a fixed set (a W_o start, an experiment's condition, a form
 field), worded from that set rather than shown as it is; a value that is itself a Message (how far

@@ -9,8 +9,8 @@ same model, sequence, W_o switch, zeroed heads, tab, lesson step and language. T
     w_o_mode    learned | identity | zero | block_diagonal | rank:K
     w_o_scope   the one layer the W_o switch acts in (absent: every layer)
     ablate      heads zeroed before W_o, comma-separated: L0H1,L1H0
-    view        the open tab, by its module name (attention, w_o, lessons...): the same link
-                works in every language, whose tab labels differ
+    view        the open tab, by its id (app.py's view_id: attention, w_o, lessons...): the same
+                link works in every language, whose tab labels differ
     step        the lesson step (with view=lessons)
     lang        en | zh (the language's own name, English | 中文, is taken too)
     training    the name of the model this session is training, while it trains: a browser
@@ -61,7 +61,8 @@ SHOWN_CHARS = 60  # a refused value is quoted in its notice cut to this
 RESTORED = "_share_restored"  # session_state: this session's link has been read
 TRAINING_ASKED = "_share_training"  # session_state: a training the link says was running
 NOTICES = "_share_notices"  # session_state: [Notice] still shown
-LESSON_STEP = "lesson_step"  # tfviz.ui.lessons.STEP (not imported: it pulls in the training code)
+# tfviz.ui.views.lessons.STEP (not imported: it pulls in the training code)
+LESSON_STEP = "lesson_step"
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ def parse_query(
 
     Args:
         query: key -> value, or key -> every value given for it (a key repeated in the link).
-        views: the tab module names; steps: the lesson steps.
+        views: the tab ids (app.py view_id); steps: the lesson steps.
     Returns:
         Shared, with a Notice for every refused value, and one naming the keys a link cannot
         set (not in KEYS: a typo, a made-up switch like heads=, a chat tool's tracking tag), so
@@ -324,7 +325,7 @@ PENDING = "_share_pending"  # session_state: the link's values not yet applied (
 def read_link(views: Mapping[str, str]) -> None:
     """A session's first run: read the link; set its language, tab and lesson step.
 
-    views: tab module -> its label in the current language. The model waits for the picker's
+    views: tab id -> its label in the current language. The model waits for the picker's
     list (restore_model), the rest for the model itself (restore_for_model).
     """
     if RESTORED in st.session_state:
@@ -333,7 +334,8 @@ def read_link(views: Mapping[str, str]) -> None:
     query = {key: st.query_params.get_all(key) for key in st.query_params}
     steps: Collection[int] = ()
     if STEP in query:
-        from tfviz.ui import lessons  # only for a link into the lessons: it imports training code
+        # only for a link into the lessons: it imports training code
+        from tfviz.ui.views import lessons
 
         steps = lessons.STEPS
     shared = parse_query(query, views=list(views), steps=steps)

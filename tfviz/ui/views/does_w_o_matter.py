@@ -25,7 +25,7 @@ from tfviz.ui.common import (
     toy_only,
 )
 from tfviz.ui.i18n import current, t
-from tfviz.ui.train import job_manager, job_text, refusal, session_alive_check
+from tfviz.ui.views.train import job_manager, job_text, refusal, session_alive_check
 from tfviz.verdict import verdict_of
 
 AGAINST_LABELS = {

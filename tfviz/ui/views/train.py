@@ -87,8 +87,8 @@ def loss_chart(losses, every: int, steps: int, key: str) -> None:
 def job_manager() -> jobs.JobManager:
     """One manager for the process, so the cap on concurrent training jobs holds for everyone.
 
-    Experiment reruns (tfviz.ui.experiment) and W_o retrainings take their slots from it too.
-    From now on SIGTERM lets its running jobs finish first (tfviz.ui.shutdown).
+    Experiment reruns (tfviz.ui.views.does_w_o_matter) and W_o retrainings take their slots from it
+    too. From now on SIGTERM lets its running jobs finish first (tfviz.ui.shutdown).
     """
     manager = jobs.JobManager()
     drain_on_sigterm(manager, settings.drain_seconds())

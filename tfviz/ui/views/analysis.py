@@ -18,7 +18,6 @@ import streamlit as st
 import tfviz.analysis as analysis
 from tfviz import dissect, get_task, plots
 from tfviz.interventions import Interventions, head_name
-from tfviz.ui.attention import block_columns, head_columns, many_heads
 from tfviz.ui.common import (
     View,
     chart,
@@ -34,6 +33,7 @@ from tfviz.ui.common import (
 )
 from tfviz.ui.help import HELP
 from tfviz.ui.i18n import current, t
+from tfviz.ui.views.attention import block_columns, head_columns, many_heads
 
 ANALYSIS_N = 256  # fresh examples behind importance, ablation and the keep-top-k curve
 # A task metric -> the catalogue key of its name.

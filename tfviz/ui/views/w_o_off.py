@@ -17,7 +17,6 @@ from tfviz import plots
 from tfviz.interventions import NONE
 from tfviz.metrics import metric
 from tfviz.snapshot import drift_per_layer
-from tfviz.ui.attention import MAX_GRID_HEADS, head_columns
 from tfviz.ui.common import (
     ACCURACY_N,
     View,
@@ -33,6 +32,7 @@ from tfviz.ui.common import (
 from tfviz.ui.i18n import t
 from tfviz.ui.sequence import show_similarity
 from tfviz.ui.text import changed_tokens, prediction_table
+from tfviz.ui.views.attention import MAX_GRID_HEADS, head_columns
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = per_model("compare_layer")
