@@ -119,7 +119,7 @@ heading, warm_up = first_paint()
 # The heavy imports (torch, through tfviz) come after the first paint on purpose: see above.
 from tfviz import jobs  # noqa: E402
 from tfviz.interventions import NONE  # noqa: E402
-from tfviz.trainer import resolve_device  # noqa: E402
+from tfviz.train import resolve_device  # noqa: E402
 from tfviz.ui import i18n, sequence, share, sidebar, switches  # noqa: E402
 from tfviz.ui.common import View, md_escape, trace_for  # noqa: E402
 from tfviz.ui.i18n import t  # noqa: E402

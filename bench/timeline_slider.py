@@ -91,7 +91,7 @@ def train_with_timeline(folder: Path, steps: int) -> tuple[str, int]:
     from tfviz.checkpoint import save_checkpoint
     from tfviz.evaluate import evaluate
     from tfviz.timeline import MAX_SNAPSHOTS, Timeline, save_timeline, timeline_path
-    from tfviz.trainer import train
+    from tfviz.train import train
 
     torch.set_num_threads(1)
     bundled, meta = load_checkpoint(

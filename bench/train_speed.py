@@ -10,8 +10,8 @@
    (run_experiment(batched=False)) against trained together as one batched model (the default),
    both on --threads torch threads (default 1, as the experiment CLI and the app's jobs run).
    Target: ratio (sequential / batched) >= 4. --exp-steps runs a fraction of the steps.
-4. Retraining W_o alone (tfviz.trainer.retrain_w_o, every other weight frozen) against training
-   the whole model (tfviz.trainer.train), time per step, on the largest bundled model's sizes and
+4. Retraining W_o alone (tfviz.train.retrain_w_o, every other weight frozen) against training
+   the whole model (tfviz.train.train), time per step, on the largest bundled model's sizes and
    task, one thread; then where a step's time goes (drawing the batch, forward, backward,
    clipping + Adam) for both. Target: ratio (whole / W_o alone) >= 3.
 
@@ -35,7 +35,7 @@ from torch import nn
 
 from tfviz import experiment as E
 from tfviz import get_task, load_checkpoint, train
-from tfviz.trainer import retrain_w_o, with_w_o_start
+from tfviz.train import retrain_w_o, with_w_o_start
 
 ROOT = Path(__file__).resolve().parent.parent
 

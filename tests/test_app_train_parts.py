@@ -17,7 +17,7 @@ from tfviz import get_task, plots, settings, work
 from tfviz.checkpoint import load_checkpoint, save_checkpoint
 from tfviz.evaluate import evaluate
 from tfviz.timeline import Timeline, load_timeline, replay_step, save_timeline, timeline_path
-from tfviz.trainer import train
+from tfviz.train import train
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
 

@@ -171,3 +171,31 @@ def test_claims_zh_names_tabs_by_their_chinese_labels():
         assert f"*{english}*" not in bare and f"**{english}" not in bare, (key, english)
         named += doc.count(f"{chinese}*（{english}）") + doc.count(f"{chinese}**（{english}）")
     assert named >= 6, "the scan found too few tab names: is it broken?"
+
+
+@pytest.mark.usefixtures("fresh_app")
+def test_the_chinese_sidebar_names_the_model_s_layout_in_chinese():
+    """The sidebar's model facts fill {norm} and {embed} from sidebar.norm.* / sidebar.embed.*,
+    not with the config's own "post" and "token"."""
+    from tests.conftest import start_app
+
+    at = start_app(lang="zh")
+    facts = " ".join(e.value for e in at.sidebar.text)
+    assert i18n.translate("zh", "sidebar.norm.post") in facts, facts
+    assert i18n.translate("zh", "sidebar.embed.token") in facts, facts
+    assert "post-norm" not in facts and "token" not in facts, facts
+
+
+@pytest.mark.usefixtures("fresh_app")
+def test_lesson_step_4_shows_the_verdict_in_chinese_only():
+    """The findings are worded by the catalogue; the library's English verdict is not shown."""
+    from tests.conftest import start_app
+
+    at = start_app(i18n.translate("zh", "app.view.lessons"), lang="zh")
+    at.selectbox(key="lesson_step").set_value(4).run()
+    assert not at.exception, at.exception
+    labels = [e.label for e in at.expander]
+    assert labels and all(re.search(r"[\u4e00-\u9fff]", label) for label in labels), labels
+    text = " ".join(m.value for m in at.markdown)
+    english = re.findall(r"\b[A-Za-z]{2,},? [A-Za-z]{2,},? [A-Za-z]{2,}\b", text)
+    assert not english, english  # experiment_report.verdict's sentences were shown here

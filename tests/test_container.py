@@ -149,7 +149,7 @@ def test_a_model_trained_in_the_container_is_saved_to_the_volume_and_listed_by_a
 ):
     out = f"/app/user_models/{TRAINED}.safetensors"
     trained = container.exec(
-        "python", "-m", "tfviz.train", "--task", "reverse", "--steps", "30", "--out", out
+        "python", "-m", "tfviz.cli.train", "--task", "reverse", "--steps", "30", "--out", out
     )
     assert trained.returncode == 0, trained.stdout[-1000:] + trained.stderr[-2000:]
     saved = volume / f"{TRAINED}.safetensors"

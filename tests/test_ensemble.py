@@ -1,4 +1,4 @@
-"""Runs trained together (tfviz.ensemble) are the runs tfviz.trainer.train makes one at a time:
+"""Runs trained together (tfviz.ensemble) are the runs tfviz.train.train makes one at a time:
 the stacked forward pass equals Encoder's, token packing loses nothing, and with dropout 0 the
 loss curves and weights match train()'s; with dropout they agree in distribution."""
 
@@ -13,7 +13,7 @@ from tfviz import wo
 from tfviz.config import ModelConfig
 from tfviz.model import Encoder
 from tfviz.tasks import IGNORE, get_task
-from tfviz.trainer import train
+from tfviz.train import train
 
 TINY = dict(d_model=8, n_heads=2, d_ff=16, n_layers=2)
 ATOL = 1e-5

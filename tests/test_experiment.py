@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from tfviz import experiment as E
-from tfviz import experiment_cli as cli
 from tfviz import experiment_report as R
 from tfviz import stats as S
+from tfviz.cli import experiment as cli
 from tfviz.tasks import list_tasks
 
 TINY = dict(d_model=8, n_heads=2, d_ff=8, n_layers=1, eval_n=20, batch_size=8)

@@ -101,9 +101,6 @@ LATIN_KEPT = set(
 LATIN_KEYS = {  # keys whose Latin words are values the student types or picks, not words
     "share.notice.bad_mode": "the W_o modes a link's w_o_mode takes (learned, identity, ...)",
     "lang.picker": "the language switch names itself in both languages",
-    # Pending: the sidebar fills {norm} with the config's "post"/"pre" (tfviz/ui/sidebar.py).
-    "sidebar.norm_embed": "pending",
-    "sidebar.pretrained_kind": "pending",
     "folder.pieces": "pending, as sidebar.norm_embed: {norm} is the config's post/pre",
 }
 

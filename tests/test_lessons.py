@@ -13,7 +13,7 @@ from tests.conftest import MODELS, make_model
 from tfviz import get_task, jobs, load_checkpoint, plots
 from tfviz import lessons as L
 from tfviz.recipes import RECIPES
-from tfviz.trainer import train
+from tfviz.train import train
 
 # The matrix exactly as seed 000 prints it, read as the article's arithmetic reads it (row d
 # gives output feature d: 1.0*0.8 + 0.0*0.1 + 0.0*0.0 + 2.0*0.5 = 1.8, then 0.2).

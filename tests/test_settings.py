@@ -61,7 +61,7 @@ def test_every_training_path_takes_its_defaults_from_one_place():
     import inspect
 
     from tfviz.ensemble import train_runs
-    from tfviz.trainer import train
+    from tfviz.train import train
 
     for fn in (train, train_runs):
         params = inspect.signature(fn).parameters

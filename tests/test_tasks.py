@@ -206,11 +206,12 @@ def test_predict_returns_answer_in_solve_form(name):
 
 def test_retraining_w_o_alone_changes_only_w_o_of_a_copy_and_recovers():
     from tests.conftest import MODELS
-    from tfviz import load_checkpoint, trainer
+    from tfviz import load_checkpoint
+    from tfviz.train import retrain_w_o
 
     model, meta = load_checkpoint(MODELS / "sort.safetensors")
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    copy, history = trainer.retrain_w_o(model, meta.task, start="identity", steps=60, lr=3e-3)
+    copy, history = retrain_w_o(model, meta.task, start="identity", steps=60, lr=3e-3)
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # shared: intact
     for key, value in copy.state_dict().items():
         if ".attn.W_o." in key:
@@ -222,7 +223,7 @@ def test_retraining_w_o_alone_changes_only_w_o_of_a_copy_and_recovers():
     assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:5])  # the model learns to use W_o again
     assert not copy.training and not any(p.requires_grad for p in copy.parameters())
     with pytest.raises(ValueError, match="W_o starts from one of"):
-        trainer.retrain_w_o(model, meta.task, start="ones")
+        retrain_w_o(model, meta.task, start="ones")
 
 
 @pytest.mark.parametrize(

@@ -53,10 +53,9 @@ def test_the_train_tabs_defaults_learn_the_task(task, tmp_path):
 
 
 def test_the_command_line_trains_with_the_same_defaults(tmp_path):
-    # As a person runs it (importing tfviz.train here would shadow tfviz.train, the function,
-    # for every later test in this process).
+    # As a person runs it.
     out = tmp_path / "cli.safetensors"
-    command = [sys.executable, "-m", "tfviz.train", "--task", "sort", "--out", str(out)]
+    command = [sys.executable, "-m", "tfviz.cli.train", "--task", "sort", "--out", str(out)]
     done = subprocess.run([*command, "--steps", "3"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     _, meta = load_checkpoint(out)

@@ -341,7 +341,7 @@ def test_retraining_w_o_alone_runs_as_a_job_and_leaves_the_shared_model_alone(ma
 
 def test_the_metric_curve_measures_the_model_being_retrained_on_fixed_examples():
     from tfviz.evaluate import evaluate
-    from tfviz.trainer import retrain_w_o, with_w_o_start
+    from tfviz.train import retrain_w_o, with_w_o_start
 
     shared, meta = load_checkpoint(
         Path(__file__).resolve().parent.parent / "models/sort.safetensors"

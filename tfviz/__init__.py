@@ -4,7 +4,7 @@ from tfviz.checkpoint import CheckpointError, CheckpointMeta, load_checkpoint, s
 from tfviz.config import ModelConfig
 from tfviz.model import Encoder, EncoderOutput, LayerTrace, Trace
 from tfviz.tasks import get_task, list_tasks
-from tfviz.trainer import train
+from tfviz.train import train
 
 __all__ = [
     "CheckpointError",

@@ -5,7 +5,7 @@ one model whose weights carry a leading run axis: each step is one forward and b
 R times the data in R-times fewer (and larger) operations, and only real tokens go through the
 per-token layers (a batch padded to its longest example is about half padding; see `Packing`).
 
-Every run stays the run `tfviz.trainer.train` makes with the same arguments:
+Every run stays the run `tfviz.train.train` makes with the same arguments:
 - same initial weights: `Encoder(config)` under torch.manual_seed(seed), as there;
 - same batches: each seed draws from its own np.random.default_rng(seed), as there (runs sharing a
   seed share the draw);
@@ -45,7 +45,7 @@ from tfviz.config import ModelConfig
 from tfviz.model import Encoder, activation_function
 from tfviz.settings import TRAINING
 from tfviz.tasks import IGNORE, Batch, Task, get_task
-from tfviz.trainer import check_training, learning_rate, resolve_device
+from tfviz.train import check_training, learning_rate, resolve_device
 
 CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s: coef = max_norm / (norm + 1e-6)
 
@@ -423,7 +423,7 @@ def train_runs(
     Args:
         runs: (seed, w_o) per run; runs sharing a seed share initial weights (W_o aside) and
             batches, as sequential runs with that seed do.
-        steps, batch_size, lr, device, schedule, clip, min_len, max_len: as tfviz.trainer.train,
+        steps, batch_size, lr, device, schedule, clip, min_len, max_len: as tfviz.train.train,
             the same for every run.
         on_step: called after every step with an EnsembleStep; returning False stops all runs.
     Returns:

@@ -23,8 +23,8 @@ the batched path is tested and timed against.
 Without W_o a layer has D*D + D fewer parameters: the comparison is between the two architectures
 as the seeds describe them, not at an equal parameter count.
 
-CLI (tfviz.experiment_cli):
-`python -m tfviz.experiment --task sum --seeds 5 [--steps N] [--out FILE]` prints the table;
+CLI (tfviz.cli.experiment):
+`python -m tfviz.cli.experiment --task sum --seeds 5 [--steps N] [--out FILE]` prints the table;
 `--all` recomputes models/experiments/<task>.json for every task and models/experiments/README.md;
 `--against block_diagonal --add` trains only the block-diagonal runs and adds them to the files.
 """
@@ -48,7 +48,7 @@ from tfviz.evaluate import EVAL_SEED, evaluate
 from tfviz.model import Encoder
 from tfviz.stats import Interval, welch_interval
 from tfviz.tasks import Task, get_task
-from tfviz.trainer import StepInfo, train
+from tfviz.train import StepInfo, train
 
 AGAINST = ("identity", "block_diagonal")  # what the learned W_o is compared with
 CONDITIONS = ("learned", "identity")  # the default pair: with W_o, and with W_o switched off
@@ -252,15 +252,15 @@ def run_experiment(
     """Train every seed in every condition (by default with and without W_o); measure each run.
 
     By default all len(conditions) * len(seeds) runs train together as one batched model
-    (tfviz.ensemble); each run is still the run tfviz.trainer.train makes alone (same initial
+    (tfviz.ensemble); each run is still the run tfviz.train.train makes alone (same initial
     weights, batches and Adam; with dropout 0 the same losses to float precision). batched=False
-    trains them one after another with tfviz.trainer.train: the reference the batched path is
+    trains them one after another with tfviz.train.train: the reference the batched path is
     tested and timed against.
 
     Args:
         task: a Task or its name.
         seeds: how many seeds (0..n-1), or the seeds themselves; each is used in every condition.
-        steps, batch_size, lr, schedule: as tfviz.trainer.train, the same for every run.
+        steps, batch_size, lr, schedule: as tfviz.train.train, the same for every run.
         d_model, n_heads, d_ff, n_layers, dropout: model sizes (the task sets the rest).
         eval_n: fresh examples for the final metric (tfviz.evaluate, its fixed seed).
         device: where to train ("cpu" keeps results comparable with the shipped ones).
@@ -316,7 +316,7 @@ def _train_batched(task, config, plan, training, eval_n, device, on_progress):
 
 
 def _train_sequential(task, config, plan, training, eval_n, device, on_progress):
-    """The runs of the plan one after another with tfviz.trainer.train. Returns (runs, stopped)."""
+    """The runs of the plan one after another with tfviz.train.train. Returns (runs, stopped)."""
     runs: list[Run] = []
     stopped = False
     for index, (condition, seed) in enumerate(plan, start=1):
@@ -564,9 +564,3 @@ def load_precomputed(task: str, folder: Path = EXPERIMENTS) -> ExperimentResult 
     """The shipped result for a task, or None if there is none (the app then offers to run it)."""
     path = default_path(task, folder)
     return ExperimentResult.load(path) if path.is_file() else None
-
-
-if __name__ == "__main__":  # python -m tfviz.experiment, as documented
-    from tfviz.experiment_cli import main
-
-    raise SystemExit(main())

@@ -119,7 +119,7 @@ def alive_with_grace(
 
 
 def step_reporter(report: Report, should_stop: Callable[[], bool]) -> Callable[[Any], bool]:
-    """An on_step callback for tfviz.trainer's loops (info.step, info.loss): each step of one
+    """An on_step callback for tfviz.train's loops (info.step, info.loss): each step of one
     training is the job's progress and a point of its loss curve; False once it should stop."""
 
     def on_step(info) -> bool:

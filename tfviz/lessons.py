@@ -39,7 +39,7 @@ from tfviz.model import Encoder
 from tfviz.recipes import RECIPES
 from tfviz.settings import MAX_STEPS
 from tfviz.tasks import Task, get_task
-from tfviz.trainer import resolve_device, train
+from tfviz.train import resolve_device, train
 
 # ---- 1. concatenation is not integration -----------------------------------------------------
 
@@ -279,7 +279,8 @@ def projection_equivalence(
 # ---- 3. the digit-sum model in its original setting, trained as a job ------------------------
 
 LESSON_RECIPE = "sum_seed"  # seed 002's exact settings (tfviz/recipes.py)
-# What train() takes from a recipe (tfviz.train reads the same keys to build the bundled models).
+# What train() takes from a recipe (tfviz.cli.train reads the same keys to build the bundled
+# models).
 _TRAIN_KEYS = ("steps", "batch_size", "lr", "seed", "w_o", "min_len", "max_len", "schedule")
 EVAL_N = 500  # fresh examples behind the MAE shown after training (at the recipe's length)
 

@@ -1,6 +1,6 @@
 """How each bundled model in models/ is trained, and the models/README.md table of what they reach.
 
-One place for these settings so `python -m tfviz.train --all`, the tests that check the bundled
+One place for these settings so `python -m tfviz.cli.train --all`, the tests that check the bundled
 models, and the README all agree.
 """
 
@@ -51,7 +51,7 @@ RECIPES: dict[str, dict] = {
     },
 }
 
-# ---- a class's first training: the Train tab's and `python -m tfviz.train --task`'s defaults ----
+# ---- a class's first training: the Train tab's and `python -m tfviz.cli.train --task`'s defaults
 # The bundled recipe takes ~55 s a model; a class wants a run in seconds that still learns. One
 # model size for every task (the bundled one), with steps and learning rate chosen per task: no
 # single learning rate serves all (reverse sits on a loss plateau of ~1.73, 30% of tokens right,
@@ -158,7 +158,7 @@ def write_models_readme(models: Path) -> Path:
         [
             "# Bundled models",
             "",
-            "Trained by `python -m tfviz.train --all` (settings in `tfviz/recipes.py`); the",
+            "Trained by `python -m tfviz.cli.train --all` (settings in `tfviz/recipes.py`); the",
             "metrics are measured on 2,000 fresh examples when the model was saved and are stored",
             "in its metadata too.",
             "`tests/test_bundled_models.py` re-measures them on other fresh examples.",

@@ -36,7 +36,7 @@ from tfviz.settings import (
 )
 from tfviz.tasks import get_task
 from tfviz.timeline import MAX_SNAPSHOTS, Timeline, save_timeline, timeline_path
-from tfviz.trainer import (
+from tfviz.train import (
     W_O_STARTS,
     resolve_device,
     retrain_w_o,
@@ -189,7 +189,7 @@ class TrainWork:
 
 @dataclass(frozen=True)
 class RetrainSpec:
-    """Retrain W_o alone (tfviz.trainer.retrain_w_o) on a copy of a loaded model."""
+    """Retrain W_o alone (tfviz.train.retrain_w_o) on a copy of a loaded model."""
 
     task: str
     start: str = "identity"  # "identity", "zero", "random" or "learned"
@@ -224,7 +224,7 @@ class RetrainResult:
 
 
 class MetricCurve:
-    """A trainer.Recorder: the task metric of the model being trained at step 0, every `every`
+    """A tfviz.train.Recorder: the task metric of the model being trained at step 0, every `every`
     steps and at the last step, each time on the same RETRAIN_EVAL_N fresh examples."""
 
     def __init__(self, task: str, steps: int, every: int, n: int = RETRAIN_EVAL_N):

@@ -173,7 +173,7 @@ def model_info(meta: CheckpointMeta, task: Task, device: str) -> None:
     st.text(
         t("sidebar.size", d_model=c.d_model, heads=c.n_heads, layers=c.n_layers, d_ff=c.d_ff)
         + "\n"
-        + t("sidebar.norm_embed", norm=c.norm, embed=c.embed)
+        + t("sidebar.norm_embed", **layout_words(c))
         + "\n"
         + t("sidebar.trained", w_o=trained_with, steps=record.get("steps_done", "?"))
         + "\n"
@@ -200,10 +200,22 @@ def pretrained_info(meta: CheckpointMeta, task: Task, device: str) -> None:
     st.text(
         t("sidebar.size", d_model=c.d_model, heads=c.n_heads, layers=c.n_layers, d_ff=c.d_ff)
         + "\n"
-        + t("sidebar.pretrained_kind", norm=c.norm, pieces=task.max_pieces)
+        + t("sidebar.pretrained_kind", norm=layout_words(c)["norm"], pieces=task.max_pieces)
         + "\n"
         + t("sidebar.device", device=device.upper())
     )
+
+
+def layout_words(config) -> dict[str, str]:
+    """The config's norm ("post") and embed ("token") in the student's words, from
+    sidebar.norm.<value> and sidebar.embed.<value>; a value the catalogue does not know is shown
+    as it is (a checkpoint's record is data)."""
+    words = {}
+    for field in ("norm", "embed"):
+        value = getattr(config, field)
+        key = f"sidebar.{field}.{value}"
+        words[field] = t(key) if key in catalogue(current()) else str(value)
+    return words
 
 
 def task_description(task: Task) -> str:

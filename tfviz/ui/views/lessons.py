@@ -20,7 +20,7 @@ import numpy as np
 import streamlit as st
 
 import tfviz.experiment as experiment
-from tfviz import checks, experiment_report, get_task, jobs, lessons, plots
+from tfviz import checks, get_task, jobs, lessons, plots
 from tfviz.lessons import LessonInputError
 from tfviz.metrics import compact
 from tfviz.recipes import RECIPES
@@ -544,8 +544,6 @@ def show_experiment(view: View) -> None:
     st.dataframe(table, hide_index=True, key="lesson_experiment_table")
     lines = findings(result, against="identity")  # the seeds' question: W_o or none
     st.markdown("\n".join(f"- {line}" for line in lines))
-    with st.expander(t("lessons.s4.verdict_en")):
-        st.markdown(md_escape(experiment_report.verdict(result)))
     outcomes = [row.outcome for row in compared]
     better, worse = outcomes.count("better"), outcomes.count("worse")
     answer = (

@@ -35,7 +35,7 @@ from tfviz.checkpoint import CheckpointError, safe_model_path
 from tfviz.experiment import headline_metric
 from tfviz.messages import Message, Refused
 from tfviz.recipes import CLASS_SIZES, class_recipe, learned
-from tfviz.trainer import W_O_STARTS
+from tfviz.train import W_O_STARTS
 from tfviz.ui import share, sidebar
 from tfviz.ui.common import (
     POLL_SECONDS,

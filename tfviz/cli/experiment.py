@@ -1,5 +1,5 @@
-"""The experiment's command line: `python -m tfviz.experiment` (tfviz/experiment.py hands over
-to `main` here), as README.md and bench/README.md document it.
+"""The experiment's command line: `python -m tfviz.cli.experiment`, as README.md and bench/README.md
+document it.
 
 `--task sum --seeds 5 [--steps N] [--out FILE]` prints the table and the verdict; `--all`
 recomputes models/experiments/<task>.json for every task and models/experiments/README.md;
@@ -32,7 +32,7 @@ from tfviz.tasks import get_task, list_tasks
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m tfviz.experiment", description=experiment.__doc__.split("\n")[0]
+        prog="python -m tfviz.cli.experiment", description=experiment.__doc__.split("\n")[0]
     )
     p.add_argument("--task", help="task name: " + ", ".join(list_tasks()))
     p.add_argument("--all", action="store_true", help="every task, into models/experiments/")
