@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from tfviz import analysis, plots
+from tfviz import plots
 from tfviz.export import attention_csv
 from tfviz.ui.common import View, chart, index_picker, md_escape, per_model, plot_words
 from tfviz.ui.i18n import current, t
@@ -115,6 +115,8 @@ def whole_layer(tr, layer: int) -> None:
         format_func=lambda h: t("attention.ranked_mean", lang=lang) if h == H else head_label(h),
         key="attn_rank_head",
     )
+    from tfviz import analysis  # here: the first page must not wait for the analyses' module
+
     weights = mean if head == H else tr.attn[layer, head]
     ranked = analysis.ranked_keys(weights, query, RANKED)
     table = pd.DataFrame(
