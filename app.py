@@ -3,7 +3,7 @@
 Run with `streamlit run app.py`. This file is the entry point only: page setup, the sidebar,
 the sequence and prediction, and which view is open. Each view is a module of tfviz/ui/views with a
 render(view) function (README.md, "Layout", lists what lives where); numbers come from
-tfviz.snapshot and tfviz.analysis, figures from tfviz.plots, training from tfviz.jobs. No torch
+tfviz.trace and tfviz.analysis, figures from tfviz.plots, training from tfviz.jobs. No torch
 code here.
 
 Each checkpoint (and the pretrained all-MiniLM-L6-v2, once picked) is loaded once per process and

@@ -46,8 +46,8 @@ import torch
 from tfviz import plots
 from tfviz import pretrained as P
 from tfviz.checkpoint import load_checkpoint
-from tfviz.snapshot import run_trace
 from tfviz.tasks import get_task
+from tfviz.trace import run_trace
 from tfviz.ui.views import attention
 
 ROOT = Path(__file__).resolve().parent.parent

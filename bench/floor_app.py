@@ -36,8 +36,8 @@ from tfviz import dissect, plots, wo
 from tfviz.checkpoint import load_checkpoint
 from tfviz.evaluate import evaluate
 from tfviz.interventions import switches
-from tfviz.snapshot import cosine_per_token, run_trace, w_o_used
 from tfviz.tasks import get_task
+from tfviz.trace import cosine_per_token, run_trace, w_o_used
 from tfviz.ui.common import ACCURACY_N, ACCURACY_SEED, chart
 from tfviz.ui.views.attention import many_heads
 

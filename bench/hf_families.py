@@ -77,7 +77,7 @@ def measure(folder: str, calls: int, threads: int) -> dict:
     from tfviz import hf
     from tfviz.interventions import Interventions
     from tfviz.pretrained import SentenceTask
-    from tfviz.snapshot import run_trace
+    from tfviz.trace import run_trace
 
     before = rss_mib()
     start = time.perf_counter()

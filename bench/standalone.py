@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.ui_latency import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402  (one browser setup)
 from tfviz import get_task, load_checkpoint, pretrained, standalone  # noqa: E402
-from tfviz.snapshot import run_trace  # noqa: E402
+from tfviz.trace import run_trace  # noqa: E402
 from tfviz.ui.views import attention  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "tfviz-bench" / "js"

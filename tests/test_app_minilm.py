@@ -19,7 +19,7 @@ from tests.conftest import APP, start_app
 from tests.test_app import array  # plotly's typed arrays in figure JSON, as numpy
 from tfviz import analysis, plots, pretrained
 from tfviz.interventions import NONE, switches
-from tfviz.snapshot import run_trace
+from tfviz.trace import run_trace
 from tfviz.ui.i18n import translate
 from tfviz.ui.switches import EVERY_LAYER
 from tfviz.ui.views import attention

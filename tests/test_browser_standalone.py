@@ -16,7 +16,7 @@ from bench.standalone import cut_network
 from tests import test_browser as shared
 from tests.test_browser import TIMEOUT_MS
 from tfviz import get_task, load_checkpoint, plots, pretrained, standalone
-from tfviz.snapshot import run_trace
+from tfviz.trace import run_trace
 from tfviz.ui.views import attention
 
 pytestmark = pytest.mark.browser

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tests.conftest import MODELS, wait_until
-from tfviz import dissect, get_task, plots, snapshot, wo
+from tfviz import dissect, get_task, plots, trace, wo
 from tfviz.checkpoint import load_checkpoint
 from tfviz.evaluate import evaluate
 from tfviz.interventions import Interventions
@@ -213,9 +213,9 @@ def test_a_sweep_on_a_bundled_model_changes_no_shared_weight(bundled):
 def test_shuffled_heads_change_the_output_unless_w_o_follows(bundled):
     model, task = bundled
     text, order = "abcdefgh", (2, 0, 3, 1)
-    base = snapshot.run_trace(model, task, text)
-    shuffled = snapshot.run_trace(model, task, text, dissect.permuted(0, order, False))
-    matched = snapshot.run_trace(model, task, text, dissect.permuted(0, order, True))
+    base = trace.run_trace(model, task, text)
+    shuffled = trace.run_trace(model, task, text, dissect.permuted(0, order, False))
+    matched = trace.run_trace(model, task, text, dissect.permuted(0, order, True))
     check = dissect.permutation_check(base, shuffled, matched)
     assert check.layer == 0 and check.order == order
     assert check.shuffled_attn_out > 1e-2 and check.shuffled_output > 1e-2
@@ -225,15 +225,15 @@ def test_shuffled_heads_change_the_output_unless_w_o_follows(bundled):
 
 def test_permutation_check_refuses_passes_that_do_not_pair(bundled):
     model, task = bundled
-    base = snapshot.run_trace(model, task, "abcdefgh")
-    a = snapshot.run_trace(model, task, "abcdefgh", dissect.permuted(0, (1, 0, 2, 3), False))
-    b = snapshot.run_trace(model, task, "abcdefgh", dissect.permuted(1, (1, 0, 2, 3), True))
+    base = trace.run_trace(model, task, "abcdefgh")
+    a = trace.run_trace(model, task, "abcdefgh", dissect.permuted(0, (1, 0, 2, 3), False))
+    b = trace.run_trace(model, task, "abcdefgh", dissect.permuted(1, (1, 0, 2, 3), True))
     with pytest.raises(ValueError, match="same one layer"):
         dissect.permutation_check(base, a, b)
-    c = snapshot.run_trace(model, task, "abcdefgh", dissect.permuted(0, (1, 0, 2, 3), True))
+    c = trace.run_trace(model, task, "abcdefgh", dissect.permuted(0, (1, 0, 2, 3), True))
     with pytest.raises(ValueError, match="permutes its columns"):
         dissect.permutation_check(base, c, a)
-    other = snapshot.run_trace(model, task, "hgfedcba")
+    other = trace.run_trace(model, task, "hgfedcba")
     with pytest.raises(ValueError, match="same sequence"):
         dissect.permutation_check(other, a, c)
 

@@ -12,8 +12,8 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import ROOT
 from tests.test_app import array
 from tfviz.checkpoint import load_checkpoint
-from tfviz.snapshot import run_trace
 from tfviz.tasks import get_task
+from tfviz.trace import run_trace
 
 FLOOR = str(ROOT / "bench" / "floor_app.py")
 pytestmark = pytest.mark.usefixtures("fresh_app")

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import start_app
 from tfviz import get_task, load_checkpoint, plots, standalone
-from tfviz.snapshot import run_trace
+from tfviz.trace import run_trace
 from tfviz.ui.common import plot_words
 from tfviz.ui.i18n import translate
 from tfviz.ui.standalone import build_page

@@ -9,7 +9,6 @@ import torch
 from tfviz import get_task, train
 from tfviz.analysis import head_importance, w_o_mixing
 from tfviz.checkpoint import CheckpointError
-from tfviz.snapshot import run_trace
 from tfviz.timeline import (
     Timeline,
     load_timeline,
@@ -18,6 +17,7 @@ from tfviz.timeline import (
     save_timeline,
     timeline_path,
 )
+from tfviz.trace import run_trace
 
 TINY = dict(d_model=16, n_heads=2, d_ff=16, n_layers=2, dropout=0.0)
 

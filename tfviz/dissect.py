@@ -27,7 +27,7 @@ import torch
 
 from tfviz import wo
 from tfviz.interventions import Interventions
-from tfviz.snapshot import TraceArrays
+from tfviz.trace import TraceArrays
 
 # The whole-matrix modes compared with rank-k, from "all of W_o" to "nothing of it".
 WHOLE_MODES = ("learned", wo.BLOCK_DIAGONAL, "identity", "zero")

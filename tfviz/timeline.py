@@ -132,7 +132,7 @@ class StepReplay:
     """What the timeline slider shows at one kept step."""
 
     step: int
-    labels: list[str]  # the typed sequence's token labels (tfviz.snapshot.TraceArrays.labels)
+    labels: list[str]  # the typed sequence's token labels (tfviz.trace.TraceArrays.labels)
     attn: np.ndarray  # (L, H, T, T) attention of the typed sequence
     mixing: np.ndarray  # (L,) W_o's mixing index per layer (tfviz.analysis.w_o_mixing)
     importance: np.ndarray  # (L, H) loss change when each head is zeroed before W_o
@@ -193,7 +193,7 @@ def attention_at(
 ) -> tuple[list[str], np.ndarray]:
     """(token labels, (L, H, T, T) attention) of text through kept step index's snapshot;
     ValueError with the task's message if text is not a sequence it accepts."""
-    from tfviz.snapshot import run_trace
+    from tfviz.trace import run_trace
 
     _check_index(timeline, index)
     trace = run_trace(timeline.model_at(index, config), task, text)

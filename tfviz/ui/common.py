@@ -25,8 +25,8 @@ from tfviz.evaluate import evaluate
 from tfviz.export import before_after_csv, comparison_csv
 from tfviz.interventions import NONE, Interventions, head_name
 from tfviz.pretrained import PairSimilarity
-from tfviz.snapshot import TraceArrays, run_trace, w_o_used
 from tfviz.tasks import InputError, Task
+from tfviz.trace import TraceArrays, run_trace, w_o_used
 from tfviz.ui.help import HELP
 from tfviz.ui.i18n import DEFAULT, catalogue, current, t, translate
 from tfviz.ui.models import ModelEntry

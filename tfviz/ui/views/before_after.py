@@ -11,7 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from tfviz import plots, wo
-from tfviz.snapshot import cosine_per_token, decomposition_error
+from tfviz.trace import cosine_per_token, decomposition_error
 from tfviz.ui.common import (
     View,
     cached_w_o,

@@ -27,8 +27,8 @@ import streamlit as st
 from tfviz import dissect, plots, wo
 from tfviz.interventions import COPY_PREFIX, NONE, PATTERNS, Interventions
 from tfviz.pretrained import PARAPHRASE_PAIR
-from tfviz.snapshot import diff_inputs
 from tfviz.tally import Tally
+from tfviz.trace import diff_inputs
 from tfviz.ui import switches
 from tfviz.ui.common import (
     View,

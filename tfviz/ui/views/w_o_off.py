@@ -16,7 +16,7 @@ import streamlit as st
 from tfviz import plots
 from tfviz.interventions import NONE
 from tfviz.metrics import metric
-from tfviz.snapshot import drift_per_layer
+from tfviz.trace import drift_per_layer
 from tfviz.ui.common import (
     ACCURACY_N,
     View,

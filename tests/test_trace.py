@@ -1,4 +1,4 @@
-"""tfviz.snapshot and the small helpers around it: the numbers behind the views, checked against
+"""tfviz.trace and the small helpers around it: the numbers behind the views, checked against
 identities that must hold."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from tfviz import get_task, snapshot, wo
+from tfviz import get_task, trace, wo
 from tfviz.evaluate import evaluate
 from tfviz.export import attention_csv
 from tfviz.interventions import Interventions, head_names, parse_head_name
@@ -39,8 +39,8 @@ def model(task) -> Encoder:
 
 
 @pytest.fixture(scope="module")
-def learned(model, task) -> snapshot.TraceArrays:
-    return snapshot.run_trace(model, task, TEXT)
+def learned(model, task) -> trace.TraceArrays:
+    return trace.run_trace(model, task, TEXT)
 
 
 def test_run_trace_shapes_and_dtypes(learned, task):
@@ -62,7 +62,7 @@ def test_run_trace_matches_the_model(model, task, learned):
     ids, pad = task.encode_batch([TEXT])
     out = model(ids, pad, trace=True)
     np.testing.assert_allclose(learned.attn_out[1], out.trace.layers[1].attn_out[0].numpy())
-    W = snapshot.w_o_used(model, learned.w_o_modes)
+    W = trace.w_o_used(model, learned.w_o_modes)
     np.testing.assert_array_equal(W[0], model.layers[0].attn.W_o.weight.numpy())
     contrib = out.trace.layers[1].head_contributions()[0].numpy()
     np.testing.assert_allclose(wo.head_contributions(learned.z[1], W[1]), contrib, atol=1e-6)
@@ -71,30 +71,30 @@ def test_run_trace_matches_the_model(model, task, learned):
 
 def test_run_trace_refuses_bad_text(model, task):
     with pytest.raises(ValueError, match="not allowed"):
-        snapshot.run_trace(model, task, "abz")
+        trace.run_trace(model, task, "abz")
 
 
 def test_decomposition_error_is_float32_rounding(model, learned):
-    W = snapshot.w_o_used(model, learned.w_o_modes)
-    assert snapshot.decomposition_error(learned, W) < 1e-5
-    assert snapshot.decomposition_error(learned, W, layer=0) < 1e-5
+    W = trace.w_o_used(model, learned.w_o_modes)
+    assert trace.decomposition_error(learned, W) < 1e-5
+    assert trace.decomposition_error(learned, W, layer=0) < 1e-5
 
 
 def test_decomposition_error_notices_a_missing_bias_or_a_wrong_w_o(model, learned):
-    W = snapshot.w_o_used(model, learned.w_o_modes)
-    broken = snapshot.TraceArrays(**{**learned.__dict__, "b_o": np.zeros_like(learned.b_o)})
-    assert snapshot.decomposition_error(broken, W) > 1e-3
-    assert snapshot.decomposition_error(learned, W.transpose(0, 2, 1)) > 1e-3
+    W = trace.w_o_used(model, learned.w_o_modes)
+    broken = trace.TraceArrays(**{**learned.__dict__, "b_o": np.zeros_like(learned.b_o)})
+    assert trace.decomposition_error(broken, W) > 1e-3
+    assert trace.decomposition_error(learned, W.transpose(0, 2, 1)) > 1e-3
 
 
 def test_identity_mode_passes_concat_through(model, task):
-    off = snapshot.run_trace(model, task, TEXT, w_o="identity")
+    off = trace.run_trace(model, task, TEXT, w_o="identity")
     assert off.w_o_modes == ["identity", "identity"]
     np.testing.assert_array_equal(off.attn_out, off.concat)
-    np.testing.assert_allclose(snapshot.cosine_per_token(off.concat, off.attn_out), 1.0, atol=1e-6)
-    W = snapshot.w_o_used(model, off.w_o_modes)
+    np.testing.assert_allclose(trace.cosine_per_token(off.concat, off.attn_out), 1.0, atol=1e-6)
+    W = trace.w_o_used(model, off.w_o_modes)
     np.testing.assert_array_equal(W[1], np.eye(W.shape[-1], dtype=np.float32))
-    assert snapshot.decomposition_error(off, W) < 1e-6
+    assert trace.decomposition_error(off, W) < 1e-6
     # Without W_o each head writes only into its own block of dims: block-diagonal terms.
     d_k = off.z.shape[-1]
     contrib = wo.head_contributions(off.z[0], W[0])
@@ -105,44 +105,44 @@ def test_identity_mode_passes_concat_through(model, task):
 
 def test_learned_w_o_spreads_every_head_over_every_dim(model, learned):
     d_k = learned.z.shape[-1]
-    W = snapshot.w_o_used(model, learned.w_o_modes)
+    W = trace.w_o_used(model, learned.w_o_modes)
     outside = np.delete(wo.head_contributions(learned.z[0], W[0])[0], np.s_[0:d_k], axis=-1)
     assert np.abs(outside).max() > 1e-3
 
 
 def test_cosine_per_token_range_and_zero_vectors(learned):
-    cos = snapshot.cosine_per_token(learned.concat, learned.attn_out)
+    cos = trace.cosine_per_token(learned.concat, learned.attn_out)
     assert cos.shape == learned.concat.shape[:2]
     assert np.all(cos >= -1.0) and np.all(cos <= 1.0)
     assert cos.min() < 0.99  # a random W_o turns vectors
-    np.testing.assert_array_equal(snapshot.cosine_per_token(np.zeros((3, 4)), np.ones((3, 4))), 0.0)
-    np.testing.assert_allclose(snapshot.cosine_per_token([[1.0, 0.0]], [[-2.0, 0.0]]), [-1.0])
+    np.testing.assert_array_equal(trace.cosine_per_token(np.zeros((3, 4)), np.ones((3, 4))), 0.0)
+    np.testing.assert_allclose(trace.cosine_per_token([[1.0, 0.0]], [[-2.0, 0.0]]), [-1.0])
     with pytest.raises(ValueError, match="cannot compare shapes"):
-        snapshot.cosine_per_token(np.ones((2, 3)), np.ones((2, 4)))
+        trace.cosine_per_token(np.ones((2, 3)), np.ones((2, 4)))
 
 
 def test_drift_is_zero_for_the_same_pass_and_grows_with_a_switch(model, task, learned):
-    np.testing.assert_allclose(snapshot.drift_per_layer(learned, learned), 0.0, atol=1e-6)
-    zero = snapshot.run_trace(model, task, TEXT, w_o="zero")
-    drift = snapshot.drift_per_layer(learned, zero)
+    np.testing.assert_allclose(trace.drift_per_layer(learned, learned), 0.0, atol=1e-6)
+    zero = trace.run_trace(model, task, TEXT, w_o="zero")
+    drift = trace.drift_per_layer(learned, zero)
     assert drift.shape == (2,) and np.all(drift > 1e-3) and np.all(drift <= 2.0)
     # Switching only the last layer leaves the first layer's residual stream untouched.
-    last = snapshot.run_trace(model, task, TEXT, w_o={1: "zero"})
-    drift_last = snapshot.drift_per_layer(learned, last)
+    last = trace.run_trace(model, task, TEXT, w_o={1: "zero"})
+    drift_last = trace.drift_per_layer(learned, last)
     assert drift_last[0] == pytest.approx(0.0, abs=1e-6) and drift_last[1] > 1e-3
 
 
 def test_drift_refuses_different_sequences(model, task, learned):
-    other = snapshot.run_trace(model, task, "abc")
+    other = trace.run_trace(model, task, "abc")
     with pytest.raises(ValueError, match="same sequence"):
-        snapshot.drift_per_layer(learned, other)
+        trace.drift_per_layer(learned, other)
 
 
 def test_ablation_zeroes_the_head_before_w_o(model, task):
-    ablated = snapshot.run_trace(model, task, TEXT, ablate_heads=[(0, 2)])
+    ablated = trace.run_trace(model, task, TEXT, ablate_heads=[(0, 2)])
     assert ablated.interventions.ablate_heads == ((0, 2),)
     assert np.abs(ablated.z[0, 2]).max() == 0.0
-    W = snapshot.w_o_used(model, ablated.w_o_modes)
+    W = trace.w_o_used(model, ablated.w_o_modes)
     assert np.abs(wo.head_contributions(ablated.z[0], W[0])[2]).max() == 0.0
     assert np.abs(ablated.z[0, 1]).max() > 0.0
 
@@ -236,10 +236,10 @@ def test_random_example_is_valid(task):
 
 
 def test_diff_of_two_inputs_splits_the_change_by_head(model, task):
-    a = snapshot.run_trace(model, task, "abcdefg")
-    b = snapshot.run_trace(model, task, "abcjefg")
-    W = snapshot.w_o_used(model, a.w_o_modes)
-    d = snapshot.diff_inputs(a, b, W)
+    a = trace.run_trace(model, task, "abcdefg")
+    b = trace.run_trace(model, task, "abcjefg")
+    W = trace.w_o_used(model, a.w_o_modes)
+    d = trace.diff_inputs(a, b, W)
     assert d.positions == [4]  # BOS first, so the 4th letter is position 4
     np.testing.assert_allclose(d.attn, b.attn - a.attn)
     L, H, T = a.attn.shape[:3]
@@ -260,7 +260,7 @@ def test_diff_of_two_inputs_splits_the_change_by_head(model, task):
     ],
 )
 def test_diff_refuses_what_cannot_be_compared(model, task, b_text, switches, message):
-    a = snapshot.run_trace(model, task, "abcdefg")
-    b = snapshot.run_trace(model, task, b_text, **switches)
+    a = trace.run_trace(model, task, "abcdefg")
+    b = trace.run_trace(model, task, b_text, **switches)
     with pytest.raises(ValueError, match=message):
-        snapshot.diff_inputs(a, b, snapshot.w_o_used(model, a.w_o_modes))
+        trace.diff_inputs(a, b, trace.w_o_used(model, a.w_o_modes))

@@ -1,4 +1,4 @@
-"""A snapshot of one traced forward pass as numpy, and how two snapshots differ.
+"""One traced forward pass copied to numpy (run_trace, TraceArrays), and how two traces differ.
 
 `run_trace` runs the model once on one typed sequence and copies every site the views need into a
 plain dataclass of float32 arrays (no tensors, no autograd), so the app can cache it and the plots
