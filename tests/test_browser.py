@@ -435,3 +435,32 @@ def test_every_tab_opens_without_an_exception(page):
         assert panel.locator(PLOT).count() >= charts, label
         slug = "".join(c if c.isalnum() else "_" for c in label.lower()).strip("_")
         screenshot(page, f"browser_tab_{slug}.png")
+
+
+UPLOADER_TEXT_JS = """
+() => {
+  const zone = document.querySelector('[data-testid="stFileUploaderDropzone"]');
+  const shown = (el) => {
+    const after = getComputedStyle(el, '::after').content;
+    return getComputedStyle(el).fontSize === '0px' ? after.replace(/^"|"$/g, '') : el.textContent;
+  };
+  return [shown(zone.querySelector('button [data-testid="stMarkdownContainer"] p')),
+          shown(zone.querySelector('[data-testid="stFileUploaderDropzoneInstructions"] span'))];
+}
+"""
+
+
+def test_the_uploaders_own_words_follow_the_language(page, server):
+    """Issue 20: Streamlit writes its uploader's button and limit in English; a Chinese page
+    shows them from the catalogue (tfviz.ui.uploads.UPLOADER_CSS), an English one as they are."""
+    page.wait_for_selector('[data-testid="stFileUploaderDropzoneInstructions"] span')
+    assert page.evaluate(UPLOADER_TEXT_JS) == ["Upload", "20MB per file • SAFETENSORS, ZIP"]
+    page.goto(f"{server}/?lang=zh")
+    page.wait_for_selector(CODE)
+    page.wait_for_selector(APP_IDLE)
+    page.wait_for_selector('[data-testid="stFileUploaderDropzoneInstructions"] span')
+    page.wait_for_function(
+        "() => getComputedStyle(document.querySelector("
+        "'[data-testid=\"stFileUploaderDropzone\"] button p'), '::after').content.includes('上传')"
+    )
+    assert page.evaluate(UPLOADER_TEXT_JS) == ["上传", "每个文件最多 20MB • SAFETENSORS, ZIP"]

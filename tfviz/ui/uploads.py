@@ -17,7 +17,7 @@ from tfviz.checkpoint import CheckpointMeta
 from tfviz.hf import PretrainedError
 from tfviz.ui import folders
 from tfviz.ui.common import cut, md_escape
-from tfviz.ui.i18n import t
+from tfviz.ui.i18n import DEFAULT, current, t
 from tfviz.ui.models import ModelEntry
 
 MB = 1024 * 1024  # Streamlit's megabyte
@@ -131,6 +131,39 @@ def on_upload(device: str, limit_mb: int) -> None:
     )
 
 
+# Streamlit writes its uploader's button ("Upload") and limit ("20MB per file • ...") in
+# English whatever the page's language, and takes no text for them. In another language the two
+# are drawn from the catalogue instead, by CSS over Streamlit's own elements (their test ids).
+UPLOADER_CSS = (
+    "<style>"
+    '[data-testid="stFileUploaderDropzone"] button [data-testid="stMarkdownContainer"] p,'
+    '[data-testid="stFileUploaderDropzoneInstructions"] span {{ font-size: 0; }}'
+    '[data-testid="stFileUploaderDropzone"] button [data-testid="stMarkdownContainer"] p::after'
+    " {{ content: {button}; font-size: 0.875rem; }}"
+    '[data-testid="stFileUploaderDropzoneInstructions"] span {{ white-space: normal; }}'
+    '[data-testid="stFileUploaderDropzoneInstructions"] span::after'
+    " {{ content: {limit}; font-size: 0.875rem; }}"
+    "</style>"
+)
+
+
+def css_string(text: str) -> str:
+    """text as a CSS string literal: quoted, with what could end it or the style escaped."""
+    return (
+        '"' + "".join(c if c.isalnum() or c in " .,:;()" else f"\\{ord(c):x} " for c in text) + '"'
+    )
+
+
+def uploader_words(limit_mb: int) -> None:
+    """The uploader's button and limit in the page's language (UPLOADER_CSS); in English,
+    Streamlit's own."""
+    if current() == DEFAULT:
+        return
+    button = css_string(t("uploads.button"))
+    limit = css_string(t("uploads.limit", limit=limit_mb, types="SAFETENSORS, ZIP"))
+    st.html(UPLOADER_CSS.format(button=button, limit=limit))
+
+
 def upload_box(device: str) -> None:
     """The sidebar's uploader and what happened to the last file put into it."""
     try:
@@ -138,6 +171,7 @@ def upload_box(device: str) -> None:
     except ValueError as e:  # a bad setting on the server
         st.error(md_escape(t("uploads.unavailable", why=e)))
         return
+    uploader_words(limit_mb)
     st.file_uploader(
         t("uploads.label"),
         type=["safetensors", "zip"],  # a zip: a model folder in the Hugging Face layout
