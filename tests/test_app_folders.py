@@ -227,6 +227,8 @@ def test_a_roberta_is_explained_with_its_own_specials():
     assert "[CLS]" not in pieces[0]
     assert "lower-case English" not in at.text_input(key="sequence").help
     assert any("**Task:** fill in the masked word" in unescape(m.value) for m in at.markdown)
+    grid = [unescape(c.value) for c in at.caption if "Rows and columns are" in c.value]
+    assert len(grid) == 1 and "framed by <s> and </s>" in grid[0], grid  # the Attention tab's
 
 
 def test_a_zip_over_the_upload_limit_is_refused_before_it_is_opened(model_root, monkeypatch):

@@ -200,8 +200,9 @@ def render(view: View) -> None:
         layer_shown = layer
         if len(tr.labels) > LONG_PIECES:
             whole_layer(tr, layer)
-    if view.is_sentence:
-        st.caption(t("attention.pieces"))
+    if view.is_sentence:  # the model's own frame: [CLS] ... [SEP], or RoBERTa's <s> ... </s>
+        sp = view.task.tokenizer.specials
+        st.caption(md_escape(t("attention.pieces", cls=sp.cls, sep=sp.sep)))
     enlarged = None  # (layer, head) when one head is shown enlarged
     left, right = st.columns(2)
     with left:
