@@ -32,7 +32,7 @@ def run(task: str, seed: int, folder: Path, steps: int | None) -> tuple[float, f
     job = manager.submit(work.TrainWork(spec, folder, device="cpu"))
     if not job.wait(600):
         raise RuntimeError(f"{task} seed {seed} did not finish in 10 minutes")
-    snap = job.snapshot()
+    snap = job.state()
     if snap.status != jobs.DONE:
         raise RuntimeError(f"{task} seed {seed}: {snap.status}: {snap.message}")
     return snap.result.metrics[get_task(task).metric], snap.seconds

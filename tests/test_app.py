@@ -246,7 +246,7 @@ def test_training_through_the_form_makes_a_selectable_model(tmp_path):
 
 
 class SavesWhenAsked:
-    """A stand-in training job that is done: its model file appears at its first snapshot.
+    """A stand-in training job that is done: its model file appears at its first state().
 
     So it is saved after the sidebar has listed the models of a page run, and before the Train
     view reports it.
@@ -256,7 +256,7 @@ class SavesWhenAsked:
         self.id = 10_001
         self.folder, self.name = folder, name
 
-    def snapshot(self) -> SimpleNamespace:
+    def state(self) -> SimpleNamespace:
         path = self.folder / f"{self.name}.safetensors"
         if not path.exists():
             self.folder.mkdir(parents=True, exist_ok=True)

@@ -269,7 +269,7 @@ def test_a_tiny_rerun_completes_and_stays_in_the_session(tmp_path):
 
 
 class EndsMidRun:
-    """A stand-in rerun: running at its first snapshot, done (with a result) from the second on.
+    """A stand-in rerun: running at its first state(), done (with a result) from the second on.
 
     So it ends between the top of a page run, where finished reruns are collected, and the status
     column below.
@@ -278,11 +278,11 @@ class EndsMidRun:
     def __init__(self, result: experiment.ExperimentResult) -> None:
         self.id = 10_001
         self.result = result
-        self.snapshots = 0
+        self.states_read = 0
 
-    def snapshot(self) -> SimpleNamespace:
-        self.snapshots += 1
-        done = self.snapshots > 1
+    def state(self) -> SimpleNamespace:
+        self.states_read += 1
+        done = self.states_read > 1
         return SimpleNamespace(
             id=self.id,
             spec=SimpleNamespace(task="reverse", seeds=5, steps=200),

@@ -195,11 +195,11 @@ def test_the_tiny_training_path_trains_through_the_job_system_and_predicts():
     at.button(key="lesson_train").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     job = at.session_state["lesson_job"]
-    assert isinstance(job, jobs.Job) and job.kind == "lesson" and job.snapshot().total == 5
+    assert isinstance(job, jobs.Job) and job.kind == "lesson" and job.state().total == 5
     assert job.wait(120)
     at.run()
     assert not at.exception
-    assert job.snapshot().status == jobs.DONE, job.snapshot().message
+    assert job.state().status == jobs.DONE, job.state().message
     assert at.session_state["lesson_model_choice"] == "trained"
     trained = at.session_state["lesson_trained"]
     assert trained.history["steps_done"] == 5 and trained.model.config.d_model == 32

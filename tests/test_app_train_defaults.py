@@ -51,7 +51,7 @@ def test_every_session_is_offered_a_free_name_and_a_second_student_is_not_refuse
     assert names[0] != names[1] and all(n.startswith("reverse_") for n in names)
     for at in (first, second):  # each presses Start with the name it was offered
         job = submit_training(at, at.text_input(key="train_name").value, 5)
-        assert job.wait(60) and job.snapshot().status == jobs.DONE, job.snapshot().message
+        assert job.wait(60) and job.state().status == jobs.DONE, job.state().message
     assert sorted(p.stem for p in fresh_app.iterdir() if p.suffix == ".safetensors") == sorted(
         names
     )

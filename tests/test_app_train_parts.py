@@ -81,7 +81,7 @@ def test_retraining_w_o_alone_runs_as_a_job_and_shows_accuracy_coming_back():
     assert job.kind == "retrain_w_o" and job.spec == work.RetrainSpec("sort", "identity", 40)
     wait_for(at)
     assert "retrained alone from identity (W_o off) for 40 steps" in unescape(at.success[0].value)
-    result = job.snapshot().result
+    result = job.state().result
     # The numbers shown are the job's: learned, at the start (W_o off) and after retraining.
     shown = {m.label: m.value for m in at.metric}
     learned, start, after = (

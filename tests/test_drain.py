@@ -49,7 +49,7 @@ def test_a_draining_manager_refuses_new_jobs_and_ends_the_queued_ones():
     drainer = threading.Thread(target=lambda: drained.update(ok=m.drain(30)))
     drainer.start()
     assert second.wait(10), "the queued job was not ended"
-    assert second.status == jobs.CANCELLED and second.snapshot().message.key == "shutdown_waiting"
+    assert second.status == jobs.CANCELLED and second.state().message.key == "shutdown_waiting"
     assert not queued.started.is_set()
     with pytest.raises(jobs.Draining):
         m.submit(Gate())

@@ -79,18 +79,18 @@ def test_work_of_every_kind_shares_one_first_come_first_served_queue():
         works = [Gate("train"), Gate("experiment"), Gate("train"), Gate("experiment")]
         running, *waiting = [m.submit(w) for w in works]
         assert running.status == jobs.RUNNING and works[0].started.wait(5)
-        assert [j.snapshot().position for j in waiting] == [1, 2, 3]
-        assert [j.snapshot().kind for j in waiting] == ["experiment", "train", "experiment"]
+        assert [j.state().position for j in waiting] == [1, 2, 3]
+        assert [j.state().kind for j in waiting] == ["experiment", "train", "experiment"]
         assert m.counts() == (1, 3)
         with pytest.raises(jobs.QueueFull, match="all 1 training slots are busy and 3 jobs"):
             m.submit(Gate("experiment"))
         waiting[0].cancel()  # a queued job leaves the queue at once; those behind move up
-        assert waiting[0].wait(1) and waiting[0].snapshot().message == say("cancelled_waiting")
-        assert [j.snapshot().position for j in waiting[1:]] == [1, 2]
+        assert waiting[0].wait(1) and waiting[0].state().message == say("cancelled_waiting")
+        assert [j.state().position for j in waiting[1:]] == [1, 2]
         works[0].open.set()  # the slot goes to the oldest job still waiting
         assert running.wait(5)
         wait_until(lambda: works[2].started.is_set())
-        assert not works[3].started.is_set() and waiting[2].snapshot().position == 1
+        assert not works[3].started.is_set() and waiting[2].state().position == 1
         works[2].open.set()
         works[3].open.set()
         assert waiting[2].wait(5)
@@ -120,14 +120,14 @@ def test_a_finished_job_reports_its_result_and_frees_its_slot_before_wait_return
     gate = Gate()
     job = manager.submit(gate)
     assert gate.started.wait(5)
-    wait_until(lambda: job.snapshot().message == say("training"))
-    snap = job.snapshot()
+    wait_until(lambda: job.state().message == say("training"))
+    snap = job.state()
     assert snap.active and snap.position is None and snap.result is None
     assert (snap.done, snap.total, snap.fraction, snap.loss) == (1, 4, 0.25, 2.0)
     gate.open.set()
     assert job.wait(5)
     assert manager.counts() == (0, 0)  # no window where the job ended but its slot is held
-    snap = job.snapshot()
+    snap = job.state()
     assert (snap.status, snap.message, snap.result) == (
         jobs.DONE,
         say("saved", file="gate"),
@@ -142,7 +142,7 @@ def test_cancel_stops_a_running_job_and_keeps_what_it_left(manager):
     assert gate.started.wait(5)
     job.cancel()
     assert job.wait(5)
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.CANCELLED and not snap.active
     assert snap.message == say("cancelled", how_far=say("after_steps", steps=1))
     assert str(snap.message) == "cancelled after 1 steps"  # the English, for logs
@@ -161,7 +161,7 @@ def test_a_failure_is_reported_and_frees_the_slot(manager, error, message):
     gate.open.set()
     job = manager.submit(gate)
     assert job.wait(5)
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.FAILED and snap.message == message
     assert manager.counts() == (0, 0)
     follow = Gate()

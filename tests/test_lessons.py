@@ -172,7 +172,7 @@ def test_recipe_work_trains_the_recipe_exactly_through_the_job_manager():
     manager = jobs.JobManager(max_jobs=1, max_queue=0)
     job = manager.submit(L.RecipeWork(L.RecipeSpec(steps=3), device="cpu"))
     assert job.wait(120)
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.DONE, snap.message
     assert snap.total == 3 and snap.done == 3 and len(snap.losses) == 3
     result = snap.result

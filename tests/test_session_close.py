@@ -62,10 +62,10 @@ def test_a_running_training_finishes_and_saves_when_its_session_closes(manager, 
     # nothing; the slot is free once it ends.
     owner = Owner()
     job = manager.submit(training("mine", tmp_path, steps=60), is_alive=owner)
-    wait_until(lambda: job.snapshot().step >= 3)
+    wait_until(lambda: job.state().step >= 3)
     owner.close()
     assert job.wait(60), "the training did not finish"
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.DONE, snap.message
     assert snap.step == 60
     assert (tmp_path / "mine.safetensors").is_file()
@@ -78,10 +78,10 @@ def test_a_running_retraining_stops_when_its_session_closes(manager):
     owner = Owner()
     spec = work.RetrainSpec(task="reverse", steps=settings.RETRAIN_MAX_STEPS)
     job = manager.submit(work.RetrainWoWork(spec, model), is_alive=owner)
-    wait_until(lambda: job.snapshot().step >= 3)
+    wait_until(lambda: job.state().step >= 3)
     owner.close()
     assert job.wait(30), "the retraining did not stop after its session closed"
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.CANCELLED and snap.message.key == "abandoned"
     assert snap.step < settings.RETRAIN_MAX_STEPS
     assert manager.counts() == (0, 0)
@@ -91,7 +91,7 @@ def test_an_open_session_lets_the_job_finish_and_save(manager, tmp_path):
     owner = Owner()
     job = manager.submit(training("kept", tmp_path, steps=20), is_alive=owner)
     assert job.wait(60)
-    assert job.snapshot().status == jobs.DONE, job.snapshot().message
+    assert job.state().status == jobs.DONE, job.state().message
     assert (tmp_path / "kept.safetensors").is_file()
 
 
@@ -101,7 +101,7 @@ def test_a_failing_check_does_not_stop_training(manager, tmp_path):
 
     job = manager.submit(training("robust", tmp_path, steps=20), is_alive=broken)
     assert job.wait(60)
-    assert job.snapshot().status == jobs.DONE, job.snapshot().message
+    assert job.state().status == jobs.DONE, job.state().message
 
 
 def test_a_queued_job_whose_session_closed_gives_its_place_up(manager, tmp_path):
@@ -109,14 +109,14 @@ def test_a_queued_job_whose_session_closed_gives_its_place_up(manager, tmp_path)
     owner = Owner()
     waiting = manager.submit(training("waiting", tmp_path, steps=20), is_alive=owner)
     other = manager.submit(training("other", tmp_path, steps=20))
-    assert (waiting.snapshot().position, other.snapshot().position) == (1, 2)
+    assert (waiting.state().position, other.state().position) == (1, 2)
     with pytest.raises(jobs.QueueFull):
         manager.submit(training("refused", tmp_path, steps=20))
     owner.close()
     # The queue forgets it at once: the next job moves up and a new one fits again.
-    assert other.snapshot().position == 1
+    assert other.state().position == 1
     assert waiting.wait(1)
-    snap = waiting.snapshot()
+    snap = waiting.state()
     assert snap.status == jobs.CANCELLED and snap.step == 0
     assert snap.message == say("owner_gone_waiting")
     third = manager.submit(training("third", tmp_path, steps=20))
@@ -137,7 +137,7 @@ def test_a_job_whose_session_closed_while_queued_is_skipped_when_a_slot_frees(ma
     assert running.wait(30)
     wait_until(lambda: behind.status == jobs.RUNNING)
     assert waiting.wait(1)
-    assert waiting.status == jobs.CANCELLED and waiting.snapshot().step == 0
+    assert waiting.status == jobs.CANCELLED and waiting.state().step == 0
     behind.cancel()
     assert behind.wait(30)
 
@@ -149,7 +149,7 @@ def test_a_rerun_stops_when_its_session_closes(manager):
     spec = work.ExperimentSpec("balanced", seeds=2, steps=30)
     job = manager.submit(work.ExperimentWork(spec), is_alive=owner)
     assert job.wait(60), "the rerun did not stop after its session closed"
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.CANCELLED and not snap.active
     assert snap.message == say("abandoned", how_far=say("no_run_finished", done=40, total=120))
     assert (snap.done, snap.step) == (40, 10) and owner.asked == 40
@@ -161,11 +161,11 @@ def test_a_queued_rerun_whose_session_closed_never_starts(manager, tmp_path):
     running = manager.submit(training("running", tmp_path))
     owner = Owner()
     waiting = manager.submit(work.ExperimentWork(work.ExperimentSpec("sum")), is_alive=owner)
-    assert waiting.snapshot().position == 1
+    assert waiting.state().position == 1
     owner.close()
-    assert waiting.snapshot().position is None and manager.counts() == (1, 0)
+    assert waiting.state().position is None and manager.counts() == (1, 0)
     assert waiting.wait(1)
-    snap = waiting.snapshot()
+    snap = waiting.state()
     assert snap.status == jobs.CANCELLED and snap.message == say("owner_gone_waiting")
     assert snap.result is None and snap.done == 0
     running.cancel()
@@ -227,7 +227,7 @@ def test_the_apps_training_outlives_its_browser_session(monkeypatch, app_env):
         assert job.wait(60), "the training did not finish"
     finally:
         monkeypatch.setattr(Runtime, "_instance", None)
-    snap = job.snapshot()
+    snap = job.state()
     # Well past the 1 s grace, it trained to the end and saved: the model is in every picker.
     assert snap.status == jobs.DONE, snap.message
     assert snap.step == 300 and snap.seconds > 1
@@ -242,4 +242,4 @@ def test_without_a_server_runtime_the_session_counts_as_open(app_env):
     job = submit_training(at, "no_runtime", 20)
     assert job._is_alive is not None and job.owner_alive()
     assert job.wait(60)
-    assert job.snapshot().status == jobs.DONE, job.snapshot().message
+    assert job.state().status == jobs.DONE, job.state().message

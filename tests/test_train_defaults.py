@@ -43,7 +43,7 @@ def test_the_train_tabs_defaults_learn_the_task(task, tmp_path):
     manager = jobs.JobManager(max_jobs=1, max_queue=0)
     job = manager.submit(work.TrainWork(spec, tmp_path, device="cpu"))
     assert job.wait(300), f"{task}: the training did not end in 5 minutes"
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.DONE, snap.message
     metric = get_task(task).metric
     value = snap.result.metrics[metric]

@@ -45,7 +45,7 @@ def manager():
 def test_a_job_trains_saves_and_reports(manager, tmp_path):
     job = submit_training(manager, tmp_path, "tiny")
     assert job.wait(60)
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.DONE, snap.message
     assert snap.kind == "train" and snap.message == say("saved", file="tiny.safetensors")
     assert snap.step == snap.done == snap.total == 20 and len(snap.losses) == 20
@@ -63,14 +63,14 @@ def test_a_job_trains_saves_and_reports(manager, tmp_path):
 
 def test_progress_is_readable_while_running_and_cancel_stops_it(manager, tmp_path):
     job = submit_training(manager, tmp_path, "long", steps=settings.MAX_STEPS)
-    wait_until(lambda: job.snapshot().step >= 3)
-    snap = job.snapshot()
+    wait_until(lambda: job.state().step >= 3)
+    snap = job.state()
     assert snap.status == jobs.RUNNING and snap.active and snap.message == say("training")
     assert len(snap.losses) >= 1 and snap.position is None
     assert 0 < snap.fraction < 1 and snap.total == settings.MAX_STEPS
     job.cancel()
     assert job.wait(30)
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.CANCELLED and not snap.active
     assert snap.step < settings.MAX_STEPS
     assert snap.message == say("cancelled", how_far=say("after_steps_not_saved", steps=snap.step))
@@ -81,7 +81,7 @@ def test_progress_is_readable_while_running_and_cancel_stops_it(manager, tmp_pat
 def test_the_cap_queues_the_extra_job_and_refuses_when_full(manager, tmp_path):
     first = submit_training(manager, tmp_path, "first", steps=settings.MAX_STEPS)
     second = submit_training(manager, tmp_path, "second", steps=settings.MAX_STEPS)
-    snap = second.snapshot()
+    snap = second.state()
     assert snap.status == jobs.QUEUED and snap.position == 1
     assert snap.message == say("waiting") and snap.fraction == 0.0
     assert manager.counts() == (1, 1)
@@ -90,8 +90,8 @@ def test_the_cap_queues_the_extra_job_and_refuses_when_full(manager, tmp_path):
     # When the running job ends, the waiting one takes its slot.
     first.cancel()
     assert first.wait(30)
-    wait_until(lambda: second.snapshot().status == jobs.RUNNING)
-    assert second.snapshot().position is None
+    wait_until(lambda: second.state().status == jobs.RUNNING)
+    assert second.state().position is None
     second.cancel()
     assert second.wait(30)
 
@@ -101,7 +101,7 @@ def test_a_queued_job_can_be_cancelled_before_it_starts(manager, tmp_path):
     second = submit_training(manager, tmp_path, "second")
     second.cancel()
     assert second.wait(1)
-    snap = second.snapshot()
+    snap = second.state()
     assert snap.status == jobs.CANCELLED and snap.step == 0
     assert snap.message == say("cancelled_waiting")
     assert manager.counts() == (1, 0)
@@ -175,7 +175,7 @@ def test_a_rerun_with_settings_out_of_range_is_refused(settings, message):
 def test_a_rerun_runs_every_seed_with_and_without_w_o(manager):
     job = manager.submit(rerun(seeds=1, steps=5))
     assert job.wait(60)
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.DONE, snap.message
     assert snap.kind == "experiment" and snap.message == say("runs_finished", finished=2)
     assert (snap.done, snap.total, snap.fraction) == (10, 10, 1.0)
@@ -189,7 +189,7 @@ def test_a_rerun_can_compare_the_learned_w_o_with_a_block_diagonal_one(manager):
     spec = work.ExperimentSpec(task="reverse", seeds=2, steps=4, against="block_diagonal")
     job = manager.submit(work.ExperimentWork(spec))
     assert job.wait(60)
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.DONE and (snap.done, snap.total) == (16, 16)
     runs = [(r.condition, r.seed) for r in snap.result.runs]
     assert runs == [("learned", 0), ("block_diagonal", 0), ("learned", 1), ("block_diagonal", 1)]
@@ -199,23 +199,23 @@ def test_a_rerun_can_compare_the_learned_w_o_with_a_block_diagonal_one(manager):
 def test_a_rerun_waits_in_the_queue_behind_training_like_any_job(manager, tmp_path):
     training = submit_training(manager, tmp_path, "first", steps=settings.MAX_STEPS)
     job = manager.submit(rerun(seeds=1, steps=5))
-    snap = job.snapshot()
+    snap = job.state()
     assert (snap.kind, snap.status, snap.position) == ("experiment", jobs.QUEUED, 1)
     assert snap.message == say("waiting")
     with pytest.raises(jobs.QueueFull, match="all 1 training slots are busy"):
         manager.submit(rerun())  # a full queue refuses reruns as it refuses training
     training.cancel()
     assert training.wait(30)
-    assert job.wait(60) and job.snapshot().status == jobs.DONE  # it ran once the slot was free
+    assert job.wait(60) and job.state().status == jobs.DONE  # it ran once the slot was free
     assert manager.counts() == (0, 0)
 
 
 def test_training_waits_for_a_running_rerun(manager, tmp_path):
     job = manager.submit(rerun(seeds=2, steps=settings.EXPERIMENT_MAX_STEPS))
     training = submit_training(manager, tmp_path, "after_rerun")
-    assert training.snapshot().position == 1 and manager.counts() == (1, 1)
-    wait_until(lambda: job.snapshot().step >= 3)
-    snap = job.snapshot()
+    assert training.state().position == 1 and manager.counts() == (1, 1)
+    wait_until(lambda: job.state().step >= 3)
+    snap = job.state()
     assert snap.status == jobs.RUNNING and snap.message == say(
         "run_curve_together", run=1, runs=4, seed=0, condition="learned"
     )
@@ -223,7 +223,7 @@ def test_training_waits_for_a_running_rerun(manager, tmp_path):
     assert snap.loss is not None and snap.result is None
     job.cancel()
     assert job.wait(30)
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.CANCELLED
     how_far = snap.message.values["how_far"]
     assert snap.message.key == "cancelled" and how_far.key == "no_run_finished"
@@ -248,7 +248,7 @@ def test_a_failed_save_is_reported_and_every_saved_model_is_kept(manager, tmp_pa
     monkeypatch.setattr("tfviz.checkpoint.os.fsync", disk_full)
     job = submit_training(manager, tmp_path, "new")
     assert job.wait(60)
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.FAILED
     assert snap.message == say("save_failed", file="new.safetensors", why="No space left on device")
     assert [p.name for p in tmp_path.iterdir()] == ["kept.safetensors"]  # no part, no temp file
@@ -260,10 +260,10 @@ def test_a_failed_save_is_reported_and_every_saved_model_is_kept(manager, tmp_pa
 def test_a_model_saved_under_the_same_name_meanwhile_is_not_overwritten(manager, tmp_path):
     target = tmp_path / "same.safetensors"
     job = submit_training(manager, tmp_path, "same", steps=2000)
-    wait_until(lambda: job.snapshot().step >= 1)
+    wait_until(lambda: job.state().step >= 1)
     target.write_bytes(SORT)  # during training, another writer gets there first
     assert job.wait(120)
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.FAILED
     assert snap.message == say("name_appeared", name="same")
     assert target.read_bytes() == SORT
@@ -307,8 +307,8 @@ def test_a_training_job_saves_its_timeline_beside_the_model(manager, tmp_path):
     from tfviz.timeline import load_timeline
 
     job = submit_training(manager, tmp_path, "with_timeline", steps=48)
-    assert job.wait(60) and job.snapshot().status == jobs.DONE
-    result = job.snapshot().result
+    assert job.wait(60) and job.state().status == jobs.DONE
+    result = job.state().result
     assert result.timeline == str(tmp_path / "with_timeline.timeline")
     model, _ = load_checkpoint(result.path)
     timeline = load_timeline(result.timeline, model.config)
@@ -326,7 +326,7 @@ def test_retraining_w_o_alone_runs_as_a_job_and_leaves_the_shared_model_alone(ma
     spec = work.RetrainSpec(meta.task, start="identity", steps=40)
     job = manager.submit(work.RetrainWoWork(spec, shared))
     assert job.wait(120)
-    snap = job.snapshot()
+    snap = job.state()
     assert snap.status == jobs.DONE, snap.message
     r = snap.result
     key = "token_accuracy"

@@ -3,14 +3,14 @@
 Streamlit aborts work done in the script thread whenever the user touches a widget, so anything
 that trains runs in a worker thread started here. The worker never calls Streamlit (this module
 does not import it): it writes its progress into its Job under a lock, and the page polls
-`Job.snapshot()`. One JobManager serves the whole process, so its cap on concurrent jobs (one per
+`Job.state()`. One JobManager serves the whole process, so its cap on concurrent jobs (one per
 core) holds across every browser session and every kind of work; a job over the cap waits in one
 first-come-first-served queue and can see its place in it. When the queue is full too, a new job
 is refused (QueueFull, with its numbers), whatever its kind.
 
 The manager knows nothing of what a job does. A job carries a `work` object (see `Work`); the
 kinds are in tfviz.work (training a model, retraining W_o alone, rerunning the experiment) and
-tfviz.lessons (a lesson's recipe). Every kind reports into the same snapshot shape (status,
+tfviz.lessons (a lesson's recipe). Every kind reports into the same state shape (status,
 message, steps done of total, the loss curve, the result), so one progress view fits all. A
 message is a tfviz.messages.Message (a key and values), never a sentence: the app words it in the
 page's language.
@@ -44,7 +44,7 @@ from tfviz.settings import (
     max_queue as settings_max_queue,
 )
 
-LOSS_POINTS = 400  # points of the live loss curve a snapshot carries
+LOSS_POINTS = 400  # points of the live loss curve a state carries
 CUT_OFF_WAIT_S = 10  # a cancelled job stops at its next step: milliseconds, seconds at worst
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
@@ -165,7 +165,7 @@ class Work(Protocol):
     """
 
     kind: str  # "train", "experiment", "retrain_w_o": names the worker thread, tells them apart
-    spec: Any  # what was asked for, shown in snapshots
+    spec: Any  # what was asked for, shown in states
     result: Any
 
     @property
@@ -183,7 +183,7 @@ class Work(Protocol):
 
 
 @dataclass(frozen=True)
-class JobSnapshot:
+class JobState:
     """A consistent copy of a job's progress, safe to read from any thread. One shape for every
     kind of work: `kind` and `spec` say what it is, `result` what it produced."""
 
@@ -214,7 +214,7 @@ class JobSnapshot:
 
 class Job:
     """One piece of work in the manager's care. Its worker thread writes progress here; anyone
-    may read a snapshot, cancel it or wait for it."""
+    may read its state, cancel it or wait for it."""
 
     def __init__(
         self, job_id: int, work: Work, manager: JobManager, is_alive: Callable[[], bool] | None
@@ -245,7 +245,7 @@ class Job:
         return self.work.spec
 
     # ---- read from any thread -------------------------------------------------------------------
-    def snapshot(self) -> JobSnapshot:
+    def state(self) -> JobState:
         position = self._manager.position(self)
         with self._lock:
             every = max(1, math.ceil(len(self._losses) / LOSS_POINTS))
@@ -254,7 +254,7 @@ class Job:
                 for i in range(0, len(self._losses), every)
             ]
             end = self._ended or time.monotonic()
-            return JobSnapshot(
+            return JobState(
                 id=self.id,
                 kind=self.work.kind,
                 spec=self.work.spec,

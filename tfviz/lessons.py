@@ -326,7 +326,7 @@ class RecipeWork:
     tfviz.work.TrainWork trains from a JobSpec, which cannot say "value embedding, dropout 0.1,
     length 8 only, constant learning rate" (seed 002's setting), and saves into the shared models
     folder; a lesson wants the recipe as it is and a model for this session only. Same manager,
-    same cap and queue, same snapshots.
+    same cap and queue, same job states.
     """
 
     kind = "lesson"

@@ -100,7 +100,7 @@ class TrainResult:
 
     path: str
     metrics: dict
-    timeline: str | None = None  # where the run's snapshots were saved (tfviz.timeline)
+    timeline: str | None = None  # where the run's kept steps were saved (tfviz.timeline)
 
 
 class TrainWork:
@@ -320,7 +320,7 @@ class ExperimentWork:
     one it is compared against (spec.against).
 
     The result (an ExperimentResult, also when stopped: its finished runs) stays in memory for
-    the caller to keep in its session; nothing is written to disk. The loss curve in snapshots
+    the caller to keep in its session; nothing is written to disk. The loss curve in job states
     is that of the first run (all runs train together).
     """
 
@@ -344,7 +344,7 @@ class ExperimentWork:
 
     def run(self, report: Report, should_stop: Callable[[], bool]) -> Message:
         done = 0
-        shown = {"run": 0, "step": 0}  # the run whose loss curve the snapshots carry
+        shown = {"run": 0, "step": 0}  # the run whose loss curve the job states carry
 
         def on_progress(p: experiment.Progress) -> bool:
             nonlocal done

@@ -62,9 +62,9 @@ def render(view: View) -> None:
     # Reruns are kept per task and comparison: one of each per session.
     reruns: dict = st.session_state.setdefault("experiment_reruns", {})
     job: jobs.Job | None = st.session_state.get("experiment_job")
-    # One snapshot for the whole run: a rerun that ends mid-run is then both collected above and
+    # One job state for the whole run: a rerun that ends mid-run is then both collected above and
     # reported below, never reported as shown above while it is not.
-    snap = None if job is None else job.snapshot()
+    snap = None if job is None else job.state()
     if snap is not None and not snap.active:
         collect_finished_rerun(job.id, snap, reruns, task, against)
     try:
@@ -108,7 +108,7 @@ def render(view: View) -> None:
 
 
 def collect_finished_rerun(
-    job_id: int, snap: jobs.JobSnapshot, reruns: dict, task: str, against: str
+    job_id: int, snap: jobs.JobState, reruns: dict, task: str, against: str
 ) -> None:
     """Once per ended rerun: keep its result in this session, shown if it is what is open."""
     if st.session_state.get("experiment_collected") == job_id:
@@ -246,7 +246,7 @@ def experiment_form(task: str, against: str) -> None:
     if not submitted:
         return
     job = st.session_state.get("experiment_job")
-    if job is not None and job.snapshot().active:
+    if job is not None and job.state().active:
         st.error(t("experiment.still_running"))
         return
     spec = work.ExperimentSpec(task=task, seeds=int(seeds), steps=int(steps), against=against)
@@ -261,7 +261,7 @@ def experiment_form(task: str, against: str) -> None:
 @st.fragment(run_every=POLL_SECONDS)
 def experiment_progress(job: jobs.Job) -> None:
     """Live progress of this session's rerun, polled; reruns the page once it ends."""
-    snap = job.snapshot()
+    snap = job.state()
     if not snap.active:
         st.rerun()  # the whole page: the result shows above
     if snap.position is not None:
@@ -282,7 +282,7 @@ def experiment_progress(job: jobs.Job) -> None:
     st.button(t("experiment.cancel"), key="cancel_experiment", on_click=job.cancel)
 
 
-def experiment_outcome(snap: jobs.JobSnapshot) -> None:
+def experiment_outcome(snap: jobs.JobState) -> None:
     task = md_escape(snap.spec.task)
     if snap.status == jobs.DONE:
         st.success(

@@ -342,7 +342,7 @@ def step_train(view: View) -> None:
     train_controls(recipe["steps"])
     job: jobs.Job | None = st.session_state.get(JOB)
     if job is not None:
-        snap = job.snapshot()
+        snap = job.state()
         if snap.active:
             lesson_progress(job)
         else:
@@ -400,7 +400,7 @@ def train_controls(recipe_steps: int) -> None:
     if not clicked:
         return
     job = st.session_state.get(JOB)
-    if job is not None and job.snapshot().active:
+    if job is not None and job.state().active:
         st.error(t("lessons.s3.still_running"))
         return
     try:
@@ -420,7 +420,7 @@ def collect_trained() -> None:
     job: jobs.Job | None = st.session_state.get(JOB)
     if job is None or st.session_state.get(COLLECTED) == job.id:
         return
-    snap = job.snapshot()
+    snap = job.state()
     if snap.active:
         return
     st.session_state[COLLECTED] = job.id
@@ -432,7 +432,7 @@ def collect_trained() -> None:
 @st.fragment(run_every=POLL_SECONDS)
 def lesson_progress(job: jobs.Job) -> None:
     """Live progress of this session's lesson training, polled; reruns the page once it ends."""
-    snap = job.snapshot()
+    snap = job.state()
     if not snap.active:
         st.rerun()
     if snap.position is not None:
@@ -449,7 +449,7 @@ def lesson_progress(job: jobs.Job) -> None:
     st.button(t("lessons.s3.cancel"), key="lesson_cancel", on_click=job.cancel)
 
 
-def job_outcome(snap: jobs.JobSnapshot) -> None:
+def job_outcome(snap: jobs.JobState) -> None:
     if snap.status == jobs.DONE and snap.result is not None:
         st.success(
             t(

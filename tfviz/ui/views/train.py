@@ -176,7 +176,7 @@ def train_section(view: View, manager: jobs.JobManager) -> None:
         if job is None:
             st.caption(t("train.progress_here"))
             return
-        snap = job.snapshot()
+        snap = job.state()
         if snap.active:
             job_progress(job)
             return
@@ -262,7 +262,7 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
     if not submitted:
         return
     job = st.session_state.get("train_job")
-    if job is not None and job.snapshot().active:
+    if job is not None and job.state().active:
         st.error(t("train.still_running"))
         return
     numbers, problems = form_numbers(steps, lr, seed)
@@ -369,7 +369,7 @@ def session_alive_check() -> Callable[[], bool] | None:
 @st.fragment(run_every=POLL_SECONDS)
 def job_progress(job: jobs.Job) -> None:
     """Live progress of a queued or running job, polled; reruns the page once it ends."""
-    snap = job.snapshot()
+    snap = job.state()
     if not snap.active:
         st.session_state[LISTED_AFTER] = job.id
         st.rerun()  # the whole page: the result shows, and a saved model joins the picker
@@ -388,7 +388,7 @@ def job_progress(job: jobs.Job) -> None:
     st.button(t("train.cancel"), key="cancel_training", on_click=job.cancel)
 
 
-def job_result(snap: jobs.JobSnapshot) -> None:
+def job_result(snap: jobs.JobState) -> None:
     """How a finished job ended, its loss curve, and a button to open the saved model; a model
     that did not learn its task is said to be one, with what to change."""
     name = md_escape(snap.spec.name)
@@ -450,7 +450,7 @@ def training_in_progress() -> str | None:
     """The name of the model this session is training (queued or running), for the address: a
     page reloaded, or reconnected to another server, can then say what became of it."""
     job = st.session_state.get("train_job")
-    if job is None or not job.snapshot().active:
+    if job is None or not job.state().active:
         return None
     return job.spec.name
 
@@ -486,7 +486,7 @@ def retrain_section(view: View, manager: jobs.JobManager) -> None:
         if job is None:
             st.caption(t("train.retrain.progress_here"))
             return
-        snap = job.snapshot()
+        snap = job.state()
         if snap.active:
             retrain_progress(job)
         else:
@@ -519,7 +519,7 @@ def retrain_form(view: View, manager: jobs.JobManager) -> None:
     if not submitted:
         return
     job = st.session_state.get("retrain_job")
-    if job is not None and job.snapshot().active:
+    if job is not None and job.state().active:
         st.error(t("train.retrain.still_running"))
         return
     try:
@@ -537,7 +537,7 @@ def retrain_form(view: View, manager: jobs.JobManager) -> None:
 @st.fragment(run_every=POLL_SECONDS)
 def retrain_progress(job: jobs.Job) -> None:
     """Live progress of this session's W_o retraining, polled; reruns the page once it ends."""
-    snap = job.snapshot()
+    snap = job.state()
     if not snap.active:
         st.rerun()
     if snap.position is not None:
@@ -554,7 +554,7 @@ def retrain_progress(job: jobs.Job) -> None:
     st.button(t("train.retrain.cancel"), key="cancel_retrain", on_click=job.cancel)
 
 
-def retrain_result(snap: jobs.JobSnapshot, model_name: str) -> None:
+def retrain_result(snap: jobs.JobState, model_name: str) -> None:
     """The metric over the retraining's steps beside the learned W_o's, or how it ended."""
     spec: work.RetrainSpec = snap.spec
     if snap.status == jobs.CANCELLED:
