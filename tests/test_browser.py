@@ -147,10 +147,16 @@ def browser():
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """`streamlit run app.py` on a free loopback port, with a private user models folder."""
+    yield from app_server(tmp_path_factory)
+
+
+def app_server(tmp_path_factory, environ: dict[str, str] | None = None):
+    """The server fixture's body, with more environment for modules that need it: yields the
+    address of a healthy server and stops it after."""
     tmp = tmp_path_factory.mktemp("browser_server")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, TFVIZ_USER_MODELS=str(tmp / "user_models"))
+    env = dict(os.environ, TFVIZ_USER_MODELS=str(tmp / "user_models"), **(environ or {}))
     cmd = streamlit_command(APP, port)
     log_path = tmp / "server.log"
     with open(log_path, "wb") as log:

@@ -9,18 +9,10 @@ in its environment.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import time
-
 import pytest
 
-from bench.server import free_port, healthy, streamlit_command
 from tests import test_browser as shared
 from tests.test_browser import (
-    APP,
-    ROOT,
-    SERVER_START_S,
     assert_charts_drawn,
     assert_no_exception,
     rerun,
@@ -53,31 +45,7 @@ def model_root(tmp_path_factory):
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, model_root):
     """`streamlit run app.py` with $TFVIZ_PRETRAINED_DIR set (found by shared.page by name)."""
-    tmp = tmp_path_factory.mktemp("browser_server")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, TFVIZ_USER_MODELS=str(tmp / "user_models"))
-    env[settings.PRETRAINED_DIR_ENV] = str(model_root)
-    log_path = tmp / "server.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            streamlit_command(APP, port), cwd=ROOT, env=env, stdout=log,
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-    try:
-        deadline = time.monotonic() + SERVER_START_S
-        while not healthy(url):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the server did not come up:\n{log_path.read_text()[-3000:]}")
-            time.sleep(0.2)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    yield from shared.app_server(tmp_path_factory, {settings.PRETRAINED_DIR_ENV: str(model_root)})
 
 
 def blocks(n: int) -> str:
