@@ -7,7 +7,7 @@ positions; --base for BERT-base's 12 x 12 x 768) is built with transformers and 
 save_pretrained as safetensors, with tests/test_hf_encoders.py's small tokenizers (the weights'
 cost does not depend on what the pieces spell). Each family is then opened in a fresh
 subprocess, so its load time and resident memory are its own. Per length (32, 128, 256, 512
-word-pieces) the script times snapshot.run_trace (what a keystroke costs the server in every
+word-pieces) the script times trace.run_trace (what a keystroke costs the server in every
 view: the forward pass with every site copied out) and hf.fill_mask with W_o switched off (two
 passes), as median and p95 of --calls calls. The browser's share of a keystroke is
 bench/ui_latency's business.

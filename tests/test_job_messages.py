@@ -137,7 +137,7 @@ def test_a_refused_form_value_is_worded_in_chinese():
 
 
 class StandIn:
-    """A job that says what it is told: its snapshot is a real JobState with that status
+    """A job that says what it is told: its state() is a real JobState with that status
     and message, so the page draws it as it draws a real job's."""
 
     def __init__(self, kind, spec, status: str, message: Message, result=None):

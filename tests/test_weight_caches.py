@@ -72,7 +72,7 @@ def test_a_forward_pass_in_rank_k_takes_no_svd_after_the_first(counted_svd):
 
 
 @pytest.mark.parametrize("mode", ["rank:2", wo.BLOCK_DIAGONAL, "identity"])
-def test_each_switch_builds_each_layers_map_once_for_the_pass_its_trace_and_the_snapshot(
+def test_each_switch_builds_each_layers_map_once_for_the_pass_its_trace_and_its_arrays(
     counted_svd, monkeypatch, mode
 ):
     from tfviz.trace import w_o_used

@@ -1,6 +1,6 @@
 """The output projection W_o, written once: its modes, its per-head blocks, its per-head terms.
 
-Every other module (the forward pass, training with W_o fixed, the trace snapshot, the analyses)
+Every other module (the forward pass, training with W_o fixed, the trace as numpy, the analyses)
 asks this one for "which map does this mode apply" and "which part of W_o reads head h", so the
 algebra of seed 000 lives in a single place:
 
@@ -163,7 +163,7 @@ def effective(
         return W, b
     if isinstance(W, Tensor) and remember:
         # The same weights in the same mode give the same map: build it once, for the forward
-        # pass, its trace, the snapshot and the analyses alike.
+        # pass, its trace, its numpy copy (tfviz.trace) and the analyses alike.
         return _remembered((W, b), (mode, n_heads), lambda: _effective(W, b, mode, n_heads))
     return _effective(W, b, mode, n_heads)
 
