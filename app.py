@@ -121,8 +121,9 @@ from tfviz import jobs  # noqa: E402
 from tfviz.interventions import NONE  # noqa: E402
 from tfviz.train import resolve_device  # noqa: E402
 from tfviz.ui import i18n, sequence, share, sidebar, switches  # noqa: E402
-from tfviz.ui.common import View, md_escape, trace_for  # noqa: E402
 from tfviz.ui.i18n import t  # noqa: E402
+from tfviz.ui.text import md_escape  # noqa: E402
+from tfviz.ui.view import View, trace_for  # noqa: E402
 
 if warm_up is not None:
     warm_up.empty()

@@ -14,7 +14,7 @@ draws for it (every head and mean of every layer for a toy model; MiniLM's layer
 under the other, with plotly's defaults: issue 18's floor for a keystroke and for opening the page,
 for bench/ui_latency.py --floor. The model runs on every edit, as in the app.
 
-Both draw with the app's own tfviz.ui.common.chart and tfviz.plots, and have no header, sequence
+Both draw with the app's own tfviz.ui.widgets.chart and tfviz.plots, and have no header, sequence
 box, prediction, tabs, link, or other widgets. The time from a click to these charts painted is
 what Streamlit and plotly.js alone take on the machine at hand; the app's time minus this is
 what the app's page adds. Served by bench/mode_switch.py and bench/timeline_slider.py; not part
@@ -38,8 +38,9 @@ from tfviz.evaluate import evaluate
 from tfviz.interventions import switches
 from tfviz.tasks import get_task
 from tfviz.trace import cosine_per_token, run_trace, w_o_used
-from tfviz.ui.common import ACCURACY_N, ACCURACY_SEED, chart
+from tfviz.ui.view import ACCURACY_N, ACCURACY_SEED
 from tfviz.ui.views.attention import many_heads
+from tfviz.ui.widgets import chart
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 MODES = ("learned", wo.BLOCK_DIAGONAL, "identity", "zero", "rank:16")  # "rank k": the app's k

@@ -15,9 +15,9 @@ from tests.conftest import APP, wait_until
 from tests.test_app import array
 from tests.test_app_lessons import page_text
 from tfviz import dissect, get_task, pretrained
-from tfviz.ui.common import accuracy_cache
 from tfviz.ui.i18n import translate
 from tfviz.ui.models import list_models
+from tfviz.ui.view import accuracy_cache
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
 MINILM = f"pretrained:{pretrained.NAME}"

@@ -3,7 +3,7 @@
 Streamlit's markdown (GFM) turns a bare https://... or www.... or name@domain into a link after
 markdown escapes are resolved, so only a real browser shows whether a notice, a warning or a
 message holds a link: AppTest gives the markdown source. A hostile link or upload must put no
-<a> element into the page, and its text must still be there to read (tfviz.ui.common.md_escape
+<a> element into the page, and its text must still be there to read (tfviz.ui.text.md_escape
 breaks each would-be link with an invisible word joiner, U+2060).
 
 A text box with Streamlit's max_chars drops a longer paste in the browser without a word (the

@@ -1,7 +1,7 @@
 """Chart text in the student's language (issues #10 and #18): the words tfviz.plots writes into
 its figures itself (axis and colour-bar titles, default titles, legend names, block names, hover
 labels) come from its `words` argument, a function of a catalogue key under chart.*; the app
-passes tfviz.ui.common.plot_words(), the catalogue in the student's language.
+passes tfviz.ui.widgets.plot_words(), the catalogue in the student's language.
 
 The unit tests check the English default, that each English chart text is written once (in
 en.json, not again in plots.py) and that a figure's words are exactly the ones asked for; the
@@ -23,8 +23,8 @@ import pytest
 
 from tests.conftest import start_app
 from tfviz import plots
-from tfviz.ui.common import plot_words
 from tfviz.ui.i18n import catalogue, translate
+from tfviz.ui.widgets import plot_words
 
 HAN = re.compile(r"[\u4e00-\u9fff]")
 # Names written the same in every language: matrices, sites, heads (L0, H1, L0H1), the method,

@@ -1,6 +1,6 @@
 """Issue 16: what a user gave (a link's values, a file name, a typed sequence) is echoed inert.
 
-tfviz.ui.common.md_escape is the one helper every echo goes through: its output, rendered by
+tfviz.ui.text.md_escape is the one helper every echo goes through: its output, rendered by
 Streamlit's markdown, must show the text exactly (no emphasis, code, HTML or link) and hold no
 bare address GFM would turn into a link. GFM_AUTOLINK below is the pattern Streamlit's markdown
 uses for that (remark's gfm-autolink-literal), applied to the text after markdown's escapes are
@@ -18,8 +18,8 @@ from streamlit.testing.v1 import AppTest
 
 from tests.test_share import open_link
 from tfviz import pretrained
-from tfviz.ui.common import WORD_JOINER, md_escape
 from tfviz.ui.i18n import LANGUAGES, translate
+from tfviz.ui.text import WORD_JOINER, md_escape
 
 ROOT = Path(__file__).resolve().parent.parent
 VIEW_MODULES = ("attention", "w_o", "w_o_off", "parts", "train", "analysis", "experiment")

@@ -349,7 +349,7 @@ def test_no_bundled_toy_model_gets_a_clipped_colour_range(name):
 
 
 def test_the_clipped_cells_hover_line_is_translated():
-    from tfviz.ui.common import plot_words
+    from tfviz.ui.widgets import plot_words
 
     fig = plots.residual_pair(*outlier_streams(), LABELS, words=plot_words("zh"))
     assert "<br>超出颜色范围<br>" in rings_of(fig).hovertemplate

@@ -24,9 +24,11 @@ from tfviz.config import ModelConfig
 from tfviz.interventions import NONE, switches
 from tfviz.ui import help as help_texts
 from tfviz.ui import sequence, share
-from tfviz.ui.common import chart_file_name, describe, md_escape
 from tfviz.ui.i18n import LANGUAGES, translate
+from tfviz.ui.labels import describe
 from tfviz.ui.switches import EVERY_LAYER, Switches, w_o_label
+from tfviz.ui.text import md_escape
+from tfviz.ui.widgets import chart_file_name
 
 VIEWS = ("attention", "w_o", "w_o_off", "parts", "train", "analysis", "experiment", "lessons")
 STEPS = (1, 2, 3, 4)
@@ -453,8 +455,9 @@ def download_page():
 
     from tfviz import get_task
     from tfviz.interventions import NONE, switches
-    from tfviz.ui.common import View, download_before_after, download_comparison, trace_for
+    from tfviz.ui.downloads import download_before_after, download_comparison
     from tfviz.ui.models import BUNDLED_DIR, ModelEntry, file_sha256, load_model
+    from tfviz.ui.view import View, trace_for
 
     path = str(BUNDLED_DIR / "reverse.safetensors")
     digest = file_sha256(path, 0, 0)

@@ -16,10 +16,10 @@ import pytest
 from tests.conftest import start_app
 from tfviz import get_task, load_checkpoint, plots, standalone
 from tfviz.trace import run_trace
-from tfviz.ui.common import plot_words
 from tfviz.ui.i18n import translate
 from tfviz.ui.standalone import build_page
 from tfviz.ui.views import attention
+from tfviz.ui.widgets import plot_words
 
 LABEL = "standalone.button"
 HOSTILE = "<img src=x onerror=alert(1)>"

@@ -40,7 +40,7 @@ import plotly.graph_objects as go
 # is written once, in the app's English catalogue tfviz/ui/locales/en.json, next to the same key
 # in every other language (tests/test_i18n.py keeps the catalogues' keys and placeholders equal):
 # `english` reads it from there as a plain JSON file, so the library imports no UI code and no
-# streamlit. The app passes tfviz.ui.common.plot_words() (tfviz.ui.i18n.translate in the
+# streamlit. The app passes tfviz.ui.widgets.plot_words() (tfviz.ui.i18n.translate in the
 # student's language); a figure's words are then right when it is built, with nothing to
 # translate back afterwards.
 Words = Callable[..., str]

@@ -18,9 +18,9 @@ import streamlit as st
 
 from tfviz import hf, pretrained, settings
 from tfviz.checkpoint import CheckpointMeta
-from tfviz.ui.common import md_escape
 from tfviz.ui.i18n import t
 from tfviz.ui.models import ModelEntry
+from tfviz.ui.text import md_escape
 
 SOURCE = "folder"  # ModelEntry.source of a model from the server's folder
 KEY_PREFIX = "folder:"

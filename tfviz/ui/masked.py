@@ -15,8 +15,10 @@ import streamlit as st
 
 from tfviz import hf
 from tfviz.interventions import NONE, Interventions
-from tfviz.ui.common import View, describe, md_escape
 from tfviz.ui.i18n import t
+from tfviz.ui.labels import describe
+from tfviz.ui.text import md_escape
+from tfviz.ui.view import View
 
 TOP_K = hf.mlm.TOP_K  # 5 guesses a column
 _LAST_WORD = re.compile(r"\w+(?=\W*$)")  # the last word of a sentence, before its punctuation

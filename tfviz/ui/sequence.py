@@ -12,9 +12,10 @@ import streamlit as st
 from tfviz import get_task, pretrained
 from tfviz.tasks import Task
 from tfviz.ui import masked
-from tfviz.ui.common import View, cut, describe, md_escape, refusal, similarity_for
 from tfviz.ui.i18n import t
-from tfviz.ui.text import changed_tokens, prediction_table
+from tfviz.ui.labels import describe, refusal
+from tfviz.ui.text import changed_tokens, cut, md_escape, prediction_table
+from tfviz.ui.view import View, similarity_for
 
 # The longest sentence a box takes and a link carries (tfviz.ui.share): one limit, so that every
 # view can be linked. Far more than the model reads (128 word-pieces), so a long text is run cut,

@@ -21,7 +21,7 @@ Two halves. parse_query and fit_to_model are pure: a query in, the values it val
 one Notice per value refused (unknown, malformed, too long, given twice, out of range for the
 model) and one naming the keys a link cannot set. Nothing a link says can raise: a refused value
 falls back to its default, a key a link cannot set is dropped from the address, and the page
-says which and why, quoting the link inertly (the caller's escape, tfviz.ui.common.md_escape).
+says which and why, quoting the link inertly (the caller's escape, tfviz.ui.text.md_escape).
 read_link, restore_model, restore_for_model and sync are the Streamlit glue:
 on a session's first run the validated values are put into session_state before the widgets
 that own them are created (the model's once the picker's list is known, the switches and

@@ -2,7 +2,7 @@
 switches and the charts' download format.
 
 Its widgets rerun the whole page (the main area is a fragment of its own); what they choose is
-handed to the views as a View (tfviz.ui.common). A shared link's model and switches are put into
+handed to the views as a View (tfviz.ui.view). A shared link's model and switches are put into
 these widgets' session_state before they are drawn (tfviz.ui.share).
 """
 
@@ -15,13 +15,6 @@ from tfviz.checkpoint import CheckpointMeta
 from tfviz.metrics import headline
 from tfviz.tasks import Task
 from tfviz.ui import folders, share, switches
-from tfviz.ui.common import (
-    CHART_FORMAT,
-    CHART_FORMATS,
-    forget_per_model,
-    md_escape,
-    per_model,
-)
 from tfviz.ui.i18n import catalogue, current, t
 from tfviz.ui.models import (
     BUNDLED_DIR,
@@ -32,7 +25,10 @@ from tfviz.ui.models import (
     load_pretrained,
 )
 from tfviz.ui.switches import w_o_label
+from tfviz.ui.text import md_escape
 from tfviz.ui.uploads import session_uploads, upload_box
+from tfviz.ui.view import forget_per_model, per_model
+from tfviz.ui.widgets import CHART_FORMAT, CHART_FORMATS
 
 # Where a model comes from (ModelEntry.source) -> catalogue key of its name in the picker.
 SOURCES = {
@@ -226,7 +222,7 @@ def task_description(task: Task) -> str:
 
 
 def chart_format_picker() -> None:
-    """PNG or SVG: what the camera in every chart's toolbar saves (tfviz.ui.common.chart)."""
+    """PNG or SVG: what the camera in every chart's toolbar saves (tfviz.ui.widgets.chart)."""
     st.segmented_control(
         t("sidebar.chart_format"),
         CHART_FORMATS,

@@ -17,8 +17,10 @@ import streamlit as st
 
 from tfviz import standalone
 from tfviz.interventions import head_name
-from tfviz.ui.common import View, chart_file_name, describe
 from tfviz.ui.i18n import current, t
+from tfviz.ui.labels import describe
+from tfviz.ui.view import View
+from tfviz.ui.widgets import chart_file_name
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

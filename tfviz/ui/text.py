@@ -1,10 +1,12 @@
-"""Text the views show in monospace: answers side by side with the wrong tokens marked.
+"""Text as the views show it: what a user gave, made inert for markdown (md_escape), and answers
+side by side in monospace with the wrong tokens marked.
 
 Pure functions (no streamlit), so they are tested without a page.
 """
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Sequence
 
@@ -54,3 +56,29 @@ def prediction_table(
         marks = ["^" if i in wrong else "" for i in range(len(marked))]
         lines.append(line("", marks))
     return "\n".join(lines)
+
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+\-.!|~$:&=])")
+
+
+# Where Streamlit's markdown (GFM) makes a link of plain text: "http://" and "https://", "www."
+# and name@domain. It looks for them in the text after the escapes are resolved, so a backslash
+# cannot stop it: an invisible WORD_JOINER inside each one does ("https:<WJ>//", "www<WJ>.",
+# "a@<WJ>b.c"), and the text still reads the same.
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?<=@)(?=[-\w])", re.IGNORECASE)
+
+
+WORD_JOINER = "\u2060"
+
+
+def md_escape(text: str) -> str:
+    """Text for a markdown-rendering element (st.error, st.caption, a label...) shown exactly as
+    written and inert: no markdown, no HTML, no link (not even a bare address or e-mail address,
+    which GFM would link). Every echo of what a user gave (a link's values, a file or model name,
+    a typed sequence) goes through here, or into st.code / st.text."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", _AUTOLINK.sub(WORD_JOINER, str(text)))
+
+
+def cut(text: str, n: int) -> str:
+    """text, or its first n - 3 characters and '...' if it is longer than n."""
+    return text if len(text) <= n else text[: n - 3] + "..."

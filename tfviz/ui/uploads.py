@@ -16,9 +16,9 @@ from tfviz import CheckpointError, checks, settings
 from tfviz.checkpoint import CheckpointMeta
 from tfviz.hf import PretrainedError
 from tfviz.ui import folders
-from tfviz.ui.common import cut, md_escape
 from tfviz.ui.i18n import DEFAULT, current, t
 from tfviz.ui.models import ModelEntry
+from tfviz.ui.text import cut, md_escape
 
 MB = 1024 * 1024  # Streamlit's megabyte
 SERVER_LIMIT = "server.maxUploadSize"  # Streamlit's own cap on a request body, in MB

@@ -18,22 +18,13 @@ import streamlit as st
 import tfviz.analysis as analysis
 from tfviz import dissect, get_task, plots
 from tfviz.interventions import Interventions, head_name
-from tfviz.ui.common import (
-    View,
-    chart,
-    describe,
-    index_picker,
-    md_escape,
-    metric_delta,
-    metric_text,
-    number_table,
-    plot_words,
-    toy_only,
-    what_is_this,
-)
 from tfviz.ui.help import HELP
 from tfviz.ui.i18n import current, t
+from tfviz.ui.labels import describe, metric_delta, metric_text
+from tfviz.ui.text import md_escape
+from tfviz.ui.view import View, toy_only
 from tfviz.ui.views.attention import block_columns, head_columns, many_heads
+from tfviz.ui.widgets import chart, index_picker, number_table, plot_words, what_is_this
 
 ANALYSIS_N = 256  # fresh examples behind importance, ablation and the keep-top-k curve
 # A task metric -> the catalogue key of its name.

@@ -22,9 +22,11 @@ import streamlit as st
 
 from tfviz import plots
 from tfviz.export import attention_csv
-from tfviz.ui.common import View, chart, index_picker, md_escape, per_model, plot_words
 from tfviz.ui.i18n import current, t
 from tfviz.ui.standalone import download_button
+from tfviz.ui.text import md_escape
+from tfviz.ui.view import View, per_model
+from tfviz.ui.widgets import chart, index_picker, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = per_model(

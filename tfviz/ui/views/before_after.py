@@ -12,19 +12,13 @@ import streamlit as st
 
 from tfviz import plots, wo
 from tfviz.trace import cosine_per_token, decomposition_error
-from tfviz.ui.common import (
-    View,
-    cached_w_o,
-    chart,
-    download_before_after,
-    index_picker,
-    md_escape,
-    per_model,
-    plot_words,
-)
+from tfviz.ui.downloads import download_before_after
 from tfviz.ui.i18n import t
 from tfviz.ui.standalone import download_button
 from tfviz.ui.switches import w_o_label
+from tfviz.ui.text import md_escape
+from tfviz.ui.view import View, cached_w_o, per_model
+from tfviz.ui.widgets import chart, index_picker, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = per_model("wo_layer", "wo_token")

@@ -30,23 +30,20 @@ from tfviz.pretrained import PARAPHRASE_PAIR
 from tfviz.tally import Tally
 from tfviz.trace import diff_inputs
 from tfviz.ui import switches
-from tfviz.ui.common import (
+from tfviz.ui.i18n import current, t
+from tfviz.ui.labels import refusal
+from tfviz.ui.switches import w_o_label
+from tfviz.ui.text import changed_tokens, md_escape, prediction_table
+from tfviz.ui.view import (
     View,
     accuracy_cache,
     accuracy_for,
     cached_w_o,
-    chart,
-    index_picker,
-    md_escape,
     per_model,
-    plot_words,
-    refusal,
     similarity,
     trace_for,
 )
-from tfviz.ui.i18n import current, t
-from tfviz.ui.switches import w_o_label
-from tfviz.ui.text import changed_tokens, prediction_table
+from tfviz.ui.widgets import chart, index_picker, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = per_model(

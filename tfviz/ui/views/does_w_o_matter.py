@@ -15,17 +15,11 @@ import streamlit as st
 import tfviz.experiment as experiment
 from tfviz import jobs, plots, settings, work
 from tfviz.metrics import compact
-from tfviz.ui.common import (
-    POLL_SECONDS,
-    TRAINS_TOYS,
-    View,
-    chart,
-    md_escape,
-    plot_words,
-    toy_only,
-)
 from tfviz.ui.i18n import current, t
+from tfviz.ui.text import md_escape
+from tfviz.ui.view import POLL_SECONDS, TRAINS_TOYS, View, toy_only
 from tfviz.ui.views.train import job_manager, job_text, refusal, session_alive_check
+from tfviz.ui.widgets import chart, plot_words
 from tfviz.verdict import verdict_of
 
 AGAINST_LABELS = {

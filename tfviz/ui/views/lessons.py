@@ -24,12 +24,14 @@ from tfviz import checks, get_task, jobs, lessons, plots
 from tfviz.lessons import LessonInputError
 from tfviz.metrics import compact
 from tfviz.recipes import RECIPES
-from tfviz.ui.common import POLL_SECONDS, View, chart, index_picker, md_escape, plot_words
 from tfviz.ui.i18n import current, t
 from tfviz.ui.models import BUNDLED_DIR, file_sha256, load_model
 from tfviz.ui.standalone import download_button
+from tfviz.ui.text import md_escape
+from tfviz.ui.view import POLL_SECONDS, View
 from tfviz.ui.views.does_w_o_matter import cached_precomputed, experiment_table, findings
 from tfviz.ui.views.train import job_manager, job_text, refusal, session_alive_check
+from tfviz.ui.widgets import chart, index_picker, plot_words
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

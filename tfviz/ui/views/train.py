@@ -37,20 +37,14 @@ from tfviz.messages import Message, Refused
 from tfviz.recipes import CLASS_SIZES, class_recipe, learned
 from tfviz.train import W_O_STARTS
 from tfviz.ui import share, sidebar
-from tfviz.ui.common import (
-    POLL_SECONDS,
-    TRAINS_TOYS,
-    View,
-    chart,
-    md_escape,
-    metric_text,
-    plot_words,
-    toy_only,
-)
 from tfviz.ui.i18n import current, t
+from tfviz.ui.labels import metric_text
 from tfviz.ui.models import ROOT, bundled_names, user_models_dir
 from tfviz.ui.shutdown import drain_on_sigterm
 from tfviz.ui.sidebar import METRIC_NAMES, SOURCES
+from tfviz.ui.text import md_escape
+from tfviz.ui.view import POLL_SECONDS, TRAINS_TOYS, View, toy_only
+from tfviz.ui.widgets import chart, plot_words
 
 SECTIONS = {
     "train": "train.section.train",

@@ -17,22 +17,14 @@ from tfviz import plots
 from tfviz.interventions import NONE
 from tfviz.metrics import metric
 from tfviz.trace import drift_per_layer
-from tfviz.ui.common import (
-    ACCURACY_N,
-    View,
-    accuracy_for,
-    chart,
-    describe,
-    download_comparison,
-    md_escape,
-    metric_delta,
-    per_model,
-    plot_words,
-)
+from tfviz.ui.downloads import download_comparison
 from tfviz.ui.i18n import t
+from tfviz.ui.labels import describe, metric_delta
 from tfviz.ui.sequence import show_similarity
-from tfviz.ui.text import changed_tokens, prediction_table
+from tfviz.ui.text import changed_tokens, md_escape, prediction_table
+from tfviz.ui.view import ACCURACY_N, View, accuracy_for, per_model
 from tfviz.ui.views.attention import MAX_GRID_HEADS, head_columns
+from tfviz.ui.widgets import chart, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = per_model("compare_layer")

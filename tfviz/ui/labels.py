@@ -1,0 +1,48 @@
+"""Things the views name the same way everywhere, in the student's language: the switches,
+a refused input, a task metric and its change."""
+
+from __future__ import annotations
+
+from tfviz.interventions import Interventions, head_name
+from tfviz.tasks import InputError
+from tfviz.ui.i18n import DEFAULT, catalogue, current, t
+from tfviz.ui.switches import w_o_label
+
+
+def describe(iv: Interventions) -> str:
+    """The sidebar's switches in words, e.g. "W_o off (identity) in layer 1; zeroed L0H2"."""
+    parts = []
+    if isinstance(iv.w_o, str):
+        if iv.w_o != "learned":
+            parts.append(t("common.describe.all_layers", mode=w_o_label(iv.w_o)))
+    else:
+        parts += [
+            t("common.describe.layer", mode=w_o_label(mode), layer=layer) for layer, mode in iv.w_o
+        ]
+    if iv.ablate_heads:
+        heads = ", ".join(head_name(lay, h) for lay, h in iv.ablate_heads)
+        parts.append(t("common.describe.zeroed", heads=heads))
+    return t("common.describe.separator").join(parts) or t("common.describe.learned")
+
+
+def refusal(error: ValueError) -> str:
+    """Why an input was refused, in the page's language: in English the library's own message;
+    in another, a library InputError through the catalogue by its code and values
+    ("input.<code>"). Any other error is shown in its own words."""
+    lang = current()
+    key = f"input.{getattr(error, 'code', '')}"
+    if lang != DEFAULT and isinstance(error, InputError) and key in catalogue(lang):
+        return t(key, **error.values)
+    return str(error)
+
+
+def metric_text(metric: str, value: float) -> str:
+    """A task metric as shown: MAE to 3 decimals, accuracies as a percentage."""
+    return f"{value:.3f}" if metric == "mae" else f"{100 * value:.1f}%"
+
+
+def metric_delta(metric: str, diff: float) -> str:
+    """A change of a task metric: MAE signed to 3 decimals, accuracies in percentage points."""
+    if metric == "mae":
+        return f"{diff:+.3f}"
+    return t("common.points", diff=f"{100 * diff:+.1f}")

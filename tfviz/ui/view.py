@@ -1,0 +1,201 @@
+"""What the views draw from: the View (model, sequence, switches, traces), the per-model widget
+keys, and the caches behind it.
+
+The caches are keyed by checkpoint digest, sequence and switches (the model itself is passed
+unhashed as _model) and hold numpy only, so one trace serves every session that asks for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import streamlit as st
+
+from tfviz import dissect, get_task, pretrained
+from tfviz.checkpoint import CheckpointMeta
+from tfviz.evaluate import evaluate
+from tfviz.interventions import NONE, Interventions
+from tfviz.pretrained import PairSimilarity
+from tfviz.tasks import Task
+from tfviz.trace import TraceArrays, run_trace, w_o_used
+from tfviz.ui.i18n import t
+from tfviz.ui.models import ModelEntry
+from tfviz.ui.text import md_escape
+
+POLL_SECONDS = 0.5  # how often a running job's progress is redrawn
+
+
+ACCURACY_N = 256  # examples behind the "with and without the switch" accuracy
+
+
+ACCURACY_SEED = 7_000_001  # fixed, so the two accuracies are measured on the same examples
+
+
+# Widget keys whose options depend on the model, each registered by the module that draws the
+# widget (per_model); all are forgotten when the model changes (tfviz.ui.sidebar.on_model_change).
+_PER_MODEL_KEYS: list[str] = []
+
+
+def per_model(*keys: str) -> tuple[str, ...]:
+    """Register widget keys to forget when the model changes; returns them."""
+    _PER_MODEL_KEYS.extend(key for key in keys if key not in _PER_MODEL_KEYS)
+    return keys
+
+
+def forget_per_model() -> None:
+    """The model changed: drop every registered widget's value (its options are the old model's)."""
+    for key in _PER_MODEL_KEYS:
+        st.session_state.pop(key, None)
+
+
+@dataclass(frozen=True)
+class View:
+    """Everything the views draw from: the chosen model, the sequence and its traces."""
+
+    entry: ModelEntry
+    model: object
+    meta: CheckpointMeta
+    task: Task  # a toy Task, or the pretrained model's SentenceTask (kind "sentence")
+    interventions: Interventions  # the sidebar's switches
+    text: str | None = None  # None while the typed sequence is invalid
+    trace: TraceArrays | None = None  # with the switches: what the views show
+    base: TraceArrays | None = None  # learned W_o, nothing zeroed
+    text_b: str | None = None  # sentence B (sentence models only; None while invalid)
+
+    @property
+    def is_sentence(self) -> bool:
+        """The pretrained sentence encoder: no answer and no task loss, two sentences instead."""
+        return self.task.kind == "sentence"
+
+
+# Catalogue keys of the reasons a view is toy-only; each takes {what} and {name} (the model).
+NEEDS_ANSWERS = "common.toy_only.needs_answers"
+
+
+TRAINS_TOYS = "common.toy_only.trains_toys"
+
+
+def toy_only(view: View, what: str, why: str = NEEDS_ANSWERS) -> bool:
+    """True, after one line saying why, when the view's model is a sentence encoder and so
+    cannot show `what` (already in the student's language); why: the reason's catalogue key."""
+    if not view.is_sentence:
+        return False
+    st.info(md_escape(t(why, what=what, name=view.entry.name)))
+    return True
+
+
+# Traces are shared, not copied: st.cache_resource hands every session the same object, where
+# st.cache_data would unpickle a fresh copy on every rerun of every session (a MiniLM trace is
+# ~1.5 MB at 32 word-pieces; 40 sessions' copies in flight held most of a server's growth,
+# bench/load.py). The arrays are made read-only, so a view cannot change what others see.
+def shared_trace(trace: TraceArrays) -> TraceArrays:
+    """trace with every array read-only (and returned)."""
+    for field in dataclasses.fields(trace):
+        value = getattr(trace, field.name)
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return trace
+
+
+# ~50 KB a toy trace (W_o and the per-head terms are derived when shown, not stored): 96 keep
+# every open session's current pair (learned, switched) of a class of 40 in about 5 MB.
+@st.cache_resource(show_spinner=False, max_entries=96)
+def cached_trace(
+    digest: str, task_name: str, text: str, iv: Interventions, _model, _task
+) -> TraceArrays:
+    """run_trace keyed by model digest, task, sequence and switches (model and task are not
+    hashed: the digest and task name stand for them). Shared: read-only."""
+    return shared_trace(run_trace(_model, _task, text, iv))
+
+
+# A MiniLM trace is ~0.5 MB for a typical sentence ((L, H, T, T) attention and four (L, T, D)
+# sites), ~8 MB at 128 word-pieces and ~31 MB at 256, so sentence models keep fewer, and long
+# texts fewer still: at most 16 x 8 + 4 x 31 MB (~250 MB at 256 pieces, ~600 MB for a 512-piece
+# BERT). A miss costs one forward pass (~15 ms; ~60 ms at 256 pieces).
+LONG_TRACE_PIECES = 128
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def cached_sentence_trace(
+    digest: str, task_name: str, text: str, iv: Interventions, _model, _task
+) -> TraceArrays:
+    """cached_trace for a sentence model, with fewer entries."""
+    return shared_trace(run_trace(_model, _task, text, iv))
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def cached_long_trace(
+    digest: str, task_name: str, text: str, iv: Interventions, _model, _task
+) -> TraceArrays:
+    """cached_sentence_trace for a text of more than LONG_TRACE_PIECES word-pieces."""
+    return shared_trace(run_trace(_model, _task, text, iv))
+
+
+# 1.5 KB an entry: 1024 hold A and B, learned and switched, for every session of a large class.
+@st.cache_data(show_spinner=False, max_entries=1024)
+def cached_embedding(digest: str, text: str, iv: Interventions, _model, _task) -> np.ndarray:
+    """One sentence's unit embedding (D,) under switches iv, keyed by model digest, text and
+    switches (the model and task are not hashed: the digest stands for them).
+
+    Per sentence, not per pair: while sentence A is typed, sentence B's embedding is read from
+    here, so a keystroke runs the model on A alone (bench/README.md, "MiniLM").
+    """
+    return pretrained.embed_each(_model, _task, (text,), iv)[0].cpu().numpy()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cached_w_o(digest: str, w_o_modes: tuple[str, ...], _model) -> np.ndarray:
+    """The W_o each layer applied, (L, D, D), per checkpoint and modes (not per sequence)."""
+    return w_o_used(_model, w_o_modes)
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def accuracy_cache(digest: str, task_name: str, _model) -> dissect.MeasureCache:
+    """Switches -> the task metric on ACCURACY_N fixed random examples, per checkpoint: shared by
+    every session, and thread-safe, so that a view can have it measure ahead (warm)."""
+    task = get_task(task_name)
+
+    def measure(iv: Interventions) -> dict[str, float]:
+        return evaluate(_model, task, ACCURACY_N, ACCURACY_SEED, interventions=iv)
+
+    return dissect.MeasureCache(measure)
+
+
+def trace_for(view: View, text: str, iv: Interventions) -> TraceArrays:
+    """The trace of text through the view's model with switches iv (cached)."""
+    cached = cached_trace
+    if view.is_sentence:
+        long = len(view.task.pieces(text).ids) > LONG_TRACE_PIECES
+        cached = cached_long_trace if long else cached_sentence_trace
+    return cached(view.entry.digest, view.task.name, text, iv, _model=view.model, _task=view.task)
+
+
+def similarity(view: View, text_a: str, text_b: str, iv: Interventions) -> PairSimilarity:
+    """Two sentences compared with the learned model and under switches iv (sentence models;
+    embeddings cached per sentence)."""
+
+    def embeddings(switches: Interventions) -> np.ndarray:  # (2, D): A and B
+        digest, model, task = view.entry.digest, view.model, view.task
+        return np.stack(
+            [
+                cached_embedding(digest, text, switches, _model=model, _task=task)
+                for text in (text_a, text_b)
+            ]
+        )
+
+    learned = embeddings(NONE)
+    return PairSimilarity.of(learned, learned if iv.is_default else embeddings(iv))
+
+
+def similarity_for(view: View) -> PairSimilarity | None:
+    """Sentences A and B compared under the view's switches; None unless both are valid."""
+    if view.text is None or view.text_b is None:
+        return None
+    return similarity(view, view.text, view.text_b, view.interventions)
+
+
+def accuracy_for(view: View, iv: Interventions) -> dict[str, float]:
+    """The view's model's task metric with switches iv (cached)."""
+    return dict(accuracy_cache(view.entry.digest, view.task.name, _model=view.model)(iv))

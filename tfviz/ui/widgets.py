@@ -1,0 +1,84 @@
+"""How every view draws a chart (in the student's words, with the camera's format), a table of
+numbers, an index picker and a folded explanation."""
+
+from __future__ import annotations
+
+import functools
+
+import streamlit as st
+
+from tfviz import plots
+from tfviz.ui.downloads import FILE_NAME_UNSAFE
+from tfviz.ui.help import HELP
+from tfviz.ui.i18n import current, t, translate
+from tfviz.ui.text import md_escape
+
+CHART_FORMAT = "chart_format"  # session_state: "png" or "svg", what the charts' camera saves
+
+
+CHART_FORMATS = ("png", "svg")
+
+
+def chart_file_name(key: str, model_key: str | None) -> str:
+    """A download's file name without extension: tfviz_<model>_<chart key>, letters, digits,
+    '_' and '-' only (a trained model's name may hold anything), at most 80 characters."""
+    model = (model_key or "").split(":", 1)[-1]
+    name = "_".join(part for part in ("tfviz", model[:40], key) if part)
+    return FILE_NAME_UNSAFE.sub("_", name)[:80]
+
+
+def plot_words(lang: str | None = None) -> plots.Words:
+    """The words tfviz.plots writes into a figure itself (axis titles, block names, hover
+    labels...), in lang (default: the current language), for a figure function's `words`:
+    tfviz.ui.i18n.translate of the catalogue's chart.* keys. Bound to the language now, so a
+    figure drawn later, outside the script (a download's callable), keeps it."""
+    return functools.partial(translate, current() if lang is None else lang)
+
+
+def chart(figure, key: str) -> None:
+    """A plotly figure, full width, without Streamlit's theme, downloadable from its toolbar.
+
+    Its words are already the student's: the view built it with words=plot_words().
+
+    Applying the theme in the browser cost about 250 ms per keystroke on the Attention tab (three
+    charts) on a 2-core machine; the figures set their own colours, so it adds nothing needed.
+
+    The toolbar's camera saves the chart as PNG or SVG (the sidebar's choice, CHART_FORMAT),
+    named after the model and the chart. plotly.js draws the file itself, from the plotly.js
+    that Streamlit bundles, so it works offline. One camera button with a chosen format, not two
+    buttons: an added toolbar button needs a JavaScript click handler, which a chart's config,
+    sent as JSON, cannot carry.
+    """
+    fmt = st.session_state.get(CHART_FORMAT)
+    config = {
+        "displaylogo": False,
+        "toImageButtonOptions": {
+            "format": fmt if fmt in CHART_FORMATS else CHART_FORMATS[0],
+            "filename": chart_file_name(key, st.session_state.get("model")),
+            "scale": 2,  # a sharp PNG for slides; SVG ignores it
+        },
+    }
+    st.plotly_chart(figure, key=key, theme=None, config=config)
+
+
+def number_table(rows: list[dict], key: str) -> None:
+    """Rows of a table, floats shown to 4 significant digits (gradient scores are ~1e-4)."""
+    floats = [name for name, value in rows[0].items() if isinstance(value, float)] if rows else []
+    config = {name: st.column_config.NumberColumn(format="%.4g") for name in floats}
+    st.dataframe(rows, hide_index=True, key=key, column_config=config)
+
+
+def index_picker(label: str, n: int, key: str, prefix: str, **kwargs) -> int:
+    """A selectbox over 0..n-1 shown as prefix + number; a stale choice (other model) is dropped."""
+    if st.session_state.get(key) not in (None, *range(n)):
+        st.session_state.pop(key)
+    return st.selectbox(
+        label, range(n), format_func=lambda x: f"{prefix}{x}", key=key, width=200, **kwargs
+    )
+
+
+def what_is_this(*keys: str) -> None:
+    """The method's citation and explanation (tfviz.ui.help), folded away."""
+    with st.expander(t("common.what_is_this")):
+        for key in keys:
+            st.markdown(md_escape(HELP[key]))
