@@ -68,10 +68,19 @@ def number_table(rows: list[dict], key: str) -> None:
     st.dataframe(rows, hide_index=True, key=key, column_config=config)
 
 
+def drop_stale_index(key: str, n: int) -> None:
+    """Forget a widget's choice of positions (one, or a range's two ends) that are not all in
+    0..n-1 any more (another model, a shorter input), before the widget is drawn: Streamlit would
+    refuse a value its options lack."""
+    chosen = st.session_state.get(key)
+    ends = chosen if isinstance(chosen, (tuple, list)) else (chosen,)
+    if chosen is not None and not all(i in range(n) for i in ends):
+        del st.session_state[key]
+
+
 def index_picker(label: str, n: int, key: str, prefix: str, **kwargs) -> int:
     """A selectbox over 0..n-1 shown as prefix + number; a stale choice (other model) is dropped."""
-    if st.session_state.get(key) not in (None, *range(n)):
-        st.session_state.pop(key)
+    drop_stale_index(key, n)
     return st.selectbox(
         label, range(n), format_func=lambda x: f"{prefix}{x}", key=key, width=200, **kwargs
     )

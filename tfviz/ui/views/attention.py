@@ -26,7 +26,7 @@ from tfviz.ui.i18n import current, t
 from tfviz.ui.standalone import download_button
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, per_model
-from tfviz.ui.widgets import chart, index_picker, plot_words
+from tfviz.ui.widgets import chart, drop_stale_index, index_picker, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = per_model(
@@ -67,6 +67,11 @@ def head_columns(attn, labels, layer: int, key: str) -> None:
     )
 
 
+def position_label(labels, i: int) -> str:
+    """A word-piece as the long-input pickers name it: its position and its label."""
+    return f"{i}: {labels[i]}"
+
+
 def zoom(labels) -> slice:
     """The word-pieces a layer's squares show: all of a short input; of a long one, the range
     picked on a slider (WINDOW pieces at first). Its value is dropped when the input got too
@@ -74,14 +79,12 @@ def zoom(labels) -> slice:
     T = len(labels)
     if T <= LONG_PIECES:
         return slice(0, T)
-    shown = st.session_state.get("attn_zoom")
-    if shown is not None and max(shown) >= T:
-        del st.session_state["attn_zoom"]
+    drop_stale_index("attn_zoom", T)
     first, last = st.select_slider(
         t("attention.zoom"),
         options=range(T),
         value=(0, WINDOW - 1),
-        format_func=lambda i: f"{i}: {labels[i]}",
+        format_func=lambda i: position_label(labels, i),
         key="attn_zoom",
         help=t("attention.zoom_help", n=T, window=WINDOW),
     )
@@ -99,14 +102,13 @@ def whole_layer(tr, layer: int) -> None:
         title = t("attention.whole_title", layer=layer, n=T)
         figure = plots.attention_map(mean, tr.labels, title=title, words=plot_words())
         chart(figure, "attention_whole")
-    for key, size in (("attn_rank_query", T), ("attn_rank_head", H + 1)):
-        if st.session_state.get(key, 0) >= size:
-            del st.session_state[key]  # a shorter input, or a model with fewer heads
+    drop_stale_index("attn_rank_query", T)
+    drop_stale_index("attn_rank_head", H + 1)
     left, right = st.columns(2)
     query = left.selectbox(
         t("attention.ranked_query"),
         range(T),
-        format_func=lambda i: f"{i}: {tr.labels[i]}",
+        format_func=lambda i: position_label(tr.labels, i),
         key="attn_rank_query",
     )
     lang = current()  # for format_func, which Streamlit may call outside this run
@@ -128,7 +130,7 @@ def whole_layer(tr, layer: int) -> None:
             t("attention.ranked.weight"): [round(w, 4) for _, w in ranked],
         }
     )
-    token = md_escape(f"{query}: {tr.labels[query]}")  # user text: shown inert
+    token = md_escape(position_label(tr.labels, query))  # user text: shown inert
     st.caption(t("attention.ranked_caption", n=len(ranked), token=token))
     st.dataframe(table, hide_index=True, key="attention_ranked")
 
