@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from tfviz import hf
 from tfviz.hf import folder as hf_folder
+from tfviz.hf import tokenizer as tokenizer_mod
 from tfviz.hf import zipped
 from tfviz.interventions import Interventions
 
@@ -300,6 +301,60 @@ def test_word_pieces_equal_transformers_tokenizer(kind, built, opened):
         got = loaded.tokenizer.encode(text, mask=mask if mask in text else None)
         assert list(got.ids[1:-1]) == want, (kind, text, got.pieces)
         assert got.ids[0] == loaded.tokenizer.cls_id and got.ids[-1] == loaded.tokenizer.sep_id
+
+
+def _spelled(pieces) -> str:
+    """The text that shown pieces spell: markers taken out, "▁" back to a space."""
+    return "".join(pieces).replace(tokenizer_mod.CONTINUED, "").replace("▁", " ")
+
+
+def test_byte_level_pieces_are_shown_as_text_with_a_word_start_marker(built, opened):
+    tok = opened["roberta"].tokenizer
+    assert tok.byte_level and not opened["xlm-roberta"].tokenizer.byte_level
+    p = tok.encode(TEXTS[0])
+    assert "▁cat" in p.pieces and "▁cat" in p.labels and p.pieces[1] == "the"
+    assert not any("Ġ" in label for label in p.labels)
+    assert p.pieces[0] == "<s>" and p.pieces[-1] == "</s>"
+    assert _spelled(p.pieces[1:-1]) == TEXTS[0]
+    # What the model reads is the vocabulary's own pieces, unchanged.
+    raw = transformers.PreTrainedTokenizerFast(
+        tokenizer_file=str(built["roberta"][0] / "tokenizer.json")
+    )
+    want = raw(TEXTS[0], add_special_tokens=False)["input_ids"]
+    assert list(p.ids[1:-1]) == want and tok.piece(p.ids[2]) == "Ġcat"
+    masked = tok.encode("the <mask> sat", mask="<mask>")
+    assert masked.pieces[masked.masked[0]] == "<mask>"
+    odd = tok.encode("a\n  b")  # a newline and two spaces: visible on an axis
+    assert "\\n" in odd.pieces and all(label.strip() == label for label in odd.labels)
+
+
+@pytest.mark.parametrize("text", ["我爱你中文好", "我 爱 你 cats 中文"])
+def test_byte_level_pieces_of_chinese_spell_the_text_once(opened, text):
+    tok = opened["roberta"].tokenizer
+    p = tok.encode(text)
+    shown = p.pieces[1:-1]
+    assert tokenizer_mod.CONTINUED in shown  # a character split across pieces is exercised
+    assert _spelled(shown) == text
+    assert _spelled(label.split(" (")[0] for label in p.labels[1:-1]) == text
+    assert len(set(p.labels)) == len(p.labels)
+    mojibake = set(tokenizer_mod._BYTE_OF) - set(map(chr, range(0x21, 0x7F)))
+    assert not any(c in mojibake or c == "\ufffd" for piece in p.pieces for c in piece)
+
+
+def test_a_byte_level_cut_inside_a_character_keeps_the_shown_prefix(built, opened):
+    tok = opened["roberta"].tokenizer
+    path = built["roberta"][0] / "tokenizer.json"
+    whole = tok.encode("我爱你")  # 9 pieces: one byte each
+    short = hf.PieceTokenizer.from_file(path, 4, specials=tok.specials).encode("我爱你")
+    assert short.truncated and short.pieces[1:-1] == whole.pieces[1:3] == ("我", "…")
+
+
+@pytest.mark.parametrize("kind", ["bert", "xlm-roberta"])
+def test_word_piece_and_sentence_piece_labels_are_the_vocabulary_spelling(kind, opened):
+    tok = opened[kind].tokenizer
+    p = tok.encode("the cats sat 中文 好")
+    assert p.pieces == tuple(tok.piece(i) for i in p.ids)
+    assert (kind == "bert") == ("##s" in p.pieces) and (kind != "bert") == ("▁the" in p.pieces)
 
 
 @pytest.mark.parametrize("kind", ["bert", "roberta", "distilbert"])

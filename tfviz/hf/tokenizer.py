@@ -7,6 +7,10 @@ or from a BERT vocab.txt. Its added (special) tokens are removed before any text
 text the user types can never produce a special token: a typed "[SEP]" is "[", "sep", "]". The
 frame's specials are added here by id. The one exception is fill-in-the-mask: encode(text,
 mask=...) turns each occurrence of the named marker into the mask token, and nothing else.
+
+Byte-level BPE (RoBERTa, GPT-2-style tokenizer.json) spells its pieces in a 256-character
+stand-in alphabet for bytes ("Ġcat" is " cat", "æĪĳ" is the bytes of "我"). Pieces are shown
+decoded instead (shown_pieces): ids, and so everything the model reads, are unchanged.
 """
 
 from __future__ import annotations
@@ -35,7 +39,9 @@ class Pieces:
 
     text: str  # as typed
     ids: tuple[int, ...]  # (T,) word-piece ids, [CLS] first and [SEP] last
-    pieces: tuple[str, ...]  # (T,) the word-pieces ("##" marks a piece continuing a word)
+    # (T,) the word-pieces as shown: the vocabulary's spelling ("##" marks a piece continuing a
+    # word, "▁" one starting after a space), byte-level pieces decoded (see shown_pieces)
+    pieces: tuple[str, ...]
     labels: tuple[str, ...]  # (T,) unique axis labels: a repeated piece gets " (position)"
     spans: tuple[tuple[int, int], ...]  # (T,) character span of each piece in text; (0, 0): special
     cut_at: int | None  # characters of text the model read when it was cut; None: all of it
@@ -103,6 +109,7 @@ class PieceTokenizer:
         # needs an embedding row for each.
         self.vocab_size = max(full.get_vocab(with_added_tokens=True).values(), default=-1) + 1
         self._full = full
+        self.byte_level = _is_byte_level(spec)
         if max_pieces < 3:
             raise ValueError("max_pieces must leave room for [CLS], one piece and [SEP]")
         self.max_pieces = max_pieces
@@ -218,6 +225,10 @@ class PieceTokenizer:
                 "the text holds characters that are not valid Unicode (a lone surrogate)",
             ) from None
         all_ids, all_pieces, all_spans = self._split(text, mask)
+        if self.byte_level:
+            # Decoded over the whole text before any cut: a character split across pieces is
+            # shown by the piece holding its first byte, whatever is cut after it.
+            all_pieces = shown_pieces(all_pieces, self.mask_id, all_ids)
         if not all_ids:
             raise InputError(
                 "no_pieces",
@@ -302,6 +313,85 @@ class WordPieceTokenizer(PieceTokenizer):
     def __init__(self, spec: dict, max_pieces: int = 128, **kwargs):
         kwargs.setdefault("vocabulary", MINILM_VOCABULARY)
         super().__init__(spec, max_pieces, **kwargs)
+
+
+# GPT-2's byte-level alphabet, as `tokenizers` (pre_tokenizers.ByteLevel) and transformers
+# build it: printable bytes stand for themselves, the other 68 (space, control characters, a few
+# Latin-1 ones) for the characters from U+0100 on, in byte order.
+_PRINTABLE = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+_BYTE_OF = {chr(b): b for b in _PRINTABLE} | {
+    chr(0x100 + n): b for n, b in enumerate(b for b in range(256) if b not in _PRINTABLE)
+}
+WORD_START = "▁"  # shown for a space in a byte-level piece (" cat" -> "▁cat")
+CONTINUED = "…"  # shown for the rest of a character whose first byte an earlier piece holds
+
+
+def _is_byte_level(spec: dict) -> bool:
+    """True when the tokenizer.json splits text into bytes (a ByteLevel pre-tokeniser or
+    decoder, alone or in a Sequence): its pieces are spelled in the byte alphabet."""
+
+    def has(part) -> bool:
+        if not isinstance(part, dict):
+            return False
+        if part.get("type") == "ByteLevel":
+            return True
+        inner = part.get("pretokenizers") or part.get("decoders") or ()
+        return any(has(p) for p in inner) if isinstance(inner, list) else False
+
+    return has(spec.get("pre_tokenizer")) or has(spec.get("decoder"))
+
+
+def shown_pieces(pieces: list[str], mask_id: int | None, ids: list[int]) -> list[str]:
+    """Byte-level pieces as readable text: "Ġcat" -> "▁cat", "æĪĳ" -> "我".
+
+    Each run of pieces between mask tokens is the UTF-8 of a stretch of the text, so decoding
+    the run is exact. A space is shown as "▁", as XLM-R's SentencePiece pieces (and Metaspace)
+    show it: the piece really holds the space, a piece starting a word stays distinguishable from
+    one continuing it ("Ġcat" vs "cat" in "bobcat"), and a plain space would vanish at the edge of
+    an axis label. Byte-level BPE may split one character's bytes across pieces: the piece with
+    its first byte shows the character, a later piece "…" in place of the rest, so the pieces
+    read left to right spell the text once, never a replacement character. A piece outside the
+    byte alphabet (the mask token) is left as it is.
+    """
+    out = list(pieces)
+    run: list[int] = []  # positions of the current run of byte pieces
+    for n, (piece, i) in enumerate([*zip(pieces, ids, strict=True), ("", None)]):
+        if piece and i != mask_id and all(c in _BYTE_OF for c in piece):
+            run.append(n)
+            continue
+        if run:
+            _decode_run(out, run)
+            run = []
+    return out
+
+
+def _decode_run(out: list[str], run: list[int]) -> None:
+    data = [bytes(_BYTE_OF[c] for c in out[n]) for n in run]
+    try:
+        text = b"".join(data).decode("utf-8")
+    except UnicodeDecodeError:  # not the bytes of a text (cannot come from encode): as spelled
+        return
+    # Byte offset at which each character starts -> the character.
+    starts, at = {}, 0
+    for c in text:
+        starts[at] = c
+        at += len(c.encode("utf-8"))
+    at = 0
+    for n, piece_bytes in zip(run, data, strict=True):
+        shown = "" if at in starts else CONTINUED
+        shown += "".join(starts[b] for b in range(at, at + len(piece_bytes)) if b in starts)
+        out[n] = "".join(_visible(c) for c in shown)
+        at += len(piece_bytes)
+
+
+def _visible(c: str) -> str:
+    """A character as an axis label can show it: a space as "▁", a newline or other invisible
+    character as its escape ("\\n"), the rest as it is."""
+    if c == " ":
+        return WORD_START
+    if c.isprintable():
+        return c
+    return c.encode("unicode_escape").decode("ascii")
 
 
 def unique_labels(pieces: tuple[str, ...]) -> tuple[str, ...]:
