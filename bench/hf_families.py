@@ -32,29 +32,34 @@ MINILM = dict(layers=6, heads=12, hidden=384, ff=1536)
 BASE = dict(layers=12, heads=12, hidden=768, ff=3072)
 
 
-def build(kind: str, folder: Path, sizes: dict) -> None:
-    """A random transformers model of this family and size, saved in folder."""
+def small_tokenizer(kind: str, folder: Path) -> None:
+    """tests/test_hf_encoders.py's small tokenizer of the family's kind, written in folder."""
+    from tests.test_hf_encoders import _bpe_tokenizer_json, _vocab_txt
+
+    (_bpe_tokenizer_json if kind == "roberta" else _vocab_txt)(folder)
+
+
+def build(kind: str, folder: Path, sizes: dict, write_tokenizer=small_tokenizer) -> None:
+    """A random transformers model of this family and size, saved in folder with the tokenizer
+    files write_tokenizer(kind, folder) writes (bench/ui_latency.py brings its own: its sentences
+    must split into an exact number of pieces)."""
     import torch
     import transformers as T
 
-    from tests.test_hf_encoders import _bpe_tokenizer_json, _vocab_txt
-
     folder.mkdir(parents=True)
+    write_tokenizer(kind, folder)
     L, H, D, F = sizes["layers"], sizes["heads"], sizes["hidden"], sizes["ff"]
     if kind == "bert":
-        _vocab_txt(folder)
         cfg = T.BertConfig(vocab_size=30522, hidden_size=D, num_hidden_layers=L,
                            num_attention_heads=H, intermediate_size=F)  # fmt: skip
         cls = T.BertForMaskedLM
     elif kind == "roberta":
-        _bpe_tokenizer_json(folder)
         cfg = T.RobertaConfig(vocab_size=30522, hidden_size=D, num_hidden_layers=L,
                               num_attention_heads=H, intermediate_size=F,
                               max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
                               bos_token_id=0, eos_token_id=2)  # fmt: skip
         cls = T.RobertaForMaskedLM
     else:
-        _vocab_txt(folder)
         cfg = T.DistilBertConfig(vocab_size=30522, dim=D, n_layers=L, n_heads=H, hidden_dim=F)
         cls = T.DistilBertForMaskedLM
     torch.manual_seed(0)

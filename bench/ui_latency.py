@@ -30,6 +30,19 @@ longest sequence) and on the pretrained all-MiniLM-L6-v2 (sentence A of --pieces
 their p95 is printed (issue 9's target: MiniLM <= 1.5x reverse). A MiniLM edit is done when
 sentence A's word-pieces show the new sentence and every chart has been repainted.
 
+With --families bert,roberta,distilbert the keystrokes are also measured on models of the
+server's folder ($TFVIZ_PRETRAINED_DIR), one per family, built for the run in its temporary
+folder by bench/hf_families.py's builder: random masked-LM models of MiniLM's size (6 layers,
+D = 384, 12 heads, d_ff = 1536, 30,522 embeddings, 512 positions; random weights cost what trained
+ones do), with MiniLM's vocab.txt for BERT and DistilBERT and a byte-level BPE trained on WORDS
+for RoBERTa, so that each sentence has exactly the asked number of pieces under that folder's own
+tokenizer ('roberta:128': 128; default --pieces). They are picked as "bert (BERT)" and so on,
+typed into sentence A and waited for as MiniLM is; each sentence has one mask marker in its
+middle, so the fill-in-the-mask answer is computed on every edit, as on the model's own example.
+Per family and length the median, the p95 and the p95's ratio to MiniLM's at the same length
+(with minilm:N in --models) are printed. Not with --floor (bench/floor_app.py serves bundled
+models and MiniLM only).
+
 With --floor the same edits are typed, by turns, into the app and into bench/floor_app.py's
 attention page (the same text box, the input shown, ONE plain heatmap of the cells the app's
 Attention view draws, the model run on every edit), and the ratio of their p95 is printed (issue
@@ -46,17 +59,21 @@ Usage: python -m bench.ui_latency [--edits 30] [--warmup 3] [--starts 3] [--json
        python -m bench.ui_latency --first-render-only --starts 5 [--compare-app OLD/app.py]
        python -m bench.ui_latency --models reverse,minilm [--pieces 32] --starts 0
        python -m bench.ui_latency --floor --models reverse,minilm --starts 0 --navigations 10
+       python -m bench.ui_latency --models minilm:32 --families bert,roberta,distilbert
+           [--pieces 32] --starts 0 --edits 15 --no-server-only
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import math
 import os
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -285,7 +302,10 @@ class Config:
     model: str
     T: int  # characters of a toy sequence; word-pieces of a sentence, [CLS] and [SEP] included
     target_ms: float | None  # p95 target, or None where none is set
-    source: str = "bundled"  # as the picker shows it, "NAME (source)"; "pretrained": MiniLM
+    source: str = "bundled"  # as the picker shows it, "NAME (source)"; "pretrained": MiniLM;
+    # a folder model's family ("BERT")
+    folder: str = ""  # a model of the server's folder ($TFVIZ_PRETRAINED_DIR): where it was built
+    task: str = ""  # the sidebar's "Task: ..." once picked; "": the toy task's or MiniLM's name
     alphabet: str = ""  # read from the sidebar once the model is shown
     edits: list[dict] = field(default_factory=list)  # what waitEdit resolved with, per edit
     server_ms: list[float] = field(default_factory=list)  # websocket-only rerun times
@@ -303,9 +323,21 @@ class Config:
         return f"{self.model} ({self.source})"
 
     @property
-    def sentence(self) -> bool:
-        """The pretrained sentence encoder: sentence A's box, no alphabet, word-pieces shown."""
+    def minilm(self) -> bool:
+        """The bundled pretrained sentence encoder."""
         return self.source == "pretrained"
+
+    @property
+    def sentence(self) -> bool:
+        """MiniLM or a folder model: sentence A's box, no alphabet, word-pieces shown."""
+        return self.minilm or bool(self.folder)
+
+    @property
+    def task_name(self) -> str:
+        """What the sidebar names the model's task ("Task: ...") once it is picked."""
+        if self.task:
+            return self.task
+        return sentence_task_name() if self.minilm else self.model
 
     def col(self, key: str) -> list[float]:
         return [e[key] for e in self.edits if e.get(key) is not None]
@@ -406,12 +438,10 @@ def pick_model(page, cfg: Config) -> None:
         return
     picker.click()
     page.get_by_role("option", name=cfg.label, exact=True).click()
-    # A toy model's task is named after it; the sentence encoder's is "sentence embedding".
-    task = sentence_task_name() if cfg.sentence else cfg.model
     page.wait_for_function(
         "name => document.querySelector('[data-testid=\"stSidebar\"]').innerText"
         ".includes('Task: ' + name)",
-        arg=task,
+        arg=cfg.task_name,
         timeout=EDIT_TIMEOUT_MS,
     )
     wait_quiet(page)
@@ -435,21 +465,49 @@ def sentence_task_name() -> str:
     return SentenceTask.name
 
 
-def sentences(pieces: int, n: int, seed: int) -> list[tuple[str, str]]:
-    """n distinct (sentence, its word-pieces joined) of exactly `pieces` word-pieces for MiniLM,
-    [CLS] and [SEP] included; neighbours differ, so every edit changes every chart."""
-    from tfviz.pretrained import load_minilm
+def sentence_task(cfg: Config):
+    """The tfviz.pretrained.SentenceTask that splits the configuration's text as the app does:
+    MiniLM's, or the folder model's own tokenizer with its masked-LM head."""
+    return _sentence_task(cfg.folder)
 
-    _, tokenizer = load_minilm()
-    words = [w for w in WORDS if len(tokenizer.encode(w).ids) == 3]  # one piece + the frame
+
+@functools.cache
+def _sentence_task(folder: str):
+    from tfviz.pretrained import SentenceTask, load_minilm
+
+    if not folder:
+        return SentenceTask(load_minilm()[1])
+    from tfviz import hf
+
+    loaded = hf.open_folder(folder)
+    return SentenceTask(loaded.tokenizer, head=loaded.head)
+
+
+def sentences(task, pieces: int, n: int, seed: int) -> list[tuple[str, str]]:
+    """n distinct (sentence, its word-pieces joined without spaces) of exactly `pieces`
+    word-pieces for the task's tokenizer, [CLS] and [SEP] (or <s> and </s>) included; neighbours
+    differ, so every edit changes every chart.
+
+    With a masked-LM head (a folder model) the middle word is the mask marker, so the app
+    answers for it on every edit, as it does for its own example."""
+    # Words that are one piece both first (capitalised, no space before: byte-level BPE tells
+    # them apart) and later in a sentence: n of them and the full stop are n + 3 pieces.
+    words = [w for w in WORDS if len(task.pieces(f"{w.capitalize()} {w}.").ids) == 5]
+    if not words:
+        raise RuntimeError("no word of WORDS is one word-piece for this tokenizer")
     rng = random.Random(seed)
     found: dict[str, str] = {}
     while len(found) < n:
-        text = " ".join(rng.choice(words) for _ in range(pieces - 3)).capitalize() + "."
-        encoded = tokenizer.encode(text)
+        chosen = [rng.choice(words) for _ in range(pieces - 3)]
+        chosen[0] = chosen[0].capitalize()
+        if task.mask is not None and len(chosen) > 1:
+            chosen[len(chosen) // 2] = task.mask
+        text = " ".join(chosen) + "."
+        encoded = task.pieces(text)
         if len(encoded.ids) != pieces:
             raise RuntimeError(f"{text!r} has {len(encoded.ids)} word-pieces, not {pieces}")
-        found.setdefault(text, "".join(encoded.pieces))
+        # The page's pieces block is compared without whitespace (waitEdit).
+        found.setdefault(text, re.sub(r"\s+", "", "".join(encoded.pieces)))
     return list(found.items())
 
 
@@ -470,7 +528,7 @@ def plan_edits(page, cfg: Config, n: int, seed: int) -> list[tuple[str, str]]:
     """Pick the configuration's model; n (text typed, input as shown without spaces) for it."""
     pick_model(page, cfg)
     if cfg.sentence:
-        return sentences(cfg.T, n, seed)
+        return sentences(sentence_task(cfg), cfg.T, n, seed)
     alphabet, lo, hi = task_facts(page)
     cfg.alphabet = alphabet
     if not lo <= cfg.T <= hi:
@@ -506,7 +564,7 @@ TARGET_FLOOR_RATIO = 1.25  # the app's p95 / the floor page's p95, both from one
 def floor_server(workdir: Path, cfg: Config, server_args: list[str]) -> Server:
     """bench/floor_app.py's attention page for the configuration's model."""
     environ = {"TFVIZ_FLOOR_VIEW": "attention"}
-    environ["TFVIZ_FLOOR_MODEL"] = MINILM if cfg.sentence else cfg.model
+    environ["TFVIZ_FLOOR_MODEL"] = MINILM if cfg.minilm else cfg.model
     return Server(workdir, server_args, FLOOR_APP, environ)
 
 
@@ -556,7 +614,7 @@ NAVIGATED_JS = (
 
 def app_link(cfg: Config) -> str:
     """The app's address opening the configuration's model on its first example, Attention tab."""
-    return f"/?model={'pretrained' if cfg.sentence else 'bundled'}:{cfg.model}&view=attention"
+    return f"/?model={'pretrained' if cfg.minilm else 'bundled'}:{cfg.model}&view=attention"
 
 
 def measure_navigations(browser, workdir: Path, cfg: Config, server: Server, args) -> None:
@@ -768,7 +826,7 @@ TARGET_LONG_RATIO = 2.0  # MiniLM's p95 at 256 word-pieces / at 32, from one run
 
 def report_long_ratio(configs: list[Config]) -> None:
     """MiniLM's longest input against its shortest, both from this run (issue 19's target)."""
-    ours = [c for c in configs if c.sentence and not c.name.startswith("floor ")]
+    ours = [c for c in configs if c.minilm and not c.name.startswith("floor ")]
     sentence = sorted(ours, key=lambda c: c.T)
     if len(sentence) < 2:
         return
@@ -782,7 +840,7 @@ def report_long_ratio(configs: list[Config]) -> None:
 
 def report_minilm_ratio(configs: list[Config]) -> None:
     """MiniLM's p95 against the toy reverse model's, both from this run (issue 9's target)."""
-    sentence = [c for c in configs if c.sentence]
+    sentence = [c for c in configs if c.minilm]
     toy = [c for c in configs if c.model == DEFAULT_MODEL and not c.sentence]
     if not sentence or not toy:
         return
@@ -794,6 +852,32 @@ def report_minilm_ratio(configs: list[Config]) -> None:
         f"(target <= {TARGET_MINILM_RATIO}: {verdict(ok)}); "
         f"server only: {percentile(s.server_ms, 95) / percentile(r.server_ms, 95):.2f}"
     )
+
+
+def report_families(configs: list[Config]) -> None:
+    """Each folder model's keystroke per length, beside MiniLM's at the same length when it was
+    measured in the same run, and the ratio of their p95."""
+    folders = [c for c in configs if c.folder]
+    if not folders:
+        return
+    minilm = {c.T: c for c in configs if c.minilm and not c.name.startswith("floor ")}
+    print(
+        "\nPer family: keystroke (Enter) -> every chart painted, random MiniLM-sized models of "
+        "the server's folder,\none mask in each sentence (ms; ratio: p95 / MiniLM's p95 at the "
+        "same length, this run)"
+    )
+    head = f"{'family':<12} {'pieces':>6} {'median':>7} {'p95':>7} {'/ MiniLM':>8} {'edits':>5}"
+    print(head)
+    print("-" * len(head))
+    for T in sorted({c.T for c in folders}):
+        ref = minilm.get(T)
+        ref_p95 = percentile(ref.col("total"), 95) if ref else math.nan
+        rows = ([("MiniLM", ref)] if ref else []) + [(c.source, c) for c in folders if c.T == T]
+        for family, c in rows:
+            total = c.col("total")
+            p95 = percentile(total, 95)
+            ratio = f"{p95 / ref_p95:8.2f}" if ref else f"{'-':>8}"
+            print(f"{family:<12} {T:>6} {median(total):7.0f} {p95:7.0f} {ratio} {len(total):>5}")
 
 
 def report_starts(starts: list[dict], app: str) -> None:
@@ -844,7 +928,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         f"'{MINILM}:N' at N word-pieces)",
     )
     p.add_argument(
-        "--pieces", type=int, default=32, help="MiniLM's sentence A in word-pieces (default 32)"
+        "--families",
+        help="comma-separated model families of the server's folder to time keystrokes on too: "
+        "bert, roberta, distilbert (random MiniLM-sized models built for the run, each at "
+        "--pieces; 'bert:N' at N word-pieces)",
+    )
+    p.add_argument(
+        "--pieces",
+        type=int,
+        default=32,
+        help="MiniLM's and the families' sentence A in word-pieces (default 32)",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
@@ -889,12 +982,22 @@ def main(argv: list[str] | None = None) -> int:
     ]
     if args.models:
         configs = [model_config(name.strip(), args.pieces) for name in args.models.split(",")]
+    elif args.families:
+        configs = []
+    if args.families and (args.floor or args.lesson_steps or args.first_render_only):
+        # floor_app.py serves bundled models and MiniLM only; the others type no keystroke.
+        raise SystemExit(
+            "--families goes with none of --floor, --lesson-steps, --first-render-only"
+        )
     print(f"largest bundled model: {largest}; {os.cpu_count()} CPUs seen; chromium {CHROMIUM}")
     if args.server_arg:
         print(f"server options: {' '.join(args.server_arg)}")
     apps = [APP] + ([args.compare_app.resolve()] if args.compare_app else [])
     with tempfile.TemporaryDirectory(prefix="tfviz_ui_latency_") as tmp, sync_playwright() as pw:
         workdir = Path(tmp)
+        if args.families:
+            configs += family_configs(args.families, args.pieces, workdir / FAMILIES_DIR)
+            print(f"built {args.families} in {workdir / FAMILIES_DIR}", flush=True)
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             starts = first_renders(browser, workdir, args.starts, args.server_arg, apps)
@@ -910,6 +1013,8 @@ def main(argv: list[str] | None = None) -> int:
     floors = [c.floor for c in configs if c.floor is not None]  # their parts of the time too
     report(configs + floors, starts, args.edits, keystrokes=keystrokes)
     report_floor(configs)
+    if keystrokes:
+        report_families(configs)
     if args.json:
         out = {"configs": [asdict(c) for c in configs], "first_renders": starts}
         args.json.write_text(json.dumps(out, indent=1))
@@ -931,10 +1036,81 @@ def model_config(name: str, pieces: int) -> Config:
     return Config(name, 16, TARGET_P95_MS)
 
 
+FAMILIES_DIR = "pretrained_dir"  # the workdir's folder of model folders, served to the app
+
+
+def write_tokenizer(kind: str, folder: Path) -> None:
+    """Tokenizer files under which every word of WORDS is one piece (at a sentence's start,
+    capitalised, and later), so a sentence's length in pieces is exact: MiniLM's own vocab.txt
+    for BERT and DistilBERT (a real 30,522-piece vocabulary), and for RoBERTa a byte-level BPE
+    trained on WORDS (RoBERTa's specials as ids 0..4, its "<mask>" swallowing the space before
+    it, as roberta-base's does)."""
+    if kind != "roberta":
+        from tfviz.pretrained import model_dir
+
+        shutil.copyfile(model_dir() / "vocab.txt", folder / "vocab.txt")
+        return
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=2000,  # room for every merge: each word ends as one piece
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator([f"{w.capitalize()} {w}." for w in WORDS] * 5, trainer)
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True)])
+    tok.save(str(folder / "tokenizer.json"))
+
+
+def build_family(kind: str, root: Path, sizes: dict | None = None) -> Path:
+    """root/kind: a random masked-LM model of the family (bench/hf_families.py's builder, at
+    MiniLM's sizes unless told) with write_tokenizer's files; built once, then reused."""
+    from bench import hf_families
+
+    folder = root / kind
+    if not folder.is_dir():
+        hf_families.build(kind, folder, sizes or hf_families.MINILM, write_tokenizer)
+    return folder
+
+
+def family_configs(spec: str, pieces: int, root: Path) -> list[Config]:
+    """--families entries ("bert", "roberta:128"): each family's model built in root, a
+    configuration per entry at its length (default `pieces`)."""
+    from bench.hf_families import FAMILIES
+    from tfviz.ui.i18n import translate
+
+    configs = []
+    for entry in spec.split(","):
+        kind, _, length = entry.strip().partition(":")
+        if kind not in FAMILIES:
+            raise SystemExit(f"--families: {kind!r} is not one of {', '.join(FAMILIES)}")
+        folder = build_family(kind, root)
+        # The picker shows a folder model as "NAME (Family)"; built with a masked-LM head, its
+        # task is fill-in-the-mask (tfviz.ui.folders.folder_info).
+        task = translate("en", "folder.task_masked")
+        T = int(length) if length else pieces
+        configs.append(Config(kind, T, None, FAMILIES[kind], folder=str(folder), task=task))
+    return configs
+
+
+def folder_environ(configs: list[Config]) -> dict[str, str]:
+    """$TFVIZ_PRETRAINED_DIR for the app when a configuration is a folder model."""
+    from tfviz.settings import PRETRAINED_DIR_ENV
+
+    roots = {str(Path(c.folder).parent) for c in configs if c.folder}
+    if len(roots) > 1:
+        raise ValueError(f"folder models from several folders: {sorted(roots)}")
+    return {PRETRAINED_DIR_ENV: roots.pop()} if roots else {}
+
+
 def measure_keystrokes(browser, workdir: Path, configs: list[Config], args) -> None:
     """The edits of every configuration in one page of one server, then the same over a socket."""
     plan: list[tuple[Config, list[str]]] = []
-    server = Server(workdir, args.server_arg)
+    server = Server(workdir, args.server_arg, environ=folder_environ(configs))
     try:
         server.wait_healthy()
         context, page = harnessed_page(browser, server.url)
@@ -949,7 +1125,8 @@ def measure_keystrokes(browser, workdir: Path, configs: list[Config], args) -> N
             for i, (cfg, texts) in enumerate(plan):
                 seed = 1000 + args.seed + i
                 if cfg.sentence:
-                    more = [text for text, _ in sentences(cfg.T, 2 * len(texts), seed)]
+                    more = sentences(sentence_task(cfg), cfg.T, 2 * len(texts), seed)
+                    more = [text for text, _ in more]
                 else:
                     more = sequences(cfg.alphabet, cfg.T, 2 * len(texts), seed)
                 fresh.append((cfg, [s for s in more if s not in texts][: len(texts)]))
