@@ -1,9 +1,10 @@
 """Open a model folder in the usual Hugging Face layout as a tfviz Encoder, or refuse it.
 
-The folder: config.json, weights as model.safetensors, the tokenizer as tokenizer.json (or a
-BERT vocab.txt), optionally tokenizer_config.json / special_tokens_map.json (special token names,
-lower-casing), sentence_bert_config.json (a sentence-transformers model's own length limit) and a
-README.md whose front matter names the licence.
+The folder: config.json, weights as model.safetensors (or the shards that
+model.safetensors.index.json names, as save_pretrained writes a large model), the tokenizer as
+tokenizer.json (or a BERT vocab.txt), optionally tokenizer_config.json / special_tokens_map.json
+(special token names, lower-casing), sentence_bert_config.json (a sentence-transformers model's
+own length limit) and a README.md whose front matter names the licence.
 
 Nothing in the folder is executed: weights are read with safetensors (never a pickle), the
 tokenizer with `tokenizers`, the rest as JSON. Every check that can be made from sizes is made
@@ -17,6 +18,8 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,6 +50,7 @@ MAX_FILES = 256  # files in a model folder (a Hugging Face folder has about a do
 MAX_JSON_BYTES = 1 << 20  # config.json, tokenizer_config.json and the like
 MAX_TOKENIZER_BYTES = 64 << 20  # tokenizer.json (XLM-R's is 17 MB) or vocab.txt
 WEIGHTS = "model.safetensors"
+WEIGHTS_INDEX = "model.safetensors.index.json"  # {"weight_map": {tensor name: shard file}}
 # Files that unpickle (run code) when loaded by torch, numpy or joblib. Never read here; a folder
 # with one of them and no safetensors file is refused, saying why.
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".joblib", ".npy", ".npz")
@@ -100,13 +104,13 @@ def scan(folder: Path) -> dict[str, Path]:
             "code: remove it, tfviz needs only config.json, model.safetensors and the tokenizer"
         )
     pickles = [rel for rel in files if rel.lower().endswith(PICKLE_SUFFIXES)]
-    if WEIGHTS not in files:
+    if WEIGHTS not in files and WEIGHTS_INDEX not in files:
         if pickles:
             raise UnsafeFileError(
                 f"the weights are a pickle ({', '.join(pickles[:3])}), which can run code when "
                 f"loaded; tfviz reads only {WEIGHTS}. Convert them with safetensors first."
             )
-        raise MissingFileError(f"the folder has no {WEIGHTS}")
+        raise MissingFileError(f"the folder has no {WEIGHTS} (nor {WEIGHTS_INDEX})")
     for name in ("config.json",):
         if name not in files:
             raise MissingFileError(f"the folder has no {name}")
@@ -171,9 +175,127 @@ def _prefix(family: Family, names) -> str:
 
 
 @dataclass(frozen=True)
+class WeightFiles:
+    """Where the checkpoint's tensors are: one model.safetensors, or the shards its index names.
+
+    name: what refusals call the weights (the file, or the index of shards). shards: shard file
+    -> its path, in the index's order. where: tensor name -> its shard file, as the index says
+    (empty for a single file: its header says).
+    """
+
+    name: str
+    shards: dict[str, Path]
+    where: dict[str, str]
+
+    @property
+    def size(self) -> int:
+        """Bytes of every file read, for the same size check a single file gets."""
+        return sum(path.stat().st_size for path in self.shards.values())
+
+
+def weight_files(folder: Path, files: dict[str, Path]) -> WeightFiles:
+    """The folder's weights: model.safetensors when there is one, else the shards its index
+    names, each checked to be a plain file directly in the folder; a PretrainedError else."""
+    if WEIGHTS in files:  # as transformers does: the single file wins over an index beside it
+        return WeightFiles(WEIGHTS, {WEIGHTS: files[WEIGHTS]}, {})
+    index = files[WEIGHTS_INDEX]
+    size = index.stat().st_size
+    if size > MAX_JSON_BYTES:
+        raise TooLargeError(f"{WEIGHTS_INDEX} has {size:,} bytes; at most {MAX_JSON_BYTES:,}")
+
+    def no_repeats(pairs):  # json.loads keeps the last of two equal keys, silently
+        seen = {}
+        for key, value in pairs:
+            if key in seen:
+                raise WeightsError(f"{WEIGHTS_INDEX} names {key!r} twice")
+            seen[key] = value
+        return seen
+
+    try:
+        data = json.loads(index.read_text(encoding="utf-8"), object_pairs_hook=no_repeats)
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # not WeightsError: a RuntimeError
+        raise ConfigError(f"{WEIGHTS_INDEX} is not readable JSON ({e})") from None
+    where = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(where, dict) or not where:
+        raise WeightsError(f"{WEIGHTS_INDEX} has no weight_map naming the shard of each tensor")
+    root = Path(folder).resolve()
+    shards: dict[str, Path] = {}
+    for shard in dict.fromkeys(where.values()):
+        shards[shard] = _shard_path(shard, files, root)
+    return WeightFiles(WEIGHTS_INDEX, shards, dict(where))
+
+
+def _shard_path(shard, files: dict[str, Path], root: Path) -> Path:
+    """The path of a shard the index names, if it is a safetensors file directly in the folder
+    (scan has already refused non-regular files and code); UnsafeFileError or MissingFileError
+    else. A name with a separator or "..", or a link resolving outside the folder, could make the
+    index read any file on the server."""
+    if not isinstance(shard, str) or not shard.endswith(".safetensors"):
+        raise UnsafeFileError(f"{WEIGHTS_INDEX} names a shard {shard!r}: not a .safetensors file")
+    if "/" in shard or "\\" in shard or "\x00" in shard or shard.startswith("."):
+        raise UnsafeFileError(
+            f"{WEIGHTS_INDEX} names the shard {shard!r} outside the folder; shards must be "
+            "files beside it"
+        )
+    if shard not in files:
+        raise MissingFileError(
+            f"{WEIGHTS_INDEX} names the shard {shard}, which is not in the folder"
+        )
+    path = files[shard]
+    if root not in path.resolve().parents:
+        raise UnsafeFileError(
+            f"the shard {shard} is a link to a file outside the folder; links are refused"
+        )
+    return path
+
+
+@contextmanager
+def _open_weights(weights: WeightFiles) -> Iterator[_Tensors]:
+    """Every shard's header read (no tensor data), as one mapping of tensor name -> shard."""
+    with ExitStack() as stack:
+        opened = {
+            shard: stack.enter_context(_open_safetensors(path))
+            for shard, path in weights.shards.items()
+        }
+        yield _Tensors(weights, opened)
+
+
+class _Tensors:
+    """The tensors of all the shards, each found in the shard that holds it; WeightsError when
+    two shards hold one name, or the index puts a tensor in a shard that lacks it."""
+
+    def __init__(self, weights: WeightFiles, opened: dict):
+        self._in: dict[str, object] = {}
+        home = {}
+        for shard, f in opened.items():
+            for key in f.keys():
+                if key in self._in:
+                    raise WeightsError(f"{key} is in two shards; each tensor must be in one")
+                self._in[key], home[key] = f, shard
+        for key, shard in home.items():
+            if weights.where and weights.where.get(key) != shard:
+                raise WeightsError(
+                    f"{shard} holds {key}, which {WEIGHTS_INDEX} puts in "
+                    f"{weights.where.get(key) or 'no shard'}"
+                )
+        for key, shard in weights.where.items():
+            if key not in self._in:
+                raise WeightsError(f"{WEIGHTS_INDEX} puts {key} in {shard}, which lacks it")
+
+    def keys(self):
+        return self._in.keys()
+
+    def get_slice(self, name: str):
+        return self._in[name].get_slice(name)
+
+    def get_tensor(self, name: str):
+        return self._in[name].get_tensor(name)
+
+
+@dataclass(frozen=True)
 class WeightsPlan:
-    """What model.safetensors holds, checked from its header against config.json: nothing read
-    past the header, nothing allocated."""
+    """What the weights file (or its shards) holds, checked from the headers against
+    config.json: nothing read past the headers, nothing allocated."""
 
     config: ModelConfig
     key_map: dict[str, str]  # Encoder parameter -> tensor name
@@ -181,29 +303,32 @@ class WeightsPlan:
     ignored: tuple[tuple[str, str], ...]  # (tensor name, why it is not used)
 
 
-def plan_weights(path: Path, family: Family, arch: Architecture, max_params: int) -> WeightsPlan:
+def plan_weights(
+    weights: WeightFiles, family: Family, arch: Architecture, max_params: int
+) -> WeightsPlan:
     """Every size check that needs no tensor data, in order, each before anything larger is
     read: the config against the limits, the file's size against the config, the names in the
-    header against the family's key map, each tensor's shape against the config."""
+    header against the family's key map, each tensor's shape against the config. Shards are
+    checked as one file: their total size, the names in all their headers."""
     guess = model_config(arch, has_head=False, max_params=max_params)
     D, V = guess.d_model, guess.vocab_size
     # Largest honest file for this config: every encoder tensor, an untied decoder and head, a
     # pooler and a small fine-tuning head, in float32, plus the header.
     honest = 4 * (guess.n_params + 2 * V * (D + 1) + 3 * D * D + 64 * D) + (4 << 20)
-    size = path.stat().st_size
+    size = weights.size
     if size > honest:
+        what = f"the shards {WEIGHTS_INDEX} names have" if weights.where else f"{weights.name} has"
         raise TooLargeError(
-            f"{path.name} has {size:,} bytes; a model of this config.json has at most about "
-            f"{honest:,}"
+            f"{what} {size:,} bytes; a model of this config.json has at most about {honest:,}"
         )
-    with _open_safetensors(path) as f:
+    with _open_weights(weights) as f:
         names = set(f.keys())
         prefix = _prefix(family, names)
         key_map = family.key_map(guess.n_layers, prefix)
-        head_names = _head_names(family, arch, names, path)
+        head_names = _head_names(family, arch, names, weights.name)
         config = model_config(arch, has_head=bool(head_names), max_params=max_params)
         used = set(key_map.values()) | set(head_names.values())
-        ignored = _check_names(family, prefix, names, used, path)
+        ignored = _check_names(family, prefix, names, used, weights.name)
         shapes = expected_shapes(config, arch.positions_in_file)
         head_shapes = MaskedLMHead.shapes(config.d_model, config.vocab_size)
         wanted = [(theirs, shapes[ours]) for ours, theirs in key_map.items()]
@@ -223,13 +348,14 @@ def _open_safetensors(path: Path):
 
 
 def load_weights(
-    path: Path, family: Family, arch: Architecture, max_params: int
+    weights: WeightFiles, family: Family, arch: Architecture, max_params: int
 ) -> tuple[Encoder, MaskedLMHead | None, tuple[tuple[str, str], ...]]:
-    """The encoder, its masked-LM head (or None) and the tensors left out, from model.safetensors,
-    after plan_weights' checks; each tensor's dtype and values checked as it is read."""
-    plan = plan_weights(path, family, arch, max_params)
+    """The encoder, its masked-LM head (or None) and the tensors left out, from model.safetensors
+    or its shards, after plan_weights' checks; each tensor's dtype and values checked as it is
+    read."""
+    plan = plan_weights(weights, family, arch, max_params)
     config = plan.config
-    with _open_safetensors(path) as f:
+    with _open_weights(weights) as f:
 
         class Lazy(dict):  # each tensor read from the file when asked for, not kept here
             def __missing__(self, key):
@@ -259,7 +385,7 @@ def load_weights(
     return model, head, plan.ignored
 
 
-def _head_names(family: Family, arch: Architecture, names: set, path: Path) -> dict[str, str]:
+def _head_names(family: Family, arch: Architecture, names: set, what: str) -> dict[str, str]:
     """MaskedLMHead parameter -> checkpoint tensor, for a checkpoint with a masked-LM head;
     empty without one. All of a head's tensors are there, or none (a decoder tied to the word
     embedding may be left out of the file)."""
@@ -274,14 +400,14 @@ def _head_names(family: Family, arch: Architecture, names: set, path: Path) -> d
     lacking = sorted(needed - set(found))
     if lacking:
         raise WeightsError(
-            f"{path.name} has part of a masked-LM head but not "
+            f"{what} has part of a masked-LM head but not "
             + ", ".join(family.head_keys[k][0] for k in lacking)
         )
     return found
 
 
 def _check_names(
-    family: Family, prefix: str, names: set, used: set, path: Path
+    family: Family, prefix: str, names: set, used: set, what: str
 ) -> tuple[tuple[str, str], ...]:
     """(name, why) of each tensor left out; WeightsError for a missing or unexpected one."""
     missing = sorted(used - names)
@@ -294,7 +420,7 @@ def _check_names(
             unexpected.append(name)
     if missing or unexpected:
         raise WeightsError(
-            f"{path.name} is not a {family.name} checkpoint of this config.json: "
+            f"{what} is not a {family.name} checkpoint of this config.json: "
             + (f"missing {', '.join(missing[:3])}" if missing else "")
             + ("; " if missing and unexpected else "")
             + (f"unexpected {', '.join(unexpected[:3])}" if unexpected else "")
@@ -400,7 +526,7 @@ def open_folder(
     folder = Path(folder)
     files = scan(folder)
     raw, family, arch = _read_config(files)
-    model, head, ignored = load_weights(files[WEIGHTS], family, arch, max_params)
+    model, head, ignored = load_weights(weight_files(folder, files), family, arch, max_params)
     config = model.config
     max_pieces = model_max_pieces(files, config)
     tokenizer = load_tokenizer(files, family, max_pieces)
@@ -437,7 +563,7 @@ class FolderInfo:
     masked_lm: bool  # it has a masked-LM head (fill in the mask); else a sentence encoder
     max_pieces: int  # word-pieces it reads per text, specials included
     licence: str | None
-    weights_bytes: int  # size of model.safetensors
+    weights_bytes: int  # size of model.safetensors, or of all its shards
 
 
 def describe_folder(folder: str | Path, max_params: int = MAX_PARAMS) -> FolderInfo:
@@ -446,7 +572,8 @@ def describe_folder(folder: str | Path, max_params: int = MAX_PARAMS) -> FolderI
     folder = Path(folder)
     files = scan(folder)
     raw, family, arch = _read_config(files)
-    plan = plan_weights(files[WEIGHTS], family, arch, max_params)
+    weights = weight_files(folder, files)
+    plan = plan_weights(weights, family, arch, max_params)
     if "tokenizer.json" not in files and not ("vocab.txt" in files and family.wordpiece):
         load_tokenizer(files, family, 3)  # raises MissingFileError, saying which file
     return FolderInfo(
@@ -459,7 +586,7 @@ def describe_folder(folder: str | Path, max_params: int = MAX_PARAMS) -> FolderI
         masked_lm=bool(plan.head_names),
         max_pieces=model_max_pieces(files, plan.config),
         licence=licence_of(files),
-        weights_bytes=files[WEIGHTS].stat().st_size,
+        weights_bytes=weights.size,
     )
 
 
