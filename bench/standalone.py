@@ -4,17 +4,20 @@ In one run, with headless Chromium opening each page from file:// (no server), i
 
 - tfviz's Attention page for the bundled reverse model (the grid of every layer and head),
 - tfviz's Attention page for MiniLM at ~32 word-pieces (one layer's heads in columns, as the
-  view shows a many-headed model),
-- the same MiniLM page with plotly.js's cartesian partial bundle (plotly.js-cartesian-dist-min
+  view shows a many-headed model), as the app writes it: drawn by tfviz's standalone.js,
+- the same MiniLM page drawn by plotly.js inlined (the installed package's full bundle: what
+  the app wrote before standalone.js, and still writes for a figure standalone.js does not draw),
+- the same with plotly.js's cartesian partial bundle (plotly.js-cartesian-dist-min
   of the installed plotly.js version, from the npm registry; heatmaps and bars are all these
   pages draw) in place of the full bundle: what a smaller plotly.js would buy,
 - bertviz's head_view page for the same MiniLM attention (all layers; it shows layer 0 with
   every head), computed by tfviz's own trace so that both pages show the same numbers.
 
-The time measured is from navigation start to every head visible: for tfviz, every plotly graph
-div holds its drawn svg (.main-svg); for bertviz, its svg holds every head's attention lines
-(H * T * T of them). Each is read in the page (performance.now(), whose origin is the
-navigation) at the first animation frame after the condition holds. A fresh browser context per
+The time measured is from navigation start to every head visible: for tfviz, every chart is
+drawn (a standalone.js chart marked data-drawn, or a plotly graph div holding its svg); for
+bertviz, its svg holds every head's attention lines (H * T * T of them). Each is read in the
+page (performance.now(), whose origin is the navigation) at the first animation frame after the
+condition holds. A fresh browser context per
 open, N opens per page (default 10); median and p95 printed, and the ratio of the MiniLM medians
 tfviz / bertviz against the target <= 1.5x. Exits 0 either way.
 
@@ -83,9 +86,11 @@ WATCH = """
   document.addEventListener('DOMContentLoaded', check);
 })();
 """
+# Every chart drawn: a plotly graph div holding its svg, or a standalone.js chart marked drawn.
 TFVIZ_DONE = (
     "const g = document.querySelectorAll('.js-plotly-plot');"
-    " return g.length === %d && [...g].every(d => d.querySelector('.main-svg'));"
+    " const lite = document.querySelectorAll('.tfviz-chart[data-drawn]').length;"
+    " return lite + [...g].filter(d => d.querySelector('.main-svg')).length === %d;"
 )
 BERTVIZ_DONE = "return document.querySelectorAll('#attention line').length === %d;"
 
@@ -149,17 +154,24 @@ def tfviz_pages() -> tuple[dict[str, tuple[str, int]], object]:
     sentence = run_trace(minilm, pretrained.SentenceTask(tokenizer), SENTENCE)
     minilm_figures = attention.exported_figures(sentence, 0, None, caption="L0")
     facts = {"Model": pretrained.NAME, "Sequence": SENTENCE}
+    assert not any(standalone.unsupported(f) for _, f in toy_figures + minilm_figures)
     pages = {
         "tfviz reverse": (
             standalone.page("reverse", toy_figures, {"Sequence": TOY_SEQUENCE}),
             len(toy_figures),
         ),
         "tfviz MiniLM": (standalone.page("MiniLM", minilm_figures, facts), len(minilm_figures)),
+        "tfviz MiniLM plotly": (
+            standalone.page("MiniLM", minilm_figures, facts, use_plotly=True),
+            len(minilm_figures),
+        ),
     }
     cartesian = cartesian_bundle()
     if cartesian is not None:
         pages["tfviz MiniLM cart"] = (
-            standalone.page("MiniLM", minilm_figures, facts, plotly_bundle=cartesian),
+            standalone.page(
+                "MiniLM", minilm_figures, facts, plotly_bundle=cartesian, use_plotly=True
+            ),
             len(minilm_figures),
         )
     return pages, sentence
@@ -234,11 +246,11 @@ def main() -> None:
                 times[name].append(open_once(browser, path, done, outside))
         browser.close()
 
-    print(f"{'page':<18} {'median ms':>10} {'p95 ms':>8}")
+    print(f"{'page':<20} {'median ms':>10} {'p95 ms':>8}")
     for name, values in times.items():
-        print(f"{name:<18} {statistics.median(values):>10.0f} {percentile(values, 0.95):>8.0f}")
+        print(f"{name:<20} {statistics.median(values):>10.0f} {percentile(values, 0.95):>8.0f}")
     if "bertviz MiniLM" in times:
-        for name in ("tfviz MiniLM", "tfviz MiniLM cart"):
+        for name in ("tfviz MiniLM", "tfviz MiniLM plotly", "tfviz MiniLM cart"):
             if name not in times:
                 continue
             ratio = statistics.median(times[name]) / statistics.median(times["bertviz MiniLM"])

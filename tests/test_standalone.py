@@ -1,8 +1,9 @@
 """The standalone web page (tfviz.standalone) and its download button (tfviz.ui.standalone).
 
-The page must open with no server and no network: plotly.js inlined exactly once however many
-charts, nothing to fetch (no src or href to http), and a user's text inert. The browser half,
-with the network blocked, is tests/test_browser_standalone.py.
+The page must open with no server and no network: its drawing code inlined exactly once however
+many charts (standalone.js for the figures it draws, which are all the exported views', else
+plotly.js), nothing to fetch (no src or href to http), and a user's text inert. The browser
+half, with the network blocked, is tests/test_browser_standalone.py.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
+import plotly.graph_objects as go
 import plotly.offline
 import pytest
 
 from tests.conftest import start_app
-from tfviz import get_task, load_checkpoint, plots, standalone
-from tfviz.trace import run_trace
+from tfviz import get_task, lessons, load_checkpoint, plots, pretrained, standalone
+from tfviz.trace import cosine_per_token, run_trace
 from tfviz.ui.i18n import translate
 from tfviz.ui.standalone import build_page
 from tfviz.ui.views import attention
@@ -41,10 +44,13 @@ def figures(trace) -> list:
 
 
 def body(html_text: str) -> str:
-    """The page without its inlined plotly.js (whose code holds URL strings it never fetches)."""
-    js = plotly.offline.get_plotlyjs()
-    assert html_text.count(js) == 1
-    return html_text.replace(js, "")
+    """The page without its inlined drawing code (plotly.js holds URL strings it never
+    fetches), which must be there exactly once."""
+    for js in (plotly.offline.get_plotlyjs(), standalone.chart_js()):
+        if js in html_text:
+            assert html_text.count(js) == 1
+            return html_text.replace(js, "")
+    raise AssertionError("the page holds neither plotly.js nor standalone.js")
 
 
 def plotted(html_text: str) -> list[dict]:
@@ -53,14 +59,54 @@ def plotted(html_text: str) -> list[dict]:
     return [{"id": div, "data": json.loads(data)} for div, data in calls]
 
 
+def drawn(html_text: str) -> list[dict]:
+    """The id and figure of every standalone.js chart in the page, in order."""
+    calls = re.findall(r'tfvizChart\("([^"]+)",(.*?)\)</script>', body(html_text))
+    return [{"id": div, "figure": json.loads(figure)} for div, figure in calls]
+
+
+def exported(trace) -> list[tuple[str, go.Figure]]:
+    """Every kind of chart a view's web page holds: Attention's grid, a layer's columns (as
+    MiniLM shows it) and an enlarged head; Before/after W_o's six; lesson step 1's maps."""
+    out = attention.exported_figures(trace, None, (0, 1), caption="grid")
+    out += attention.exported_figures(trace, 1, None, caption="L1")
+    ex = lessons.two_head_example()
+    out += [
+        ("concat", plots.activation_map(trace.concat[0], trace.labels, n_heads=trace.n_heads)),
+        ("attn_out", plots.activation_map(trace.attn_out[0], trace.labels)),
+        (
+            "cos",
+            plots.cosine_bars(cosine_per_token(trace.concat[0], trace.attn_out[0]), trace.labels),
+        ),
+        ("pair", plots.dependency_pair(ex.dependency_identity, ex.dependency, titles=("a", "b"))),
+    ]
+    return out
+
+
 def test_plotly_js_is_inlined_once_for_several_figures(trace):
-    page = standalone.page("T", figures(trace), {"Model": "reverse"})
+    page = standalone.page("T", figures(trace), {"Model": "reverse"}, use_plotly=True)
     assert page.count(plotly.offline.get_plotlyjs()) == 1
     assert page.count("<script") == 1 + len(figures(trace))  # plotly.js, then one per figure
 
 
-def test_nothing_in_the_page_is_fetched_from_elsewhere(trace):
-    page = body(standalone.page("T", figures(trace), {"Model": "reverse"}))
+def test_the_exported_views_are_drawn_by_standalone_js_inlined_once(trace):
+    page = standalone.page("T", figures(trace), {"Model": "reverse"})
+    assert plotly.offline.get_plotlyjs() not in page
+    assert page.count(standalone.chart_js()) == 1
+    assert page.count("<script") == 1 + len(figures(trace))
+    assert len(page) < 200_000  # against ~4.8 MB with plotly.js
+
+
+def test_a_figure_standalone_js_does_not_draw_sends_the_page_to_plotly_js(trace):
+    pie = go.Figure(go.Pie(values=[1, 2]))
+    page = standalone.page("T", figures(trace)[:1] + [("pie", pie)], {})
+    assert page.count(plotly.offline.get_plotlyjs()) == 1
+    assert len(plotted(page)) == 2 and not drawn(page)
+
+
+@pytest.mark.parametrize("use_plotly", [False, True])
+def test_nothing_in_the_page_is_fetched_from_elsewhere(trace, use_plotly):
+    page = body(standalone.page("T", figures(trace), {"Model": "reverse"}, use_plotly=use_plotly))
     assert not FETCHING.findall(page)
     assert "mathjax" not in page.lower()
     assert "http" not in page  # not even a link: a class offline cannot follow one
@@ -68,7 +114,7 @@ def test_nothing_in_the_page_is_fetched_from_elsewhere(trace):
 
 def test_every_figure_and_its_caption_is_in_the_page(trace):
     shown = figures(trace)
-    page = standalone.page("T", shown, {})
+    page = standalone.page("T", shown, {}, use_plotly=True)
     calls = plotted(page)
     assert [c["id"] for c in calls] == [f"tfviz-chart-{i}" for i in range(len(shown))]
     assert [len(c["data"]) for c in calls] == [len(f.data) for _, f in shown]
@@ -94,7 +140,7 @@ def test_the_attention_view_s_figures_are_put_in_the_page_s_language(trace):
     # drawn on click, and the page says "query" in Chinese.
     assert "query %{y}" not in page
     assert translate("zh", "chart.word.query") + " %{y}" in page
-    assert len(plotted(page)) == 2
+    assert len(globals()["drawn"](page)) == 2
 
 
 def test_a_many_headed_layer_is_exported_as_the_columns_the_view_shows(trace):
@@ -116,7 +162,7 @@ def test_the_views_offer_the_page_in_the_student_s_language(view, lang):
 
 def test_another_plotly_bundle_replaces_the_installed_one_and_is_kept_well_formed(trace):
     bundle = "/* a partial bundle */ var s = '</script>';"
-    page = standalone.page("T", figures(trace)[:1], {}, plotly_bundle=bundle)
+    page = standalone.page("T", figures(trace)[:1], {}, plotly_bundle=bundle, use_plotly=True)
     assert plotly.offline.get_plotlyjs() not in page
     assert "/* a partial bundle */ var s = '<\\/script>';" in page
     assert page.count("</script>") == 2  # plotly.js's and the figure's: no early end
@@ -125,3 +171,50 @@ def test_another_plotly_bundle_replaces_the_installed_one_and_is_kept_well_forme
 def test_a_caption_s_markdown_emphasis_is_not_shown_raw(trace):
     page = build_page("T", [("**Look:** the `W_o` map", figures(trace)[0][1])], {}, "en")
     assert "<figcaption>Look: the W_o map</figcaption>" in page
+
+
+def test_every_chart_the_views_export_is_one_standalone_js_draws(trace):
+    for caption, figure in exported(trace):
+        assert standalone.unsupported(figure) == [], caption
+
+
+def test_minilm_s_clipped_w_o_with_its_rings_is_one_standalone_js_draws():
+    model, _ = pretrained.load_minilm("cpu")
+    W_o = model.layers[0].attn.W_o.weight.detach().numpy()
+    figure = plots.w_o_matrix(W_o, model.layers[0].attn.n_heads)
+    assert [t.type for t in figure.data][:2] == ["heatmap", "scatter"]  # the clipped cells' rings
+    assert standalone.unsupported(figure) == []
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        (lambda f: f.update_layout(showlegend=True), "layout.showlegend"),
+        (lambda f: f.update_traces(mode="lines", selector=dict(type="scatter")), "scatter.mode"),
+        (lambda f: f.update_xaxes(type="log"), "axis.type"),
+        (lambda f: f.add_annotation(text="x", showarrow=True), "annotation.showarrow"),
+        (
+            lambda f: f.update_traces(zsmooth="best", selector=dict(type="heatmap")),
+            "heatmap.zsmooth",
+        ),
+    ],
+)
+def test_anything_standalone_js_does_not_draw_is_named(trace, change, named):
+    figure = go.Figure(figures(trace)[2][1])  # concat: heatmap, titles, shapes
+    assert standalone.unsupported(figure) == []
+    change(figure)
+    assert any(item.startswith(named) for item in standalone.unsupported(figure))
+
+
+def test_a_figure_s_json_is_its_plotly_json_without_the_theme_and_cannot_end_the_script(trace):
+    labels = ["<s>", "</script><img src=x onerror=alert(1)>", "&amp;"]
+    attn = np.full((3, 3), 1 / 3, dtype=np.float32)
+    figure = plots.attention_map(attn, labels, title="</script>")
+    text = standalone.figure_json(figure)
+    assert "<" not in text
+    data = json.loads(text)
+    assert "template" not in data["layout"]
+    assert data["data"][0]["x"] == plots.escape_labels(labels)  # plotly's own escaped labels
+    page = standalone.page("T", [("c", figure)], {})
+    assert page.count("</script>") == 2  # standalone.js's and the chart's
+    assert "<img" not in page

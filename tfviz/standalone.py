@@ -1,20 +1,29 @@
 """One view as one self-contained web page: its charts with hover, the facts behind them.
 
-The page needs no server and no network: plotly.js (from the installed plotly package) is inlined
-once, before every figure, so a page of several charts costs one copy (~4.5 MB minified) and
-opens from a USB stick, a static file host or file://. Nothing in the page is fetched: no CDN,
-no MathJax, no font. Text a user typed (the sequence, an uploaded model's name) is HTML-escaped
-before it goes into the page; in a figure, plotly itself draws text as text.
+The page needs no server and no network: nothing in it is fetched (no CDN, no MathJax, no font),
+so it opens from a USB stick, a static file host or file://. Text a user typed (the sequence, an
+uploaded model's name) is HTML-escaped before it goes into the page; in a figure it is drawn as
+text.
 
-Parsing plotly.js dominates the time to first paint (bench/standalone.py), so the figures carry
-only what they need: each figure's JSON is written compactly by plotly.io.to_html and the page
-adds no script of its own besides plotly.js.
+Two ways to draw the charts, chosen per page:
+
+- tfviz's own drawing (standalone.js, a few kB, inlined): for figures made only of what it
+  draws (LITE_TRACES, LITE_LAYOUT: heatmaps, bars, text and rings, one colour bar: every chart
+  the exported views draw today). It opens about as fast as bertviz's head_view page.
+- plotly.js inlined once (the installed plotly package's, ~4.8 MB), for any other figure:
+  parsing it dominates the time to the first chart, ~3x bertviz's page (bench/standalone.py).
+
+Both take the figure's plotly JSON as tfviz.plots built it, so a chart has one definition.
 """
 
 from __future__ import annotations
 
 import html
+import json
+import re
 from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -29,6 +38,9 @@ body{font-family:system-ui,sans-serif;margin:1rem auto;max-width:1200px;padding:
 h1{font-size:1.4rem}dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}
 dt{font-weight:600}dd{margin:0;white-space:pre-wrap;font-family:ui-monospace,monospace}
 figure{margin:1.5rem 0}figcaption{color:#555;margin-bottom:.3rem}
+.tfviz-chart{position:relative;width:100%}.tfviz-chart canvas{display:block}
+.tfviz-hover{display:none;position:absolute;pointer-events:none;white-space:pre;z-index:1;
+background:#fff;border:1px solid #888;border-radius:3px;padding:.25rem .4rem;font-size:12px}
 """
 
 
@@ -41,6 +53,196 @@ def plotly_js(bundle: str | None = None) -> str:
     # "</script" inside a script element would end it early; plotly.js holds none today, but
     # the escape costs nothing and keeps the page well-formed whatever bundle is given.
     return bundle.replace("</script", "<\\/script")
+
+
+# What standalone.js draws: per trace type, the keys it reads (or may ignore: showlegend, name,
+# cliponaxis, meta); per layout part, the same. A figure with any other key, or a value outside
+# LITE_VALUES, goes to plotly.js instead, so a chart is never drawn half right.
+LITE_TRACES = {
+    "heatmap": {
+        "type",
+        "x",
+        "y",
+        "z",
+        "coloraxis",
+        "colorscale",
+        "zmin",
+        "zmax",
+        "hovertemplate",
+        "hoverongaps",
+        "customdata",
+        "texttemplate",
+        "textfont",
+        "xaxis",
+        "yaxis",
+        "name",
+    },
+    "bar": {
+        "type",
+        "x",
+        "y",
+        "marker",
+        "hovertemplate",
+        "text",
+        "textposition",
+        "textfont",
+        "xaxis",
+        "yaxis",
+        "name",
+        "showlegend",
+    },
+    "scatter": {
+        "type",
+        "x",
+        "y",
+        "mode",
+        "text",
+        "textposition",
+        "textfont",
+        "marker",
+        "customdata",
+        "hovertemplate",
+        "hoverinfo",
+        "xaxis",
+        "yaxis",
+        "meta",
+        "cliponaxis",
+        "showlegend",
+    },
+}
+LITE_LAYOUT = {
+    "title",
+    "height",
+    "margin",
+    "coloraxis",
+    "plot_bgcolor",
+    "template",
+    "shapes",
+    "annotations",
+}
+LITE_AXIS = {
+    "type",
+    "tickvals",
+    "ticktext",
+    "autorange",
+    "range",
+    "title",
+    "domain",
+    "anchor",
+    "overlaying",
+    "visible",
+    "side",
+    "showgrid",
+    "automargin",
+    "tickfont",
+    "tickangle",
+    "showticklabels",
+    "zeroline",
+}
+LITE_PARTS = {
+    "coloraxis": {"colorscale", "cmin", "cmax", "showscale", "colorbar"},
+    "colorbar": {
+        "title",
+        "tickvals",
+        "ticktext",
+        "orientation",
+        "x",
+        "y",
+        "xanchor",
+        "yanchor",
+        "yref",
+        "ypad",
+        "thickness",
+        "len",
+        "ticklabelposition",
+    },
+    "shape": {"type", "x0", "x1", "y0", "y1", "xref", "yref", "line"},
+    "annotation": {
+        "text",
+        "x",
+        "y",
+        "xref",
+        "yref",
+        "xanchor",
+        "yanchor",
+        "yshift",
+        "showarrow",
+        "font",
+    },
+    "marker": {"color", "symbol", "size", "line"},
+}
+LITE_VALUES = {  # (part, key) -> the values standalone.js knows
+    ("scatter", "mode"): {"text", "markers"},
+    ("marker", "symbol"): {"circle-open"},
+    ("shape", "type"): {"line"},
+    ("annotation", "showarrow"): {False},
+    ("axis", "type"): {"category", "linear", "-"},
+    ("axis", "autorange"): {"reversed", True},
+}
+AXIS_NAME = re.compile(r"[xy]axis\d*")
+
+
+def unsupported(figure: go.Figure | dict) -> list[str]:
+    """What in figure standalone.js does not draw, as "part.key" names; empty when it draws it
+    all."""
+    data = figure.to_plotly_json() if hasattr(figure, "to_plotly_json") else figure
+    out: list[str] = []
+
+    def check(part: str, spec: dict, allowed: set[str]) -> None:
+        for key, value in spec.items():
+            if key not in allowed:
+                out.append(f"{part}.{key}")
+            elif (part, key) in LITE_VALUES and value not in LITE_VALUES[(part, key)]:
+                out.append(f"{part}.{key}={value!r}")
+
+    for trace in data.get("data", []):
+        kind = trace.get("type", "scatter")
+        if kind not in LITE_TRACES:
+            out.append(f"trace.type={kind!r}")
+            continue
+        check(kind, trace, LITE_TRACES[kind])
+        if isinstance(trace.get("marker"), dict):
+            check("marker", {k: v for k, v in trace["marker"].items()}, LITE_PARTS["marker"])
+    for key, value in data.get("layout", {}).items():
+        if AXIS_NAME.fullmatch(key):
+            check("axis", value, LITE_AXIS)
+        elif key not in LITE_LAYOUT:
+            out.append(f"layout.{key}")
+    layout = data.get("layout", {})
+    if "coloraxis" in layout:
+        check("coloraxis", layout["coloraxis"], LITE_PARTS["coloraxis"])
+        check("colorbar", layout["coloraxis"].get("colorbar", {}), LITE_PARTS["colorbar"])
+    for shape in layout.get("shapes", []):
+        check("shape", shape, LITE_PARTS["shape"])
+    for note in layout.get("annotations", []):
+        check("annotation", note, LITE_PARTS["annotation"])
+    return out
+
+
+@cache
+def chart_js() -> str:
+    """standalone.js, tfviz's own chart drawing, as inline script text."""
+    return (Path(__file__).with_name("standalone.js")).read_text(encoding="utf-8")
+
+
+def figure_json(figure: go.Figure) -> str:
+    """figure's plotly JSON for standalone.js: compact, its arrays as plotly packs them (base64),
+    without the theme (standalone.js draws its own), and safe inside a <script>: every "<" is
+    written as its JSON escape, so no text in it can close the element."""
+    from plotly.utils import PlotlyJSONEncoder
+
+    data = figure.to_plotly_json()
+    data["layout"].pop("template", None)
+    text = json.dumps(data, cls=PlotlyJSONEncoder, separators=(",", ":"), ensure_ascii=False)
+    return text.replace("<", "\\u003c")
+
+
+def lite_div(figure: go.Figure, div_id: str) -> str:
+    """One figure as a <div> and the script that draws it with standalone.js."""
+    return (
+        f'<div class="tfviz-chart" id="{div_id}"></div>'
+        f"<script>tfvizChart({json.dumps(div_id)},{figure_json(figure)})</script>"
+    )
 
 
 def figure_div(figure: go.Figure, div_id: str) -> str:
@@ -73,23 +275,29 @@ def page(
     facts: Mapping[str, str],
     lang: str = "en",
     plotly_bundle: str | None = None,
+    use_plotly: bool = False,
 ) -> str:
     """One HTML page: title, facts (name -> value, e.g. model, sequence, W_o mode, zeroed heads,
-    prediction) and each (caption, figure) with its caption above it, plotly.js inlined once.
+    prediction) and each (caption, figure) with its caption above it.
 
-    Every string given is escaped here: a caller passes plain text, never HTML. plotly_bundle:
-    another plotly.js build's text (e.g. the cartesian partial bundle of the same version, a
-    third of the size; bench/standalone.py measures it), else the installed package's own.
+    The charts are drawn by standalone.js when every figure is made of what it draws
+    (unsupported() is empty), else by plotly.js inlined once; use_plotly: plotly.js whatever
+    the figures (bench/standalone.py compares the two). Every string given is escaped here: a
+    caller passes plain text, never HTML. plotly_bundle: another plotly.js build's text (e.g.
+    the cartesian partial bundle of the same version), else the installed package's own.
     """
+    lite = not use_plotly and not any(unsupported(figure) for _, figure in figures)
+    div = lite_div if lite else figure_div
     charts = "".join(
         f"<figure><figcaption>{html.escape(caption)}</figcaption>"
-        f"{figure_div(figure, f'tfviz-chart-{i}')}</figure>"
+        f"{div(figure, f'tfviz-chart-{i}')}</figure>"
         for i, (caption, figure) in enumerate(figures)
     )
+    script = chart_js() if lite else plotly_js(plotly_bundle)
     return (
         f'<!DOCTYPE html><html lang="{html.escape(lang)}"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(title)}</title><style>{STYLE}</style>"
-        f'<script type="text/javascript">{plotly_js(plotly_bundle)}</script></head>'
+        f'<script type="text/javascript">{script}</script></head>'
         f"<body><h1>{html.escape(title)}</h1>{facts_list(facts)}{charts}</body></html>"
     )

@@ -2,7 +2,7 @@
 (tfviz.standalone), for a class that opens a prepared view from a USB stick or a file host.
 
 The page is built on click only: st.download_button takes a callable as its data, so a rerun (a
-keystroke in the sequence box) costs nothing here; a page is ~4.8 MB, mostly plotly.js. Whatever
+keystroke in the sequence box) costs nothing here (a page is ~0.1 MB: the charts' data). Whatever
 needs the session (the language, the catalogue's words, the switches in words) is read while the
 script runs; the callable, which Streamlit may call outside the script, only draws and writes.
 """
