@@ -14,6 +14,7 @@ skip, except under CI=true.
 from __future__ import annotations
 
 import io
+import json
 import os
 import zipfile
 from pathlib import Path
@@ -275,3 +276,63 @@ def test_the_shared_model_is_unchanged_by_every_tab_with_w_o_off(model_root):
         shared.state_dict().items(), fresh.state_dict().items(), strict=True
     ):
         assert torch.equal(a, b), name
+
+
+# ---- the listing's signature: a sharded folder is watched too --------------------------------
+
+
+def _fake_sharded(folder: Path, shards: dict[str, bytes]) -> None:
+    """A folder laid out as a sharded checkpoint (config, index, shards); only stat'ed here."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text('{"model_type": "bert"}', encoding="utf-8")
+    where = {f"t{n}": name for n, name in enumerate(shards)}
+    (folder / hf.folder.WEIGHTS_INDEX).write_text(json.dumps({"weight_map": where}))
+    for name, data in shards.items():
+        (folder / name).write_bytes(data)
+
+
+def test_the_signature_changes_when_a_shard_changes(tmp_path):
+    from tfviz.ui import folders
+
+    a, b = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+    _fake_sharded(tmp_path / "big", {a: b"x" * 10, b: b"y" * 20})
+    before = folders.signature(tmp_path)
+    assert before == folders.signature(tmp_path)  # unchanged: not read again
+    (tmp_path / "big" / b).write_bytes(b"z" * 21)  # a shard replaced (new size)
+    resized = folders.signature(tmp_path)
+    assert resized != before
+    shard = tmp_path / "big" / b
+    shard.write_bytes(b"w" * 21)  # same size, only its time tells
+    os.utime(shard, ns=(shard.stat().st_atime_ns, shard.stat().st_mtime_ns + 10**9))
+    assert folders.signature(tmp_path) != resized
+    retimed = folders.signature(tmp_path)
+    index = tmp_path / "big" / hf.folder.WEIGHTS_INDEX
+    index.write_text(index.read_text() + " ")  # the index rewritten
+    assert folders.signature(tmp_path) != retimed
+    # The digest of the model follows: a new stamp is a new model for load_folder's cache.
+    keys = {folders.stamp_key(s[0][2]) for s in (before, resized, retimed)}
+    assert len(keys) == 3
+    # One model.safetensors wins over an index beside it, as in hf.folder.weight_files.
+    (tmp_path / "big" / hf.folder.WEIGHTS).write_bytes(b"w" * 5)
+    ((name, _, stamp),) = folders.signature(tmp_path)
+    assert name == "big" and stamp[1] == 5 and folders.stamp_key(stamp).endswith(":5")
+
+
+def test_a_sharded_model_in_the_server_folder_gets_a_new_digest_when_a_shard_changes(
+    tmp_path, monkeypatch
+):
+    from tfviz.ui import folders
+
+    root = tmp_path / "served"
+    ref = _build("bert", root / "sharded")
+    (root / "sharded" / hf.folder.WEIGHTS).unlink()
+    ref.save_pretrained(root / "sharded", safe_serialization=True, max_shard_size="20KB")
+    monkeypatch.setenv(settings.PRETRAINED_DIR_ENV, str(root))
+    problems: list[str] = []
+    (entry,) = folders.folder_entries(problems)
+    assert not problems and entry.key == "folder:sharded" and entry.family == "BERT"
+    shard = sorted((root / "sharded").glob("model-*-of-*.safetensors"))[-1]
+    st = shard.stat()
+    os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # rewritten in place
+    (again,) = folders.folder_entries(problems)
+    assert again.digest != entry.digest

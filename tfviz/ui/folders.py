@@ -12,6 +12,7 @@ bombs, path traversal, links, pickles and code, and is kept in that session only
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import streamlit as st
@@ -37,16 +38,47 @@ def _stat(path: Path) -> tuple[int, int]:
     return (s.st_mtime_ns, s.st_size)
 
 
+def weights_stamp(folder: Path) -> tuple:
+    """What stands for a model folder's weights: model.safetensors's (mtime, size) when it is
+    there (it wins over an index, as in hf.folder.weight_files), else, for a sharded folder, the
+    (name, mtime, size) of model.safetensors.index.json and of every .safetensors file beside it:
+    the shards the index may name (weight_files refuses any other), found with one directory
+    listing and without reading the index, so a replaced, added or removed shard is seen."""
+    single = folder / hf.folder.WEIGHTS
+    index = folder / hf.folder.WEIGHTS_INDEX
+    if single.exists() or not index.exists():
+        return _stat(single)
+    try:
+        with os.scandir(folder) as it:
+            names = sorted(
+                e.name for e in it if e.name.endswith(".safetensors") and not e.name.startswith(".")
+            )
+    except OSError:
+        names = []
+    return tuple(
+        (name, *_stat(folder / name))
+        for name in [hf.folder.WEIGHTS_INDEX, *names[: hf.folder.MAX_FILES]]
+    )
+
+
+def stamp_key(stamp: tuple) -> str:
+    """The weights stamp as part of a model's digest: "mtime:size" for one file, a short hash of
+    every file's time and size for shards."""
+    if len(stamp) == 2 and all(isinstance(x, int) for x in stamp):
+        return f"{stamp[0]}:{stamp[1]}"
+    return hashlib.sha256(repr(stamp).encode()).hexdigest()[:16]
+
+
 def signature(root: Path) -> tuple:
-    """What the listing depends on: each subfolder's name and its config and weights files' times
-    and sizes (a few stat calls per run: a changed folder is read again, an unchanged one not)."""
+    """What the listing depends on: each subfolder's name, its config's time and size and its
+    weights stamp (weights_stamp: model.safetensors, or the index and shards of a sharded
+    folder). A few stat calls per run: a changed folder is read again, an unchanged one not."""
     try:
         subs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError:
         return ()
     return tuple(
-        (p.name, _stat(p / "config.json"), _stat(p / hf.folder.WEIGHTS))
-        for p in subs[: hf.folder.MAX_FILES]
+        (p.name, _stat(p / "config.json"), weights_stamp(p)) for p in subs[: hf.folder.MAX_FILES]
     )
 
 
@@ -79,10 +111,9 @@ def folder_entries(problems: list[str]) -> list[ModelEntry]:
         if isinstance(item, hf.Refused):
             problems.append(t("folder.refused", name=item.name, why=item.reason))
             continue
-        # The weights file's time and size stand for its contents (hashing a 400 MB file on every
-        # server's first page would be slow); an edited folder is then a new model.
-        mtime, size = stamps.get(item.name, (0, 0))
-        digest = f"{KEY_PREFIX}{item.name}:{mtime}:{size}"
+        # The weights files' times and sizes stand for their contents (hashing a 400 MB file on
+        # every server's first page would be slow); an edited folder is then a new model.
+        digest = f"{KEY_PREFIX}{item.name}:{stamp_key(stamps.get(item.name, (0, 0)))}"
         entries.append(
             ModelEntry(
                 f"{KEY_PREFIX}{item.name}", item.name, SOURCE, str(item.path), digest, item.family
