@@ -349,6 +349,53 @@ def test_a_byte_level_cut_inside_a_character_keeps_the_shown_prefix(built, opene
     assert short.truncated and short.pieces[1:-1] == whole.pieces[1:3] == ("我", "…")
 
 
+def test_a_byte_level_guess_alone_is_readable_never_a_replacement_character(opened):
+    """A fill-in-the-mask guess is one piece read alone: half a CJK character must not show as
+    "\ufffd" (what decoding it gives) nor in the byte alphabet ("æĪ")."""
+    from tfviz.ui.masked import guesses_text, shown_word
+
+    tok = opened["roberta"].tokenizer
+    mojibake = set(tokenizer_mod._BYTE_OF) - set(map(chr, range(0x21, 0x7F)))
+    half = [i for i in range(tok.vocab_size) if "\ufffd" in tok._full.decode([i])]
+    assert half  # pieces holding part of a character exist: exercised
+    for i in range(tok.vocab_size):
+        word = tok.piece_text(i)
+        assert word and word.isprintable() and "\ufffd" not in word, (tok.piece(i), word)
+        assert not any(c in mojibake for c in word), (tok.piece(i), word)
+    # 我 is E6 88 91, one byte a piece here: its label shows it on the first piece, "…" on the
+    # rest; alone, the first piece is a byte that says no character yet, the others continue one.
+    p = tok.encode("我")
+    first, *rest = p.ids[1:-1]
+    assert p.pieces[1:-1] == ("我", "…", "…")
+    assert tok.piece_text(first) == "<0xE6>"
+    assert [tok.piece_text(i) for i in rest] == ["…<0x88>", "…<0x91>"]
+    # A whole word reads as its label does: "Ġcat" -> "▁cat".
+    sentence = tok.encode(TEXTS[0])
+    cat = sentence.ids[2]
+    assert tok.piece(cat) == "Ġcat" and tok.piece_text(cat) == "▁cat" == sentence.pieces[2]
+    # fill_mask's guesses carry it, and the masked-word view shows it as it is.
+    logits = torch.full((tok.vocab_size,), -10.0)
+    logits[[cat, first, *rest]] = torch.tensor([4.0, 3.0, 2.0, 1.0])
+    guesses = hf.mlm._top(tok, logits, 4)
+    assert [g.word for g in guesses] == ["▁cat", "<0xE6>", "…<0x88>", "…<0x91>"]
+    assert [g.piece for g in guesses] == [tok.piece(i) for i in (cat, first, *rest)]
+    assert [shown_word(g) for g in guesses] == [g.word for g in guesses]
+    assert "\ufffd" not in guesses_text(guesses) and "æ" not in guesses_text(guesses)
+
+
+@pytest.mark.parametrize("kind", ["bert", "xlm-roberta"])
+def test_word_piece_and_sentence_piece_guesses_are_decoded_as_before(kind, opened):
+    tok = opened[kind].tokenizer
+    assert not tok.byte_level
+    for i in range(tok.vocab_size):
+        assert tok.piece_text(i) == tok._full.decode([i], skip_special_tokens=False).strip()
+    spelled = {tok.piece(i): tok.piece_text(i) for i in range(tok.vocab_size)}
+    if kind == "bert":
+        assert spelled["cat"] == "cat" and spelled["##s"] == "##s"
+    else:
+        assert spelled["▁fo"] == "fo" and spelled["中"] == "中"
+
+
 @pytest.mark.parametrize("kind", ["bert", "xlm-roberta"])
 def test_word_piece_and_sentence_piece_labels_are_the_vocabulary_spelling(kind, opened):
     tok = opened[kind].tokenizer

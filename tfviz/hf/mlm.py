@@ -86,7 +86,7 @@ class Guess:
 
     piece_id: int
     piece: str  # as the vocabulary spells it ("##s", "Ġcat")
-    word: str  # as text ("s", "cat")
+    word: str  # as text: "cat", "##s" (alone, as BERT decodes it), byte-level "▁cat" (shown_piece)
     probability: float  # softmax over the whole vocabulary
 
 

@@ -165,7 +165,14 @@ class PieceTokenizer:
         return self._full.id_to_token(piece_id) or f"<{piece_id}>"  # a padded vocabulary has gaps
 
     def piece_text(self, piece_id: int) -> str:
-        """A piece as the words it stands for (byte-level "Ġcat" -> "cat", "##s" -> "s")."""
+        """A piece on its own as text (a fill-in-the-mask guess): WordPiece and SentencePiece as
+        their decoder gives them ("▁cat" -> "cat"); a byte-level piece as shown_pieces shows it
+        ("Ġcat" -> "▁cat", "æĪĳ" -> "我"), with any bytes of an incomplete character marked
+        instead of decoded to "\ufffd" (shown_piece)."""
+        if self.byte_level:
+            piece = self._full.id_to_token(piece_id)
+            if piece and all(c in _BYTE_OF for c in piece):
+                return shown_piece(piece)
         return self._full.decode([piece_id], skip_special_tokens=False).strip()
 
     def _split(self, text: str, mask: str | None):
@@ -382,6 +389,31 @@ def _decode_run(out: list[str], run: list[int]) -> None:
         shown += "".join(starts[b] for b in range(at, at + len(piece_bytes)) if b in starts)
         out[n] = "".join(_visible(c) for c in shown)
         at += len(piece_bytes)
+
+
+def shown_piece(piece: str) -> str:
+    """One byte-level piece, read alone, as readable text: "Ġcat" -> "▁cat", "æĪĳ" -> "我".
+
+    Alone, a piece may hold part of a character only (byte-level BPE splits a CJK character's
+    three bytes across pieces). Bytes continuing a character begun before the piece are shown
+    as "…", as shown_pieces shows them (followed by the bytes themselves, "…<0x91>", when the
+    piece holds nothing else, so two such pieces never read alike); the first bytes of a
+    character the piece does not finish, which alone say no character, as byte markers in the
+    SentencePiece byte-fallback spelling ("<0xE6><0x88>"). Never "\ufffd" nor the byte alphabet.
+    """
+    data = bytes(_BYTE_OF[c] for c in piece)
+    text = data.decode("utf-8", errors="surrogateescape")  # a bad byte b -> U+DC00 + b
+
+    def marker(c: str) -> str:
+        return f"<0x{ord(c) - 0xDC00:02X}>"
+
+    lead = 0  # bytes continuing a character begun in an earlier piece (0x80..0xBF)
+    while lead < len(text) and 0xDC80 <= ord(text[lead]) <= 0xDCBF:
+        lead += 1
+    rest = "".join(marker(c) if 0xDC80 <= ord(c) <= 0xDCFF else _visible(c) for c in text[lead:])
+    if not lead:
+        return rest
+    return CONTINUED + (rest or "".join(marker(c) for c in text[:lead]))
 
 
 def _visible(c: str) -> str:

@@ -46,8 +46,9 @@ def put_mask(text: str, mask: str) -> None:
 
 
 def shown_word(guess) -> str:
-    """A guess as text, or as the vocabulary spells it where the text would be blank, a control
-    character or half a character (a byte-level piece of a multi-byte letter decodes to U+FFFD)."""
+    """A guess as text (Guess.word: a byte-level piece already readable, half a character as
+    "…" or byte markers, tokenizer.shown_piece), or as the vocabulary spells it where the text
+    would be blank, a control character or U+FFFD (a safeguard for other tokenizers)."""
     word = guess.word
     if not word or not word.isprintable() or "\ufffd" in word:
         return guess.piece if guess.piece.isprintable() else repr(guess.piece)
