@@ -7,8 +7,9 @@ so that every edit really changes every chart, and measures in the page, with pe
   start  the Enter keydown (a capture listener on the document, before Streamlit sees it);
   end    the script state went running -> notRunning after it (a fast run may never show
          "running": then the two next conditions stand for it), the prediction block shows the
-         new input, every plotly chart on the page has re-rendered after the keydown
-         (plotly_afterplot / plotly_react on each graph div), nothing more was drawn for
+         new input, every chart on the page has re-rendered after the keydown
+         (plotly_afterplot / plotly_react on each plotly graph div, tfviz:drawn on each
+         canvas chart of widgets.canvas_charts), nothing more was drawn for
          QUIET_MS, and two animation frames have passed after the last redraw (it is painted).
 
 Per configuration it prints the median and p95 over --edits edits (after --warmup unrecorded
@@ -178,6 +179,13 @@ HARNESS_JS = """
       }
     }
   };
+  // A chart drawn by tfviz's standalone.js on a canvas (widgets.canvas_charts) says so itself.
+  document.addEventListener('tfviz:drawn', (e) => {
+    const div = e.target, now = performance.now();
+    tf.draws.push([e.detail.began, now]);
+    div.__tfLast = now;
+    painted(div);
+  }, true);
   const start = () => {
     new MutationObserver(tf.hook).observe(document.body, {childList: true, subtree: true});
     tf.hook();
@@ -204,7 +212,7 @@ HARNESS_JS = """
       // the page and every chart redrawn after the keydown say that this run's output is in.
       const running = tf.states.find(([t, v]) => t >= t0 && v === 'running');
       const finished = running && tf.states.find(([t, v]) => t >= running[0] && v === 'notRunning');
-      const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
+      const plots = Array.from(document.querySelectorAll('.js-plotly-plot, .tfviz-chart'));
       const drawn = plots.length > 0 && plots.every((gd) => (gd.__tfLast || -1) > t0
           && (gd.__tfPainted || -1) > gd.__tfLast);
       const idle = app() && app().getAttribute('data-test-script-state') === 'notRunning';
@@ -259,9 +267,11 @@ FIRST_RENDER_JS = """
   if (!document.querySelector(code)) return false;
   const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]').length;
   const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
-  if (plots.length === 0 || plots.length < charts) return false;
+  const canvases = Array.from(document.querySelectorAll('.tfviz-chart'));
+  if (plots.length + canvases.length === 0 || plots.length < charts) return false;
   const drawn = plots.every((gd) => gd.querySelector('.main-svg')
-      && (gd.querySelectorAll('g.hm image').length > 0 || gd.querySelector('g.trace')));
+      && (gd.querySelectorAll('g.hm image').length > 0 || gd.querySelector('g.trace')))
+      && canvases.every((div) => div.hasAttribute('data-drawn'));
   return drawn ? performance.timeOrigin + performance.now() : false;
 }
 """

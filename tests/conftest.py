@@ -101,3 +101,25 @@ def submit_training(at, name: str, steps: int):
     at.button(key="train_submit").click().run()
     assert not at.exception and not at.error
     return at.session_state["train_job"]
+
+
+def page_figures(at) -> list[dict]:
+    """Every chart an AppTest page shows in its main area, as plotly JSON, in page order: the
+    plotly charts and the figures of the canvas charts (tfviz.ui.widgets.canvas_charts)."""
+    import json
+
+    from tfviz.ui.widgets import CANVAS_NAME, canvas_figures
+
+    out: list[dict] = []
+
+    def visit(node) -> None:
+        kind = getattr(node, "type", None)
+        if kind == "plotly_chart":
+            out.append(json.loads(node.proto.spec))
+        elif kind == "bidi_component" and node.proto.component_name == CANVAS_NAME:
+            out.extend(canvas_figures(node))
+        for child in getattr(node, "children", {}).values():
+            visit(child)
+
+    visit(at.main)
+    return out

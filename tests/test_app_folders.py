@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import start_app
+from tests.conftest import page_figures, start_app
 from tests.test_hf_encoders import _build  # skips this module without transformers (fails in CI)
 from tfviz import hf, settings
 from tfviz.interventions import NONE, Interventions
@@ -129,7 +129,7 @@ def test_each_family_opens_in_every_tab_with_w_o_off(kind):
         assert not at.error, (kind, label, [e.value for e in at.error])
     at.session_state["view"] = "Attention"
     at.run()
-    assert at.get("plotly_chart"), "the attention view drew no chart"
+    assert page_figures(at), "the attention view drew no chart"
 
 
 @pytest.mark.parametrize("kind", FAMILIES)

@@ -9,13 +9,11 @@ BertModel in tests/test_pretrained.py). The model loads once per process (about 
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import APP, start_app
+from tests.conftest import APP, page_figures, start_app
 from tests.test_app import array  # plotly's typed arrays in figure JSON, as numpy
 from tfviz import analysis, plots, pretrained
 from tfviz.interventions import NONE, switches
@@ -67,7 +65,7 @@ def messages(at: AppTest, kind: str) -> list[str]:
 
 
 def charts(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    return page_figures(at)
 
 
 def pieces(at: AppTest) -> list[str]:

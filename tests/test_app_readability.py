@@ -8,12 +8,10 @@ values have no such outliers, keeps its full range and no note.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
-from tests.conftest import start_app
+from tests.conftest import page_figures, start_app
 from tfviz import plots, pretrained
 from tfviz.ui.i18n import translate
 
@@ -27,8 +25,7 @@ def residual_chart(at) -> dict:
     """The residual-stream figure of the W_o off view: its one signed (diverging) heatmap; the
     attention charts run from 0 to 1, the drift chart is bars."""
     found = []
-    for chart in at.get("plotly_chart"):
-        spec = json.loads(chart.proto.spec)
+    for spec in page_figures(at):
         axis = spec["layout"].get("coloraxis", {})
         if axis.get("cmin", 0) < 0:
             found.append(spec)

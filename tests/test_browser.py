@@ -56,6 +56,9 @@ CODE = '.st-key-prediction [data-testid="stCode"]'  # st.container(key="predicti
 EXCEPTION = '[data-testid="stException"]'
 ALERT = '[data-testid="stAlert"]'
 PLOT = ".js-plotly-plot"
+# Any chart drawn: a plotly chart's svg, or a canvas chart (tfviz.ui.widgets.canvas_charts) marked
+# drawn by standalone.js.
+CHART_DRAWN = ".js-plotly-plot .main-svg, .tfviz-chart[data-drawn]"
 
 # Counts finished script runs (the script state turning back to notRunning) and notes the time of
 # the last DOM change. Installed before the page loads, on the document, so it sees stApp once it
@@ -90,20 +93,49 @@ window.WebSocket = class extends OrigWS {
 QUIET_MS = 300  # no DOM change for this long after a run: it is drawn
 
 # What each plotly chart on the page holds: SVG layers, heatmap images (data URLs) and traces.
+# Every chart on the page, plotly's and the canvas charts' (tfviz.ui.widgets.canvas_charts), in
+# one shape. For a canvas chart: traces and heatmaps from the figure it drew (once drawn), its
+# heatmap "bytes" the inked pixels of a coarse sample (a blank canvas has none), its y tick
+# labels the figure's (drawn as text on the canvas, not in the DOM).
 PLOTS_JS = """
-() => Array.from(document.querySelectorAll('.js-plotly-plot')).map((gd) => {
-  const svg = gd.querySelector('.main-svg');
-  const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
-  const images = Array.from(gd.querySelectorAll('g.hm image'));
-  return {
-    width: box.width,
-    height: box.height,
-    heatmaps: images.length,
-    heatmap_bytes: Math.min(...images.map((im) => (im.getAttribute('href') || '').length), 1e9),
-    traces: gd.querySelectorAll('g.trace, g.hm, g.heatmaplayer > g').length,
-    yticks: Array.from(gd.querySelectorAll('.ytick text')).map((t) => t.textContent),
-  };
-})
+() => {
+  const plotly = Array.from(document.querySelectorAll('.js-plotly-plot')).map((gd) => {
+    const svg = gd.querySelector('.main-svg');
+    const box = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+    const images = Array.from(gd.querySelectorAll('g.hm image'));
+    return {
+      width: box.width,
+      height: box.height,
+      heatmaps: images.length,
+      heatmap_bytes: Math.min(...images.map((im) => (im.getAttribute('href') || '').length), 1e9),
+      traces: gd.querySelectorAll('g.trace, g.hm, g.heatmaplayer > g').length,
+      yticks: Array.from(gd.querySelectorAll('.ytick text')).map((t) => t.textContent),
+    };
+  });
+  const canvases = Array.from(document.querySelectorAll('.tfviz-chart')).map((div) => {
+    const canvas = div.querySelector('canvas');
+    const drawn = div.hasAttribute('data-drawn') && canvas;
+    const box = drawn ? canvas.getBoundingClientRect() : {width: 0, height: 0};
+    const data = drawn ? div.__figure.data : [];
+    let inked = 0;
+    if (drawn && canvas.width && canvas.height) {
+      const pixels = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+      for (let k = 0; k < pixels.length; k += 4 * 37) {
+        if (pixels[k] < 250 || pixels[k + 1] < 250 || pixels[k + 2] < 250) inked++;
+      }
+    }
+    const yaxis = drawn ? div.__figure.layout.yaxis || {} : {};
+    return {
+      width: box.width,
+      height: box.height,
+      heatmaps: data.filter((t) => t.type === 'heatmap').length,
+      heatmap_bytes: inked,
+      traces: data.length,
+      yticks: (yaxis.ticktext || []).map(String),
+    };
+  });
+  return plotly.concat(canvases);
+}
 """
 
 pytestmark = pytest.mark.browser
@@ -194,7 +226,7 @@ def page(browser, server):
         # the prediction block only exists once a run has drawn it.
         page.wait_for_selector(CODE)
         page.wait_for_selector(APP_IDLE)
-        page.wait_for_selector(f"{PLOT} .main-svg")
+        page.wait_for_selector(CHART_DRAWN)
         yield page
         assert page.page_errors == [], f"uncaught errors in the page: {page.page_errors}"
     finally:
@@ -278,7 +310,7 @@ def assert_no_exception(page: Page) -> None:
 
 
 def assert_charts_drawn(page: Page, at_least: int = 1, heatmaps: bool = False) -> list[dict]:
-    """Every plotly chart on the page has a sized SVG with traces; heatmaps carry their image.
+    """Every chart on the page (PLOTS_JS) is sized with traces; heatmaps carry their image.
 
     Plotly draws after the script's elements arrive, so this polls (bounded) before asserting.
     """
@@ -373,7 +405,9 @@ def test_bad_input_shows_a_clear_error_and_the_app_recovers(page):
     assert "'x'" in message, message  # names the offending character...
     assert "abcdefghij" in message, message  # ...and what is allowed
     assert page.locator(CODE).count() == 0, "a stale prediction is shown for a bad sequence"
-    assert page.locator(PLOT).count() == 0, "stale charts are shown for a bad sequence"
+    assert page.locator(f"{PLOT}, .tfviz-chart").count() == 0, (
+        "stale charts are shown for a bad sequence"
+    )
     assert_no_exception(page)
     screenshot(page, "browser_bad_input.png")
 

@@ -28,8 +28,8 @@ from tests.test_browser import (
     ALERT,
     APP_IDLE,
     ARTIFACTS,
+    CHART_DRAWN,
     EXCEPTION,
-    PLOT,
     TIMEOUT_MS,
     WATCH_JS,
     rerun,
@@ -169,7 +169,7 @@ def opened_minilm(browser, query: dict[str, str]):
         page.goto(f"{browser.tfviz_server}/?{urlencode({'model': MINILM, **query})}")
         page.wait_for_selector(f"{PIECES}, {ALERT}")
         page.wait_for_selector(APP_IDLE)
-        page.wait_for_selector(f"{PLOT} .main-svg")
+        page.wait_for_selector(CHART_DRAWN)
         quiet(page)
         assert page.locator(".st-key-sentence_b input").count() == 1, "the link did not open it"
         yield page

@@ -80,6 +80,7 @@ def test_minilm_sentence_and_w_o_off_change_the_similarity(page):
     assert float(learned) == pytest.approx(want.learned, abs=5e-4)
     assert_charts_drawn(page, at_least=1, heatmaps=True)  # layer 0's twelve heads
     assert page.locator(ALERT).count() == 0
+    assert_hover_names_a_cell(page, model, task)
 
     # W_o off (identity) in every layer: the switched similarity is shown beside the learned one.
     radio = page.locator('[data-testid="stSidebar"] [data-testid="stRadio"]').filter(has_text="W_o")
@@ -97,3 +98,25 @@ def test_minilm_sentence_and_w_o_off_change_the_similarity(page):
     assert_charts_drawn(page, at_least=1, heatmaps=True)
     assert_no_exception(page)
     screenshot(page, "browser_minilm_w_o_off.png")
+
+
+def assert_hover_names_a_cell(page, model, task) -> None:
+    """Layer 0's heads are canvas charts (tfviz.ui.widgets.canvas_charts): a real mouse over
+    head 1's cell (query 3, key 5) shows its word-pieces and its weight from the trace."""
+    from tfviz.trace import run_trace
+
+    tr = run_trace(model, task, SENTENCE)
+    column = page.locator(".tfviz-chart").first
+    column.scroll_into_view_if_needed()
+    T = len(tr.labels)
+    row = (T + 2) * 1 + 3  # block 1 (head 1) starts after block 0 and its two gap rows
+    x, y = column.evaluate(f"div => tfvizChart.cellAt(div, 0, {row}, 5)")
+    box = column.locator("canvas").bounding_box()
+    page.mouse.move(box["x"] + x, box["y"] + y)
+    hover = column.locator(".tfviz-hover")
+    hover.wait_for(state="visible")
+    assert hover.inner_text().splitlines() == [
+        f"query L0 H1 {tr.labels[3]}",
+        f"key {tr.labels[5]}",
+        f"weight {tr.attn[0, 1, 3, 5]:.3f}",
+    ]

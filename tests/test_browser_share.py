@@ -19,6 +19,7 @@ from tests import test_browser as shared
 from tests.test_browser import (
     APP_IDLE,
     ARTIFACTS,
+    CHART_DRAWN,
     CODE,
     EXCEPTION,
     PLOT,
@@ -50,7 +51,7 @@ def opened(browser, url: str, viewport: dict, **options):
         page.goto(url)
         page.wait_for_selector(CODE)
         page.wait_for_selector(APP_IDLE)
-        page.wait_for_selector(f"{PLOT} .main-svg")
+        page.wait_for_selector(CHART_DRAWN)
         quiet(page)
         yield page
         assert page.locator(EXCEPTION).count() == 0

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import start_app
+from tests.conftest import page_figures, start_app
 from tfviz import checks, get_task, list_tasks, settings
 from tfviz.checkpoint import safe_model_path
 
@@ -177,7 +177,7 @@ def check_sequence_result(at: AppTest, task, text: str, errors: list[str]) -> bo
         assert message == str(e), (text[:50], message)
         assert f"takes {task.min_len} to {task.max_len} characters from: {task.alphabet}" in message
         assert len(message) < 400  # a 10,000-character paste is never echoed back
-        assert not at.code and not at.get("plotly_chart")  # no result for a bad input
+        assert not at.code and not page_figures(at)  # no result for a bad input
         return False
     assert not errors, (text, errors)
     assert "right answer" in at.code[0].value  # the prediction table
@@ -237,7 +237,7 @@ def test_corpus_sample_through_the_attention_view(model):
         text = typed
         if check_sequence_result(at, task, text, [e.value for e in at.error]):
             accepted += 1
-            assert at.get("plotly_chart")  # the attention charts
+            assert page_figures(at)  # the attention charts
         problems = markup_problems(at, text, known)
         assert not problems, (typed[:50], problems)
     assert accepted >= 2  # the corpus holds inputs each of these tasks takes

@@ -239,16 +239,33 @@
     return widest + 2 > spacing;
   }
 
-  function textBlock(ctx, textLines, x, y, size, align, baseline, colour) {
+  /* Draw one line of text at (x, y) in the current font, and note its box in ctx.__texts
+   * (the chart's texts and where they are: the tests check that none overlap). */
+  function put(ctx, text, x, y, align, baseline) {
+    ctx.textAlign = align;
+    ctx.textBaseline = baseline;
+    ctx.fillText(text, x, y);
+    if (!ctx.__texts || !text) return;
+    var w = ctx.measureText(text).width;
+    var size = parseFloat(ctx.font);
+    var x0 = align === "right" ? x - w : align === "center" ? x - w / 2 : x;
+    var y0 = baseline === "top" ? y : baseline === "bottom" ? y - size : y - size / 2;
+    ctx.__texts.push({ text: text, x0: x0, x1: x0 + w, y0: y0, y1: y0 + size });
+  }
+
+  /* Lines of text from (x, y), anchored by align and baseline. A cell's number is not noted
+   * (it lies on its cell, not beside another label). */
+  function textBlock(ctx, textLines, x, y, size, align, baseline, colour, cell) {
     ctx.font = font(size);
     ctx.fillStyle = colour || INK;
-    ctx.textAlign = align;
-    ctx.textBaseline = "middle";
     var h = size * 1.25;
     var top = baseline === "bottom" ? y - h * textLines.length : baseline === "middle" ? y - (h * textLines.length) / 2 : y;
+    var noted = ctx.__texts;
+    if (cell) ctx.__texts = null;
     textLines.forEach(function (line, i) {
-      ctx.fillText(line, x, top + h * (i + 0.5));
+      put(ctx, line, x, top + h * (i + 0.5), align, "middle");
     });
+    ctx.__texts = noted;
   }
 
   /* Lay the figure out for a width: margins grown to fit tick labels where plotly would. */
@@ -386,7 +403,7 @@
           if (typeof val !== "number" || !isFinite(val)) continue;
           var cell = scaleColour(colours.scale, (val - colours.lo) / (colours.hi - colours.lo));
           var light = 0.299 * cell[0] + 0.587 * cell[1] + 0.114 * cell[2] > 140;
-          textBlock(ctx, lines(fill(trace.texttemplate, { z: val, x: xs[cc], y: ys[rr] })), toPx(x, value(x, xs[cc])), toPx(y, value(y, ys[rr])), size, "center", "middle", light ? "#222" : "#fff");
+          textBlock(ctx, lines(fill(trace.texttemplate, { z: val, x: xs[cc], y: ys[rr] })), toPx(x, value(x, xs[cc])), toPx(y, value(y, ys[rr])), size, "center", "middle", light ? "#222" : "#fff", true);
         }
       }
     }
@@ -449,9 +466,7 @@
       var p = toPx(axis, t[0]);
       widest = Math.max(widest, ctx.measureText(t[1]).width);
       if (axis.letter === "y") {
-        ctx.textAlign = "right";
-        ctx.textBaseline = "middle";
-        ctx.fillText(t[1], xEdge(L, axis) - 4, p);
+        put(ctx, t[1], xEdge(L, axis) - 4, p, "right", "middle");
       } else {
         var top = spec.side === "top";
         var edge = top ? yEdge(L, axis, true) - 4 : yEdge(L, axis, false) + 4;
@@ -463,10 +478,12 @@
           ctx.textBaseline = "middle";
           ctx.fillText(t[1], 0, 0);
           ctx.restore();
+          var long = ctx.measureText(t[1]).width;
+          if (ctx.__texts && t[1]) {
+            ctx.__texts.push({ text: t[1], x0: p - size / 2, x1: p + size / 2, y0: top ? edge - long : edge, y1: top ? edge : edge + long });
+          }
         } else {
-          ctx.textAlign = "center";
-          ctx.textBaseline = top ? "bottom" : "top";
-          ctx.fillText(t[1], p, edge);
+          put(ctx, t[1], p, edge, "center", top ? "bottom" : "top");
         }
       }
     });
@@ -551,20 +568,15 @@
     values.forEach(function (v, i) {
       var f = (v - lo) / (hi - lo);
       if (f < -1e-9 || f > 1 + 1e-9) return;
-      if (cb.vertical) {
-        ctx.textAlign = "left";
-        ctx.textBaseline = "middle";
-        ctx.fillText(lines(texts[i]).join(" "), x0 + w + CB_TICK_PX, y0 + h - f * h);
-      } else {
-        ctx.textAlign = "center";
-        ctx.textBaseline = "top";
-        ctx.fillText(lines(texts[i]).join(" "), x0 + f * w, y0 + h + 3);
-      }
+      if (cb.vertical) put(ctx, lines(texts[i]).join(" "), x0 + w + CB_TICK_PX, y0 + h - f * h, "left", "middle");
+      else put(ctx, lines(texts[i]).join(" "), x0 + f * w, y0 + h + 3, "center", "top");
     });
     var title = bar.title && bar.title.text;
     if (title) {
+      // A horizontal bar's title before it, as plotly places it: after it, it ran off a
+      // narrow column's edge.
       if (cb.vertical) textBlock(ctx, lines(title), x0, y0 - 6, 12, "left", "bottom");
-      else textBlock(ctx, lines(title), x0 + w + 8, y0 + h / 2, 12, "left", "middle");
+      else textBlock(ctx, lines(title), x0 - 8, y0 + h / 2, 12, "right", "middle");
     }
   }
 
@@ -598,6 +610,7 @@
   }
 
   function draw(div) {
+    var began = performance.now();
     var fig = div.__figure;
     var width = div.clientWidth || 600;
     var dpr = window.devicePixelRatio || 1;
@@ -609,8 +622,12 @@
     canvas.style.width = width + "px";
     canvas.style.height = L.height + "px";
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, width, L.height);
+    ctx.__texts = [];
     var layout = fig.layout || {};
+    // White paper, as plotly's figures have it: the page behind may be dark (Streamlit's dark
+    // theme), and the figure's colours were chosen on white.
+    ctx.fillStyle = "#fff";
+    ctx.fillRect(0, 0, width, L.height);
     if (layout.plot_bgcolor && rgba(layout.plot_bgcolor)[3] > 0) {
       ctx.fillStyle = layout.plot_bgcolor;
       ctx.fillRect(L.box.l, L.box.t, L.pw, L.ph);
@@ -631,7 +648,11 @@
     var title = layout.title && layout.title.text;
     if (title) textBlock(ctx, lines(title), width / 2, 10, (layout.title.font || {}).size || 17, "center", "top");
     div.__layout = L;
+    div.__texts = ctx.__texts;
+    div.__width = width;
     div.setAttribute("data-drawn", "1");
+    // For whoever waits for the chart (a test, bench/ui_latency's harness): it is drawn now.
+    div.dispatchEvent(new CustomEvent("tfviz:drawn", { bubbles: true, detail: { began: began } }));
   }
 
   /* What a point under (px, py) says in its trace's hovertemplate, or null. Ring markers win
@@ -735,7 +756,7 @@
     return out;
   }
 
-  var charts = [];
+  var charts = []; // redrawn on a window resize where ResizeObserver is missing
   var pending = null;
   window.addEventListener("resize", function () {
     if (pending) cancelAnimationFrame(pending);
@@ -744,25 +765,43 @@
     });
   });
 
-  /* Draw figure (plotly JSON) into the element with id `id`, and redraw it when the window's
-   * width changes. */
-  window.tfvizChart = function (id, figure) {
-    var div = document.getElementById(id);
-    var canvas = document.createElement("canvas");
-    div.appendChild(canvas);
+  /* Draw figure (plotly JSON) into the element div, or draw div's chart again with a new
+   * figure (the app's next run); redrawn whenever div's width changes (a resized window, a
+   * phone turned, Streamlit's sidebar opened). */
+  function mount(div, figure) {
+    div.classList.add("tfviz-chart");
     div.__figure = { data: unpack(figure.data || []), layout: figure.layout || {} };
-    div.__canvas = canvas;
+    if (!div.__canvas) {
+      var canvas = document.createElement("canvas");
+      div.appendChild(canvas);
+      div.__canvas = canvas;
+      attachHover(div);
+      if (window.ResizeObserver) {
+        new ResizeObserver(function () {
+          if (div.__figure && div.clientWidth !== div.__width) draw(div);
+        }).observe(div);
+      } else charts.push(div);
+    }
     draw(div);
-    attachHover(div);
-    charts.push(div);
+  }
+
+  /* Draw figure into the element with id `id` (an exported page's charts). */
+  window.tfvizChart = function (id, figure) {
+    mount(document.getElementById(id), figure);
   };
-  window.tfvizChart.hoverAt = function (id, px, py) {
-    return hoverAt(document.getElementById(id), px, py);
+  window.tfvizChart.mount = mount;
+  function element(chart) {
+    return typeof chart === "string" ? document.getElementById(chart) : chart;
+  }
+
+  /* What the hover says at (px, py) of a chart (its id, or its element), or null. */
+  window.tfvizChart.hoverAt = function (chart, px, py) {
+    return hoverAt(element(chart), px, py);
   };
   /* The centre, in CSS pixels of the chart's canvas, of cell (row, col) of its trace'th trace
-   * (a heatmap): where the tests read a colour and hover. */
-  window.tfvizChart.cellAt = function (id, trace, row, col) {
-    var div = document.getElementById(id);
+   * (a heatmap) in a chart (its id, or its element): where the tests read a colour and hover. */
+  window.tfvizChart.cellAt = function (chart, trace, row, col) {
+    var div = element(chart);
     var t = div.__figure.data[trace];
     var L = div.__layout;
     var x = L.axes[axisName(t.xaxis, "x")];

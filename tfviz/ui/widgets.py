@@ -4,10 +4,12 @@ numbers, an index picker and a folded explanation."""
 from __future__ import annotations
 
 import functools
+import json
+from collections.abc import Sequence
 
 import streamlit as st
 
-from tfviz import plots
+from tfviz import plots, standalone
 from tfviz.ui.downloads import FILE_NAME_UNSAFE
 from tfviz.ui.help import HELP
 from tfviz.ui.i18n import current, t, translate
@@ -59,6 +61,62 @@ def chart(figure, key: str) -> None:
         },
     }
     st.plotly_chart(figure, key=key, theme=None, config=config)
+
+
+# A many-headed layer's columns of heads (MiniLM's 12 and their mean, in three charts) are
+# redrawn on every keystroke: plotly.js took ~123 ms to redraw the three where one plain heatmap
+# of the same cells took ~17 (bench/ui_latency.py --floor), and a keystroke cost 1.33-1.37x the
+# floor page's. They are drawn instead by tfviz's standalone.js, the exported web page's
+# drawing (tfviz/standalone.py), from the same plotly figures, all in one element: its script
+# arrives once per run, not once per chart. It lays them out in `columns` columns, one under the
+# other below Streamlit's own breakpoint for st.columns (640 px), as st.columns did.
+CANVAS_JS = (
+    standalone.chart_js_compact()
+    + """
+export default function ({ parentElement, data }) {
+  let grid = parentElement.querySelector(".tfviz-charts");
+  if (!grid) {
+    grid = document.createElement("div");
+    grid.className = "tfviz-charts";
+    parentElement.appendChild(grid);
+  }
+  grid.style.setProperty("--tfviz-columns", data.columns);
+  while (grid.children.length > data.figures.length) grid.lastChild.remove();
+  data.figures.forEach((figure, i) => {
+    const div = grid.children[i] || grid.appendChild(document.createElement("div"));
+    window.tfvizChart.mount(div, figure);
+  });
+}
+"""
+)
+CANVAS_CSS = standalone.CHART_CSS + (
+    ".tfviz-charts{display:grid;gap:1rem;"
+    "grid-template-columns:repeat(var(--tfviz-columns,1),minmax(0,1fr))}"
+    "@media (max-width:640px){.tfviz-charts{grid-template-columns:minmax(0,1fr)}}"
+)
+CANVAS_NAME = "tfviz_canvas_charts"
+_canvas_charts = st.components.v2.component(
+    CANVAS_NAME, js=CANVAS_JS, css=CANVAS_CSS, isolate_styles=False
+)
+
+
+def canvas_charts(figures: Sequence, key: str, columns: int) -> None:
+    """figures (plotly figures that standalone.js draws: tfviz.plots' columns of squares) side
+    by side in `columns` columns, drawn on canvases with their hover, in one element (see
+    CANVAS_JS). A figure standalone.js does not draw sends them all to plotly, in st.columns."""
+    if any(standalone.unsupported(figure) for figure in figures):
+        slots = st.columns(columns)
+        for c, figure in enumerate(figures):
+            with slots[c % columns]:
+                chart(figure, key=f"{key}_{c}")
+        return
+    shown = [json.loads(standalone.figure_json(figure)) for figure in figures]
+    _canvas_charts(data={"columns": columns, "figures": shown}, key=key)
+
+
+def canvas_figures(element) -> list[dict]:
+    """The plotly figures of a canvas_charts element as the app sent it (an AppTest element)."""
+    return json.loads(element.proto.json)["figures"]
 
 
 def number_table(rows: list[dict], key: str) -> None:

@@ -8,8 +8,8 @@ tokens does token i attend to" is a ranked list.
 A model with many heads (MiniLM: 6 layers x 12 heads) shows one layer's heads at a time, picked
 above the grid: 72 squares in one figure are too small to read and slow to draw. That layer's
 heads and their mean are laid out in HEAD_COLUMNS columns of squares (head_columns): side by
-side on a desktop, one under the other on a phone, where st.columns stack. In one row, 13
-squares left about 5 px per word-piece, and their labels an illegible pile.
+side on a desktop, one under the other on a phone, drawn on canvases (widgets.canvas_charts). In
+one row, 13 squares left about 5 px per word-piece, and their labels an illegible pile.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from tfviz.ui.i18n import current, t
 from tfviz.ui.standalone import download_button
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, per_model
-from tfviz.ui.widgets import chart, drop_stale_index, index_picker, plot_words
+from tfviz.ui.widgets import canvas_charts, chart, drop_stale_index, index_picker, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = per_model(
@@ -156,15 +156,14 @@ def attention_columns(attn, labels, layer: int, words: plots.Words = plots.engli
 
 
 def block_columns(H: int, figure, key: str) -> None:
-    """H heads and one more block (their mean, or their sum) in HEAD_COLUMNS st.columns.
+    """H heads and one more block (their mean, or their sum) in HEAD_COLUMNS columns, drawn on
+    canvases (widgets.canvas_charts: a keystroke redraws them all).
 
     figure(heads, with_last_block, show_scale) draws one column (tfviz.plots.attention_column,
-    norm_attention_column); its charts' keys are key_0, key_1, ...
+    norm_attention_column); key: the element's key.
     """
-    columns = st.columns(HEAD_COLUMNS)
-    for c, heads, last in column_blocks(H):
-        with columns[c]:
-            chart(figure(heads, last, c == 0), key=f"{key}_{c}")
+    figures = [figure(heads, last, c == 0) for c, heads, last in column_blocks(H)]
+    canvas_charts(figures, key=key, columns=HEAD_COLUMNS)
 
 
 def many_heads(n_layers: int, n_heads: int) -> bool:
