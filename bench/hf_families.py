@@ -9,7 +9,9 @@ cost does not depend on what the pieces spell). Each family is then opened in a 
 subprocess, so its load time and resident memory are its own. Per length (32, 128, 256, 512
 word-pieces) the script times trace.run_trace (what a keystroke costs the server in every
 view: the forward pass with every site copied out) and hf.fill_mask with W_o switched off (two
-passes), as median and p95 of --calls calls. The browser's share of a keystroke is
+passes), as median and p95 of --calls calls, and the memory per length: one trace's numpy
+arrays (what the server caches per trace) and the growth of the process's peak resident memory
+while that length runs. The browser's share of a keystroke is
 bench/ui_latency's business.
 
 Usage: python -m bench.hf_families [--calls 15] [--base] [--threads 1]
@@ -66,11 +68,19 @@ def build(kind: str, folder: Path, sizes: dict, write_tokenizer=small_tokenizer)
     cls(cfg).eval().save_pretrained(folder, safe_serialization=True)
 
 
-def rss_mib() -> float:
+def rss_mib(field: str = "VmRSS") -> float:
+    """This process's resident memory (VmRSS), or its peak so far (VmHWM), in MiB."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def trace_mib(trace) -> float:
+    """What one trace holds in numpy arrays: what the server keeps per cached trace."""
+    import numpy as np
+
+    return sum(v.nbytes for v in vars(trace).values() if isinstance(v, np.ndarray)) / 2**20
 
 
 def measure(folder: str, calls: int, threads: int) -> dict:
@@ -103,15 +113,22 @@ def measure(folder: str, calls: int, threads: int) -> dict:
         middle = len(text) // 2
         masked = text[:middle].rsplit(" ", 1)[0] + f" {mask} " + text[middle:].split(" ", 1)[-1]
         timings = {"trace": [], "fill_mask": []}
+        peak_before = rss_mib("VmHWM")
         for _ in range(calls + 1):  # the first call of each is untimed (warm-up)
             t0 = time.perf_counter()
-            run_trace(loaded.model, task, text, off)
+            trace = run_trace(loaded.model, task, text, off)
             t1 = time.perf_counter()
             hf.fill_mask(loaded.model, loaded.head, loaded.tokenizer, masked, off, mask=mask)
             t2 = time.perf_counter()
             timings["trace"].append(t1 - t0)
             timings["fill_mask"].append(t2 - t1)
-        row = {"pieces": len(task.pieces(text).ids)}
+        # Lengths run shortest first, so the peak's growth is what this length needs beyond the
+        # shorter ones (0 where they already needed as much).
+        row = {
+            "pieces": len(task.pieces(text).ids),
+            "trace_mib": trace_mib(trace),
+            "peak_growth_mib": rss_mib("VmHWM") - peak_before,
+        }
         for name, values in timings.items():
             values = sorted(values[1:])
             row[name] = (statistics.median(values), values[int(0.95 * (len(values) - 1) + 0.5)])
@@ -146,7 +163,10 @@ def main() -> None:
                 f"\n{family}: {size:.0f} MiB of weights, opened in {r['load_s']:.2f} s, "
                 f"resident memory +{r['rss_mib']:.0f} MiB, limit {r['limit']} word-pieces"
             )
-            print("  pieces   trace median / p95 (ms)   fill-mask, W_o off, median / p95 (ms)")
+            print(
+                "  pieces   trace median / p95 (ms)   fill-mask, W_o off, median / p95 (ms)"
+                "   one trace's arrays   peak memory growth"
+            )
             for n in LENGTHS:
                 row = r.get(str(n))
                 if row is None:
@@ -155,6 +175,8 @@ def main() -> None:
                 print(
                     f"  {row['pieces']:>6}   {1e3 * tr[0]:7.1f} / {1e3 * tr[1]:7.1f}"
                     f"            {1e3 * fm[0]:7.1f} / {1e3 * fm[1]:7.1f}"
+                    f"                  {row['trace_mib']:7.1f} MiB"
+                    f"        +{row['peak_growth_mib']:.0f} MiB"
                 )
 
 
