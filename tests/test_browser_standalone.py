@@ -144,6 +144,9 @@ def test_the_page_draws_every_chart_exactly_and_hovers_with_the_network_cut(brow
                 f"key {tr.labels[col]}",
                 f"weight {weights[row, col]:.3f}",
             ]
+        # A screen reader hears each chart's name: the enlarged head's title.
+        assert view.locator("#tfviz-chart-1 canvas").get_attribute("aria-label") == "L1 H2"
+        assert view.locator("#tfviz-chart-1 canvas").get_attribute("role") == "img"
         # concat's signed values: a negative one is written with plotly's minus sign.
         concat = tr.concat[0]
         row, col = map(int, divmod(int(concat.argmin()), concat.shape[1]))

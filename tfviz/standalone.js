@@ -647,6 +647,15 @@
     drawColourBar(ctx, L, fig);
     var title = layout.title && layout.title.text;
     if (title) textBlock(ctx, lines(title), width / 2, 10, (layout.title.font || {}).size || 17, "center", "top");
+    // A screen reader has no pixels to read: the canvas names its chart (title, block titles).
+    var names = title ? [lines(title).join(" ")] : [];
+    (fig.data || []).forEach(function (trace) {
+      if (trace.type === "scatter" && trace.mode === "text" && trace.text) {
+        names.push(trace.text.map(function (t) { return lines(t).join(" "); }).join(", "));
+      }
+    });
+    canvas.setAttribute("role", "img");
+    canvas.setAttribute("aria-label", names.join(": ") || "chart");
     div.__layout = L;
     div.__texts = ctx.__texts;
     div.__width = width;
