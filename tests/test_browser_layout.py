@@ -56,8 +56,22 @@ TWELVE_PIECES = "A woman is playing the violin on the stage."
 OVERLAPS_JS = """
 () => {
   const found = [];
+  // The texts of one chart (boxes) that leave its bounds or overlap another.
+  const check = (chart, boxes, bounds) => {
+    for (const b of boxes) {
+      if (b.x0 < bounds.left - 1 || b.x1 > bounds.right + 1 || b.y0 < bounds.top - 1
+          || b.y1 > bounds.bottom + 1) found.push([chart, b.text, 'outside the chart', b]);
+    }
+    for (let i = 0; i < boxes.length; i++) {
+      for (let j = i + 1; j < boxes.length; j++) {
+        const a = boxes[i], b = boxes[j];
+        const dx = Math.min(a.x1, b.x1) - Math.max(a.x0, b.x0);
+        const dy = Math.min(a.y1, b.y1) - Math.max(a.y0, b.y0);
+        if (dx > 1 && dy > 1) found.push([chart, a.text, b.text, [a, b]]);
+      }
+    }
+  };
   document.querySelectorAll('.js-plotly-plot').forEach((gd, chart) => {
-    const svg = gd.querySelector('.main-svg').getBoundingClientRect();
     const boxes = [];
     gd.querySelectorAll('svg text').forEach((el) => {
       if (!el.textContent.trim() || el.closest('.hoverlayer, .modebar')) return;
@@ -66,38 +80,14 @@ OVERLAPS_JS = """
       if (r.width === 0 || r.height === 0) return;
       boxes.push({text: el.textContent, x0: r.left, x1: r.right, y0: r.top, y1: r.bottom});
     });
-    for (const b of boxes) {
-      if (b.x0 < svg.left - 1 || b.x1 > svg.right + 1 || b.y0 < svg.top - 1
-          || b.y1 > svg.bottom + 1) found.push([chart, b.text, 'outside the chart', b]);
-    }
-    for (let i = 0; i < boxes.length; i++) {
-      for (let j = i + 1; j < boxes.length; j++) {
-        const a = boxes[i], b = boxes[j];
-        const dx = Math.min(a.x1, b.x1) - Math.max(a.x0, b.x0);
-        const dy = Math.min(a.y1, b.y1) - Math.max(a.y0, b.y0);
-        if (dx > 1 && dy > 1) found.push([chart, a.text, b.text, [a, b]]);
-      }
-    }
+    check(chart, boxes, gd.querySelector('.main-svg').getBoundingClientRect());
   });
   // A canvas chart (tfviz.ui.widgets.canvas_charts) notes every text it drew and its box, in
-  // its canvas's pixels: the same two checks.
+  // its canvas's pixels.
   document.querySelectorAll('.tfviz-chart[data-drawn]').forEach((div, i) => {
-    const chart = 'canvas ' + i;
-    const canvas = div.querySelector('canvas').getBoundingClientRect();
-    const boxes = div.__texts;
-    for (const b of boxes) {
-      if (b.x0 < -1 || b.x1 > canvas.width + 1 || b.y0 < -1 || b.y1 > canvas.height + 1) {
-        found.push([chart, b.text, 'outside the chart', b]);
-      }
-    }
-    for (let i = 0; i < boxes.length; i++) {
-      for (let j = i + 1; j < boxes.length; j++) {
-        const a = boxes[i], b = boxes[j];
-        const dx = Math.min(a.x1, b.x1) - Math.max(a.x0, b.x0);
-        const dy = Math.min(a.y1, b.y1) - Math.max(a.y0, b.y0);
-        if (dx > 1 && dy > 1) found.push([chart, a.text, b.text, [a, b]]);
-      }
-    }
+    const canvas = div.querySelector('canvas');
+    const bounds = {left: 0, top: 0, right: canvas.clientWidth, bottom: canvas.clientHeight};
+    check('canvas ' + i, div.__texts, bounds);
   });
   return found;
 }

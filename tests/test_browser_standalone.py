@@ -99,6 +99,14 @@ def assert_all_drawn_lite(page, n: int) -> None:
     assert page.evaluate("typeof window.Plotly") == "undefined"
 
 
+def assert_inert_and_offline(view, dialogs: list, outside: list) -> None:
+    """The hostile sequence is shown as text (no image, no script ran), nothing was fetched."""
+    assert HOSTILE in view.locator("dd").nth(1).text_content()
+    assert view.locator("img").count() == 0
+    assert dialogs == []
+    assert outside == []
+
+
 def cell_colour(page, chart: str, row: int, col: int) -> tuple[list[float], list[int]]:
     """Where cell (row, col) of a chart's first trace is drawn, and the canvas's colour there."""
     return page.evaluate(
@@ -153,10 +161,7 @@ def test_the_page_draws_every_chart_exactly_and_hovers_with_the_network_cut(brow
         (x, y), _ = cell_colour(view, "tfviz-chart-2", row, col)
         text = view.evaluate(f"tfvizChart.hoverAt('tfviz-chart-2', {x}, {y})")
         assert text[-1] == f"value −{abs(concat[row, col]):.3f}"
-        assert HOSTILE in view.locator("dd").nth(1).text_content()  # shown as text
-        assert view.locator("img").count() == 0
-        assert dialogs == []
-        assert outside == []
+        assert_inert_and_offline(view, dialogs, outside)
     finally:
         context.close()
 
@@ -173,10 +178,7 @@ def test_a_plotly_js_page_draws_every_chart_and_hovers_with_the_network_cut(brow
         label = view.locator(".hoverlayer .hovertext").first
         label.wait_for(state="visible", timeout=TIMEOUT_MS)
         assert "weight" in label.text_content()
-        assert HOSTILE in view.locator("dd").nth(1).text_content()  # shown as text
-        assert view.locator("img").count() == 0
-        assert dialogs == []
-        assert outside == []
+        assert_inert_and_offline(view, dialogs, outside)
     finally:
         context.close()
 
