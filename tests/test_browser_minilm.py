@@ -81,6 +81,7 @@ def test_minilm_sentence_and_w_o_off_change_the_similarity(page):
     assert_charts_drawn(page, at_least=1, heatmaps=True)  # layer 0's twelve heads
     assert page.locator(ALERT).count() == 0
     assert_hover_names_a_cell(page, model, task)
+    assert_a_column_saves_as_png(page)
 
     # W_o off (identity) in every layer: the switched similarity is shown beside the learned one.
     radio = page.locator('[data-testid="stSidebar"] [data-testid="stRadio"]').filter(has_text="W_o")
@@ -120,3 +121,21 @@ def assert_hover_names_a_cell(page, model, task) -> None:
         f"key {tr.labels[5]}",
         f"weight {tr.attn[0, 1, 3, 5]:.3f}",
     ]
+
+
+def assert_a_column_saves_as_png(page) -> None:
+    """A canvas chart's PNG button saves it, named as chart() names a chart's file and drawn at
+    twice its size (as plotly's camera, scale 2)."""
+    import struct
+
+    column = page.locator(".tfviz-chart").first
+    button = column.locator(".tfviz-save")
+    assert button.get_attribute("aria-label") == en("common.save_png")
+    with page.expect_download() as download:
+        button.click()
+    assert download.value.suggested_filename == "tfviz_all-MiniLM-L6-v2_attention_grid_0.png"
+    png = download.value.path().read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk
+    css = column.locator("canvas").evaluate("c => [c.clientWidth, c.clientHeight]")
+    assert (width, height) == (2 * css[0], 2 * css[1])

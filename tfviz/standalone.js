@@ -609,12 +609,33 @@
     ctx.restore();
   }
 
+  /* Draw div's figure on its canvas at the page's pixel ratio, and say it is drawn. */
   function draw(div) {
     var began = performance.now();
-    var fig = div.__figure;
-    var width = div.clientWidth || 600;
-    var dpr = window.devicePixelRatio || 1;
     var canvas = div.__canvas;
+    var drawn = paint(div.__figure, canvas, div.clientWidth || 600, window.devicePixelRatio || 1);
+    var L = drawn.layout;
+    var title = drawn.title;
+    // A screen reader has no pixels to read: the canvas names its chart (title, block titles).
+    var names = title ? [lines(title).join(" ")] : [];
+    (div.__figure.data || []).forEach(function (trace) {
+      if (trace.type === "scatter" && trace.mode === "text" && trace.text) {
+        names.push(trace.text.map(function (t) { return lines(t).join(" "); }).join(", "));
+      }
+    });
+    canvas.setAttribute("role", "img");
+    canvas.setAttribute("aria-label", names.join(": ") || "chart");
+    div.__layout = L;
+    div.__texts = drawn.texts;
+    div.__width = L.width;
+    div.setAttribute("data-drawn", "1");
+    // For whoever waits for the chart (a test, bench/ui_latency's harness): it is drawn now.
+    div.dispatchEvent(new CustomEvent("tfviz:drawn", { bubbles: true, detail: { began: began } }));
+  }
+
+  /* Draw fig on canvas, width CSS pixels wide, at dpr device pixels per CSS pixel; returns
+   * its layout, its title and the texts drawn with their boxes. */
+  function paint(fig, canvas, width, dpr) {
     var ctx = canvas.getContext("2d");
     var L = layoutFor(fig, width, ctx);
     canvas.width = Math.round(width * dpr);
@@ -647,21 +668,23 @@
     drawColourBar(ctx, L, fig);
     var title = layout.title && layout.title.text;
     if (title) textBlock(ctx, lines(title), width / 2, 10, (layout.title.font || {}).size || 17, "center", "top");
-    // A screen reader has no pixels to read: the canvas names its chart (title, block titles).
-    var names = title ? [lines(title).join(" ")] : [];
-    (fig.data || []).forEach(function (trace) {
-      if (trace.type === "scatter" && trace.mode === "text" && trace.text) {
-        names.push(trace.text.map(function (t) { return lines(t).join(" "); }).join(", "));
-      }
-    });
-    canvas.setAttribute("role", "img");
-    canvas.setAttribute("aria-label", names.join(": ") || "chart");
-    div.__layout = L;
-    div.__texts = ctx.__texts;
-    div.__width = width;
-    div.setAttribute("data-drawn", "1");
-    // For whoever waits for the chart (a test, bench/ui_latency's harness): it is drawn now.
-    div.dispatchEvent(new CustomEvent("tfviz:drawn", { bubbles: true, detail: { began: began } }));
+    return { layout: L, title: title, texts: ctx.__texts };
+  }
+
+  /* The chart as a PNG file named `name`, drawn anew at twice its size (sharp on a slide);
+   * saved by the browser, nothing sent anywhere. */
+  function savePng(div, name) {
+    var canvas = document.createElement("canvas");
+    paint(div.__figure, canvas, div.clientWidth || 600, 2);
+    canvas.toBlob(function (blob) {
+      var link = document.createElement("a");
+      link.href = URL.createObjectURL(blob);
+      link.download = name + ".png";
+      document.body.appendChild(link);
+      link.click();
+      link.remove();
+      setTimeout(function () { URL.revokeObjectURL(link.href); }, 10000);
+    }, "image/png");
   }
 
   /* What a point under (px, py) says in its trace's hovertemplate, or null. Ring markers win
@@ -776,20 +799,38 @@
 
   /* Draw figure (plotly JSON) into the element div, or draw div's chart again with a new
    * figure (the app's next run); redrawn whenever div's width changes (a resized window, a
-   * phone turned, Streamlit's sidebar opened). */
-  function mount(div, figure) {
+   * phone turned, Streamlit's sidebar opened). save: {file, label}, a button that saves the
+   * chart as file.png, labelled for a screen reader and a tooltip; none without it. */
+  function mount(div, figure, save) {
     div.classList.add("tfviz-chart");
     div.__figure = { data: unpack(figure.data || []), layout: figure.layout || {} };
+    div.__save = save;
     if (!div.__canvas) {
       var canvas = document.createElement("canvas");
       div.appendChild(canvas);
       div.__canvas = canvas;
       attachHover(div);
+      if (save) {
+        // As plotly's camera: a button over the chart's corner that saves it as a picture.
+        var button = document.createElement("button");
+        button.className = "tfviz-save";
+        button.type = "button";
+        button.textContent = "PNG";
+        button.addEventListener("click", function () {
+          savePng(div, div.__save.file);
+        });
+        div.appendChild(button);
+      }
       if (window.ResizeObserver) {
         new ResizeObserver(function () {
           if (div.__figure && div.clientWidth !== div.__width) draw(div);
         }).observe(div);
       } else charts.push(div);
+    }
+    var button = div.querySelector(".tfviz-save");
+    if (button) {
+      button.title = save.label;
+      button.setAttribute("aria-label", save.label);
     }
     draw(div);
   }

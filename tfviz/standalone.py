@@ -39,6 +39,9 @@ CHART_CSS = """
 .tfviz-hover{display:none;position:absolute;pointer-events:none;white-space:pre;z-index:1;
 color:#222;background:#fff;border:1px solid #888;border-radius:3px;padding:.25rem .4rem;
 font:12px system-ui,sans-serif}
+.tfviz-save{position:absolute;top:2px;right:2px;opacity:.4;font:11px system-ui,sans-serif;
+color:#2a3f5f;background:#fff;border:1px solid #bbb;border-radius:3px;padding:1px 5px;
+cursor:pointer}.tfviz-chart:hover .tfviz-save,.tfviz-save:focus{opacity:1}
 """
 STYLE = (
     """

@@ -84,7 +84,7 @@ export default function ({ parentElement, data }) {
   while (grid.children.length > data.figures.length) grid.lastChild.remove();
   data.figures.forEach((figure, i) => {
     const div = grid.children[i] || grid.appendChild(document.createElement("div"));
-    window.tfvizChart.mount(div, figure);
+    window.tfvizChart.mount(div, figure, { file: data.files[i], label: data.save });
   });
 }
 """
@@ -103,7 +103,9 @@ _canvas_charts = st.components.v2.component(
 def canvas_charts(figures: Sequence, key: str, columns: int) -> None:
     """figures (plotly figures that standalone.js draws: tfviz.plots' columns of squares) side
     by side in `columns` columns, drawn on canvases with their hover, in one element (see
-    CANVAS_JS). A figure standalone.js does not draw sends them all to plotly, in st.columns."""
+    CANVAS_JS), each with a button that saves it as a PNG named as chart() names its files
+    (key_0, key_1...; PNG whatever the sidebar's format: a canvas has no SVG). A figure
+    standalone.js does not draw sends them all to plotly, in st.columns."""
     if any(standalone.unsupported(figure) for figure in figures):
         slots = st.columns(columns)
         for c, figure in enumerate(figures):
@@ -111,7 +113,10 @@ def canvas_charts(figures: Sequence, key: str, columns: int) -> None:
                 chart(figure, key=f"{key}_{c}")
         return
     shown = [json.loads(standalone.figure_json(figure)) for figure in figures]
-    _canvas_charts(data={"columns": columns, "figures": shown}, key=key)
+    model = st.session_state.get("model")
+    files = [chart_file_name(f"{key}_{c}", model) for c in range(len(figures))]
+    data = {"columns": columns, "figures": shown, "files": files, "save": t("common.save_png")}
+    _canvas_charts(data=data, key=key)
 
 
 def canvas_figures(element) -> list[dict]:
