@@ -86,6 +86,9 @@ class Family:
     specials: Specials
     read: Callable[[dict], Architecture] = field(repr=False)
     wordpiece: bool = True  # a vocab.txt may stand in for tokenizer.json
+    # vocab.json + merges.txt (byte-level BPE, as the slow RobertaTokenizer saves them) may
+    # stand in for tokenizer.json
+    bpe_files: bool = False
 
     def key_map(self, n_layers: int, prefix: str = "") -> dict[str, str]:
         """tfviz Encoder parameter -> checkpoint tensor name, for every parameter."""
@@ -287,6 +290,7 @@ ROBERTA = Family(
     specials=ROBERTA_SPECIALS,
     read=read_roberta,
     wordpiece=False,
+    bpe_files=True,
 )
 DISTILBERT = Family(
     name="DistilBERT",

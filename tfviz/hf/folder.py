@@ -2,9 +2,10 @@
 
 The folder: config.json, weights as model.safetensors (or the shards that
 model.safetensors.index.json names, as save_pretrained writes a large model), the tokenizer as
-tokenizer.json (or a BERT vocab.txt), optionally tokenizer_config.json / special_tokens_map.json
-(special token names, lower-casing), sentence_bert_config.json (a sentence-transformers model's
-own length limit) and a README.md whose front matter names the licence.
+tokenizer.json (or a BERT vocab.txt, or a RoBERTa vocab.json + merges.txt), optionally
+tokenizer_config.json / special_tokens_map.json (special token names, lower-casing),
+sentence_bert_config.json (a sentence-transformers model's own length limit) and a README.md
+whose front matter names the licence.
 
 Nothing in the folder is executed: weights are read with safetensors (never a pickle), the
 tokenizer with `tokenizers`, the rest as JSON. Every check that can be made from sizes is made
@@ -48,7 +49,8 @@ from tfviz.model import Encoder
 MAX_PARAMS = 300_000_000
 MAX_FILES = 256  # files in a model folder (a Hugging Face folder has about a dozen)
 MAX_JSON_BYTES = 1 << 20  # config.json, tokenizer_config.json and the like
-MAX_TOKENIZER_BYTES = 64 << 20  # tokenizer.json (XLM-R's is 17 MB) or vocab.txt
+MAX_TOKENIZER_BYTES = 64 << 20  # each of TOKENIZER_FILES (XLM-R's tokenizer.json is 17 MB)
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "merges.txt")
 WEIGHTS = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"  # {"weight_map": {tensor name: shard file}}
 # Files that unpickle (run code) when loaded by torch, numpy or joblib. Never read here; a folder
@@ -435,8 +437,29 @@ def _token_name(value) -> str | None:
     return value if isinstance(value, str) and 0 < len(value) <= 32 else None
 
 
+def _has_tokenizer(files: dict[str, Path], family: Family) -> bool:
+    """Whether the folder holds a tokenizer its family reads (not whether it is a good one)."""
+    return (
+        "tokenizer.json" in files
+        or ("vocab.txt" in files and family.wordpiece)
+        or ("vocab.json" in files and "merges.txt" in files and family.bpe_files)
+    )
+
+
+def _strip_of(value, default: tuple[bool, bool]) -> tuple[bool, bool]:
+    """(lstrip, rstrip) of a special token as tokenizer_config.json may write it
+    ({"content": "<mask>", "lstrip": true, ...}); default for a plain string."""
+    if not isinstance(value, dict):
+        return default
+    return tuple(
+        value[k] if isinstance(value.get(k), bool) else d
+        for k, d in zip(("lstrip", "rstrip"), default, strict=True)
+    )
+
+
 def load_tokenizer(files: dict[str, Path], family: Family, max_pieces: int) -> PieceTokenizer:
-    """The folder's tokenizer: tokenizer.json, or for WordPiece families a vocab.txt."""
+    """The folder's tokenizer: tokenizer.json, or for WordPiece families a vocab.txt, or for
+    byte-level BPE families (RoBERTa) a vocab.json + merges.txt."""
     settings = {}
     for name in ("special_tokens_map.json", "tokenizer_config.json"):
         if name in files:
@@ -450,7 +473,7 @@ def load_tokenizer(files: dict[str, Path], family: Family, max_pieces: int) -> P
             for field in ("cls", "sep", "pad", "unk", "mask")
         }
     )
-    for name in ("tokenizer.json", "vocab.txt"):
+    for name in TOKENIZER_FILES:
         if name in files and files[name].stat().st_size > MAX_TOKENIZER_BYTES:
             raise TooLargeError(
                 f"{name} has {files[name].stat().st_size:,} bytes; at most "
@@ -470,7 +493,29 @@ def load_tokenizer(files: dict[str, Path], family: Family, max_pieces: int) -> P
             chinese_chars=chinese is not False,
             specials=specials,
         )
-    wanted = "tokenizer.json or vocab.txt" if family.wordpiece else "tokenizer.json"
+    if family.bpe_files and ("vocab.json" in files or "merges.txt" in files):
+        for have, lacks in (("vocab.json", "merges.txt"), ("merges.txt", "vocab.json")):
+            if lacks not in files:
+                raise MissingFileError(
+                    f"the folder has {have} but no {lacks}: {family.name}'s byte-level BPE "
+                    "tokenizer needs both (or tokenizer.json)"
+                )
+        prefix = settings.get("add_prefix_space")
+        trim = settings.get("trim_offsets")
+        return PieceTokenizer.from_bpe_files(
+            files["vocab.json"],
+            files["merges.txt"],
+            max_pieces,
+            add_prefix_space=prefix is True,
+            trim_offsets=trim is not False,
+            mask_strip=_strip_of(settings.get("mask_token"), (True, False)),
+            specials=specials,
+        )
+    wanted = " or ".join(
+        ["tokenizer.json"]
+        + (["vocab.txt"] if family.wordpiece else [])
+        + (["vocab.json + merges.txt"] if family.bpe_files else [])
+    )
     raise MissingFileError(f"the folder has no tokenizer: {family.name} needs {wanted}")
 
 
@@ -574,7 +619,7 @@ def describe_folder(folder: str | Path, max_params: int = MAX_PARAMS) -> FolderI
     raw, family, arch = _read_config(files)
     weights = weight_files(folder, files)
     plan = plan_weights(weights, family, arch, max_params)
-    if "tokenizer.json" not in files and not ("vocab.txt" in files and family.wordpiece):
+    if not _has_tokenizer(files, family):
         load_tokenizer(files, family, 3)  # raises MissingFileError, saying which file
     return FolderInfo(
         name=folder.name,

@@ -2,11 +2,12 @@
 model's limit, with notes saying what was cut, unknown, or typed as a special token.
 
 One class for every family: the `tokenizers` library does the splitting from the model's own
-tokenizer.json (WordPiece for BERT and DistilBERT, byte-level BPE for RoBERTa, Unigram for XLM-R)
-or from a BERT vocab.txt. Its added (special) tokens are removed before any text is split, so
-text the user types can never produce a special token: a typed "[SEP]" is "[", "sep", "]". The
-frame's specials are added here by id. The one exception is fill-in-the-mask: encode(text,
-mask=...) turns each occurrence of the named marker into the mask token, and nothing else.
+tokenizer.json (WordPiece for BERT and DistilBERT, byte-level BPE for RoBERTa, Unigram for XLM-R),
+from a BERT vocab.txt, or from a RoBERTa vocab.json + merges.txt. Its added (special) tokens are
+removed before any text is split, so text the user types can never produce a special token: a
+typed "[SEP]" is "[", "sep", "]". The frame's specials are added here by id. The one exception is
+fill-in-the-mask: encode(text, mask=...) turns each occurrence of the named marker into the mask
+token, and nothing else.
 
 Byte-level BPE (RoBERTa, GPT-2-style tokenizer.json) spells its pieces in a 256-character
 stand-in alphabet for bytes ("Ġcat" is " cat", "æĪĳ" is the bytes of "我"). Pieces are shown
@@ -21,11 +22,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tokenizers import (
+    AddedToken,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+)
 from torch import Tensor
 
 from tfviz.hf.errors import TokenizerError
-from tfviz.hf.families import BERT_SPECIALS, Specials
+from tfviz.hf.families import BERT_SPECIALS, ROBERTA_SPECIALS, Specials
 from tfviz.tasks import InputError
 
 MAX_CHARS = 100_000  # a longer text is refused before tokenising (it would be cut anyway)
@@ -159,6 +168,63 @@ class PieceTokenizer:
         tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
         tok.decoder = decoders.WordPiece(prefix="##")
         return cls(json.loads(tok.to_str()), max_pieces, **kwargs)
+
+    @classmethod
+    def from_bpe_files(
+        cls,
+        vocab_path: Path,
+        merges_path: Path,
+        max_pieces: int = 128,
+        add_prefix_space: bool = False,
+        trim_offsets: bool = True,
+        mask_strip: tuple[bool, bool] = (True, False),
+        **kwargs,
+    ) -> PieceTokenizer:
+        """RoBERTa's tokenizer from a vocab.json (piece -> id) and merges.txt (one merge a line),
+        as the slow RobertaTokenizer saves them, built as transformers' RobertaTokenizerFast
+        builds it: byte-level BPE, ByteLevel pre-tokeniser (add_prefix_space False) and decoder,
+        <s> ... </s> around a text, the specials registered as special tokens, the mask token
+        swallowing the space before it (mask_strip: its lstrip, rstrip; RobertaTokenizer's
+        default is lstrip)."""
+        specials = kwargs.get("specials", ROBERTA_SPECIALS)
+        try:
+            vocab, merges = models.BPE.read_file(str(vocab_path), str(merges_path))
+            tok = Tokenizer(
+                models.BPE(
+                    vocab,
+                    merges,
+                    unk_token=specials.unk if specials.unk in vocab else None,
+                    continuing_subword_prefix="",
+                    end_of_word_suffix="",
+                    fuse_unk=False,
+                )
+            )
+            tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
+            tok.decoder = decoders.ByteLevel()
+            plain = dict.fromkeys((specials.cls, specials.pad, specials.sep, specials.unk))
+            plain.pop(specials.mask, None)
+            lstrip, rstrip = mask_strip
+            tok.add_special_tokens(
+                [AddedToken(name, special=True, normalized=False) for name in plain]
+                + [
+                    AddedToken(
+                        specials.mask, lstrip=lstrip, rstrip=rstrip, special=True, normalized=False
+                    )
+                ]  # fmt: skip
+            )
+            tok.post_processor = processors.RobertaProcessing(
+                (specials.sep, tok.token_to_id(specials.sep)),
+                (specials.cls, tok.token_to_id(specials.cls)),
+                trim_offsets,
+                add_prefix_space,
+            )
+            spec = json.loads(tok.to_str())
+        except Exception as e:  # the tokenizers library raises its own exception types
+            names = f"{Path(vocab_path).name} and {Path(merges_path).name}"
+            raise TokenizerError(
+                f"{names} are not a byte-level BPE tokenizer ({_clip(str(e), 200)})"
+            ) from None
+        return cls(spec, max_pieces, **kwargs)
 
     def piece(self, piece_id: int) -> str:
         """A piece id as the vocabulary spells it ("##s", "Ġcat")."""
