@@ -788,15 +788,6 @@
     return out;
   }
 
-  var charts = []; // redrawn on a window resize where ResizeObserver is missing
-  var pending = null;
-  window.addEventListener("resize", function () {
-    if (pending) cancelAnimationFrame(pending);
-    pending = requestAnimationFrame(function () {
-      charts.forEach(draw);
-    });
-  });
-
   /* Draw figure (plotly JSON) into the element div, or draw div's chart again with a new
    * figure (the app's next run); redrawn whenever div's width changes (a resized window, a
    * phone turned, Streamlit's sidebar opened). save: {file, label}, a button that saves the
@@ -821,11 +812,9 @@
         });
         div.appendChild(button);
       }
-      if (window.ResizeObserver) {
-        new ResizeObserver(function () {
-          if (div.__figure && div.clientWidth !== div.__width) draw(div);
-        }).observe(div);
-      } else charts.push(div);
+      new ResizeObserver(function () {
+        if (div.clientWidth !== div.__width) draw(div);
+      }).observe(div);
     }
     var button = div.querySelector(".tfviz-save");
     if (button) {

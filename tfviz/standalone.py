@@ -235,15 +235,22 @@ def chart_js() -> str:
     return (Path(__file__).with_name("standalone.js")).read_text(encoding="utf-8")
 
 
-def figure_json(figure: go.Figure) -> str:
-    """figure's plotly JSON for standalone.js: compact, its arrays as plotly packs them (base64),
-    without the theme (standalone.js draws its own), and safe inside a <script>: every "<" is
-    written as its JSON escape, so no text in it can close the element."""
+def figure_data(figure: go.Figure) -> dict:
+    """figure's plotly JSON as plain data (lists, strings, numbers) for standalone.js: its
+    arrays as plotly packs them (base64), without the theme (standalone.js draws its own). Made
+    once per figure: unsupported() checks it and the page or the app sends it."""
     from plotly.utils import PlotlyJSONEncoder
 
     data = figure.to_plotly_json()
     data["layout"].pop("template", None)
-    text = json.dumps(data, cls=PlotlyJSONEncoder, separators=(",", ":"), ensure_ascii=False)
+    return json.loads(json.dumps(data, cls=PlotlyJSONEncoder))
+
+
+def figure_json(figure: go.Figure | dict) -> str:
+    """A figure (or its figure_data) as compact JSON safe inside a <script>: every "<" is
+    written as its JSON escape, so no text in it can close the element."""
+    data = figure if isinstance(figure, dict) else figure_data(figure)
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
     return text.replace("<", "\\u003c")
 
 
@@ -267,8 +274,9 @@ def chart_js_compact() -> str:
     return "\n".join(kept)
 
 
-def lite_div(figure: go.Figure, div_id: str) -> str:
-    """One figure as a <div> and the script that draws it with standalone.js."""
+def lite_div(figure: go.Figure | dict, div_id: str) -> str:
+    """One figure (or its figure_data) as a <div> and the script that draws it with
+    standalone.js."""
     return (
         f'<div class="tfviz-chart" id="{div_id}"></div>'
         f"<script>tfvizChart({json.dumps(div_id)},{figure_json(figure)})</script>"
@@ -316,12 +324,15 @@ def page(
     caller passes plain text, never HTML. plotly_bundle: another plotly.js build's text (e.g.
     the cartesian partial bundle of the same version), else the installed package's own.
     """
-    lite = not use_plotly and not any(unsupported(figure) for _, figure in figures)
-    div = lite_div if lite else figure_div
+    data = None if use_plotly else [figure_data(figure) for _, figure in figures]
+    lite = data is not None and not any(unsupported(d) for d in data)
+    drawn = [
+        lite_div(data[i], f"tfviz-chart-{i}") if lite else figure_div(figure, f"tfviz-chart-{i}")
+        for i, (_, figure) in enumerate(figures)
+    ]
     charts = "".join(
-        f"<figure><figcaption>{html.escape(caption)}</figcaption>"
-        f"{div(figure, f'tfviz-chart-{i}')}</figure>"
-        for i, (caption, figure) in enumerate(figures)
+        f"<figure><figcaption>{html.escape(caption)}</figcaption>{div}</figure>"
+        for (caption, _), div in zip(figures, drawn, strict=True)
     )
     script = chart_js() if lite else plotly_js(plotly_bundle)
     return (

@@ -4,7 +4,6 @@ numbers, an index picker and a folded explanation."""
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Sequence
 
 import streamlit as st
@@ -106,22 +105,17 @@ def canvas_charts(figures: Sequence, key: str, columns: int) -> None:
     CANVAS_JS), each with a button that saves it as a PNG named as chart() names its files
     (key_0, key_1...; PNG whatever the sidebar's format: a canvas has no SVG). A figure
     standalone.js does not draw sends them all to plotly, in st.columns."""
-    if any(standalone.unsupported(figure) for figure in figures):
+    shown = [standalone.figure_data(figure) for figure in figures]
+    if any(standalone.unsupported(data) for data in shown):
         slots = st.columns(columns)
         for c, figure in enumerate(figures):
             with slots[c % columns]:
                 chart(figure, key=f"{key}_{c}")
         return
-    shown = [json.loads(standalone.figure_json(figure)) for figure in figures]
     model = st.session_state.get("model")
     files = [chart_file_name(f"{key}_{c}", model) for c in range(len(figures))]
     data = {"columns": columns, "figures": shown, "files": files, "save": t("common.save_png")}
     _canvas_charts(data=data, key=key)
-
-
-def canvas_figures(element) -> list[dict]:
-    """The plotly figures of a canvas_charts element as the app sent it (an AppTest element)."""
-    return json.loads(element.proto.json)["figures"]
 
 
 def number_table(rows: list[dict], key: str) -> None:
