@@ -238,3 +238,19 @@ def test_the_weights_numbers_are_computed_ahead_while_another_section_is_read():
     assert model == "bundled:reverse"
     cache = view.weight_views_cache(file_digest(MODELS / "reverse.safetensors"), _model=None)
     wait_until(lambda: cache.known(("learned", "ov")) and cache.known(("learned", "mixing")))
+
+
+def test_a_weight_in_training_is_not_remembered_between_steps_even_without_grad():
+    """Fused Adam changes a weight in place without bumping its _version: a map remembered at a
+    look under no_grad (the metric between steps) would go stale. It never is remembered."""
+    W = torch.nn.Parameter(weight(3))
+    b = torch.nn.Parameter(torch.zeros(W.shape[0]))
+    opt = torch.optim.Adam([W, b], lr=0.1, fused=True)
+    with torch.no_grad():
+        before = wo.effective(W, b, wo.BLOCK_DIAGONAL, 2)[0].clone()
+    W.sum().backward()
+    opt.step()
+    with torch.no_grad():
+        after = wo.effective(W, b, wo.BLOCK_DIAGONAL, 2)[0]
+        want = W * wo.block_mask(W.shape[0], 2, W)
+    assert torch.equal(after, want) and not torch.equal(after, before)

@@ -100,7 +100,10 @@ _svd_cache, _svd_lock = _cache, _cache_lock  # one cache for both kinds
 def _remembered(tensors: tuple[Tensor | None, ...], what: tuple, compute):
     """compute(), or what it returned for the same tensors (same memory, unchanged) and `what`."""
     present = [t for t in tensors if t is not None]
-    if any(t.requires_grad for t in present) and torch.is_grad_enabled():
+    # A tensor being trained is never remembered, even under no_grad (a look at the metric
+    # between steps): fused Adam changes it in place without bumping its _version, so a
+    # remembered map would go stale. Served models are frozen (requires_grad False).
+    if any(t.requires_grad for t in present):
         return compute()
     key = (what,) + tuple(
         None
