@@ -58,6 +58,9 @@ class ModelConfig:
     norm_eps: float = 1e-5  # every LayerNorm's epsilon (torch's default; BERT: 1e-12)
     type_vocab_size: int = 0  # token-type (segment) embeddings added to the input; 0: none
     embed_norm: bool = False  # a LayerNorm after the embedding sum, before layer 0 (BERT)
+    # False: a layer is attention alone (no feed-forward sublayer, no second LayerNorm), the
+    # atlas's "FFN off" cells (tfviz.atlas), where W_o is the last linear map before the head.
+    ffn: bool = True
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -103,7 +106,9 @@ class ModelConfig:
         embed = self.vocab_size * D if self.embed == "token" else linear(1, D)
         embed += self.max_len * D + self.type_vocab_size * D  # positions, token types
         embed += norm if self.embed_norm else 0
-        layer = 4 * linear(D, D) + linear(D, F) + linear(F, D) + 2 * norm  # W_q,k,v,o; FFN; norms
+        layer = 4 * linear(D, D) + norm  # W_q, W_k, W_v, W_o; the attention's LayerNorm
+        if self.ffn:
+            layer += linear(D, F) + linear(F, D) + norm  # the feed-forward net and its LayerNorm
         final_norm = norm if self.norm == "pre" else 0
         head = linear(D, self.n_out) if self.n_out else 0
         return embed + self.n_layers * layer + final_norm + head

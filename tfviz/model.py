@@ -194,9 +194,12 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.attn = MultiHeadAttention(config)
-        self.ff = FeedForward(config)
         self.norm1 = nn.LayerNorm(config.d_model, eps=config.norm_eps)
-        self.norm2 = nn.LayerNorm(config.d_model, eps=config.norm_eps)
+        # Without a feed-forward net (config.ffn False) the layer ends after attention's add.
+        if config.ffn:
+            self.ff = FeedForward(config)
+            self.norm2 = nn.LayerNorm(config.d_model, eps=config.norm_eps)
+        self.has_ffn = config.ffn
         self.dropout = nn.Dropout(config.dropout)
         self.pre_norm = config.norm == "pre"
 
@@ -208,12 +211,14 @@ class EncoderLayer(nn.Module):
             a, parts = self.attn(self.norm1(x), pad_mask, sw, trace)
             x = x + self.dropout(a)
             resid_mid = x
-            x = x + self.dropout(self.ff(self.norm2(x)))
+            if self.has_ffn:
+                x = x + self.dropout(self.ff(self.norm2(x)))
         else:
             a, parts = self.attn(x, pad_mask, sw, trace)
             x = self.norm1(x + self.dropout(a))
             resid_mid = x
-            x = self.norm2(x + self.dropout(self.ff(x)))
+            if self.has_ffn:
+                x = self.norm2(x + self.dropout(self.ff(x)))
         if not trace:
             return x, None
         return x, LayerTrace(

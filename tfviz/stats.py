@@ -108,3 +108,32 @@ def welch_interval(a: Sequence[float], b: Sequence[float], confidence: float = 0
     df = se2**2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
     half = t_quantile(0.5 + confidence / 2.0, df) * math.sqrt(se2)
     return Interval(diff, diff - half, diff + half, float(df), confidence)
+
+
+def welch_p_value(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided p-value of Welch's t test of mean(a) = mean(b) (1.0 when neither has spread
+    and the means are equal, 0.0 when neither has spread and they differ)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if len(a) < 2 or len(b) < 2:
+        raise ValueError("a t test needs at least two runs per condition")
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    diff = float(a.mean() - b.mean())
+    if va + vb == 0:
+        return 1.0 if diff == 0 else 0.0
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    t = abs(diff) / math.sqrt(va + vb)
+    return min(1.0, 2.0 * (1.0 - t_cdf(t, df)))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: the i-th smallest of m is
+    multiplied by m - i (i from 0), made monotone, capped at 1. Rejecting where the adjusted
+    p < alpha keeps the chance of any false claim among the m at most alpha."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted

@@ -410,6 +410,39 @@ class BalancedTask(Task):
         return ["balanced" if int(c) else "unbalanced" for c in classes]
 
 
+class DifferenceTask(Task):
+    """Designed for the W_o atlas (tfviz.atlas), not offered as a model to train in the app.
+
+    The answer, (first digit - last digit) mod 10, needs two tokens' information combined before
+    any non-linearity: no sum f(first) + g(last) of logits gets it right more than a fraction of
+    the time (tests/test_atlas.py fits the best such sum), so in one layer one head reading the
+    first digit and one reading the last must meet in a linear map (W_o, or the feed-forward
+    net's first layer) followed by a non-linearity. A single head averaging the two sees
+    e(first) + e(last), which is the same for (a, b) and (b, a) while the answer is not.
+    """
+
+    name = "difference"
+    description = "(first digit - last digit) mod 10."
+    alphabet = "0123456789"
+    kind = "classify"
+    pool = "first"
+    metric = "accuracy"
+    min_len = 2
+    max_len = 8
+    examples = ("31415926", "90", "12345678")
+
+    @property
+    def n_out(self) -> int:
+        return 10
+
+    def _targets(self, sym, lengths):
+        last = np.take_along_axis(sym, (lengths - 1)[:, None], axis=1)[:, 0]
+        return (sym[:, 0] - last) % 10
+
+    def answer_tokens(self, classes):
+        return [str(int(c)) for c in classes]
+
+
 def _random_dyck(rng: np.random.Generator, n: int) -> np.ndarray:
     """A random balanced string of n (even) brackets, 0 = '(' and 1 = ')'."""
     out, depth, opens = [], 0, n // 2  # opens: '(' still to place

@@ -1,5 +1,6 @@
-"""The "Does W_o matter?" view: seeds trained with the learned W_o and with what it is compared
-against (W_o off, or a block-diagonal W_o), shipped and rerunnable.
+"""The "Does W_o matter?" view: the bundled W_o atlas (tfviz.ui.atlas) first, then the sidebar
+task's own experiment: seeds trained with the learned W_o and with what it is compared against
+(W_o off, or a block-diagonal W_o), shipped and rerunnable.
 
 The model in the sidebar only picks the task. A choice says what the learned W_o is compared with;
 the shipped result (models/experiments/<task>.json, which holds every comparison) is shown with a
@@ -15,6 +16,7 @@ import streamlit as st
 import tfviz.experiment as experiment
 from tfviz import jobs, plots, settings, work
 from tfviz.metrics import compact
+from tfviz.ui.atlas import render_atlas
 from tfviz.ui.i18n import current, t
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, TRAINS_TOYS, View, toy_only
@@ -41,6 +43,8 @@ def cached_precomputed(task_name: str) -> experiment.ExperimentResult | None:
 
 
 def render(view: View) -> None:
+    render_atlas()  # the answer first, whatever model the sidebar holds
+    st.subheader(t("experiment.own_title"))
     if toy_only(view, t("experiment.what"), TRAINS_TOYS):
         return
     task = view.task.name

@@ -1,0 +1,132 @@
+"""Figures of the W_o atlas: the grid of cells and one cell's loss curves. Numbers and labels in,
+plotly figures out; no model code, no statistics (tfviz.atlas_stats computes them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from tfviz.plots import CONDITION_COLOURS, _escape
+
+# Diverging: blue where the learned W_o does better, red where it does worse, white at no effect.
+EFFECT_SCALE = [[0.0, "#b2182b"], [0.5, "#f7f7f7"], [1.0, "#2166ac"]]
+ARM_COLOURS = {**CONDITION_COLOURS, "frozen": "140, 86, 75", "identity_readout": "148, 103, 189"}
+
+
+def atlas_grid(
+    effect: np.ndarray,
+    texts: Sequence[Sequence[str]],
+    rows: Sequence[str],
+    columns: Sequence[str],
+    hover: Sequence[Sequence[Sequence[str]]],
+    title: str,
+    colour_title: str,
+) -> go.Figure:
+    """The atlas: one square per (architecture, task), coloured by the effect, with its text.
+
+    Args:
+        effect: (R, C) the learned W_o's advantage scaled to [-1, 1] (positive: it does better);
+            NaN where nothing is to be read (not trained, no rows): drawn grey.
+        texts: R x C short texts drawn in the squares (the verdict and the number).
+        rows, columns: the architectures and the tasks, as shown.
+        hover: R x C lists of lines shown on hover (plain text: escaped here, one line each).
+    """
+    effect = np.asarray(effect, np.float64)
+    R, C = effect.shape
+    if len(rows) != R or len(columns) != C or len(texts) != R or len(hover) != R:
+        raise ValueError(f"an atlas of {R} x {C} squares needs {R} row and {C} column labels")
+    bound = float(np.nanmax(np.abs(effect))) if np.isfinite(effect).any() else 1.0
+    bound = max(bound, 0.05)  # a grid of tiny effects is not painted as if they were large
+    esc = [["<br>".join(_escape(line) for line in lines) for lines in row] for row in hover]
+    fig = go.Figure(
+        [
+            go.Heatmap(  # grey under every square: what NaN leaves empty shows as "nothing to read"
+                z=np.zeros((R, C)),
+                x=[_escape(c) for c in columns],
+                y=[_escape(r) for r in rows],
+                colorscale=[[0, "#d9d9d9"], [1, "#d9d9d9"]],
+                showscale=False,
+                hoverinfo="skip",
+                xgap=2,
+                ygap=2,
+            ),
+            go.Heatmap(
+                z=np.where(np.isfinite(effect), effect, None).tolist(),
+                x=[_escape(c) for c in columns],
+                y=[_escape(r) for r in rows],
+                colorscale=EFFECT_SCALE,
+                zmin=-bound,
+                zmax=bound,
+                text=[[_escape(x) for x in row] for row in texts],
+                texttemplate="%{text}",
+                textfont=dict(size=11),
+                customdata=esc,
+                hovertemplate="%{customdata}<extra></extra>",
+                colorbar=dict(title=dict(text=_escape(colour_title), side="right"), thickness=12),
+                xgap=2,
+                ygap=2,
+            ),
+        ]
+    )
+    fig.update_layout(
+        title=dict(text=_escape(title), x=0, xanchor="left"),
+        height=120 + 44 * R,
+        margin=dict(l=10, r=10, t=60, b=10),
+        yaxis=dict(autorange="reversed", automargin=True),
+        xaxis=dict(side="top", automargin=True),
+        plot_bgcolor="white",
+    )
+    return fig
+
+
+def cell_curves(
+    curves: Mapping[str, Sequence[tuple[int, Sequence[float]]]],
+    every: int,
+    names: Mapping[str, str],
+    title: str,
+    step_word: str,
+    loss_word: str,
+    seed_word: str,
+) -> go.Figure:
+    """Every seed's training loss in every arm of one cell (a point per `every` steps).
+
+    Args:
+        curves: arm -> [(seed, losses)] as tfviz.atlas_stats.curves returns.
+        names: arm -> legend name.
+    The y axis is logarithmic (losses are positive and span decades once a task is learned).
+    """
+    fig = go.Figure()
+    for arm, runs in curves.items():
+        rgb = ARM_COLOURS.get(arm, "99, 99, 99")
+        name = _escape(names.get(arm, arm))
+        for i, (seed, losses) in enumerate(runs):
+            y = np.maximum(np.asarray(losses, np.float64), 1e-6)
+            x = every * (np.arange(len(y)) + 1)
+            fig.add_trace(
+                go.Scatter(
+                    x=x,
+                    y=y,
+                    mode="lines",
+                    line=dict(color=f"rgba({rgb}, 0.8)", width=1.5),
+                    name=name,
+                    legendgroup=name,
+                    showlegend=i == 0,
+                    hovertemplate=(
+                        f"{name}<br>{_escape(seed_word)} {seed}<br>{_escape(step_word)} %{{x}}"
+                        f"<br>{_escape(loss_word)} %{{y:.4g}}<extra></extra>"
+                    ),
+                )
+            )
+    fig.update_layout(
+        title=dict(text=_escape(title), x=0, xanchor="left"),
+        height=360,
+        margin=dict(l=10, r=10, t=50, b=10),
+        xaxis=dict(title=_escape(step_word)),
+        yaxis=dict(title=_escape(loss_word), type="log"),
+        legend=dict(orientation="h", y=-0.25),
+        plot_bgcolor="white",
+    )
+    return fig

@@ -1,0 +1,136 @@
+"""The W_o atlas's command line: `python -m tfviz.cli.atlas run`, on Dask distributed.
+
+    python -m tfviz.cli.atlas run [--grid core|full] [--seeds 5] [--tasks sort reverse]
+                                  [--out models/atlas/runs.jsonl] [--workers N]
+                                  [--scheduler tcp://host:8786] [--plan]
+
+Each run of the plan (tfviz.atlas.plan) not already in --out is submitted to Dask as
+tfviz.atlas.run_one; each finished row is appended to --out at once (tfviz.atlas_store). Without
+--scheduler a LocalCluster is started here, one worker per core with one thread each (torch set
+to one thread in every run), and closed when the sweep ends or is stopped. With --scheduler the
+same code runs on that cluster (its workers need tfviz installed). A worker that dies is replaced
+(the LocalCluster's nanny starts a new one) and Dask runs its tasks again elsewhere; a killed
+sweep loses only the runs in flight, and running the same command again continues from --out.
+`--plan` prints the number of runs still to do and an estimate of the time, and starts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from tfviz import atlas
+from tfviz.atlas_store import BUNDLED, RowWriter, read_rows
+
+
+def todo(specs: list[atlas.RunSpec], out: Path) -> list[atlas.RunSpec]:
+    """The specs whose rows are not in out yet (once each, in plan order)."""
+    done = read_rows(out)
+    seen: set[str] = set()
+    left = []
+    for spec in specs:
+        if spec.key not in done and spec.key not in seen:
+            seen.add(spec.key)
+            left.append(spec)
+    return left
+
+
+def sweep(
+    specs: list[atlas.RunSpec],
+    out: Path,
+    workers: int | None = None,
+    scheduler: str | None = None,
+    echo=print,
+) -> int:
+    """Run the specs not yet in out on Dask, appending each row as it comes. Returns rows written.
+
+    A LocalCluster (workers processes, one thread each) unless a scheduler address is given.
+    """
+    from dask.distributed import Client, LocalCluster, as_completed
+
+    left = todo(specs, out)
+    if not left:
+        echo("nothing to do: every run of the plan is in " + str(out))
+        return 0
+    cluster = None
+    if scheduler is None:
+        n = workers or os.cpu_count() or 1
+        cluster = LocalCluster(
+            n_workers=n,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            # Torch in each worker keeps to one thread (run_one sets it too): two processes of
+            # two threads each on two cores collapse throughput.
+            env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+        )
+    written = 0
+    try:
+        with Client(cluster if cluster is not None else scheduler) as client, RowWriter(out) as w:
+            futures = [
+                # pure=False: a run is never merged with another; retries: a failure in the run
+                # itself is tried again (a dead worker's tasks are moved by Dask on its own).
+                client.submit(atlas.run_one, s.to_dict(), key=f"atlas-{s.key}", retries=2)
+                for s in left
+            ]
+            start = time.perf_counter()
+            for future in as_completed(futures):
+                try:
+                    row = future.result()
+                except Exception as e:  # noqa: BLE001 - one failed run must not end the sweep
+                    echo(f"run {future.key} failed: {e!r}")
+                    continue
+                w.append(row)
+                written += 1
+                rate = written / (time.perf_counter() - start) * 60
+                echo(f"{written}/{len(left)} {row['key']} ({row['seconds']:.1f} s; {rate:.1f}/min)")
+                future.release()
+    finally:
+        if cluster is not None:
+            cluster.close()
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m tfviz.cli.atlas", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run the sweep (or print its plan)")
+    r.add_argument("--grid", choices=tuple(atlas.GRIDS), default="core")
+    r.add_argument("--seeds", type=int, default=5)
+    r.add_argument("--tasks", nargs="+", choices=tuple(atlas.ATLAS_TASKS))
+    r.add_argument("--budget", type=int, help="steps per run (default: each task's recipe)")
+    r.add_argument("--out", type=Path, default=BUNDLED)
+    r.add_argument("--workers", type=int, help="LocalCluster workers (default: one per core)")
+    r.add_argument("--scheduler", help="address of a running Dask scheduler, tcp://host:8786")
+    r.add_argument("--plan", action="store_true", help="print the runs left and an estimate")
+    args = p.parse_args(argv)
+
+    try:
+        specs = atlas.plan(args.grid, args.seeds, tuple(args.tasks) if args.tasks else None)
+        if args.budget is not None:
+            specs = [atlas.RunSpec(s.cell, s.arm, s.seed, args.budget) for s in specs]
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    left = todo(specs, args.out)
+    if args.plan:
+        cores = args.workers or os.cpu_count() or 1
+        seconds = atlas.estimate_seconds(left)
+        print(
+            f"{len(specs)} runs in the {args.grid} grid ({len(atlas.cells(args.grid, args.tasks))}"
+            f" cells, {args.seeds} seeds); {len(specs) - len(left)} done in {args.out}, "
+            f"{len(left)} to run: about {seconds / 3600:.1f} core-hours, "
+            f"{seconds / cores / 3600:.1f} h on {cores} workers (runs that reach their target "
+            f"stop early)"
+        )
+        return 0
+    written = sweep(specs, args.out, args.workers, args.scheduler)
+    print(f"{written} rows written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":  # the guard a LocalCluster's worker processes need
+    raise SystemExit(main())

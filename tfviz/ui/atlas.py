@@ -1,0 +1,247 @@
+"""The bundled W_o atlas in the page: its grid, a cell's curves and numbers, and every sentence
+about them worded here from tfviz.atlas_stats' values (never written for a particular result).
+
+Used by the "Does W_o matter?" view and by lesson step 4; a module below the views, so neither
+view imports the other.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import streamlit as st
+
+from tfviz import atlas, atlas_plots, atlas_stats
+from tfviz.atlas_store import BUNDLED, read_rows
+from tfviz.metrics import compact
+from tfviz.ui.i18n import current, t
+from tfviz.ui.widgets import chart
+
+ARM_LABELS = {arm: f"atlas.arm.{arm}" for arm in atlas.ARMS}
+MARKS = {"helps": "✓", "hurts": "✗", "unclear": "≈", "not_trained": "–", "missing": ""}
+
+
+@st.cache_data(show_spinner=False, max_entries=4)
+def cached_atlas(path: str, stamp: tuple) -> tuple[dict, dict]:
+    """The rows and their analysis; stamp (mtime, size) makes a rewritten file read again."""
+    rows = read_rows(path)
+    return rows, atlas_stats.analyse(rows)
+
+
+def load(path=BUNDLED) -> tuple[dict, dict]:
+    try:
+        st_ = path.stat()
+    except OSError:
+        return {}, {}
+    return cached_atlas(str(path), (st_.st_mtime_ns, st_.st_size))
+
+
+def arch_label(cell: atlas.Cell, varied: set[str]) -> str:
+    """An architecture as a row label; D and the norm are named only where the atlas varies them."""
+    ffn = t("atlas.ffn.on" if cell.ffn else "atlas.ffn.off")
+    label = t("atlas.arch", layers=cell.n_layers, ffn=ffn, heads=cell.n_heads)
+    if "d_model" in varied:
+        label += f" · D{cell.d_model}"
+    if "norm" in varied:
+        label += " · " + t(f"atlas.norm.{cell.norm}")
+    return label
+
+
+def _varied(cells: list[atlas.Cell]) -> set[str]:
+    return {f for f in ("d_model", "norm") if len({getattr(c, f) for c in cells}) > 1}
+
+
+def verdict_text(res: atlas_stats.CellResult, arm: str, m: int) -> str:
+    """What one cell shows for one arm, in the page's language, from its numbers alone."""
+    other = t(f"atlas.versus.{arm}")
+    budget = atlas.RECIPES[res.cell.task].steps
+    if not res.trained:
+        return t(
+            "atlas.verdict.not_trained",
+            reached=res.learned_reached,
+            seeds=res.seeds,
+            budget=budget,
+        )
+    comp = res.comparisons.get((arm, atlas_stats.HEADLINE))
+    if comp is None or comp.interval is None:
+        return t("atlas.verdict.missing", other=other)
+    iv = comp.interval
+    text = t(
+        f"atlas.verdict.{comp.verdict}",
+        other=other,
+        steps=compact(abs(comp.difference)),
+        low=compact(iv.low),
+        high=compact(iv.high),
+        p=f"{comp.p_holm:.3g}",
+        m=m,
+    )
+    if comp.censored:
+        text += " " + t("atlas.verdict.censored", runs=comp.censored, budget=budget)
+    return text
+
+
+def grid(rows: dict, results: dict, arm: str, key: str) -> None:
+    """The atlas's grid for one arm against the learned W_o."""
+    cells = [r.cell for r in results.values()]
+    varied = _varied(cells)
+    tasks = [name for name in atlas.ATLAS_TASKS if any(c.task == name for c in cells)]
+    archs = sorted({c.arch for c in cells}, key=lambda a: atlas.Cell.from_key("sum/" + a))
+    R, C = len(archs), len(tasks)
+    effect = np.full((R, C), np.nan)
+    texts = [[""] * C for _ in range(R)]
+    hover: list[list[list[str]]] = [[[] for _ in range(C)] for _ in range(R)]
+    m = atlas_stats.family_size(results, arm)
+    for i, a in enumerate(archs):
+        for j, task in enumerate(tasks):
+            res = results.get(f"{task}/{a}")
+            if res is None:
+                texts[i][j] = t("atlas.grid.missing")
+                continue
+            verdict = res.verdict(arm)
+            comp = res.comparisons.get((arm, atlas_stats.HEADLINE))
+            if verdict == "not_trained":
+                texts[i][j] = t("atlas.grid.not_trained")
+            elif comp is not None and comp.interval is not None:
+                budget = atlas.RECIPES[task].steps
+                effect[i, j] = atlas_stats.relative(comp, budget)
+                texts[i][j] = f"{MARKS[verdict]} {-comp.difference:+.0f}"
+            hover[i][j] = [
+                f"{task} · {arch_label(res.cell, varied)}",
+                *wrap(verdict_text(res, arm, m)),
+            ]
+    figure = atlas_plots.atlas_grid(
+        effect,
+        texts,
+        [arch_label(atlas.Cell.from_key("sum/" + a), varied) for a in archs],
+        tasks,
+        hover,
+        title=t("atlas.grid.title", other=t(f"atlas.versus.{arm}")),
+        colour_title=t("atlas.grid.colour"),
+    )
+    chart(figure, key=key)
+
+
+def wrap(text: str, width: int = 60) -> list[str]:
+    """A sentence cut into hover lines: at spaces, or for Chinese (two columns a character, few
+    spaces) every width / 2 characters."""
+    import textwrap
+
+    if sum(ord(c) > 0x2E80 for c in text) > len(text) / 3:
+        return [text[i : i + width // 2] for i in range(0, len(text), width // 2)]
+    return textwrap.wrap(text, width)
+
+
+def summary(results: dict, arm: str) -> str:
+    """One sentence: how many cells trained, and in how many W_o helped, hurt or is unclear."""
+    counts = {v: 0 for v in atlas_stats.VERDICTS}
+    for res in results.values():
+        counts[res.verdict(arm)] += 1
+    return t(
+        "atlas.summary",
+        cells=len(results),
+        trained=len(results) - counts["not_trained"],
+        helps=counts["helps"],
+        hurts=counts["hurts"],
+        unclear=counts["unclear"] + counts["missing"],
+        not_trained=counts["not_trained"],
+        other=t(f"atlas.versus.{arm}"),
+        m=atlas_stats.family_size(results, arm),
+    )
+
+
+def mechanism_summary(results: dict) -> str:
+    """What the mechanism runs show, counted from them."""
+    runs = atlas_stats.mechanism(results)
+    helped = [r for r in runs if r.recovers is not None]
+    if not runs:
+        return t("atlas.mechanism.none")
+    if not helped:
+        return t("atlas.mechanism.no_effect", cells=len(runs))
+    recovered = sum(bool(r.recovers) for r in helped)
+    return t("atlas.mechanism.result", helped=len(helped), recovered=recovered)
+
+
+def cell_detail(rows: dict, results: dict, arm: str, key: str) -> None:
+    """A picker of cells; the chosen one's curves (every seed, every arm), numbers and verdict."""
+    keys = list(results)
+    if not keys:
+        return
+    varied = _varied([r.cell for r in results.values()])
+    lang = current()
+
+    def name(k: str) -> str:
+        cell = results[k].cell
+        return f"{cell.task} · {arch_label(cell, varied)}"
+
+    default = next((k for k in keys if results[k].verdict(arm) == "helps"), keys[0])
+    if st.session_state.get(key) not in keys:
+        st.session_state.pop(key, None)
+    chosen = st.selectbox(
+        t("atlas.cell", lang=lang), keys, index=keys.index(default), format_func=name, key=key
+    )
+    res = results[chosen]
+    curves = atlas_stats.curves(rows, chosen)
+    every = next(iter(rows.values()))["curve_every"]
+    chart(
+        atlas_plots.cell_curves(
+            curves,
+            every,
+            {a: t(ARM_LABELS[a]) for a in curves},
+            title=t("atlas.curves.title", cell=name(chosen)),
+            step_word=t("atlas.curves.step"),
+            loss_word=t("atlas.curves.loss"),
+            seed_word=t("atlas.curves.seed"),
+        ),
+        key=f"{key}_curves",
+    )
+    table = []
+    for (other, measure), comp in res.comparisons.items():
+        iv = comp.interval
+        table.append(
+            {
+                t("atlas.col.arm"): t(ARM_LABELS[other]),
+                t("atlas.col.measure"): t(f"atlas.measure.{measure}"),
+                t("atlas.col.learned"): compact(float(np.mean(comp.learned))),
+                t("atlas.col.other"): compact(float(np.mean(comp.other))),
+                t("atlas.col.difference"): compact(comp.difference),
+                t("atlas.col.ci"): f"[{compact(iv.low)}, {compact(iv.high)}]" if iv else "",
+                t("atlas.col.p_holm"): _p(comp.p_holm),
+                t("atlas.col.seeds"): len(comp.learned),
+            }
+        )
+    st.dataframe(table, hide_index=True, key=f"{key}_table")
+    m = atlas_stats.family_size(results, arm)
+    st.markdown(verdict_text(res, arm, m))
+
+
+def _p(p: float | None) -> str:
+    return "" if p is None or not math.isfinite(p) else f"{p:.3g}"
+
+
+def render_atlas(key: str = "atlas") -> None:
+    """The whole atlas block: intro, arm, grid, summary, mechanism, a cell opened."""
+    rows, results = load()
+    st.subheader(t("atlas.title"))
+    if not results:
+        st.info(t("atlas.empty"))
+        return
+    seeds = max(r.seeds for r in results.values())
+    st.caption(t("atlas.intro", runs=len(rows), cells=len(results), seeds=seeds))
+    present = [
+        a
+        for a in atlas.AGAINST
+        if any((a, atlas_stats.HEADLINE) in r.comparisons for r in results.values())
+    ]
+    lang = current()
+    arm = st.radio(
+        t("atlas.against"),
+        present,
+        format_func=lambda a: t(ARM_LABELS[a], lang=lang),
+        key=f"{key}_arm",
+        horizontal=True,
+    )
+    grid(rows, results, arm, key=f"{key}_grid")
+    st.markdown(summary(results, arm))
+    st.markdown(mechanism_summary(results))
+    cell_detail(rows, results, arm, key=f"{key}_cell")
