@@ -278,7 +278,7 @@ def run_one(spec: dict) -> dict:
     task, recipe = get_task(run.cell.task), RECIPES[run.cell.task]
     metric = headline_metric(task)
     check_rng_seed = CHECK_SEED
-    checks: list[tuple[int, float]] = []
+    checks: list[list] = []  # [step, metric]: as JSON gives it back
     hit: list[int] = []
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
@@ -288,7 +288,7 @@ def run_one(spec: dict) -> dict:
             if info.step % CHECK_EVERY and info.step != info.steps:
                 return None
             value = evaluate(model, task, n=CHECK_N, seed=check_rng_seed, **switches)[metric]
-            checks.append((info.step, round(float(value), 6)))
+            checks.append([info.step, round(float(value), 6)])
             if reached(run.cell.task, value):
                 hit.append(info.step)
                 return False  # the run stops at its target

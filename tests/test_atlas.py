@@ -1,0 +1,400 @@
+"""The W_o atlas (issue 29): the plan and its keys, one run (seeded, arms that differ in W_o
+alone, stopping at the target), the designed task, rows on disk (torn lines, first row wins), the
+statistics (Welch, Holm), the bundled rows, and the sweep on Dask: the same numbers as without
+Dask, through --scheduler, and a sweep whose worker and then client are killed, resumed, with
+every run there exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from tfviz import atlas, atlas_stats
+from tfviz.atlas_store import BUNDLED, RowWriter, read_rows
+from tfviz.cli import atlas as cli
+from tfviz.model import Encoder
+from tfviz.stats import holm, welch_p_value
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = atlas.Cell("sort", n_layers=1, ffn=False, n_heads=2, d_model=16)
+
+
+def tiny(arm: str = "learned", seed: int = 0, budget: int = 20, cell=TINY) -> dict:
+    return atlas.RunSpec(cell, arm, seed, budget).to_dict()
+
+
+def without_time(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k != "seconds"}
+
+
+# ---- plan and keys -------------------------------------------------------------------------------
+def test_the_core_plan_covers_every_task_and_architecture_with_three_arms_and_five_seeds():
+    specs = atlas.plan("core")
+    cells = {s.cell for s in specs}
+    assert {c.task for c in cells} == set(atlas.ATLAS_TASKS) and len(atlas.ATLAS_TASKS) == 7
+    assert {(c.n_layers, c.ffn, c.n_heads) for c in cells} == {
+        (layers, ffn, heads) for layers in (1, 2) for ffn in (False, True) for heads in (1, 4)
+    }
+    for cell in cells:
+        arms = {s.arm for s in specs if s.cell == cell}
+        assert set(atlas.MAIN_ARMS) <= arms
+        assert (atlas.MECHANISM_ARM in arms) == (
+            cell.n_layers == 1 and not cell.ffn and cell.n_heads > 1
+        )
+        for arm in arms:
+            assert sorted(s.seed for s in specs if s.cell == cell and s.arm == arm) == list(
+                range(5)
+            )
+    keys = [s.key for s in specs]
+    assert len(set(keys)) == len(keys)
+    full = atlas.plan("full")
+    assert {c.n_heads for c in {s.cell for s in full}} == {1, 2, 4, 8}
+    assert {(s.cell.norm, s.cell.d_model) for s in full} == {
+        (n, d) for n in ("post", "pre") for d in (32, 64)
+    }
+    assert "frozen" in {s.arm for s in full}
+
+
+def test_keys_round_trip_and_bad_specs_are_refused():
+    spec = atlas.RunSpec(TINY, "identity", 3, 40)
+    assert atlas.RunSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    assert atlas.Cell.from_key(TINY.key) == TINY
+    with pytest.raises(ValueError, match="arm must be one of"):
+        atlas.RunSpec(TINY, "none", 0)
+    with pytest.raises(ValueError, match="not divisible"):
+        atlas.Cell("sort", n_heads=3, d_model=16)
+    with pytest.raises(ValueError, match="unknown atlas task"):
+        atlas.Cell("nope")
+    with pytest.raises(ValueError, match="not an atlas cell key"):
+        atlas.Cell.from_key("sort/L1")
+
+
+# ---- one run -------------------------------------------------------------------------------------
+def test_a_run_is_a_function_of_its_spec_and_arms_differ_in_w_o_alone():
+    a, b = atlas.run_one(tiny()), atlas.run_one(tiny())
+    assert without_time(a) == without_time(b)
+    assert (
+        a["steps"] == 20
+        and len(a["curve"]) == 2
+        and a["key"] == atlas.RunSpec.from_dict(tiny()).key
+    )
+    models = {arm: atlas.build(atlas.RunSpec.from_dict(tiny(arm)))[0] for arm in atlas.ARMS}
+    ref = models["learned"].state_dict()
+    for arm, model in models.items():
+        enc = model.encoder if arm == atlas.MECHANISM_ARM else model
+        for name, value in enc.state_dict().items():
+            if ".W_o." not in name:  # every weight but W_o starts the same in every arm
+                assert torch.equal(value, ref[name]), (arm, name)
+    first = {arm: atlas.run_one(tiny(arm, budget=5))["curve"] for arm in ("learned", "frozen")}
+    assert first["learned"] != first["frozen"]  # W_o trained or not changes the run
+
+
+def test_the_frozen_arm_never_moves_w_o_and_identity_passes_concat_on():
+    spec = atlas.RunSpec(TINY, "frozen", 0, 5)
+    model, params, switches = atlas.build(spec)
+    W = model.layers[0].attn.W_o.weight
+    assert all(p is not W for p in params) and switches == {"w_o": "learned"}
+    _, _, sw = atlas.build(atlas.RunSpec(TINY, "identity", 0, 5))
+    assert sw == {"w_o": "identity"}
+
+
+def test_a_run_stops_at_its_target_and_says_when():
+    cell = atlas.Cell("balanced", n_layers=1, ffn=True, n_heads=2, d_model=16)
+    row = atlas.run_one(tiny(cell=cell, budget=400))
+    if row["steps_to_target"] is not None:
+        assert row["steps"] == row["steps_to_target"] < 400
+        assert atlas.reached("balanced", row["checks"][-1][1])
+    else:  # censored: ran the whole budget, every look below the target
+        assert row["steps"] == 400 and not any(
+            atlas.reached("balanced", v) for _, v in row["checks"]
+        )
+    assert [s for s, _ in row["checks"]] == list(range(50, row["steps"] + 1, 50)) or row[
+        "steps"
+    ] % 50
+
+
+def test_the_readout_arm_reads_the_attention_output_through_its_own_map():
+    model, params, switches = atlas.build(atlas.RunSpec(TINY, atlas.MECHANISM_ARM, 0, 5))
+    ids = torch.randint(0, 10, (3, 6), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = model(ids, None, trace=False, **switches).logits
+        plain = model.encoder(ids, None, trace=True, **switches)
+        concat = plain.trace.layers[-1].concat
+        want = plain.logits + model.readout(concat)
+    assert torch.allclose(out, want, atol=1e-6)
+    assert any(p is model.readout.weight for p in params)
+
+
+# ---- a layer without a feed-forward net ----------------------------------------------------------
+def test_a_layer_without_ffn_is_attention_add_and_norm_only():
+    config = atlas.Cell("sort", n_layers=1, ffn=False, n_heads=2, d_model=16).model_config()
+    model = Encoder(config).eval()
+    assert not hasattr(model.layers[0], "ff") and config.n_params == sum(
+        p.numel() for p in model.parameters()
+    )
+    ids = torch.randint(0, 10, (2, 5), generator=torch.Generator().manual_seed(1))
+    out = model(ids)
+    lt = out.trace.layers[0]
+    want = model.layers[0].norm1(lt.resid_pre + lt.attn_out)
+    assert torch.allclose(lt.resid_out, want, atol=1e-6) and torch.equal(lt.resid_out, lt.resid_mid)
+
+
+# ---- the designed task ---------------------------------------------------------------------------
+def test_difference_needs_two_tokens_combined_before_a_non_linearity():
+    """No sum of logits f(first) + g(last) gets (first - last) mod 10 right: the best such sum,
+    fitted on all 100 pairs, stays far below what a table of the pair reaches (100%)."""
+    task = atlas.get_task("difference")
+    batch = task.sample(200, np.random.default_rng(0))
+    sym, lengths = batch.ids[:, 1:] if task.bos else batch.ids, batch.lengths
+    first = sym[:, 0]
+    last = sym[torch.arange(len(sym)), lengths - 1]
+    assert torch.equal(batch.target, (first - last) % 10)
+    a, b = torch.meshgrid(torch.arange(10), torch.arange(10), indexing="ij")
+    a, b = a.flatten(), b.flatten()
+    y = (a - b) % 10
+    torch.manual_seed(0)
+    f = torch.zeros(10, 10, requires_grad=True)
+    g = torch.zeros(10, 10, requires_grad=True)
+    opt = torch.optim.Adam([f, g], lr=0.1)
+    for _ in range(1500):
+        loss = torch.nn.functional.cross_entropy(f[a] + g[b], y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    additive = ((f[a] + g[b]).argmax(-1) == y).float().mean().item()
+    assert additive < 0.5, additive
+    # And a single head averaging the two sees e(first) + e(last): the same for (a, b) and (b, a)
+    # while the answer differs for every a != b.
+    assert ((a - b) % 10 != (b - a) % 10)[a != b].float().mean() > 0.85
+
+
+# ---- rows on disk --------------------------------------------------------------------------------
+def test_rows_survive_a_torn_line_and_the_first_row_of_a_key_wins(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    rows = [{"format": atlas.FORMAT, "key": f"k{i}", "v": i} for i in range(3)]
+    with RowWriter(path) as w:
+        for row in rows[:2]:
+            w.append(row)
+    with path.open("ab") as f:
+        f.write(b'{"format": "tfviz-atlas/1", "key": "torn"')  # a kill in mid-write
+    with RowWriter(path) as w:
+        w.append(rows[2])
+        w.append({**rows[0], "v": 99})  # written twice: counted once, the first
+    got = read_rows(path)
+    assert list(got) == ["k0", "k1", "k2"] and got["k0"]["v"] == 0
+    assert read_rows(tmp_path / "none.jsonl") == {}
+
+
+# ---- statistics ----------------------------------------------------------------------------------
+def test_welch_p_value_and_holm_match_hand_computed_values():
+    # t = -2, df = 8: two-sided p = 0.0805 (scipy.stats.ttest_ind(..., equal_var=False)).
+    assert welch_p_value([1, 2, 3, 4, 5], [3, 4, 5, 6, 7]) == pytest.approx(0.080516, abs=1e-5)
+    assert holm([0.01, 0.04, 0.03, 0.2]) == pytest.approx([0.04, 0.09, 0.09, 0.2])
+
+
+def _row(cell, arm, seed, steps, loss=0.1, metric=0.99, budget=1000):
+    return {
+        "format": atlas.FORMAT,
+        "key": f"{cell}/{arm}/s{seed}",
+        "cell": cell,
+        "arm": arm,
+        "seed": seed,
+        "metric": "accuracy",
+        "budget": budget,
+        "steps_to_target": steps,
+        "final_loss": loss,
+        "metric_value": metric,
+        "curve": [loss],
+        "curve_every": 10,
+    }
+
+
+def test_a_cell_is_read_only_when_trained_and_verdicts_follow_holm():
+    fast, slow, untrained = (
+        "sort/L1/noffn/H4/D64/post",
+        "reverse/L1/noffn/H4/D64/post",
+        "sum/L1/noffn/H4/D64/post",
+    )
+    rows = []
+    for s in range(5):
+        rows += [_row(fast, "learned", s, 200 + s), _row(fast, "identity", s, 400 + 3 * s)]
+        a, b = (300, 320, 310, 330, 290)[s], (310, 300, 325, 295, 315)[s]
+        rows += [_row(slow, "learned", s, a), _row(slow, "identity", s, b)]
+        rows += [
+            _row(untrained, "learned", s, None if s else 500),
+            _row(untrained, "identity", s, None),
+        ]
+    res = atlas_stats.analyse(rows)
+    assert res[fast].verdict("identity") == "helps"
+    assert res[slow].verdict("identity") == "unclear"
+    assert res[untrained].verdict("identity") == "not_trained" and not res[untrained].trained
+    assert atlas_stats.family_size(res, "identity") == 2  # Holm's m: trained cells only
+    comp = res[fast].comparisons[("identity", "steps")]
+    assert comp.p_holm == pytest.approx(min(1.0, 2 * comp.p)) or comp.p_holm >= comp.p
+    censored = res[untrained].comparisons[("identity", "steps")]
+    assert censored.censored == 9 and censored.other == (1000.0,) * 5
+
+
+# ---- the bundled atlas ---------------------------------------------------------------------------
+def test_the_bundled_rows_are_whole_and_their_cells_are_in_the_plan():
+    rows = read_rows(BUNDLED)
+    assert rows, "models/atlas/runs.jsonl holds the bundled atlas"
+    plan = {s.key for s in atlas.plan("core")}
+    assert set(rows) <= plan
+    for key, row in rows.items():
+        assert row["key"] == key and row["steps"] <= row["budget"]
+        assert (row["steps_to_target"] is None) or row["steps_to_target"] == row["steps"]
+        assert np.isfinite(row["final_loss"]) and row["curve"]
+
+
+# ---- the sweep on Dask ---------------------------------------------------------------------------
+def _cli(*args: str, **kw) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "tfviz.cli.atlas", "run", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group: the test can kill it and its workers
+        **kw,
+    )
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+
+
+def test_a_run_on_a_dask_cluster_through_scheduler_equals_the_run_without_dask(tmp_path):
+    from dask.distributed import LocalCluster
+
+    out = tmp_path / "runs.jsonl"
+    with LocalCluster(n_workers=1, threads_per_worker=1, dashboard_address=None) as cluster:
+        proc = _cli(
+            "--tasks",
+            "sort",
+            "--seeds",
+            "1",
+            "--budget",
+            "5",
+            "--out",
+            str(out),
+            "--scheduler",
+            cluster.scheduler_address,
+        )
+        try:
+            log, _ = proc.communicate(timeout=300)
+        finally:
+            _kill_group(proc)
+    assert proc.returncode == 0, log
+    rows = read_rows(out)
+    assert set(rows) == {
+        s.key
+        for s in cli.todo(
+            [atlas.RunSpec(s.cell, s.arm, s.seed, 5) for s in atlas.plan("core", 1, ("sort",))],
+            tmp_path / "nothing.jsonl",
+        )
+    }
+    spec = next(iter(rows.values()))
+    direct = atlas.run_one(atlas.RunSpec.from_dict(_spec_of(spec)).to_dict())
+    assert without_time(direct) == without_time(spec)
+
+
+def _spec_of(row: dict) -> dict:
+    cell = atlas.Cell.from_key(row["cell"])
+    return atlas.RunSpec(cell, row["arm"], row["seed"], row["budget"]).to_dict()
+
+
+def _lines_per_key(path: Path) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for line in path.read_bytes().splitlines():
+        try:
+            key = json.loads(line)["key"]
+        except (json.JSONDecodeError, KeyError):
+            continue
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _wait_rows(path: Path, n: int, proc: subprocess.Popen, timeout: float = 240) -> int:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        have = len(read_rows(path))
+        if have >= n or proc.poll() is not None:
+            return have
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {n} rows after {timeout} s")
+
+
+def test_a_sweep_killed_worker_then_client_resumes_with_every_run_once(tmp_path):
+    import psutil
+
+    out = tmp_path / "runs.jsonl"
+    args = (
+        "--tasks",
+        "sort",
+        "--seeds",
+        "1",
+        "--budget",
+        "60",
+        "--out",
+        str(out),
+        "--workers",
+        "2",
+    )
+    specs = [atlas.RunSpec(s.cell, s.arm, s.seed, 60) for s in atlas.plan("core", 1, ("sort",))]
+    proc = _cli(*args)
+    try:
+        _wait_rows(out, 3, proc)
+        workers = [
+            p
+            for p in psutil.Process(proc.pid).children(recursive=True)
+            if "multiprocessing" in " ".join(p.cmdline())
+            and "resource_tracker" not in " ".join(p.cmdline())
+        ]
+        assert workers, "the LocalCluster's worker processes"
+        at_kill = len(read_rows(out))
+        workers[0].kill()  # kill -9 of a worker mid-run: the nanny starts another, Dask reruns
+        _wait_rows(out, at_kill + 4, proc)
+        assert len(read_rows(out)) >= at_kill + 4
+    finally:
+        _kill_group(proc)  # kill -9 of the client (and what it started) mid-sweep
+    before = read_rows(out)
+    assert 0 < len(before) < len(specs), "killed mid-way"
+    proc = _cli(*args)
+    try:
+        log, _ = proc.communicate(timeout=300)
+    finally:
+        _kill_group(proc)
+    assert proc.returncode == 0, log
+    assert f"{len(specs) - len(before)} rows written" in log
+    counts = _lines_per_key(out)
+    assert set(counts) == {s.key for s in specs} and set(counts.values()) == {1}
+    assert {k: without_time(v) for k, v in read_rows(out).items() if k in before} == {
+        k: without_time(v) for k, v in before.items()
+    }
+    done = _cli(*args)
+    log, _ = done.communicate(timeout=120)
+    assert "nothing to do" in log
+
+
+def test_plan_prints_the_runs_left_and_an_estimate(tmp_path, capsys):
+    assert cli.main(["run", "--plan", "--grid", "full", "--out", str(tmp_path / "r.jsonl")]) == 0
+    said = capsys.readouterr().out
+    assert f"{len(atlas.plan('full'))} runs in the full grid" in said and "core-hours" in said
+    assert cli.main(["run", "--plan", "--seeds", "0"]) == 2
