@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,32 @@ def todo(specs: list[atlas.RunSpec], out: Path) -> list[atlas.RunSpec]:
     return left
 
 
+def local_cluster(workers: int):
+    """The LocalCluster a sweep runs on: one process a worker, one thread each."""
+    import dask
+    from dask.distributed import LocalCluster
+
+    # Dask's nanny starts each worker with MALLOC_TRIM_THRESHOLD_=65536, which turns off glibc's
+    # adaptive mmap threshold: every activation tensor of a run (~0.5 MB) is then mmapped and
+    # unmapped afresh, and a run took 1.5x its time outside Dask (bench/atlas_dask.py). None
+    # unsets it. The profiler's 10 ms stack samples are not needed here either.
+    dask.config.set(
+        {
+            "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
+            "distributed.worker.profile.enabled": False,
+        }
+    )
+    return LocalCluster(
+        n_workers=workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        # Torch in each worker keeps to one thread (run_one sets it too): two processes of two
+        # threads each on two cores collapse throughput.
+        env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+    )
+
+
 def sweep(
     specs: list[atlas.RunSpec],
     out: Path,
@@ -49,24 +76,13 @@ def sweep(
 
     A LocalCluster (workers processes, one thread each) unless a scheduler address is given.
     """
-    from dask.distributed import Client, LocalCluster, as_completed
+    from dask.distributed import Client, as_completed
 
     left = todo(specs, out)
     if not left:
         echo("nothing to do: every run of the plan is in " + str(out))
         return 0
-    cluster = None
-    if scheduler is None:
-        n = workers or os.cpu_count() or 1
-        cluster = LocalCluster(
-            n_workers=n,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            # Torch in each worker keeps to one thread (run_one sets it too): two processes of
-            # two threads each on two cores collapse throughput.
-            env={"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
-        )
+    cluster = None if scheduler is not None else local_cluster(workers or os.cpu_count() or 1)
     written = 0
     try:
         with Client(cluster if cluster is not None else scheduler) as client, RowWriter(out) as w:
@@ -92,6 +108,10 @@ def sweep(
         if cluster is not None:
             cluster.close()
     return written
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,7 +147,14 @@ def main(argv: list[str] | None = None) -> int:
             f"stop early)"
         )
         return 0
-    written = sweep(specs, args.out, args.workers, args.scheduler)
+    # A polite kill (SIGTERM) stops the sweep as Ctrl-C does: the cluster is closed, no worker
+    # is left behind, and every finished row is already on disk.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        written = sweep(specs, args.out, args.workers, args.scheduler)
+    except KeyboardInterrupt:
+        print(f"stopped; finished rows are in {args.out}: run the same command to continue")
+        return 130
     print(f"{written} rows written to {args.out}")
     return 0
 
