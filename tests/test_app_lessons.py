@@ -7,8 +7,9 @@ import dataclasses
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import start_app
-from tfviz import jobs, lessons
+from tests.conftest import page_figures, start_app
+from tfviz import atlas_stats, jobs, lessons
+from tfviz.atlas_store import BUNDLED, read_rows
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
@@ -63,9 +64,12 @@ def test_every_step_runs_in_both_languages_without_a_missing_key(lang):
         assert translate(lang, f"lessons.step{step}.title") in text
         assert translate(lang, "lessons.show_answer") in [e.label for e in at.expander]
         assert not at.error, [e.value for e in at.error]
-    # Step 4 on the default model (reverse): its shipped runs never reached the target, and the
-    # lesson says so in the student's language, as the library's verdict does in English.
-    assert translate(lang, "experiment.finding.partly_trained") in text
+    # Step 4 answers from the bundled atlas, in the student's language.
+    rows = read_rows(BUNDLED)
+    intro = translate(
+        lang, "lessons.s4.atlas_intro", runs=len(rows), cells=len(atlas_stats.analyse(rows))
+    )
+    assert intro.replace("`", "").replace("*", "")[:40] in text.replace("`", "").replace("*", "")
     if lang == "zh":
         assert "Concatenation is not integration" not in page_text(at)
 
@@ -217,11 +221,13 @@ def test_step_four_switches_w_o_and_states_the_experiment_s_verdict():
     go_to(at, 4)
     text = page_text(at)
     assert "answer tokens changed" in text
-    assert "task sum" in text
-    # The shipped sum experiment shows no difference on any measure (models/experiments/README).
-    shown = "\n".join(m.value for m in at.main.markdown)
-    assert shown.count("includes 0, so these runs show no difference") == 3
-    assert translate("en", "lessons.s4.answer_none", task="sum") in text
+    # The atlas's answer, counted from the bundled rows, with the mechanism's chart.
+    rows = read_rows(BUNDLED)
+    results = atlas_stats.analyse(rows)
+    assert f"({len(rows)} runs in {len(results)} cells)" in text
+    assert "It depends on what follows attention." in text
+    titles = [f["layout"]["title"]["text"] for f in page_figures(at)]
+    assert translate("en", "lessons.s4.mechanism_title") in titles
     at.radio(key="lesson_w_o").set_value("zero").run()
     at.selectbox(key="lesson_w_o_layer").set_value(0).run()
     assert not at.exception and not at.error

@@ -13,7 +13,12 @@ from tfviz.plots import CONDITION_COLOURS, _escape
 
 # Diverging: blue where the learned W_o does better, red where it does worse, white at no effect.
 EFFECT_SCALE = [[0.0, "#b2182b"], [0.5, "#f7f7f7"], [1.0, "#2166ac"]]
-ARM_COLOURS = {**CONDITION_COLOURS, "frozen": "140, 86, 75", "identity_readout": "148, 103, 189"}
+ARM_COLOURS = {
+    **CONDITION_COLOURS,  # learned blue, identity red, as the experiment's curves
+    "block_diagonal": "44, 160, 44",
+    "frozen": "140, 86, 75",
+    "identity_readout": "148, 103, 189",
+}
 
 
 def atlas_grid(
@@ -127,6 +132,49 @@ def cell_curves(
         xaxis=dict(title=_escape(step_word)),
         yaxis=dict(title=_escape(loss_word), type="log"),
         legend=dict(orientation="h", y=-0.25),
+        plot_bgcolor="white",
+    )
+    return fig
+
+
+def arm_bars(
+    groups: Sequence[str],
+    arms: Sequence[str],
+    mean: np.ndarray,
+    half_width: np.ndarray,
+    names: Mapping[str, str],
+    title: str,
+    y_title: str,
+) -> go.Figure:
+    """One bar per arm in each group (a cell), its mean over seeds with a 95% interval.
+
+    Args:
+        groups: G group labels (the x axis); arms: A arm keys (the bars' colours).
+        mean, half_width: (G, A) bar heights and interval half-widths (NaN: no bar).
+    """
+    mean, half_width = np.asarray(mean, np.float64), np.asarray(half_width, np.float64)
+    if mean.shape != (len(groups), len(arms)) or half_width.shape != mean.shape:
+        raise ValueError(f"{len(groups)} groups x {len(arms)} arms need means of that shape")
+    fig = go.Figure()
+    for j, arm in enumerate(arms):
+        name = _escape(names.get(arm, arm))
+        fig.add_trace(
+            go.Bar(
+                x=[_escape(g) for g in groups],
+                y=np.where(np.isfinite(mean[:, j]), mean[:, j], None).tolist(),
+                error_y=dict(type="data", array=half_width[:, j].tolist(), visible=True),
+                name=name,
+                marker_color=f"rgb({ARM_COLOURS.get(arm, '99, 99, 99')})",
+                hovertemplate=f"{name}<br>%{{x}}<br>%{{y:.4g}}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        barmode="group",
+        title=dict(text=_escape(title), x=0, xanchor="left"),
+        height=380,
+        margin=dict(l=10, r=10, t=50, b=10),
+        yaxis=dict(title=_escape(y_title), rangemode="tozero"),
+        legend=dict(orientation="h", y=-0.2),
         plot_bgcolor="white",
     )
     return fig

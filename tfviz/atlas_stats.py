@@ -213,3 +213,44 @@ def relative(comp: Comparison, budget: float) -> float:
         return d / budget
     scale = max(abs(np.mean(comp.learned)), abs(np.mean(comp.other)), 1e-12)
     return float(d / scale) if math.isfinite(d) else 0.0
+
+
+@dataclass(frozen=True)
+class ArmMeans:
+    """A measure's mean over seeds, per cell and arm, with the half-width of its 95% interval
+    (Student's t over the seeds): what the lesson's mechanism chart draws."""
+
+    cells: tuple[str, ...]
+    arms: tuple[str, ...]
+    mean: np.ndarray  # (cells, arms); NaN where an arm has no runs in a cell
+    half_width: np.ndarray  # (cells, arms); 0 with fewer than two runs
+
+
+def arm_means(
+    rows: dict[str, dict] | list[dict], cells: list[str], arms: tuple[str, ...], measure: str
+) -> ArmMeans:
+    from tfviz.stats import t_quantile
+
+    rows = list(rows.values()) if isinstance(rows, dict) else list(rows)
+    mean = np.full((len(cells), len(arms)), np.nan)
+    half = np.zeros((len(cells), len(arms)))
+    for i, cell in enumerate(cells):
+        for j, arm in enumerate(arms):
+            x = np.array(
+                [_value(r, measure) for r in rows if r["cell"] == cell and r["arm"] == arm]
+            )
+            if len(x):
+                mean[i, j] = x.mean()
+            if len(x) > 1:
+                half[i, j] = t_quantile(0.975, len(x) - 1) * x.std(ddof=1) / math.sqrt(len(x))
+    return ArmMeans(tuple(cells), tuple(arms), mean, half)
+
+
+def verdict_counts(results: dict[str, CellResult], arm: str, **where) -> dict[str, int]:
+    """How many cells have each verdict for an arm, among the cells whose Cell fields equal
+    `where` (e.g. ffn=False); every verdict of VERDICTS is a key."""
+    counts = dict.fromkeys(VERDICTS, 0)
+    for res in results.values():
+        if all(getattr(res.cell, k) == v for k, v in where.items()):
+            counts[res.verdict(arm)] += 1
+    return counts

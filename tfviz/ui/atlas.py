@@ -134,9 +134,7 @@ def wrap(text: str, width: int = 60) -> list[str]:
 
 def summary(results: dict, arm: str) -> str:
     """One sentence: how many cells trained, and in how many W_o helped, hurt or is unclear."""
-    counts = {v: 0 for v in atlas_stats.VERDICTS}
-    for res in results.values():
-        counts[res.verdict(arm)] += 1
+    counts = atlas_stats.verdict_counts(results, arm)
     return t(
         "atlas.summary",
         cells=len(results),
@@ -245,3 +243,52 @@ def render_atlas(key: str = "atlas") -> None:
     st.markdown(summary(results, arm))
     st.markdown(mechanism_summary(results))
     cell_detail(rows, results, arm, key=f"{key}_cell")
+
+
+def lesson(key: str = "lesson_atlas") -> str | None:
+    """Lesson step 4's part: the atlas's answer and the mechanism's chart, every number counted
+    from the bundled rows. Returns the answer to the step's question (None without an atlas)."""
+    rows, results = load()
+    if not results:
+        st.info(t("atlas.empty"))
+        return None
+    st.markdown(t("lessons.s4.atlas_intro", runs=len(rows), cells=len(results)))
+    against_none = summary(results, "identity")  # the articles' question: W_o or none
+    st.markdown(against_none)
+    cells = [
+        k
+        for k, r in results.items()
+        if r.cell.n_layers == 1 and not r.cell.ffn and atlas.MECHANISM_ARM in r.arms
+    ]
+    if cells:
+        arms = ("learned", "identity", "block_diagonal", atlas.MECHANISM_ARM)
+        means = atlas_stats.arm_means(rows, cells, arms, atlas_stats.HEADLINE)
+        chart(
+            atlas_plots.arm_bars(
+                [results[c].cell.task for c in cells],
+                arms,
+                means.mean,
+                means.half_width,
+                {a: t(ARM_LABELS[a]) for a in arms},
+                title=t("lessons.s4.mechanism_title"),
+                y_title=t("atlas.measure.steps"),
+            ),
+            key=f"{key}_mechanism",
+        )
+        st.caption(t("lessons.s4.mechanism_caption"))
+    st.markdown(mechanism_summary(results))
+    without, with_ffn = (
+        atlas_stats.verdict_counts(results, "identity", ffn=ffn) for ffn in (False, True)
+    )
+
+    def trained(c: dict) -> int:
+        return sum(c.values()) - c["not_trained"]
+
+    return t(
+        "lessons.s4.answer_atlas",
+        noffn_helps=without["helps"],
+        noffn_trained=trained(without),
+        ffn_helps=with_ffn["helps"],
+        ffn_trained=trained(with_ffn),
+        hurts=without["hurts"] + with_ffn["hurts"],
+    )

@@ -19,17 +19,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import streamlit as st
 
-import tfviz.experiment as experiment
 from tfviz import checks, get_task, jobs, lessons, plots
 from tfviz.lessons import LessonInputError
 from tfviz.metrics import compact
 from tfviz.recipes import RECIPES
+from tfviz.ui import atlas as atlas_view
 from tfviz.ui.i18n import current, t
 from tfviz.ui.models import BUNDLED_DIR, file_sha256, load_model
 from tfviz.ui.standalone import download_button
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, View
-from tfviz.ui.views.does_w_o_matter import cached_precomputed, experiment_table, findings
 from tfviz.ui.views.train import job_manager, job_text, refusal, session_alive_check
 from tfviz.ui.widgets import chart, index_picker, plot_words
 
@@ -519,38 +518,8 @@ def step_switch(view: View) -> None:
 
 
 def show_experiment(view: View) -> None:
-    task = view.task.name
-    try:
-        result = cached_precomputed(task)
-    except ValueError:
-        result = None
-    if result is None:  # a task without a shipped result (or an unreadable one): the sum task
-        task = "sum"
-        result = cached_precomputed(task)
-    if result is None:
-        st.warning(t("lessons.s4.no_experiment"))
-        return
-    s = result.settings
-    n = [len(result.runs_of(c)) for c in experiment.CONDITIONS]
-    st.markdown(
-        t(
-            "lessons.s4.experiment_intro",
-            task=md_escape(task),
-            seeds_with=n[0],
-            seeds_without=n[1],
-            steps=s.get("steps"),
-        )
-    )
-    compared = experiment.compare(result)
-    table = experiment_table(result, "identity")
-    st.dataframe(table, hide_index=True, key="lesson_experiment_table")
-    lines = findings(result, against="identity")  # the seeds' question: W_o or none
-    st.markdown("\n".join(f"- {line}" for line in lines))
-    outcomes = [row.outcome for row in compared]
-    better, worse = outcomes.count("better"), outcomes.count("worse")
-    answer = (
-        t("lessons.s4.answer_none", task=md_escape(task))
-        if better == 0
-        else t("lessons.s4.answer_some", task=md_escape(task), better=better, worse=worse)
-    )
-    question("lessons.s4.question", answer)
+    """The atlas's answer (tfviz.ui.atlas): where W_o matters, where not, and the run that
+    tests why; the step's question is answered from the same numbers."""
+    answer = atlas_view.lesson()
+    if answer is not None:
+        question("lessons.s4.question", answer)
