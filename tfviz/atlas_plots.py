@@ -23,20 +23,23 @@ ARM_COLOURS = {
 
 def atlas_grid(
     effect: np.ndarray,
-    texts: Sequence[Sequence[str]],
+    texts: Sequence[Sequence[Sequence[str]]],
     rows: Sequence[str],
-    columns: Sequence[str],
+    columns: Sequence[Sequence[str]],
     hover: Sequence[Sequence[Sequence[str]]],
     title: str,
     colour_title: str,
 ) -> go.Figure:
-    """The atlas: one square per (architecture, task), coloured by the effect, with its text.
+    """The atlas: one square per (task, architecture), coloured by the effect, with its text.
+
+    Laid out for a phone as for a projector: tasks down (their names are short), architectures
+    across under short labels of a few lines, a horizontal colour bar below.
 
     Args:
         effect: (R, C) the learned W_o's advantage scaled to [-1, 1] (positive: it does better);
             NaN where nothing is to be read (not trained, no rows): drawn grey.
-        texts: R x C short texts drawn in the squares (the verdict and the number).
-        rows, columns: the architectures and the tasks, as shown.
+        texts: R x C short texts drawn in the squares, as lines (a mark, a number).
+        rows: R labels (the tasks); columns: C labels, each a list of short lines.
         hover: R x C lists of lines shown on hover (plain text: escaped here, one line each).
     """
     effect = np.asarray(effect, np.float64)
@@ -45,43 +48,49 @@ def atlas_grid(
         raise ValueError(f"an atlas of {R} x {C} squares needs {R} row and {C} column labels")
     bound = float(np.nanmax(np.abs(effect))) if np.isfinite(effect).any() else 1.0
     bound = max(bound, 0.05)  # a grid of tiny effects is not painted as if they were large
+    x = ["<br>".join(_escape(line) for line in lines) for lines in columns]
+    y = [_escape(r) for r in rows]
     esc = [["<br>".join(_escape(line) for line in lines) for lines in row] for row in hover]
-    fig = go.Figure(
-        [
-            go.Heatmap(  # grey under every square: what NaN leaves empty shows as "nothing to read"
-                z=np.zeros((R, C)),
-                x=[_escape(c) for c in columns],
-                y=[_escape(r) for r in rows],
-                colorscale=[[0, "#d9d9d9"], [1, "#d9d9d9"]],
-                showscale=False,
-                hoverinfo="skip",
-                xgap=2,
-                ygap=2,
-            ),
-            go.Heatmap(
-                z=np.where(np.isfinite(effect), effect, None).tolist(),
-                x=[_escape(c) for c in columns],
-                y=[_escape(r) for r in rows],
-                colorscale=EFFECT_SCALE,
-                zmin=-bound,
-                zmax=bound,
-                text=[[_escape(x) for x in row] for row in texts],
-                texttemplate="%{text}",
-                textfont=dict(size=11),
-                customdata=esc,
-                hovertemplate="%{customdata}<extra></extra>",
-                colorbar=dict(title=dict(text=_escape(colour_title), side="right"), thickness=12),
-                xgap=2,
-                ygap=2,
-            ),
-        ]
+    grey = go.Heatmap(  # under every square: what NaN leaves empty shows as "nothing to read"
+        z=np.zeros((R, C)),
+        x=x,
+        y=y,
+        colorscale=[[0, "#d9d9d9"], [1, "#d9d9d9"]],
+        showscale=False,
+        hoverinfo="skip",
+        xgap=2,
+        ygap=2,
     )
+    squares = go.Heatmap(
+        z=np.where(np.isfinite(effect), effect, None).tolist(),
+        x=x,
+        y=y,
+        colorscale=EFFECT_SCALE,
+        zmin=-bound,
+        zmax=bound,
+        text=[["<br>".join(_escape(line) for line in lines) for lines in row] for row in texts],
+        texttemplate="%{text}",
+        textfont=dict(size=10),
+        customdata=esc,
+        hovertemplate="%{customdata}<extra></extra>",
+        colorbar=dict(
+            title=dict(text=_escape(colour_title), side="top", font=dict(size=11)),
+            orientation="h",
+            y=-0.02,
+            yanchor="top",
+            thickness=10,
+            len=0.9,
+        ),
+        xgap=2,
+        ygap=2,
+    )
+    fig = go.Figure([grey, squares])
     fig.update_layout(
-        title=dict(text=_escape(title), x=0, xanchor="left"),
-        height=120 + 44 * R,
-        margin=dict(l=10, r=10, t=60, b=10),
-        yaxis=dict(autorange="reversed", automargin=True),
-        xaxis=dict(side="top", automargin=True),
+        title=dict(text=_escape(title), x=0, xanchor="left", font=dict(size=13)),
+        height=170 + 38 * R,
+        margin=dict(l=10, r=10, t=90, b=10),
+        yaxis=dict(autorange="reversed", automargin=True, tickfont=dict(size=11)),
+        xaxis=dict(side="top", automargin=True, tickfont=dict(size=10), tickangle=0),
         plot_bgcolor="white",
     )
     return fig
@@ -101,7 +110,7 @@ def cell_curves(
     Args:
         curves: arm -> [(seed, losses)] as tfviz.atlas_stats.curves returns.
         names: arm -> legend name.
-    The y axis is logarithmic (losses are positive and span decades once a task is learned).
+    The y axis is linear from 0: a log axis over less than a decade reads as a row of digits.
     """
     fig = go.Figure()
     for arm, runs in curves.items():
@@ -130,7 +139,7 @@ def cell_curves(
         height=360,
         margin=dict(l=10, r=10, t=50, b=10),
         xaxis=dict(title=_escape(step_word)),
-        yaxis=dict(title=_escape(loss_word), type="log"),
+        yaxis=dict(title=_escape(loss_word), rangemode="tozero"),
         legend=dict(orientation="h", y=-0.25),
         plot_bgcolor="white",
     )

@@ -82,44 +82,57 @@ def verdict_text(res: atlas_stats.CellResult, arm: str, m: int) -> str:
 
 
 def grid(rows: dict, results: dict, arm: str, key: str) -> None:
-    """The atlas's grid for one arm against the learned W_o."""
+    """The atlas's grid for one arm against the learned W_o: tasks down, architectures across."""
     cells = [r.cell for r in results.values()]
     varied = _varied(cells)
     tasks = [name for name in atlas.ATLAS_TASKS if any(c.task == name for c in cells)]
     archs = sorted({c.arch for c in cells}, key=lambda a: atlas.Cell.from_key("sum/" + a))
-    R, C = len(archs), len(tasks)
+    R, C = len(tasks), len(archs)
     effect = np.full((R, C), np.nan)
-    texts = [[""] * C for _ in range(R)]
+    texts: list[list[list[str]]] = [[[] for _ in range(C)] for _ in range(R)]
     hover: list[list[list[str]]] = [[[] for _ in range(C)] for _ in range(R)]
     m = atlas_stats.family_size(results, arm)
-    for i, a in enumerate(archs):
-        for j, task in enumerate(tasks):
+    for i, task in enumerate(tasks):
+        for j, a in enumerate(archs):
             res = results.get(f"{task}/{a}")
             if res is None:
-                texts[i][j] = t("atlas.grid.missing")
+                texts[i][j] = ["·"]
+                hover[i][j] = [t("atlas.grid.missing")]
                 continue
             verdict = res.verdict(arm)
             comp = res.comparisons.get((arm, atlas_stats.HEADLINE))
             if verdict == "not_trained":
-                texts[i][j] = t("atlas.grid.not_trained")
+                texts[i][j] = [MARKS[verdict]]
             elif comp is not None and comp.interval is not None:
                 budget = atlas.RECIPES[task].steps
                 effect[i, j] = atlas_stats.relative(comp, budget)
-                texts[i][j] = f"{MARKS[verdict]} {-comp.difference:+.0f}"
-            hover[i][j] = [
-                f"{task} · {arch_label(res.cell, varied)}",
-                *wrap(verdict_text(res, arm, m)),
-            ]
+                texts[i][j] = [MARKS[verdict], f"{-comp.difference:+.0f}"]
+            name = f"{task} · {arch_label(res.cell, varied)}"
+            hover[i][j] = [name, *wrap(verdict_text(res, arm, m))]
     figure = atlas_plots.atlas_grid(
         effect,
         texts,
-        [arch_label(atlas.Cell.from_key("sum/" + a), varied) for a in archs],
         tasks,
+        [short_arch(atlas.Cell.from_key("sum/" + a), varied) for a in archs],
         hover,
         title=t("atlas.grid.title", other=t(f"atlas.versus.{arm}")),
         colour_title=t("atlas.grid.colour"),
     )
     chart(figure, key=key)
+    st.caption(t("atlas.grid.legend"))
+
+
+def short_arch(cell: atlas.Cell, varied: set[str]) -> list[str]:
+    """An architecture as a column label of a few short lines (the grid is read on phones)."""
+    lines = [
+        t("atlas.arch_short", layers=cell.n_layers, heads=cell.n_heads),
+        t("atlas.ffn.on" if cell.ffn else "atlas.ffn.off"),
+    ]
+    if "d_model" in varied:
+        lines.append(f"D{cell.d_model}")
+    if "norm" in varied:
+        lines.append(t(f"atlas.norm.{cell.norm}"))
+    return lines
 
 
 def wrap(text: str, width: int = 60) -> list[str]:

@@ -1,0 +1,62 @@
+"""Browser test of the W_o atlas (issue 29): a fresh server opens "Does W_o matter?" on the
+bundled atlas, its grid and a cell's curves drawn, and a student opens another cell; in English and
+Chinese, on a desktop and a phone's width, with screenshots in artifacts/.
+
+The browser, server, page and waiting helpers are tests/test_browser.py's (so the test is skipped
+without Chromium except under CI=true).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import test_browser as shared
+from tests.test_browser import assert_charts_drawn, assert_no_exception, rerun, screenshot
+from tfviz import atlas_stats
+from tfviz.atlas_store import BUNDLED, read_rows
+from tfviz.ui.i18n import translate
+
+pytestmark = pytest.mark.browser
+app_exists, browser, server, page = shared.app_exists, shared.browser, shared.server, shared.page
+
+TITLE_JS = """key => Array.from(document.querySelectorAll(`.st-key-${key} .gtitle`))
+                       .map((t) => t.textContent).join(' ')"""
+
+
+def curves_title(page) -> str:
+    return page.evaluate(TITLE_JS, "atlas_cell_curves")
+
+
+@pytest.mark.parametrize("lang, width", [("en", 1400), ("zh", 1400), ("en", 390), ("zh", 390)])
+def test_the_atlas_opens_and_a_cell_opens_its_curves(page, server, lang, width):
+    rows = read_rows(BUNDLED)
+    results = atlas_stats.analyse(rows)
+    page.set_viewport_size({"width": width, "height": 900})
+    if lang != "en":
+        page.goto(f"{server}/?lang={lang}")
+        page.wait_for_selector(shared.APP_IDLE)
+    shared.open_tab(page, translate(lang, "app.view.experiment"))
+    assert_no_exception(page)
+    panel = page.locator('[role="tabpanel"]:not([hidden])')
+    panel.locator(".st-key-atlas_grid").first.wait_for()
+    assert_charts_drawn(page, at_least=3)  # the grid, a cell's curves, the task's own experiment
+    grid_title = page.evaluate(TITLE_JS, "atlas_grid")
+    assert translate(lang, "atlas.grid.title", other=translate(lang, "atlas.versus.identity")) in (
+        grid_title.replace("\xa0", " ")
+    )
+    intro = translate(lang, "atlas.intro", runs=len(rows), cells=len(results), seeds=5)
+    assert intro.split("。")[0].split(".")[0][:30] in panel.inner_text()
+
+    # Open the last cell of the picker: its curves are drawn under its own title.
+    combo = panel.locator(".st-key-atlas_cell [role=combobox]")
+    before = curves_title(page)
+    combo.scroll_into_view_if_needed()  # the main area scrolls inside itself
+    combo.click()
+    option = page.get_by_role("option").last
+    name = option.inner_text()
+    rerun(page, option.click, f"() => document.body.innerText.includes({name!r})")
+    assert_no_exception(page)
+    after = curves_title(page)
+    assert after != before and name.split(" · ")[0] in after
+    assert panel.locator("[data-testid=stDataFrame]").count() >= 1  # the cell's numbers
+    screenshot(page, f"browser_atlas_{lang}_{width}.png")
