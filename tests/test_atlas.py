@@ -396,5 +396,40 @@ def test_a_sweep_killed_worker_then_client_resumes_with_every_run_once(tmp_path)
 def test_plan_prints_the_runs_left_and_an_estimate(tmp_path, capsys):
     assert cli.main(["run", "--plan", "--grid", "full", "--out", str(tmp_path / "r.jsonl")]) == 0
     said = capsys.readouterr().out
-    assert f"{len(atlas.plan('full'))} runs in the full grid" in said and "core-hours" in said
+    assert f"{len(atlas.plan('full'))} runs in the full grid" in said and " h of one core" in said
     assert cli.main(["run", "--plan", "--seeds", "0"]) == 2
+
+
+# ---- a sweep started from the app ------------------------------------------------------------
+def test_an_app_sweep_runs_in_its_own_process_one_at_a_time_and_stops(tmp_path):
+    import psutil
+
+    from tfviz.atlas_runner import Busy, Runner
+
+    runner = Runner(limit=1, budget=3)
+    first = runner.start("a", TINY.key, 2, tmp_path / "a.jsonl")
+    assert first.process.pid != os.getpid() and first.runs == len(atlas.plan_cells([TINY], 2))
+    with pytest.raises(Busy):
+        runner.start("b", TINY.key, 2, tmp_path / "b.jsonl")  # the server's one slot is taken
+    with pytest.raises(Busy):
+        runner.start("a", TINY.key, 2, tmp_path / "a.jsonl")  # and a session runs one
+    first.process.wait(timeout=240)
+    assert not first.running and not first.failed
+    want = {atlas.RunSpec(s.cell, s.arm, s.seed, 3).key for s in atlas.plan_cells([TINY], 2)}
+    assert set(first.rows()) == want
+    second = runner.start("b", TINY.key, 5, tmp_path / "b.jsonl")  # the slot is free again
+    _wait_rows(second.out, 0, second.process, timeout=5)
+    group = second.process.pid
+    runner.stop("b")
+    assert not second.running
+    left = [p for p in psutil.process_iter() if _in_group(p, group)]
+    assert not left, left  # the CLI and its workers are gone
+    with pytest.raises(ValueError):
+        runner.start("c", "sort/L9", 2, tmp_path / "c.jsonl")
+
+
+def _in_group(process, group: int) -> bool:
+    try:
+        return os.getpgid(process.pid) == group
+    except ProcessLookupError:  # ended while the list was taken
+        return False

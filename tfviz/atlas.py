@@ -202,11 +202,16 @@ def arms_of(cell: Cell, grid: str = "core") -> tuple[str, ...]:
 
 def plan(grid: str = "core", seeds: int = 5, tasks: tuple[str, ...] | None = None) -> list[RunSpec]:
     """Every run of the sweep, a cell's runs together (seed by seed, every arm of a seed)."""
-    if not isinstance(seeds, int) or seeds < 1:
+    return plan_cells(cells(grid, tasks), seeds, grid)
+
+
+def plan_cells(chosen: list[Cell], seeds: int = 5, grid: str = "core") -> list[RunSpec]:
+    """The runs of the chosen cells with the grid's arms, seed by seed."""
+    if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
         raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
     return [
         RunSpec(cell, arm, seed)
-        for cell in cells(grid, tasks)
+        for cell in chosen
         for seed in range(seeds)
         for arm in arms_of(cell, grid)
     ]

@@ -1,6 +1,7 @@
 """The W_o atlas's command line: `python -m tfviz.cli.atlas run`, on Dask distributed.
 
     python -m tfviz.cli.atlas run [--grid core|full] [--seeds 5] [--tasks sort reverse]
+                                  [--cells sort/L1/noffn/H4/D64/post ...] [--budget STEPS]
                                   [--out models/atlas/runs.jsonl] [--workers N]
                                   [--scheduler tcp://host:8786] [--plan]
 
@@ -110,6 +111,12 @@ def sweep(
     return written
 
 
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -121,6 +128,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--grid", choices=tuple(atlas.GRIDS), default="core")
     r.add_argument("--seeds", type=int, default=5)
     r.add_argument("--tasks", nargs="+", choices=tuple(atlas.ATLAS_TASKS))
+    r.add_argument(
+        "--cells",
+        nargs="+",
+        metavar="KEY",
+        help="only these cells (keys as sort/L1/noffn/H4/D64/post)",
+    )
     r.add_argument("--budget", type=int, help="steps per run (default: each task's recipe)")
     r.add_argument("--out", type=Path, default=BUNDLED)
     r.add_argument("--workers", type=int, help="LocalCluster workers (default: one per core)")
@@ -129,7 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     try:
-        specs = atlas.plan(args.grid, args.seeds, tuple(args.tasks) if args.tasks else None)
+        if args.cells:
+            specs = atlas.plan_cells([atlas.Cell.from_key(k) for k in args.cells], args.seeds)
+        else:
+            specs = atlas.plan(args.grid, args.seeds, tuple(args.tasks) if args.tasks else None)
         if args.budget is not None:
             specs = [atlas.RunSpec(s.cell, s.arm, s.seed, args.budget) for s in specs]
     except ValueError as e:
@@ -139,12 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.plan:
         cores = args.workers or os.cpu_count() or 1
         seconds = atlas.estimate_seconds(left)
+        where = "the chosen cells" if args.cells else f"the {args.grid} grid"
         print(
-            f"{len(specs)} runs in the {args.grid} grid ({len(atlas.cells(args.grid, args.tasks))}"
-            f" cells, {args.seeds} seeds); {len(specs) - len(left)} done in {args.out}, "
-            f"{len(left)} to run: about {seconds / 3600:.1f} core-hours, "
-            f"{seconds / cores / 3600:.1f} h on {cores} workers (runs that reach their target "
-            f"stop early)"
+            f"{len(specs)} runs in {where} ({len({s.cell for s in specs})} cells, {args.seeds} "
+            f"seeds); {len(specs) - len(left)} done in {args.out}, {len(left)} to run: about "
+            f"{_duration(seconds)} of one core, {_duration(seconds / cores)} on {cores} workers "
+            f"(runs that reach their target stop early)"
         )
         return 0
     # A polite kill (SIGTERM) stops the sweep as Ctrl-C does: the cluster is closed, no worker

@@ -8,15 +8,23 @@ view imports the other.
 from __future__ import annotations
 
 import math
+import tempfile
+import uuid
+from pathlib import Path
 
 import numpy as np
 import streamlit as st
 
-from tfviz import atlas, atlas_plots, atlas_stats
+from tfviz import atlas, atlas_plots, atlas_runner, atlas_stats
 from tfviz.atlas_store import BUNDLED, read_rows
 from tfviz.metrics import compact
 from tfviz.ui.i18n import current, t
+from tfviz.ui.view import POLL_SECONDS
 from tfviz.ui.widgets import chart
+
+APP_SWEEPS = 1  # sweeps the whole server runs at once for its visitors (each on one core)
+APP_BUDGET: int | None = None  # steps per run of those sweeps; None: the recipe's (as bundled)
+MAX_SEEDS = 5
 
 ARM_LABELS = {arm: f"atlas.arm.{arm}" for arm in atlas.ARMS}
 MARKS = {"helps": "✓", "hurts": "✗", "unclear": "≈", "not_trained": "–", "missing": ""}
@@ -37,15 +45,20 @@ def load(path=BUNDLED) -> tuple[dict, dict]:
     return cached_atlas(str(path), (st_.st_mtime_ns, st_.st_size))
 
 
-def arch_label(cell: atlas.Cell, varied: set[str]) -> str:
-    """An architecture as a row label; D and the norm are named only where the atlas varies them."""
-    ffn = t("atlas.ffn.on" if cell.ffn else "atlas.ffn.off")
-    label = t("atlas.arch", layers=cell.n_layers, ffn=ffn, heads=cell.n_heads)
+def arch_label(cell: atlas.Cell, varied: set[str], lang: str | None = None) -> str:
+    """An architecture as a row label; D and the norm are named only where the atlas varies them.
+    lang: fixed for a widget's format_func, which Streamlit may call outside the script."""
+    ffn = t("atlas.ffn.on" if cell.ffn else "atlas.ffn.off", lang=lang)
+    label = t("atlas.arch", layers=cell.n_layers, ffn=ffn, heads=cell.n_heads, lang=lang)
     if "d_model" in varied:
         label += f" · D{cell.d_model}"
     if "norm" in varied:
-        label += " · " + t(f"atlas.norm.{cell.norm}")
+        label += " · " + t(f"atlas.norm.{cell.norm}", lang=lang)
     return label
+
+
+def cell_name(cell: atlas.Cell, varied: set[str], lang: str | None = None) -> str:
+    return f"{cell.task} · {arch_label(cell, varied, lang)}"
 
 
 def _varied(cells: list[atlas.Cell]) -> set[str]:
@@ -107,8 +120,7 @@ def grid(rows: dict, results: dict, arm: str, key: str) -> None:
                 budget = atlas.RECIPES[task].steps
                 effect[i, j] = atlas_stats.relative(comp, budget)
                 texts[i][j] = [MARKS[verdict], f"{-comp.difference:+.0f}"]
-            name = f"{task} · {arch_label(res.cell, varied)}"
-            hover[i][j] = [name, *wrap(verdict_text(res, arm, m))]
+            hover[i][j] = [cell_name(res.cell, varied), *wrap(verdict_text(res, arm, m))]
     figure = atlas_plots.atlas_grid(
         effect,
         texts,
@@ -173,17 +185,16 @@ def mechanism_summary(results: dict) -> str:
     return t("atlas.mechanism.result", helped=len(helped), recovered=recovered)
 
 
-def cell_detail(rows: dict, results: dict, arm: str, key: str) -> None:
+def cell_detail(rows: dict, results: dict, arm: str, key: str) -> str | None:
     """A picker of cells; the chosen one's curves (every seed, every arm), numbers and verdict."""
     keys = list(results)
     if not keys:
-        return
+        return None
     varied = _varied([r.cell for r in results.values()])
     lang = current()
 
     def name(k: str) -> str:
-        cell = results[k].cell
-        return f"{cell.task} · {arch_label(cell, varied)}"
+        return cell_name(results[k].cell, varied, lang)
 
     default = next((k for k in keys if results[k].verdict(arm) == "helps"), keys[0])
     if st.session_state.get(key) not in keys:
@@ -224,6 +235,7 @@ def cell_detail(rows: dict, results: dict, arm: str, key: str) -> None:
     st.dataframe(table, hide_index=True, key=f"{key}_table")
     m = atlas_stats.family_size(results, arm)
     st.markdown(verdict_text(res, arm, m))
+    return chosen
 
 
 def _p(p: float | None) -> str:
@@ -255,7 +267,77 @@ def render_atlas(key: str = "atlas") -> None:
     grid(rows, results, arm, key=f"{key}_grid")
     st.markdown(summary(results, arm))
     st.markdown(mechanism_summary(results))
-    cell_detail(rows, results, arm, key=f"{key}_cell")
+    chosen = cell_detail(rows, results, arm, key=f"{key}_cell")
+    if chosen is not None:
+        name = cell_name(results[chosen].cell, _varied([r.cell for r in results.values()]))
+        own_sweep(chosen, name, arm, key=f"{key}_own")
+
+
+# ---- a sweep started here: in a process of its own, polled --------------------------------------
+@st.cache_resource
+def runner() -> atlas_runner.Runner:
+    """One runner for the server: its limit holds across every session."""
+    return atlas_runner.Runner(limit=APP_SWEEPS, budget=APP_BUDGET)
+
+
+def owner() -> str:
+    return st.session_state.setdefault("atlas_owner", uuid.uuid4().hex)
+
+
+def own_sweep(cell: str, name: str, arm: str, key: str) -> None:
+    """Run the open cell again, outside the server's process; its rows are this session's."""
+    with st.expander(t("atlas.own.title"), expanded=runner().of(owner()) is not None):
+        st.caption(t("atlas.own.what"))
+        seeds = st.number_input(
+            t("atlas.own.seeds"), min_value=2, max_value=MAX_SEEDS, value=2, key=f"{key}_seeds"
+        )
+        left, right = st.columns(2)
+        if left.button(t("atlas.own.start", cell=name), key=f"{key}_start", type="primary"):
+            out = Path(tempfile.gettempdir()) / "tfviz-atlas" / f"{owner()}.jsonl"
+            try:
+                runner().start(owner(), cell, int(seeds), out)
+            except atlas_runner.Busy:
+                st.error(t("atlas.own.busy"))
+        sweep = runner().of(owner())
+        if sweep is not None and sweep.running:
+            right.button(
+                t("atlas.own.stop"), key=f"{key}_stop", on_click=runner().stop, args=(owner(),)
+            )
+        if sweep is not None:
+            own_progress(sweep, arm, key)  # the sweep's own cell, which may not be the open one
+
+
+@st.fragment(run_every=POLL_SECONDS * 4)
+def own_progress(sweep: atlas_runner.Sweep, arm: str, key: str) -> None:
+    """The sweep's rows as they come (read from its file), and its verdict once there are some."""
+    rows = sweep.rows()
+    done = len(rows)
+    if sweep.running:
+        st.progress(done / sweep.runs, text=t("atlas.own.progress", done=done, runs=sweep.runs))
+    elif sweep.failed:
+        st.error(t("atlas.own.failed", done=done, runs=sweep.runs))
+    else:
+        st.success(t("atlas.own.done", done=done, runs=sweep.runs))
+    if not rows:
+        return
+    results = atlas_stats.analyse(rows)
+    res = results.get(sweep.cell)
+    if res is None:
+        return
+    curves = atlas_stats.curves(rows, sweep.cell)
+    chart(
+        atlas_plots.cell_curves(
+            curves,
+            next(iter(rows.values()))["curve_every"],
+            {a: t(ARM_LABELS[a]) for a in curves},
+            title=t("atlas.own.curves", cell=cell_name(res.cell, set())),
+            step_word=t("atlas.curves.step"),
+            loss_word=t("atlas.curves.loss"),
+            seed_word=t("atlas.curves.seed"),
+        ),
+        key=f"{key}_curves",
+    )
+    st.markdown(verdict_text(res, arm, 1))
 
 
 def lesson(key: str = "lesson_atlas") -> str | None:

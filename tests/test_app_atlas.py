@@ -1,0 +1,71 @@
+"""The atlas in the app (issue 29), through AppTest: "Does W_o matter?" opens on the bundled
+atlas with every sentence worded from its numbers, and a student runs the open cell again in a
+process of its own, whose rows come back to the page."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import page_figures, start_app
+from tfviz import atlas, atlas_stats
+from tfviz.atlas_store import BUNDLED, read_rows
+from tfviz.ui import atlas as atlas_view
+from tfviz.ui.i18n import translate
+
+VIEW = translate("en", "app.view.experiment")
+
+
+def test_the_view_opens_on_the_atlas_with_its_counted_summary(fresh_app):
+    rows = read_rows(BUNDLED)
+    results = atlas_stats.analyse(rows)
+    at = start_app(view=VIEW)
+    titles = [f["layout"]["title"]["text"] for f in page_figures(at)]
+    other = translate("en", "atlas.versus.identity")
+    assert translate("en", "atlas.grid.title", other=other) in titles
+    counts = atlas_stats.verdict_counts(results, "identity")
+    summary = translate(
+        "en",
+        "atlas.summary",
+        cells=len(results),
+        trained=len(results) - counts["not_trained"],
+        helps=counts["helps"],
+        hurts=counts["hurts"],
+        unclear=counts["unclear"] + counts["missing"],
+        not_trained=counts["not_trained"],
+        other=other,
+        m=atlas_stats.family_size(results, "identity"),
+    )
+    assert summary in [m.value for m in at.markdown]
+    # Against the block-diagonal W_o: the grid and its sentence follow the choice.
+    at.radio(key="atlas_arm").set_value("block_diagonal").run()
+    titles = [f["layout"]["title"]["text"] for f in page_figures(at)]
+    block = translate("en", "atlas.versus.block_diagonal")
+    assert translate("en", "atlas.grid.title", other=block) in titles
+
+
+def test_a_student_runs_the_open_cell_again_outside_the_server(fresh_app, monkeypatch):
+    monkeypatch.setattr(atlas_view, "APP_BUDGET", 3)  # a few steps a run: seconds, not minutes
+    at = start_app(view=VIEW)
+    cell = at.selectbox(key="atlas_cell").value
+    at.number_input(key="atlas_own_seeds").set_value(2)
+    at.button(key="atlas_own_start").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    sweep = atlas_view.runner().of(at.session_state["atlas_owner"])
+    assert sweep is not None and sweep.cell == cell
+    runs = len(atlas.plan_cells([atlas.Cell.from_key(cell)], 2))
+    assert sweep.process.wait(timeout=240) == 0
+    at.run()
+    done = translate("en", "atlas.own.done", done=runs, runs=runs)
+    assert done in [s.value for s in at.success]
+    titles = [f["layout"]["title"]["text"] for f in page_figures(at)]
+    name = atlas_view.cell_name(atlas.Cell.from_key(cell), set())
+    assert translate("en", "atlas.own.curves", cell=name) in titles
+    assert read_rows(sweep.out) and sweep.out.parent != BUNDLED.parent  # the bundled file untouched
+
+
+@pytest.fixture(autouse=True)
+def no_sweep_left(fresh_app):
+    yield
+    r = atlas_view.runner()
+    for owner in list(r._sweeps):
+        r.stop(owner)
