@@ -93,7 +93,8 @@ LATIN_KEPT = set(
     """
     W_o W_O W_q W_V W_X W_OV d_k d_model d_ff concat attn_out z_h b_o alpha_ij xi_h sum_h sqrt exp
     log max float SVD LayerNorm Linear Adam PyTorch Transformer Annotated BERT MiniLM all-MiniLM-L
-    CLS SEP UNK MAE Welch Holm tfviz sum_seed safetensors view transpose Unicode PNG SVG HTML CPU PyPI
+    CLS SEP UNK MAE Welch tfviz sum_seed safetensors view transpose Unicode PNG SVG HTML CPU PyPI
+    Holm
     RoBERTa XLM-R DistilBERT Hugging Face zip
     Michel Kobayashi Elhage Roy Vetterli Abnar Zuidema NeurIPS EMNLP ACL
     """.split()

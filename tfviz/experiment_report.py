@@ -117,11 +117,11 @@ def verdict(result: ExperimentResult, against: str = "identity") -> str:
 
 
 def target_note(target: Target) -> str:
-    """The warning for a target no run reached: the models are partly trained."""
+    """The warning for a target a learned run did not reach: the models did not all learn."""
     return (
-        f"No run reached the bundled model's target ({target.metric} {target.op} "
-        f"{target.bound}), so these are partly trained models: the comparison says nothing "
-        "about fully trained ones."
+        f"Not every run with the learned W_o reached the task's target ({target.metric} "
+        f"{target.op} {target.bound}), so these models did not all learn the task: the "
+        "comparison says nothing about trained ones (the atlas trains every run to its target)."
     )
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tfviz.experiment import ExperimentResult, Row, check_against, compare
-from tfviz.recipes import TARGETS
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,8 @@ class Verdict:
     n_heads: int | None
     cancelled: bool  # stopped before the end: only finished runs are counted
     rows: tuple[Row, ...]  # one per quantity; empty when a condition has no finished run
-    unreached: Target | None  # the target no run reached; None if one did (or none applies)
+    # the target a run with the learned W_o did not reach; None when every one did
+    unreached: Target | None
 
     @property
     def comparable(self) -> bool:
@@ -73,13 +73,16 @@ def verdict_of(result: ExperimentResult, against: str = "identity") -> Verdict:
 
 
 def unreached_target(result: ExperimentResult) -> Target | None:
-    """The bundled model's target when no run reached it (the models are partly trained)."""
-    target = TARGETS.get(result.task)
-    if target is None or target[3]:  # targets measured on other lengths are not comparable
+    """The task's target when a run with the learned W_o did not reach it: the atlas's rule
+    (tfviz.atlas.TARGET, tfviz.atlas_stats): a comparison is read only when every learned run
+    learned the task; otherwise it compares models that did not learn, and says so."""
+    from tfviz import atlas  # the atlas's targets: one definition of "learned"
+
+    task = result.task
+    if task not in atlas.TARGET:
         return None
-    metric, op, bound, _ = target
-    values = [r.metrics.get(metric) for r in result.runs if metric in r.metrics]
-    if not values:
+    metric = result.metric
+    values = [r.metrics[metric] for r in result.runs_of("learned") if metric in r.metrics]
+    if not values or all(atlas.reached(task, v) for v in values):
         return None
-    reached = [(v >= bound) if op == ">=" else (v <= bound) for v in values]
-    return None if any(reached) else Target(metric, op, bound)
+    return Target(metric, "<=" if metric == "mae" else ">=", atlas.TARGET[task])

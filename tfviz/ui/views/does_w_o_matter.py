@@ -45,6 +45,7 @@ def cached_precomputed(task_name: str) -> experiment.ExperimentResult | None:
 def render(view: View) -> None:
     render_atlas()  # the answer first, whatever model the sidebar holds
     st.subheader(t("experiment.own_title"))
+    st.caption(t("experiment.own_caption"))
     if toy_only(view, t("experiment.what"), TRAINS_TOYS):
         return
     task = view.task.name
