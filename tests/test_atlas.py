@@ -433,3 +433,11 @@ def _in_group(process, group: int) -> bool:
         return os.getpgid(process.pid) == group
     except ProcessLookupError:  # ended while the list was taken
         return False
+
+
+def test_the_shipped_atlas_readme_is_written_from_the_shipped_rows():
+    from tfviz import atlas_report
+
+    rows = read_rows(BUNDLED)
+    want = atlas_report.render(rows, atlas_stats.analyse(rows))
+    assert (BUNDLED.parent / "README.md").read_text(encoding="utf-8") == want

@@ -13,6 +13,7 @@ same code runs on that cluster (its workers need tfviz installed). A worker that
 (the LocalCluster's nanny starts a new one) and Dask runs its tasks again elsewhere; a killed
 sweep loses only the runs in flight, and running the same command again continues from --out.
 `--plan` prints the number of runs still to do and an estimate of the time, and starts nothing.
+`python -m tfviz.cli.atlas report` writes models/atlas/README.md from the rows (tfviz.atlas_report).
 """
 
 from __future__ import annotations
@@ -139,7 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--workers", type=int, help="LocalCluster workers (default: one per core)")
     r.add_argument("--scheduler", help="address of a running Dask scheduler, tcp://host:8786")
     r.add_argument("--plan", action="store_true", help="print the runs left and an estimate")
+    rep = sub.add_parser("report", help="write models/atlas/README.md from the rows")
+    rep.add_argument("--rows", type=Path, default=BUNDLED)
     args = p.parse_args(argv)
+    if args.command == "report":
+        from tfviz import atlas_report
+
+        print(atlas_report.write(args.rows.parent / "README.md", args.rows))
+        return 0
 
     try:
         if args.cells:
