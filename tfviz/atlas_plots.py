@@ -138,8 +138,8 @@ def cell_curves(
         title=dict(text=_escape(title), x=0, xanchor="left"),
         height=360,
         margin=dict(l=10, r=10, t=50, b=10),
-        xaxis=dict(title=_escape(step_word)),
-        yaxis=dict(title=_escape(loss_word), rangemode="tozero"),
+        xaxis=dict(title=_escape(step_word), automargin=True),
+        yaxis=dict(title=_escape(loss_word), rangemode="tozero", automargin=True),
         legend=dict(orientation="h", y=-0.25),
         plot_bgcolor="white",
     )
@@ -182,7 +182,7 @@ def arm_bars(
         title=dict(text=_escape(title), x=0, xanchor="left"),
         height=380,
         margin=dict(l=10, r=10, t=50, b=10),
-        yaxis=dict(title=_escape(y_title), rangemode="tozero"),
+        yaxis=dict(title=_escape(y_title), rangemode="tozero", automargin=True),
         legend=dict(orientation="h", y=-0.2),
         plot_bgcolor="white",
     )

@@ -58,10 +58,11 @@ def render(rows: dict, results: dict) -> str:
         "app's *Does W_o matter?* view and lesson step 4 read the same rows.",
         "",
         f"{len(rows)} runs in {len(results)} cells; a run took {np.median(seconds):.1f} s "
-        f"(median; {sum(seconds) / 3600:.2f} h of one core in all), one torch thread each.",
-        "Every run trains with its task's first-run recipe (tfviz.recipes.CLASS_RECIPES: D=64, d_ff=128,",
-        "Adam, cosine schedule, 1,000 steps at most) and stops once its task's metric on 500",
-        "held-out examples, looked at every 50 steps, reaches the target (tfviz.atlas.TARGET);",
+        f"(median; {sum(seconds) / 3600:.2f} h of one core in all), one torch thread "
+        "each. Every run trains with its task's first-run recipe (tfviz.recipes.CLASS_RECIPES:",
+        "D=64, d_ff=128, Adam, cosine schedule, 1,000 steps at most) and stops once its task's",
+        "metric on 500 held-out examples, looked at every 50 steps, reaches the target",
+        "(tfviz.atlas.TARGET);",
         "seed s of every arm starts from the same weights (W_o aside) and sees the same batches.",
         "",
         "A cell is read only if every learned-W_o run reached the target (otherwise: *not",

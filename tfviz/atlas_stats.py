@@ -254,3 +254,30 @@ def verdict_counts(results: dict[str, CellResult], arm: str, **where) -> dict[st
         if all(getattr(res.cell, k) == v for k, v in where.items()):
             counts[res.verdict(arm)] += 1
     return counts
+
+
+@dataclass(frozen=True)
+class Hint:
+    """The mechanism run in the cells that did not train (partly trained models): what their
+    final loss suggests, from unadjusted 95% intervals: a hint, not a finding."""
+
+    cells: tuple[str, ...]  # untrained cells with the mechanism arm
+    helped: tuple[str, ...]  # of them, where the learned W_o's loss is lower than no W_o's
+    recovered: tuple[str, ...]  # of those, where the readout arm is not told apart from learned
+
+
+def mechanism_hint(results: dict[str, CellResult], measure: str = "final_loss") -> Hint:
+    cells, helped, recovered = [], [], []
+    for key, res in results.items():
+        ident = res.comparisons.get(("identity", measure))
+        readout = res.comparisons.get((MECHANISM_ARM, measure))
+        if res.trained or ident is None or readout is None or ident.interval is None:
+            continue
+        cells.append(key)
+        better = (ident.difference < 0) == ident.lower_is_better
+        if better and not ident.interval.low <= 0 <= ident.interval.high:
+            helped.append(key)
+            iv = readout.interval
+            if iv is not None and iv.low <= 0 <= iv.high:
+                recovered.append(key)
+    return Hint(tuple(cells), tuple(helped), tuple(recovered))

@@ -25,6 +25,8 @@ from tfviz.ui.widgets import chart
 APP_SWEEPS = 1  # sweeps the whole server runs at once for its visitors (each on one core)
 APP_BUDGET: int | None = None  # steps per run of those sweeps; None: the recipe's (as bundled)
 MAX_SEEDS = 5
+# Lesson 4's chart: the final loss first, where the one-layer cells differ (atlas_stats.MEASURES).
+LESSON_MEASURES = ("final_loss", "metric", "steps")
 
 ARM_LABELS = {arm: f"atlas.arm.{arm}" for arm in atlas.ARMS}
 MARKS = {"helps": "✓", "hurts": "✗", "unclear": "≈", "not_trained": "–", "missing": ""}
@@ -185,6 +187,22 @@ def mechanism_summary(results: dict) -> str:
     return t("atlas.mechanism.result", helped=len(helped), recovered=recovered)
 
 
+def mechanism_hint_text(results: dict) -> str | None:
+    """What the mechanism run suggests in the cells that did not train: labelled a hint."""
+    loss, metric = (atlas_stats.mechanism_hint(results, m) for m in ("final_loss", "metric"))
+    if not loss.cells:
+        return None
+    return t(
+        "atlas.mechanism.hint",
+        cells=len(loss.cells),
+        names=t("atlas.list_sep").join(results[c].cell.task for c in loss.cells),
+        loss_helped=len(loss.helped),
+        loss_recovered=len(loss.recovered),
+        metric_helped=len(metric.helped),
+        metric_recovered=len(metric.recovered),
+    )
+
+
 def cell_detail(rows: dict, results: dict, arm: str, key: str) -> str | None:
     """A picker of cells; the chosen one's curves (every seed, every arm), numbers and verdict."""
     keys = list(results)
@@ -267,6 +285,8 @@ def render_atlas(key: str = "atlas") -> None:
     grid(rows, results, arm, key=f"{key}_grid")
     st.markdown(summary(results, arm))
     st.markdown(mechanism_summary(results))
+    if (hint := mechanism_hint_text(results)) is not None:
+        st.markdown(hint)
     chosen = cell_detail(rows, results, arm, key=f"{key}_cell")
     if chosen is not None:
         name = cell_name(results[chosen].cell, _varied([r.cell for r in results.values()]))
@@ -357,21 +377,34 @@ def lesson(key: str = "lesson_atlas") -> str | None:
     ]
     if cells:
         arms = ("learned", "identity", "block_diagonal", atlas.MECHANISM_ARM)
-        means = atlas_stats.arm_means(rows, cells, arms, atlas_stats.HEADLINE)
+        lang = current()
+        measure = st.radio(
+            t("lessons.s4.measure"),
+            LESSON_MEASURES,
+            format_func=lambda q: t(f"atlas.measure.{q}", lang=lang),
+            key=f"{key}_measure",
+            horizontal=True,
+        )
+        means = atlas_stats.arm_means(rows, cells, arms, measure)
+        untrained = [results[c].cell.task for c in cells if not results[c].trained]
         chart(
             atlas_plots.arm_bars(
-                [results[c].cell.task for c in cells],
+                [results[c].cell.task + ("*" if not results[c].trained else "") for c in cells],
                 arms,
                 means.mean,
                 means.half_width,
                 {a: t(ARM_LABELS[a]) for a in arms},
                 title=t("lessons.s4.mechanism_title"),
-                y_title=t("atlas.measure.steps"),
+                y_title=t(f"atlas.measure.{measure}"),
             ),
             key=f"{key}_mechanism",
         )
-        st.caption(t("lessons.s4.mechanism_caption"))
+        st.caption(
+            t("lessons.s4.mechanism_caption", untrained=t("atlas.list_sep").join(untrained) or "-")
+        )
     st.markdown(mechanism_summary(results))
+    if (hint := mechanism_hint_text(results)) is not None:
+        st.markdown(hint)
     without, with_ffn = (
         atlas_stats.verdict_counts(results, "identity", ffn=ffn) for ffn in (False, True)
     )
