@@ -441,3 +441,28 @@ def test_the_shipped_atlas_readme_is_written_from_the_shipped_rows():
     rows = read_rows(BUNDLED)
     want = atlas_report.render(rows, atlas_stats.analyse(rows))
     assert (BUNDLED.parent / "README.md").read_text(encoding="utf-8") == want
+
+
+def test_the_mechanism_hint_reads_untrained_cells_only_and_says_what_recovered():
+    cell = "reverse/L1/noffn/H4/D64/post"
+    rows = []
+    for s in range(5):
+        loss = (1.30, 1.32, 1.28, 1.31, 1.29)[s]
+        rows += [
+            _row(cell, "learned", s, None, loss=loss),
+            _row(cell, "identity", s, None, loss=loss + 0.3),
+            _row(cell, atlas.MECHANISM_ARM, s, None, loss=(1.31, 1.29, 1.30, 1.28, 1.32)[s]),
+        ]
+    res = atlas_stats.analyse(rows)
+    assert not res[cell].trained and res[cell].verdict("identity") == "not_trained"
+    hint = atlas_stats.mechanism_hint(res, "final_loss")
+    assert hint == atlas_stats.Hint((cell,), (cell,), (cell,))
+    assert atlas_stats.mechanism(res) == []  # no trained cell: no finding
+    means = atlas_stats.arm_means(rows, [cell], ("learned", "identity"), "final_loss")
+    assert means.mean[0] == pytest.approx([1.30, 1.60])
+    # half-width = t(0.975, 4) * sd / sqrt(5) = 2.776 * 0.0158 / 2.236
+    assert means.half_width[0, 0] == pytest.approx(
+        2.7764 * np.std([1.30, 1.32, 1.28, 1.31, 1.29], ddof=1) / 5**0.5, rel=1e-3
+    )
+    counts = atlas_stats.verdict_counts(res, "identity", ffn=False)
+    assert counts["not_trained"] == 1 and sum(counts.values()) == 1
