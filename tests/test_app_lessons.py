@@ -225,7 +225,9 @@ def test_step_four_switches_w_o_and_states_the_experiment_s_verdict():
     rows = read_rows(BUNDLED)
     results = atlas_stats.analyse(rows)
     assert f"({len(rows)} runs in {len(results)} cells)" in text
-    assert "It depends on what follows attention." in text
+    helped = atlas_stats.verdict_counts(results, "identity")["helps"]
+    key = "lessons.s4.answer_some" if helped else "lessons.s4.answer_none"
+    assert translate("en", key) in text and translate("en", "lessons.s4.answer_why")[:60] in text
     titles = [f["layout"]["title"]["text"] for f in page_figures(at)]
     assert translate("en", "lessons.s4.mechanism_title") in titles
     at.radio(key="lesson_w_o").set_value("zero").run()

@@ -6,6 +6,7 @@ quotes it. tests/test_atlas.py checks the shipped file is what this writes.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -57,13 +58,16 @@ def render(rows: dict, results: dict) -> str:
         "Written by `python -m tfviz.cli.atlas report` from `runs.jsonl` (one row per run); the",
         "app's *Does W_o matter?* view and lesson step 4 read the same rows.",
         "",
-        f"{len(rows)} runs in {len(results)} cells; a run took {np.median(seconds):.1f} s "
-        f"(median; {sum(seconds) / 3600:.2f} h of one core in all), one torch thread "
-        "each. Every run trains with its task's first-run recipe (tfviz.recipes.CLASS_RECIPES:",
-        "D=64, d_ff=128, Adam, cosine schedule, 1,000 steps at most) and stops once its task's",
-        "metric on 500 held-out examples, looked at every 50 steps, reaches the target",
-        "(tfviz.atlas.TARGET);",
-        "seed s of every arm starts from the same weights (W_o aside) and sees the same batches.",
+        textwrap.fill(
+            f"{len(rows)} runs in {len(results)} cells; a run took {np.median(seconds):.1f} s "
+            f"(median; {sum(seconds) / 3600:.2f} h of one core in all), one torch thread each. "
+            "Every run trains with its task's first-run recipe (tfviz.recipes.CLASS_RECIPES: "
+            "D=64, d_ff=128, Adam, cosine schedule, 1,000 steps at most) and stops once its "
+            "task's metric on 500 held-out examples, looked at every 50 steps, reaches the "
+            "target (tfviz.atlas.TARGET); seed s of every arm starts from the same weights (W_o "
+            "aside) and sees the same batches.",
+            96,
+        ),
         "",
         "A cell is read only if every learned-W_o run reached the target (otherwise: *not",
         "trained*). Each difference is learned minus other, mean over seeds, with its 95% Welch",

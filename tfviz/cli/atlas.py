@@ -54,6 +54,11 @@ def local_cluster(workers: int):
         {
             "distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None,
             "distributed.worker.profile.enabled": False,
+            # A run holds the GIL in a Python loop: the worker's own 20 ms ticks and 100 ms memory
+            # checks take it from the run's thread many times a second. A sweep needs neither.
+            "distributed.admin.tick.interval": "500ms",
+            "distributed.worker.memory.monitor-interval": "2s",
+            "distributed.admin.system-monitor.interval": "2s",
         }
     )
     return LocalCluster(

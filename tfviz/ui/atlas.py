@@ -412,7 +412,7 @@ def lesson(key: str = "lesson_atlas") -> str | None:
     def trained(c: dict) -> int:
         return sum(c.values()) - c["not_trained"]
 
-    return t(
+    counts = t(
         "lessons.s4.answer_atlas",
         noffn_helps=without["helps"],
         noffn_trained=trained(without),
@@ -420,3 +420,6 @@ def lesson(key: str = "lesson_atlas") -> str | None:
         ffn_trained=trained(with_ffn),
         hurts=without["hurts"] + with_ffn["hurts"],
     )
+    helped = without["helps"] + with_ffn["helps"]
+    verdict = t("lessons.s4.answer_some" if helped else "lessons.s4.answer_none")
+    return " ".join((counts, verdict, t("lessons.s4.answer_why")))
