@@ -466,3 +466,10 @@ def test_the_mechanism_hint_reads_untrained_cells_only_and_says_what_recovered()
     )
     counts = atlas_stats.verdict_counts(res, "identity", ffn=False)
     assert counts["not_trained"] == 1 and sum(counts.values()) == 1
+
+
+def test_a_bundled_row_is_reproduced_exactly_by_its_spec():
+    """The shipped rows are what run_one computes: one cheap row, run again (all but its time)."""
+    row = read_rows(BUNDLED)["balanced/L1/ffn/H4/D64/post/learned/s0"]
+    spec = atlas.RunSpec(atlas.Cell.from_key(row["cell"]), row["arm"], row["seed"])
+    assert without_time(atlas.run_one(spec.to_dict())) == without_time(row)

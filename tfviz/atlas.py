@@ -36,7 +36,7 @@ from tfviz.experiment import final_loss, headline_metric
 from tfviz.model import Encoder
 from tfviz.recipes import CLASS_RECIPES, CLASS_SIZES, LEARNED, ClassRecipe
 from tfviz.tasks import TASKS, DifferenceTask, Task
-from tfviz.train import StepInfo, _fit, _set_w_o
+from tfviz.train import StepInfo, fit_params, store_w_o
 
 FORMAT = "tfviz-atlas/1"
 ARMS = ("learned", "identity", "block_diagonal", "frozen", "identity_readout")
@@ -260,7 +260,7 @@ def build(spec: RunSpec) -> tuple[nn.Module, list, dict]:
     switches = {"w_o": "learned"}
     params = list(model.parameters())
     if spec.arm in ("identity", "block_diagonal"):
-        _set_w_o(model, spec.arm, start=True)
+        store_w_o(model, spec.arm, start=True)
         switches = {"w_o": spec.arm}
     elif spec.arm == "frozen":
         frozen = {id(p) for layer in model.layers for p in layer.attn.W_o.parameters()}
@@ -299,7 +299,7 @@ def run_one(spec: dict) -> dict:
                 return False  # the run stops at its target
             return None
 
-        losses = _fit(
+        losses = fit_params(
             model,
             params,
             task,

@@ -106,8 +106,8 @@ def train(
         torch.manual_seed(seed)
         model = Encoder(config).to(dev)
         if w_o != "learned":
-            _set_w_o(model, w_o, start=True)
-        losses = _fit(
+            store_w_o(model, w_o, start=True)
+        losses = fit_params(
             model,
             list(model.parameters()),
             task,
@@ -124,7 +124,7 @@ def train(
             w_o=w_o,
         )
     if w_o != "learned":
-        _set_w_o(model, w_o)  # Adam moved W_o although it was never used: put the real map back
+        store_w_o(model, w_o)  # Adam moved W_o although it was never used: put the real map back
     model.eval()
     history = {
         "loss": losses,
@@ -144,7 +144,7 @@ def train(
     return model, history
 
 
-def _fit(
+def fit_params(
     model: Encoder,
     params: list,
     task: Task,
@@ -261,7 +261,7 @@ def retrain_w_o(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # dropout, if the model has any
         began = time.perf_counter()
-        losses = _fit(
+        losses = fit_params(
             copy,
             params,
             task,
@@ -315,7 +315,7 @@ def check_training(
 
 
 @torch.no_grad()
-def _set_w_o(model: Encoder, w_o: str, start: bool = False) -> None:
+def store_w_o(model: Encoder, w_o: str, start: bool = False) -> None:
     """Store in W_o the map a mode applies (identity, zeros, or W_o's diagonal blocks), so the
     model's "learned" W_o is exactly the one it was trained with. start: the map training
     starts from (wo.training_start: block-diagonal blocks drawn for their own fan-in)."""

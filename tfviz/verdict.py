@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tfviz import atlas  # the atlas's targets: one definition of "learned"
 from tfviz.experiment import ExperimentResult, Row, check_against, compare
 
 
@@ -76,8 +77,6 @@ def unreached_target(result: ExperimentResult) -> Target | None:
     """The task's target when a run with the learned W_o did not reach it: the atlas's rule
     (tfviz.atlas.TARGET, tfviz.atlas_stats): a comparison is read only when every learned run
     learned the task; otherwise it compares models that did not learn, and says so."""
-    from tfviz import atlas  # the atlas's targets: one definition of "learned"
-
     task = result.task
     if task not in atlas.TARGET:
         return None
