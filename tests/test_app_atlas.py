@@ -19,7 +19,7 @@ def test_the_view_opens_on_the_atlas_with_its_counted_summary(fresh_app):
     rows = read_rows(BUNDLED)
     results = atlas_stats.analyse(rows)
     at = start_app(view=VIEW)
-    titles = [f["layout"]["title"]["text"] for f in page_figures(at)]
+    titles = [f["layout"]["title"]["text"].replace("<br>", " ") for f in page_figures(at)]
     other = translate("en", "atlas.versus.identity")
     assert translate("en", "atlas.grid.title", other=other) in titles
     counts = atlas_stats.verdict_counts(results, "identity")
@@ -36,9 +36,15 @@ def test_the_view_opens_on_the_atlas_with_its_counted_summary(fresh_app):
         m=atlas_stats.family_size(results, "identity"),
     )
     assert summary in [m.value for m in at.markdown]
+    # A square not told apart from zero is drawn pale, each square by one trace only.
+    grid = page_figures(at)[0]
+    grey, sure, unsure = grid["data"]
+    assert unsure["opacity"] < sure.get("opacity", 1)
+    drawn = [sum(v is not None for row in tr["z"] for v in row) for tr in (sure, unsure)]
+    assert drawn[1] == counts["unclear"] and sum(drawn) == len(results) - counts["not_trained"]
     # Against the block-diagonal W_o: the grid and its sentence follow the choice.
     at.radio(key="atlas_arm").set_value("block_diagonal").run()
-    titles = [f["layout"]["title"]["text"] for f in page_figures(at)]
+    titles = [f["layout"]["title"]["text"].replace("<br>", " ") for f in page_figures(at)]
     block = translate("en", "atlas.versus.block_diagonal")
     assert translate("en", "atlas.grid.title", other=block) in titles
 
@@ -57,7 +63,7 @@ def test_a_student_runs_the_open_cell_again_outside_the_server(fresh_app, monkey
     at.run()
     done = translate("en", "atlas.own.done", done=runs, runs=runs)
     assert done in [s.value for s in at.success]
-    titles = [f["layout"]["title"]["text"] for f in page_figures(at)]
+    titles = [f["layout"]["title"]["text"].replace("<br>", " ") for f in page_figures(at)]
     name = atlas_view.cell_name(atlas.Cell.from_key(cell), set())
     assert translate("en", "atlas.own.curves", cell=name) in titles
     assert read_rows(sweep.out) and sweep.out.parent != BUNDLED.parent  # the bundled file untouched

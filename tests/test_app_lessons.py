@@ -228,7 +228,7 @@ def test_step_four_switches_w_o_and_states_the_experiment_s_verdict():
     helped = atlas_stats.verdict_counts(results, "identity")["helps"]
     key = "lessons.s4.answer_some" if helped else "lessons.s4.answer_none"
     assert translate("en", key) in text and translate("en", "lessons.s4.answer_why")[:60] in text
-    titles = [f["layout"]["title"]["text"] for f in page_figures(at)]
+    titles = [f["layout"]["title"]["text"].replace("<br>", " ") for f in page_figures(at)]
     assert translate("en", "lessons.s4.mechanism_title") in titles
     at.radio(key="lesson_w_o").set_value("zero").run()
     at.selectbox(key="lesson_w_o_layer").set_value(0).run()

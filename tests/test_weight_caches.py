@@ -80,7 +80,9 @@ def test_each_switch_builds_each_layers_map_once_for_the_pass_its_trace_and_its_
     built = []
     real = wo._effective
     monkeypatch.setattr(wo, "_effective", lambda *a: built.append(a[2]) or real(*a))
-    model = make_model()  # weights that take a gradient, as loaded: no_grad makes them cacheable
+    # Frozen, as every served model is loaded (checkpoint, MiniLM, folders): a weight that takes
+    # a gradient is being trained and is never remembered (the test at the end of this file).
+    model = make_model().requires_grad_(False)
     ids = torch.randint(0, 12, (2, 6), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         out = model(ids, None, w_o=mode, trace=True)

@@ -4,6 +4,7 @@ plotly figures out; no model code, no statistics (tfviz.atlas_stats computes the
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -21,6 +22,31 @@ ARM_COLOURS = {
 }
 
 
+def wrap_lines(text: str, width: int = 44) -> list[str]:
+    """Text cut into lines of about width columns: at spaces, or for Chinese (two columns a
+    character, few spaces) every width / 2 characters. For titles and hover on a phone."""
+    if sum(ord(c) > 0x2E80 for c in text) > len(text) / 3:
+        half = max(1, width // 2)
+        return [text[i : i + half] for i in range(0, len(text), half)]
+    return textwrap.wrap(text, width) or [""]
+
+
+def _title(text: str, size: int = 13) -> dict:
+    """A title that fits a phone's width: wrapped, escaped line by line, left-aligned."""
+    lines = "<br>".join(_escape(line) for line in wrap_lines(text))
+    # At the very top of the figure: the grid's column labels sit above its plot area, in the
+    # top margin, where a title placed in the margin's middle would cover them.
+    return dict(
+        text=lines,
+        x=0,
+        xanchor="left",
+        y=0.95,
+        yref="container",
+        yanchor="top",
+        font=dict(size=size),
+    )
+
+
 def atlas_grid(
     effect: np.ndarray,
     texts: Sequence[Sequence[Sequence[str]]],
@@ -29,6 +55,7 @@ def atlas_grid(
     hover: Sequence[Sequence[Sequence[str]]],
     title: str,
     colour_title: str,
+    faint: np.ndarray | None = None,
 ) -> go.Figure:
     """The atlas: one square per (task, architecture), coloured by the effect, with its text.
 
@@ -41,6 +68,8 @@ def atlas_grid(
         texts: R x C short texts drawn in the squares, as lines (a mark, a number).
         rows: R labels (the tasks); columns: C labels, each a list of short lines.
         hover: R x C lists of lines shown on hover (plain text: escaped here, one line each).
+        faint: (R, C) True where the effect is not told apart from zero: drawn pale, so that a
+            large but uncertain difference does not read as a finding.
     """
     effect = np.asarray(effect, np.float64)
     R, C = effect.shape
@@ -61,36 +90,52 @@ def atlas_grid(
         xgap=2,
         ygap=2,
     )
-    squares = go.Heatmap(
-        z=np.where(np.isfinite(effect), effect, None).tolist(),
-        x=x,
-        y=y,
-        colorscale=EFFECT_SCALE,
-        zmin=-bound,
-        zmax=bound,
-        text=[["<br>".join(_escape(line) for line in lines) for lines in row] for row in texts],
-        texttemplate="%{text}",
-        textfont=dict(size=10),
-        customdata=esc,
-        hovertemplate="%{customdata}<extra></extra>",
-        colorbar=dict(
-            title=dict(text=_escape(colour_title), side="top", font=dict(size=11)),
-            orientation="h",
-            y=-0.02,
-            yanchor="top",
-            thickness=10,
-            len=0.9,
-        ),
-        xgap=2,
-        ygap=2,
-    )
-    fig = go.Figure([grey, squares])
+    faint = np.zeros((R, C), bool) if faint is None else np.asarray(faint, bool)
+
+    def squares(mask: np.ndarray, opacity: float, scale: bool) -> go.Heatmap:
+        shown = np.isfinite(effect) & mask
+        return go.Heatmap(
+            z=np.where(shown, effect, None).tolist(),
+            x=x,
+            y=y,
+            colorscale=EFFECT_SCALE,
+            zmin=-bound,
+            zmax=bound,
+            opacity=opacity,
+            showscale=scale,
+            # Each square's text is drawn by the trace that draws the square (grey ones: the sure).
+            text=[
+                [
+                    "<br>".join(_escape(line) for line in lines) if mask[i, j] else ""
+                    for j, lines in enumerate(row)
+                ]
+                for i, row in enumerate(texts)
+            ],
+            texttemplate="%{text}",
+            textfont=dict(size=10, color="#222"),
+            customdata=esc,
+            hovertemplate="%{customdata}<extra></extra>",
+            colorbar=dict(
+                title=dict(text=_escape(colour_title), side="top", font=dict(size=11)),
+                orientation="h",
+                y=-0.02,
+                yanchor="top",
+                thickness=10,
+                len=0.9,
+            ),
+            xgap=2,
+            ygap=2,
+        )
+
+    # Each square is drawn by one of the two: the sure ones in full, the uncertain ones pale.
+    sure, unsure = squares(~faint, 1.0, True), squares(faint, 0.35, False)
+    fig = go.Figure([grey, sure, unsure])
     fig.update_layout(
-        title=dict(text=_escape(title), x=0, xanchor="left", font=dict(size=13)),
-        height=170 + 38 * R,
-        margin=dict(l=10, r=10, t=90, b=10),
+        title=_title(title),
+        height=190 + 38 * R,
+        margin=dict(l=10, r=10, t=110, b=10),
         yaxis=dict(autorange="reversed", automargin=True, tickfont=dict(size=11)),
-        xaxis=dict(side="top", automargin=True, tickfont=dict(size=10), tickangle=0),
+        xaxis=dict(side="top", automargin=True, tickfont=dict(size=9), tickangle=0),
         plot_bgcolor="white",
     )
     return fig
@@ -135,9 +180,9 @@ def cell_curves(
                 )
             )
     fig.update_layout(
-        title=dict(text=_escape(title), x=0, xanchor="left"),
-        height=360,
-        margin=dict(l=10, r=10, t=50, b=10),
+        title=_title(title),
+        height=380,
+        margin=dict(l=10, r=10, t=70, b=10),
         xaxis=dict(title=_escape(step_word), automargin=True),
         yaxis=dict(title=_escape(loss_word), rangemode="tozero", automargin=True),
         legend=dict(orientation="h", y=-0.25),
@@ -179,9 +224,9 @@ def arm_bars(
         )
     fig.update_layout(
         barmode="group",
-        title=dict(text=_escape(title), x=0, xanchor="left"),
-        height=380,
-        margin=dict(l=10, r=10, t=50, b=10),
+        title=_title(title),
+        height=400,
+        margin=dict(l=10, r=10, t=70, b=10),
         yaxis=dict(title=_escape(y_title), rangemode="tozero", automargin=True),
         legend=dict(orientation="h", y=-0.2),
         plot_bgcolor="white",

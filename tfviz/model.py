@@ -196,6 +196,8 @@ class EncoderLayer(nn.Module):
         self.attn = MultiHeadAttention(config)
         self.norm1 = nn.LayerNorm(config.d_model, eps=config.norm_eps)
         # Without a feed-forward net (config.ffn False) the layer ends after attention's add.
+        # (Registered after norm1 since then: model.parameters() lists attn, norm1, ff, norm2,
+        # the order the bundled atlas was trained in; the weights' names are unchanged.)
         if config.ffn:
             self.ff = FeedForward(config)
             self.norm2 = nn.LayerNorm(config.d_model, eps=config.norm_eps)

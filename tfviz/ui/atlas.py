@@ -104,6 +104,7 @@ def grid(rows: dict, results: dict, arm: str, key: str) -> None:
     archs = sorted({c.arch for c in cells}, key=lambda a: atlas.Cell.from_key("sum/" + a))
     R, C = len(tasks), len(archs)
     effect = np.full((R, C), np.nan)
+    faint = np.zeros((R, C), bool)
     texts: list[list[list[str]]] = [[[] for _ in range(C)] for _ in range(R)]
     hover: list[list[list[str]]] = [[[] for _ in range(C)] for _ in range(R)]
     m = atlas_stats.family_size(results, arm)
@@ -121,8 +122,12 @@ def grid(rows: dict, results: dict, arm: str, key: str) -> None:
             elif comp is not None and comp.interval is not None:
                 budget = atlas.RECIPES[task].steps
                 effect[i, j] = atlas_stats.relative(comp, budget)
+                faint[i, j] = verdict == "unclear"
                 texts[i][j] = [MARKS[verdict], f"{-comp.difference:+.0f}"]
-            hover[i][j] = [cell_name(res.cell, varied), *wrap(verdict_text(res, arm, m))]
+            hover[i][j] = [
+                cell_name(res.cell, varied),
+                *atlas_plots.wrap_lines(verdict_text(res, arm, m), 60),
+            ]
     figure = atlas_plots.atlas_grid(
         effect,
         texts,
@@ -131,32 +136,24 @@ def grid(rows: dict, results: dict, arm: str, key: str) -> None:
         hover,
         title=t("atlas.grid.title", other=t(f"atlas.versus.{arm}")),
         colour_title=t("atlas.grid.colour"),
+        faint=faint,
     )
     chart(figure, key=key)
     st.caption(t("atlas.grid.legend"))
 
 
 def short_arch(cell: atlas.Cell, varied: set[str]) -> list[str]:
-    """An architecture as a column label of a few short lines (the grid is read on phones)."""
+    """An architecture as a column label of short lines (the grid is read on phones)."""
     lines = [
-        t("atlas.arch_short", layers=cell.n_layers, heads=cell.n_heads),
-        t("atlas.ffn.on" if cell.ffn else "atlas.ffn.off"),
+        t("atlas.col.layers", layers=cell.n_layers),
+        t("atlas.col.heads", heads=cell.n_heads),
+        t("atlas.ffn_short.on" if cell.ffn else "atlas.ffn_short.off"),
     ]
     if "d_model" in varied:
         lines.append(f"D{cell.d_model}")
     if "norm" in varied:
         lines.append(t(f"atlas.norm.{cell.norm}"))
     return lines
-
-
-def wrap(text: str, width: int = 60) -> list[str]:
-    """A sentence cut into hover lines: at spaces, or for Chinese (two columns a character, few
-    spaces) every width / 2 characters."""
-    import textwrap
-
-    if sum(ord(c) > 0x2E80 for c in text) > len(text) / 3:
-        return [text[i : i + width // 2] for i in range(0, len(text), width // 2)]
-    return textwrap.wrap(text, width)
 
 
 def summary(results: dict, arm: str) -> str:
