@@ -42,6 +42,11 @@ def test_the_view_opens_on_the_atlas_with_its_counted_summary(fresh_app):
     assert unsure["opacity"] < sure.get("opacity", 1)
     drawn = [sum(v is not None for row in tr["z"] for v in row) for tr in (sure, unsure)]
     assert drawn[1] == counts["unclear"] and sum(drawn) == len(results) - counts["not_trained"]
+    # One colour bar, on a layer that draws squares; every square's sentence on hover.
+    scales = [tr for tr in (sure, unsure) if tr.get("showscale")]
+    assert len(scales) == 1 and any(v is not None for row in scales[0]["z"] for v in row)
+    rows_, cols = len(sure["z"]), len(sure["z"][0])
+    assert len(grey["customdata"]) == rows_ and {len(r) for r in grey["customdata"]} == {cols}
     # Against the block-diagonal W_o: the grid and its sentence follow the choice.
     at.radio(key="atlas_arm").set_value("block_diagonal").run()
     titles = [f["layout"]["title"]["text"].replace("<br>", " ") for f in page_figures(at)]

@@ -80,22 +80,38 @@ def atlas_grid(
     x = ["<br>".join(_escape(line) for line in lines) for lines in columns]
     y = [_escape(r) for r in rows]
     esc = [["<br>".join(_escape(line) for line in lines) for lines in row] for row in hover]
-    grey = go.Heatmap(  # under every square: what NaN leaves empty shows as "nothing to read"
+    faint = np.zeros((R, C), bool) if faint is None else np.asarray(faint, bool)
+    finite = np.isfinite(effect)
+
+    def cell_texts(mask: np.ndarray) -> list[list[str]]:
+        return [
+            [
+                "<br>".join(_escape(line) for line in texts[i][j]) if mask[i, j] else ""
+                for j in range(C)
+            ]
+            for i in range(R)
+        ]
+
+    # The grey layer lies under every square, shows what has no effect to colour (not trained,
+    # no runs) and carries every square's hover, so the coloured layers need none.
+    grey = go.Heatmap(
         z=np.zeros((R, C)),
         x=x,
         y=y,
         colorscale=[[0, "#d9d9d9"], [1, "#d9d9d9"]],
         showscale=False,
-        hoverinfo="skip",
+        text=cell_texts(~finite),
+        texttemplate="%{text}",
+        textfont=dict(size=10, color="#222"),
+        customdata=esc,
+        hovertemplate="%{customdata}<extra></extra>",
         xgap=2,
         ygap=2,
     )
-    faint = np.zeros((R, C), bool) if faint is None else np.asarray(faint, bool)
 
     def squares(mask: np.ndarray, opacity: float, scale: bool) -> go.Heatmap:
-        shown = np.isfinite(effect) & mask
         return go.Heatmap(
-            z=np.where(shown, effect, None).tolist(),
+            z=np.where(mask, effect, None).tolist(),
             x=x,
             y=y,
             colorscale=EFFECT_SCALE,
@@ -103,18 +119,10 @@ def atlas_grid(
             zmax=bound,
             opacity=opacity,
             showscale=scale,
-            # Each square's text is drawn by the trace that draws the square (grey ones: the sure).
-            text=[
-                [
-                    "<br>".join(_escape(line) for line in lines) if mask[i, j] else ""
-                    for j, lines in enumerate(row)
-                ]
-                for i, row in enumerate(texts)
-            ],
+            text=cell_texts(mask),
             texttemplate="%{text}",
             textfont=dict(size=10, color="#222"),
-            customdata=esc,
-            hovertemplate="%{customdata}<extra></extra>",
+            hoverinfo="skip",
             colorbar=dict(
                 title=dict(text=_escape(colour_title), side="top", font=dict(size=11)),
                 orientation="h",
@@ -127,8 +135,12 @@ def atlas_grid(
             ygap=2,
         )
 
-    # Each square is drawn by one of the two: the sure ones in full, the uncertain ones pale.
-    sure, unsure = squares(~faint, 1.0, True), squares(faint, 0.35, False)
+    # Each coloured square is drawn by one of two layers: the sure in full, the uncertain pale.
+    # One colour bar, on a layer that has squares (a layer of none is not drawn at all).
+    sure_mask, unsure_mask = finite & ~faint, finite & faint
+    scale_on_sure = bool(sure_mask.any())
+    sure = squares(sure_mask, 1.0, scale_on_sure)
+    unsure = squares(unsure_mask, 0.5, not scale_on_sure and bool(unsure_mask.any()))
     fig = go.Figure([grey, sure, unsure])
     fig.update_layout(
         title=_title(title),
