@@ -23,7 +23,6 @@ comparison with intervals and Holm's correction is tfviz.atlas_stats.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass
 
@@ -282,7 +281,6 @@ def run_one(spec: dict) -> dict:
     run = RunSpec.from_dict(spec)
     task, recipe = get_task(run.cell.task), RECIPES[run.cell.task]
     metric = headline_metric(task)
-    check_rng_seed = CHECK_SEED
     checks: list[list] = []  # [step, metric]: as JSON gives it back
     hit: list[int] = []
     start = time.perf_counter()
@@ -292,7 +290,7 @@ def run_one(spec: dict) -> dict:
         def on_step(info: StepInfo) -> bool | None:
             if info.step % CHECK_EVERY and info.step != info.steps:
                 return None
-            value = evaluate(model, task, n=CHECK_N, seed=check_rng_seed, **switches)[metric]
+            value = evaluate(model, task, n=CHECK_N, seed=CHECK_SEED, **switches)[metric]
             checks.append([info.step, round(float(value), 6)])
             if reached(run.cell.task, value):
                 hit.append(info.step)
@@ -351,7 +349,3 @@ def estimate_seconds(specs: list[RunSpec]) -> float:
         scale = s.cell.n_layers / 2 * (1.0 if s.cell.ffn else 0.7)
         total += base * scale
     return total
-
-
-def finite(x: float | None) -> bool:
-    return x is not None and math.isfinite(x)

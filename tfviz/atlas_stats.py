@@ -16,7 +16,7 @@ verdict (VERDICTS) says W_o "helps" or "hurts" only where the adjusted p < ALPHA
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -146,14 +146,8 @@ def _with_holm(results: dict[str, CellResult]) -> dict[str, CellResult]:
     for what, members in families.items():
         adjusted = holm([c.p for _, c in members])
         for (key, comp), p_adj in zip(members, adjusted, strict=True):
-            results[key].comparisons[what] = _replace(comp, p_holm=p_adj)
+            results[key].comparisons[what] = replace(comp, p_holm=p_adj)
     return results
-
-
-def _replace(comp: Comparison, **changes) -> Comparison:
-    from dataclasses import replace
-
-    return replace(comp, **changes)
 
 
 def family_size(results: dict[str, CellResult], arm: str, measure: str = HEADLINE) -> int:
