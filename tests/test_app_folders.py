@@ -286,7 +286,7 @@ def _fake_sharded(folder: Path, shards: dict[str, bytes]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text('{"model_type": "bert"}', encoding="utf-8")
     where = {f"t{n}": name for n, name in enumerate(shards)}
-    (folder / hf.folder.WEIGHTS_INDEX).write_text(json.dumps({"weight_map": where}))
+    (folder / hf.files.WEIGHTS_INDEX).write_text(json.dumps({"weight_map": where}))
     for name, data in shards.items():
         (folder / name).write_bytes(data)
 
@@ -306,14 +306,14 @@ def test_the_signature_changes_when_a_shard_changes(tmp_path):
     os.utime(shard, ns=(shard.stat().st_atime_ns, shard.stat().st_mtime_ns + 10**9))
     assert folders.signature(tmp_path) != resized
     retimed = folders.signature(tmp_path)
-    index = tmp_path / "big" / hf.folder.WEIGHTS_INDEX
+    index = tmp_path / "big" / hf.files.WEIGHTS_INDEX
     index.write_text(index.read_text() + " ")  # the index rewritten
     assert folders.signature(tmp_path) != retimed
     # The digest of the model follows: a new stamp is a new model for load_folder's cache.
     keys = {folders.stamp_key(s[0][2]) for s in (before, resized, retimed)}
     assert len(keys) == 3
-    # One model.safetensors wins over an index beside it, as in hf.folder.weight_files.
-    (tmp_path / "big" / hf.folder.WEIGHTS).write_bytes(b"w" * 5)
+    # One model.safetensors wins over an index beside it, as in hf.shards.weight_files.
+    (tmp_path / "big" / hf.files.WEIGHTS).write_bytes(b"w" * 5)
     ((name, _, stamp),) = folders.signature(tmp_path)
     assert name == "big" and stamp[1] == 5 and folders.stamp_key(stamp).endswith(":5")
 
@@ -325,7 +325,7 @@ def test_a_sharded_model_in_the_server_folder_gets_a_new_digest_when_a_shard_cha
 
     root = tmp_path / "served"
     ref = _build("bert", root / "sharded")
-    (root / "sharded" / hf.folder.WEIGHTS).unlink()
+    (root / "sharded" / hf.files.WEIGHTS).unlink()
     ref.save_pretrained(root / "sharded", safe_serialization=True, max_shard_size="20KB")
     monkeypatch.setenv(settings.PRETRAINED_DIR_ENV, str(root))
     problems: list[str] = []

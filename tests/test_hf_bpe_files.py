@@ -18,7 +18,8 @@ from tokenizers import AddedToken, Tokenizer
 
 from tests import test_hf_encoders as enc
 from tfviz import hf
-from tfviz.hf import folder as hf_folder
+from tfviz.hf import tokenizer_files
+from tfviz.hf.tokenizer import PieceTokenizer
 
 transformers = enc.transformers  # the oracle; test_hf_encoders skips (or fails in CI) without it
 
@@ -99,7 +100,7 @@ def test_a_bpe_files_folder_equals_transformers_model(roberta, opened, tmp_path,
     )
     # Listed without building the tokenizer, as folders with tokenizer.json or vocab.txt are.
     with monkeypatch.context() as m:
-        m.setattr(hf_folder.PieceTokenizer, "from_bpe_files", None)
+        m.setattr(PieceTokenizer, "from_bpe_files", None)
         info = hf.describe_folder(with_bpe)
     assert info.family == "RoBERTa" and info.masked_lm
     # A zipped upload goes through the same folder loader.
@@ -143,7 +144,7 @@ def test_a_wordpiece_family_with_bpe_files_is_still_refused(roberta, tmp_path):
 @pytest.mark.parametrize("name", ["vocab.json", "merges.txt"])
 def test_bpe_files_past_the_tokenizer_size_limit_are_refused(bpe_copy, monkeypatch, name):
     limit = max((bpe_copy / n).stat().st_size for n in ("vocab.json", "merges.txt"))
-    monkeypatch.setattr(hf_folder, "MAX_TOKENIZER_BYTES", limit)
+    monkeypatch.setattr(tokenizer_files, "MAX_TOKENIZER_BYTES", limit)
     with open(bpe_copy / name, "a", encoding="utf-8") as f:
         f.write(" " * (limit + 1 - (bpe_copy / name).stat().st_size))
     size = limit + 1

@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from tfviz import hf
-from tfviz.hf import folder as hf_folder
+from tfviz.hf import files as hf_files
 from tfviz.hf import tokenizer as tokenizer_mod
 from tfviz.hf import zipped
 from tfviz.interventions import Interventions
@@ -719,7 +719,7 @@ def test_a_link_in_a_zip_is_refused(tmp_path):
 def test_a_zip_with_too_many_files_is_refused(tmp_path):
     z = tmp_path / "many.zip"
     with zipfile.ZipFile(z, "w") as zf:
-        for i in range(hf_folder.MAX_FILES + 1):
+        for i in range(hf_files.MAX_FILES + 1):
             zf.writestr(f"model/f{i}.json", "{}")
     with pytest.raises(hf.ZipRefusedError, match="entries"):
         hf.open_zip(z)

@@ -18,9 +18,9 @@ import torch
 
 from tests.test_hf_encoders import TEXTS, TOL, _build  # skips without transformers (fails in CI)
 from tfviz import hf
-from tfviz.hf import folder as hf_folder
+from tfviz.hf import files as hf_files
 
-INDEX = hf_folder.WEIGHTS_INDEX
+INDEX = hf_files.WEIGHTS_INDEX
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +28,9 @@ def sharded(tmp_path_factory):
     """(folder, transformers model) of a tiny BERT saved in shards of at most 20 kB."""
     folder = tmp_path_factory.mktemp("shards") / "bert"
     ref = _build("bert", folder)
-    (folder / hf_folder.WEIGHTS).unlink()
+    (folder / hf_files.WEIGHTS).unlink()
     ref.save_pretrained(folder, safe_serialization=True, max_shard_size="20KB")
-    assert not (folder / hf_folder.WEIGHTS).exists()  # sharded, not one file
+    assert not (folder / hf_files.WEIGHTS).exists()  # sharded, not one file
     shards = sorted(folder.glob("model-*-of-*.safetensors"))
     index = json.loads((folder / INDEX).read_text())
     assert len(shards) > 1 and set(index["weight_map"].values()) == {p.name for p in shards}
@@ -136,7 +136,7 @@ def test_a_tensor_named_twice_is_refused(copy):
     (copy / INDEX).write_text(text)
     assert text.count(f'"{name}"') == 2
     with pytest.raises(
-        hf.WeightsError, match="names 'bert.embeddings.word_embeddings.weight' twice"
+        hf.ConfigError, match="key 'bert.embeddings.word_embeddings.weight' is written twice"
     ):
         hf.open_folder(copy)
 

@@ -19,7 +19,7 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 # classroom server; they are far above every bundled model. vocab_size admits a multilingual
 # word-piece vocabulary (BERT's has 30,522 pieces, RoBERTa's 50,265, XLM-R's 250,002); the size
 # of what an upload may build is capped separately, by parameter count (tfviz.settings.MAX_PARAMS,
-# from n_params below; tfviz.hf.folder.MAX_PARAMS for pretrained folders).
+# from n_params below; tfviz.hf.shards.MAX_PARAMS for pretrained folders).
 LIMITS = {
     "vocab_size": 262_144,
     "n_out": 1024,

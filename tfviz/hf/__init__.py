@@ -9,8 +9,10 @@ masked-LM head when they have one, and hostile folders and zips refused before a
                        "The cat sat on the [MASK].", Interventions(w_o="identity"))
 
 transformers is not used at runtime: weights are read with safetensors, the tokenizer with
-`tokenizers`. Modules: families (the key map and config reader of each family), weights (tensors
-into an Encoder, checked), tokenizer, mlm (the head and fill-in-the-mask), folder, zipped, errors.
+`tokenizers`. Modules: families (the key map and config reader of each family), files (which files
+a folder holds, JSON read safely), shards (the weights, checked from their headers), weights
+(tensors into an Encoder, checked), tokenizer, tokenizer_files (which tokenizer a folder has), mlm
+(the head and fill-in-the-mask), folder (open, describe, list), zipped, errors.
 """
 
 from tfviz.hf.errors import (
@@ -20,13 +22,13 @@ from tfviz.hf.errors import (
     TokenizerError,
     TooLargeError,
     UnknownFamilyError,
+    UnreadableError,
     UnsafeFileError,
     WeightsError,
     ZipRefusedError,
 )
 from tfviz.hf.families import BERT, DISTILBERT, FAMILIES, ROBERTA, Family, family_of
 from tfviz.hf.folder import (
-    MAX_PARAMS,
     FolderInfo,
     LoadedEncoder,
     Refused,
@@ -35,6 +37,7 @@ from tfviz.hf.folder import (
     open_folder,
 )
 from tfviz.hf.mlm import MaskAnswer, MaskedLMHead, fill_mask, masked_lm_logits
+from tfviz.hf.shards import MAX_PARAMS
 from tfviz.hf.tokenizer import PieceTokenizer
 from tfviz.hf.zipped import open_zip, unpacked
 
@@ -57,6 +60,7 @@ __all__ = [
     "TokenizerError",
     "TooLargeError",
     "UnknownFamilyError",
+    "UnreadableError",
     "UnsafeFileError",
     "WeightsError",
     "ZipRefusedError",

@@ -45,3 +45,8 @@ class TokenizerError(PretrainedError):
 class ZipRefusedError(PretrainedError):
     """A zipped folder is refused: too large once unpacked, too compressed (a zip bomb), too many
     files, or entries that would land outside the folder (path traversal, links)."""
+
+
+class UnreadableError(PretrainedError):
+    """Reading the folder failed in a way no check above names (a file vanished, a disk error,
+    a value no reader expected): said for this folder alone, never raised past it."""

@@ -35,6 +35,7 @@ from torch import Tensor
 
 from tfviz.hf.errors import TokenizerError
 from tfviz.hf.families import BERT_SPECIALS, ROBERTA_SPECIALS, Specials
+from tfviz.hf.files import loads_json
 from tfviz.tasks import InputError
 
 MAX_CHARS = 100_000  # a longer text is refused before tokenising (it would be cut anyway)
@@ -126,9 +127,10 @@ class PieceTokenizer:
     @classmethod
     def from_file(cls, path: Path, max_pieces: int = 128, **kwargs) -> PieceTokenizer:
         try:
-            spec = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise TokenizerError(f"{Path(path).name} is not readable JSON ({e})") from None
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise TokenizerError(f"{Path(path).name} is not readable text ({e})") from None
+        spec = loads_json(text, Path(path).name, TokenizerError)
         return cls(spec, max_pieces, **kwargs)
 
     @classmethod

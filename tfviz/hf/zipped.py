@@ -20,12 +20,20 @@ from contextlib import contextmanager
 from pathlib import Path, PurePosixPath
 
 from tfviz.hf.errors import ZipRefusedError
-from tfviz.hf.folder import MAX_FILES, LoadedEncoder, open_folder
+from tfviz.hf.files import MAX_DEPTH, MAX_FILES, refusing
+from tfviz.hf.folder import LoadedEncoder, open_folder
 
 MAX_UNPACKED_BYTES = 1_200_000_000  # XLM-R base in float32 (1.1 GB) and its tokenizer
 MAX_RATIO = 50  # uncompressed / compressed per entry; float weights compress about 1.1x
 RATIO_FREE_BYTES = 1 << 20  # entries this small may compress well (JSON, vocab.txt)
 CHUNK = 1 << 20
+MAX_NAME_BYTES = 255  # one file or folder name: what Linux, macOS and Windows file systems take
+MAX_PATH_BYTES = 1024  # a whole entry name: well inside every file system's path limit
+
+
+def quoted(name: str, most: int = 80) -> str:
+    """An entry's name as a refusal quotes it: a 3,000-folder name would bury the reason."""
+    return repr(name if len(name) <= most else name[: most // 2] + "…" + name[-most // 2 :])
 
 
 def _refuse_name(name: str) -> str | None:
@@ -37,7 +45,28 @@ def _refuse_name(name: str) -> str | None:
         return "an absolute path"
     if ".." in path.parts:
         return "a '..' path (it would write outside the folder)"
+    if len(name.encode("utf-8")) > MAX_PATH_BYTES:
+        return f"a name longer than {MAX_PATH_BYTES} bytes"
+    if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in path.parts):
+        return f"a file or folder name longer than {MAX_NAME_BYTES} bytes (the file system's limit)"
+    if len(path.parts) > MAX_DEPTH:
+        return (
+            f"folders nested more than {MAX_DEPTH} deep (a model folder's files are near its top)"
+        )
     return None
+
+
+def _refuse_collision(infos: list[zipfile.ZipInfo]) -> None:
+    """ZipRefusedError when one name is a file and also a folder of another entry
+    ("m/config.json" and "m/config.json/x"): unpacking would fail half-way."""
+    files = {i.filename.rstrip("/") for i in infos if not i.is_dir()}
+    for info in infos:
+        for parent in PurePosixPath(info.filename.rstrip("/")).parents:
+            if str(parent) in files:
+                raise ZipRefusedError(
+                    f"the zip holds {str(parent)!r} both as a file and as the folder of "
+                    f"{quoted(info.filename)}"
+                )
 
 
 def check_entries(zf: zipfile.ZipFile, max_bytes: int, max_files: int) -> list[zipfile.ZipInfo]:
@@ -53,15 +82,17 @@ def check_entries(zf: zipfile.ZipFile, max_bytes: int, max_files: int) -> list[z
     for info in infos:
         why = _refuse_name(info.filename)
         if why:
-            raise ZipRefusedError(f"the zip entry {info.filename!r} is refused: {why}")
+            raise ZipRefusedError(f"the zip entry {quoted(info.filename)} is refused: {why}")
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
-            raise ZipRefusedError(f"the zip entry {info.filename!r} is a link; links are refused")
+            raise ZipRefusedError(
+                f"the zip entry {quoted(info.filename)} is a link; links are refused"
+            )
         if info.flag_bits & 0x1:
-            raise ZipRefusedError(f"the zip entry {info.filename!r} is encrypted")
+            raise ZipRefusedError(f"the zip entry {quoted(info.filename)} is encrypted")
         key = info.filename.rstrip("/").lower()
         if key in seen:
-            raise ZipRefusedError(f"the zip holds {info.filename!r} twice")
+            raise ZipRefusedError(f"the zip holds {quoted(info.filename)} twice")
         seen.add(key)
         if info.is_dir():
             continue
@@ -76,10 +107,11 @@ def check_entries(zf: zipfile.ZipFile, max_bytes: int, max_files: int) -> list[z
         ):
             ratio = info.file_size / max(info.compress_size, 1)
             raise ZipRefusedError(
-                f"{info.filename!r} is compressed {ratio:,.0f} times (a zip bomb?); model "
+                f"{quoted(info.filename)} is compressed {ratio:,.0f} times (a zip bomb?); model "
                 "weights compress about 1.1 times"
             )
         files.append(info)
+    _refuse_collision(infos)
     return files
 
 
@@ -94,7 +126,7 @@ def extract(zip_path: str | Path | bytes, dest: Path, max_bytes: int = MAX_UNPAC
         zip_path = io.BytesIO(zip_path)
     try:
         zf = zipfile.ZipFile(zip_path)
-    except (OSError, zipfile.BadZipFile) as e:
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError) as e:
         raise ZipRefusedError(f"not a readable zip file ({e})") from None
     with zf:
         files = check_entries(zf, max_bytes, max_files)
@@ -103,23 +135,31 @@ def extract(zip_path: str | Path | bytes, dest: Path, max_bytes: int = MAX_UNPAC
         for info in files:
             target = (dest / info.filename).resolve()
             if root not in target.parents:  # the name checks make this impossible; kept anyway
-                raise ZipRefusedError(f"the zip entry {info.filename!r} would leave the folder")
-            target.parent.mkdir(parents=True, exist_ok=True)
+                raise ZipRefusedError(
+                    f"the zip entry {quoted(info.filename)} would leave the folder"
+                )
             declared = info.file_size
             count = 0
             try:
+                target.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as src, open(target, "xb") as out:
                     while chunk := src.read(CHUNK):
                         count += len(chunk)
                         written += len(chunk)
                         if count > declared or written > max_bytes:
                             raise ZipRefusedError(
-                                f"{info.filename!r} unpacks to more than its header says "
+                                f"{quoted(info.filename)} unpacks to more than its header says "
                                 "(a zip bomb?)"
                             )
                         out.write(chunk)
-            except (zipfile.BadZipFile, OSError, EOFError, RuntimeError) as e:
-                raise ZipRefusedError(f"{info.filename!r} cannot be unpacked ({e})") from None
+            except (
+                zipfile.BadZipFile, OSError, EOFError, RuntimeError, ValueError, NotImplementedError
+            ) as e:  # fmt: skip
+                # The checks above leave only a damaged or lying zip (or a full disk) here.
+                why = getattr(e, "strerror", None) or e
+                raise ZipRefusedError(
+                    f"{quoted(info.filename)} cannot be unpacked ({why})"
+                ) from None
     tops = {PurePosixPath(i.filename).parts[0] for i in zf.infolist()}
     if len(tops) == 1 and (dest / next(iter(tops))).is_dir():
         return dest / next(iter(tops))
@@ -140,5 +180,5 @@ def open_zip(zip_path: str | Path | bytes, device="cpu", **limits) -> LoadedEnco
     """A zipped model folder as a LoadedEncoder; ZipRefusedError or another PretrainedError
     subclass saying why not. The unpacked files are gone when this returns (the model is in
     memory)."""
-    with unpacked(zip_path, **limits) as folder:
+    with refusing(), unpacked(zip_path, **limits) as folder:
         return open_folder(folder, device=device)

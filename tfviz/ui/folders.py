@@ -40,13 +40,13 @@ def _stat(path: Path) -> tuple[int, int]:
 
 def weights_stamp(folder: Path) -> tuple:
     """What stands for a model folder's weights: model.safetensors's (mtime, size) when it is
-    there (it wins over an index, as in hf.folder.weight_files), else, for a sharded folder, the
+    there (it wins over an index, as in hf.shards.weight_files), else, for a sharded folder, the
     (name, mtime, size) of model.safetensors.index.json and of every .safetensors file beside it:
     the shards the index may name (weight_files refuses any other), found with one directory
     listing and without reading the index, so a replaced, added or removed shard is seen."""
-    single = folder / hf.folder.WEIGHTS
-    index = folder / hf.folder.WEIGHTS_INDEX
-    if single.exists() or not index.exists():
+    single = folder / hf.files.WEIGHTS
+    index = folder / hf.files.WEIGHTS_INDEX
+    if _stat(single) != (0, 0) or _stat(index) == (0, 0):
         return _stat(single)
     try:
         with os.scandir(folder) as it:
@@ -57,7 +57,7 @@ def weights_stamp(folder: Path) -> tuple:
         names = []
     return tuple(
         (name, *_stat(folder / name))
-        for name in [hf.folder.WEIGHTS_INDEX, *names[: hf.folder.MAX_FILES]]
+        for name in [hf.files.WEIGHTS_INDEX, *names[: hf.files.MAX_FILES]]
     )
 
 
@@ -77,8 +77,11 @@ def signature(root: Path) -> tuple:
         subs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError:
         return ()
+    # Names as hf.list_folder gives them (hf.files.shown): a folder name that is not UTF-8 would
+    # otherwise reach Streamlit's cache key and fail every visitor's page.
     return tuple(
-        (p.name, _stat(p / "config.json"), weights_stamp(p)) for p in subs[: hf.folder.MAX_FILES]
+        (hf.files.shown(p.name), _stat(p / "config.json"), weights_stamp(p))
+        for p in subs[: hf.files.MAX_FILES]
     )
 
 

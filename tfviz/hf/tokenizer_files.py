@@ -1,0 +1,120 @@
+"""A folder's tokenizer: tokenizer.json, a WordPiece vocab.txt or a byte-level BPE vocab.json +
+merges.txt, with the special tokens and limits tokenizer_config.json and its neighbours name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tfviz.config import ModelConfig
+from tfviz.hf.errors import MissingFileError, TooLargeError
+from tfviz.hf.families import Family, Specials
+from tfviz.hf.files import read_json, refuse_remote_code
+from tfviz.hf.tokenizer import PieceTokenizer
+
+MAX_TOKENIZER_BYTES = 64 << 20  # each of TOKENIZER_FILES (XLM-R's tokenizer.json is 17 MB)
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "merges.txt")
+
+
+def _token_name(value) -> str | None:
+    """A special token as tokenizer_config.json writes it: a string or {"content": ...}."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) and 0 < len(value) <= 32 else None
+
+
+def has_tokenizer(files: dict[str, Path], family: Family) -> bool:
+    """Whether the folder holds a tokenizer its family reads (not whether it is a good one)."""
+    return (
+        "tokenizer.json" in files
+        or ("vocab.txt" in files and family.wordpiece)
+        or ("vocab.json" in files and "merges.txt" in files and family.bpe_files)
+    )
+
+
+def _strip_of(value, default: tuple[bool, bool]) -> tuple[bool, bool]:
+    """(lstrip, rstrip) of a special token as tokenizer_config.json may write it
+    ({"content": "<mask>", "lstrip": true, ...}); default for a plain string."""
+    if not isinstance(value, dict):
+        return default
+    return tuple(
+        value[k] if isinstance(value.get(k), bool) else d
+        for k, d in zip(("lstrip", "rstrip"), default, strict=True)
+    )
+
+
+def load_tokenizer(files: dict[str, Path], family: Family, max_pieces: int) -> PieceTokenizer:
+    """The folder's tokenizer: tokenizer.json, or for WordPiece families a vocab.txt, or for
+    byte-level BPE families (RoBERTa) a vocab.json + merges.txt."""
+    settings = {}
+    for name in ("special_tokens_map.json", "tokenizer_config.json"):
+        if name in files:
+            data = read_json(files[name])
+            refuse_remote_code(data, name)
+            settings.update(data)
+    base = family.specials
+    specials = Specials(
+        **{
+            field: _token_name(settings.get(f"{field}_token")) or getattr(base, field)
+            for field in ("cls", "sep", "pad", "unk", "mask")
+        }
+    )
+    for name in TOKENIZER_FILES:
+        if name in files and files[name].stat().st_size > MAX_TOKENIZER_BYTES:
+            raise TooLargeError(
+                f"{name} has {files[name].stat().st_size:,} bytes; at most "
+                f"{MAX_TOKENIZER_BYTES:,} are read"
+            )
+    if "tokenizer.json" in files:
+        return PieceTokenizer.from_file(files["tokenizer.json"], max_pieces, specials=specials)
+    if "vocab.txt" in files and family.wordpiece:
+        lowercase = settings.get("do_lower_case", True)
+        strip = settings.get("strip_accents")
+        chinese = settings.get("tokenize_chinese_chars", True)
+        return PieceTokenizer.from_vocab_txt(
+            files["vocab.txt"],
+            max_pieces,
+            lowercase=lowercase is not False,
+            strip_accents=strip if isinstance(strip, bool) else None,
+            chinese_chars=chinese is not False,
+            specials=specials,
+        )
+    if family.bpe_files and ("vocab.json" in files or "merges.txt" in files):
+        for have, lacks in (("vocab.json", "merges.txt"), ("merges.txt", "vocab.json")):
+            if lacks not in files:
+                raise MissingFileError(
+                    f"the folder has {have} but no {lacks}: {family.name}'s byte-level BPE "
+                    "tokenizer needs both (or tokenizer.json)"
+                )
+        prefix = settings.get("add_prefix_space")
+        trim = settings.get("trim_offsets")
+        return PieceTokenizer.from_bpe_files(
+            files["vocab.json"],
+            files["merges.txt"],
+            max_pieces,
+            add_prefix_space=prefix is True,
+            trim_offsets=trim is not False,
+            mask_strip=_strip_of(settings.get("mask_token"), (True, False)),
+            specials=specials,
+        )
+    wanted = " or ".join(
+        ["tokenizer.json"]
+        + (["vocab.txt"] if family.wordpiece else [])
+        + (["vocab.json + merges.txt"] if family.bpe_files else [])
+    )
+    raise MissingFileError(f"the folder has no tokenizer: {family.name} needs {wanted}")
+
+
+def model_max_pieces(files: dict[str, Path], config: ModelConfig) -> int:
+    """Word-pieces the model reads, specials included: its positions, or fewer when a
+    sentence-transformers config (max_seq_length) or tokenizer_config.json (model_max_length)
+    says so."""
+    limit = config.max_len
+    for name, key in (
+        ("sentence_bert_config.json", "max_seq_length"),
+        ("tokenizer_config.json", "model_max_length"),
+    ):
+        if name in files:
+            value = read_json(files[name]).get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and 3 <= value < limit:
+                limit = value
+    return limit
