@@ -15,6 +15,8 @@ One module per kind of figure, each importing only the shared ones below it:
     residual   the residual stream of two passes, drift per layer
     training   a loss curve, the experiment's curves over seeds
     dissect    W_o's modes swept, its spectrum, two inputs compared, a class's guesses
+    atlas      the W_o atlas's grid, a cell's curves, the mechanism's bars (imports style;
+               not re-exported: tfviz.ui.atlas uses it as a module)
 This module only re-exports the names callers use (`plots.attention_grid(...)`).
 """
 
