@@ -13,7 +13,7 @@ for both), then two animation frames pass before the next one.
 Compared in one run, alternating: tfviz's figure as the view draws it (tfviz.plots, in English;
 another language changes only its words) and the floor: one go.Heatmap of the same z array (the
 same cells, gaps included) with plotly's defaults, at the same height. tfviz's figure carries
-its block titles as one text trace (tfviz.plots._block_titles), as the view draws it.
+its block titles as one text trace (tfviz.plots.mosaic._block_titles), as the view draws it.
 Configurations: the toy model `reverse` (T = 16, 2 layers x 4 heads and their mean:
 plots.attention_grid) and all-MiniLM-L6-v2 at 32 word-pieces (one layer's 12 heads and their
 mean in three columns: plots.attention_column).

@@ -52,7 +52,7 @@ TWELVE_PIECES = "A woman is playing the violin on the stage."
 # Every plotly chart's texts that overlap another or leave the chart: [chart, text, text, box].
 # Text inside a heatmap's cells (the numbers written in) lies on its cell, not on a label, and
 # the hover and toolbar layers are not shown until used: those are left out. A scatter trace's
-# texts (.textpoint) are in: the block titles are one such trace (tfviz.plots._block_titles).
+# texts (.textpoint) are in: the block titles are one such trace (tfviz.plots.mosaic._block_titles).
 OVERLAPS_JS = """
 () => {
   const found = [];

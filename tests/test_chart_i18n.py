@@ -4,7 +4,7 @@ labels) come from its `words` argument, a function of a catalogue key under char
 passes tfviz.ui.widgets.plot_words(), the catalogue in the student's language.
 
 The unit tests check the English default, that each English chart text is written once (in
-en.json, not again in plots.py) and that a figure's words are exactly the ones asked for; the
+en.json, not again in tfviz/plots/) and that a figure's words are exactly the ones asked for; the
 coverage test builds every public figure of tfviz.plots in Chinese and finds no English word
 left, and every chart.* key used; the app test opens three tabs in Chinese.
 """
@@ -75,22 +75,23 @@ def test_the_english_default_is_the_english_catalogue_s_text():
 
 
 def test_each_english_chart_text_is_written_once_in_the_catalogue_not_again_in_plots():
-    """plots.py asks for its words by key; a literal copy of a catalogue text in it would be
-    a second place to change (and the Chinese page would not follow it)."""
-    source = Path(plots.__file__).read_text(encoding="utf-8")
+    """tfviz.plots asks for its words by key; a literal copy of a catalogue text in any of its
+    modules would be a second place to change (and the Chinese page would not follow it)."""
+    modules = sorted(Path(plots.__file__).parent.glob("*.py"))
     literals = {
         node.value
-        for node in ast.walk(ast.parse(source))
+        for module in modules
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8")))
         if isinstance(node, ast.Constant) and isinstance(node.value, str)
     }
     english = {key: text for key, text in catalogue("en").items() if key.startswith("chart.")}
-    # One-word texts are left out: plots.py names a hover label by its key's last part
+    # One-word texts are left out: tfviz.plots names a hover label by its key's last part
     # (_hover(words, "query") asks for chart.word.query); the coverage test below checks that
     # a figure drawn in Chinese has none of them.
     copied = {key: text for key, text in english.items() if " " in text and text in literals}
-    assert not copied, f"plots.py repeats catalogue texts: {copied}"
+    assert not copied, f"tfviz.plots repeats catalogue texts: {copied}"
     hover_words = {w for text in literals if " %{" in text for w in english_words(text)}
-    assert not hover_words, f"hover labels written in plots.py: {hover_words}"
+    assert not hover_words, f"hover labels written in tfviz.plots: {hover_words}"
 
 
 def test_a_figure_s_own_words_are_the_ones_its_words_function_gives():
@@ -198,7 +199,7 @@ def test_every_public_figure_function_is_covered():
         name
         for name, fn in inspect.getmembers(plots, inspect.isfunction)
         if not name.startswith("_")
-        and fn.__module__ == plots.__name__
+        and fn.__module__.startswith(plots.__name__ + ".")  # defined in one of its modules
         and inspect.signature(fn).return_annotation == "go.Figure"
     }
     assert public == set(FIGURES), f"add inputs for {sorted(public - set(FIGURES))}"
@@ -216,7 +217,7 @@ def test_no_english_word_of_plots_is_left_in_chinese(name):
     chinese = FIGURES[name](plot_words("zh"))
     left = {text: english_words(text) for text in chart_texts(chinese.to_plotly_json())}
     assert not {text: words for text, words in left.items() if words}, (
-        "English in a figure drawn with Chinese words: plots.py wrote it without asking `words`"
+        "English in a figure drawn with Chinese words: tfviz.plots wrote it without asking `words`"
     )
 
 

@@ -3,7 +3,7 @@
 Raw attention weights say where a head looks, not what it writes into the residual stream: that
 also depends on the values it reads and on the output projection W_o. Each function here computes
 one published way of measuring that, from a model and/or a Trace, and returns float32 numpy arrays
-(or small frozen dataclasses of them) for plots.py to draw:
+(or small frozen dataclasses of them) for tfviz.plots to draw:
 
 1. norm-based attention ||alpha_ij^h f^h(x_j)||           Kobayashi et al., EMNLP 2020
 2. attention rollout (raw and norm-based)                   Abnar & Zuidema, ACL 2020

@@ -15,9 +15,10 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from tfviz import atlas, atlas_plots, atlas_runner, atlas_stats
+from tfviz import atlas, atlas_runner, atlas_stats
 from tfviz.atlas_store import BUNDLED, read_rows
 from tfviz.metrics import compact
+from tfviz.plots import atlas as atlas_plots  # tfviz.atlas is the sweep's own module
 from tfviz.ui.i18n import current, t
 from tfviz.ui.view import POLL_SECONDS
 from tfviz.ui.widgets import chart

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from tfviz.plots import CONDITION_COLOURS, _escape
+from tfviz.plots.style import CONDITION_COLOURS, _escape
 
 # Diverging: blue where the learned W_o does better, red where it does worse, white at no effect.
 EFFECT_SCALE = [[0.0, "#b2182b"], [0.5, "#f7f7f7"], [1.0, "#2166ac"]]

@@ -1,0 +1,383 @@
+"""Attention figures: every layer x head as a grid, a layer's heads in columns, one head
+enlarged, and the W_o-aware views of the same weights (norm-based attention, rollout)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from tfviz.plots.mosaic import _mosaic
+from tfviz.plots.style import (
+    ATTENTION_SCALE,
+    MARGIN,
+    NORM_SCALE,
+    Words,
+    _escape,
+    _figure,
+    _heatmap,
+    _hover,
+    _is_wide,
+    _token_square,
+    english,
+    escape_labels,
+)
+
+
+def _attention_axis(words: Words) -> dict:
+    """The colour axis of attention weights: 0..1, its bar titled "weight" in words."""
+    return dict(
+        colorscale=ATTENTION_SCALE,
+        cmin=0.0,
+        cmax=1.0,
+        # Labels just below their ticks: the "1" at the bar's top then clears the title above
+        # it (centred on its tick, it overlapped the title).
+        colorbar=dict(
+            title=dict(text=words("chart.word.weight")), ticklabelposition="outside bottom"
+        ),
+    )
+
+
+def attention_grid(
+    attn: np.ndarray,
+    labels: Sequence[str],
+    layer_ids: Sequence[int] | None = None,
+    title: str = "",
+    with_mean: bool = False,
+    *,
+    words: Words = english,
+) -> go.Figure:
+    """Every layer x head as a heatmap: rows are layers, columns heads, colours 0..1.
+
+    Args:
+        attn: (L, H, T, T) attention weights, queries on rows and keys on columns.
+        labels: T token labels.
+        layer_ids: the layer number of each row (default 0..L-1), for a slice of layers.
+        title: figure title.
+        with_mean: add a last column with the mean of each layer's heads (what one big head
+            averaging them would look like).
+        words: the figure's own words (tfviz.plots.style); English by default.
+    """
+    attn = _attention(attn, labels, ndim=4)
+    L, H = attn.shape[:2]
+    layer_ids = list(range(L)) if layer_ids is None else list(layer_ids)
+    if len(layer_ids) != L:
+        raise ValueError(f"attention has {L} layers but {len(layer_ids)} layer ids were given")
+    cols = [f"H{h}" for h in range(H)]
+    if with_mean:
+        attn = np.concatenate([attn, attn.mean(axis=1, keepdims=True)], axis=1)  # (L, H+1, T, T)
+        cols.append(words("chart.block.mean"))
+    return _mosaic(
+        attn,
+        labels,
+        labels,
+        rows=[f"L{lay}" for lay in layer_ids],
+        cols=cols,
+        hover=_hover(words, "query", "key", "weight"),
+        coloraxis=_attention_axis(words),
+        title=title,
+    )
+
+
+# A layer of a many-headed model (MiniLM: 12 heads and their mean) is drawn as a few columns of
+# heads, one chart each, side by side on a desktop and one under the other on a phone (the UI
+# puts them in st.columns, which stack on a narrow screen). A column's plot is sized for
+# COLUMN_PX: about what each of three columns leaves for cells at 1024 px and more, and less
+# than a phone's whole width, so its cells fit on both. Its column labels are rotated text
+# MIN_LABEL_PX apart at least (a 10 px font's line), every k-th token when the cells are narrower.
+COLUMN_PX = 200
+MIN_LABEL_PX = 14
+COLUMN_ROW_PX = 16  # a row of cells: a 10 px token label, with room to spare
+# Every tick label costs the browser a text measurement on every redraw: at 32 word-pieces a
+# column of 5 squares labelled on every row took 160 labels, and a keystroke on MiniLM about 2 s
+# to repaint its three columns (bench/ui_latency.py --models reverse,minilm). Beyond this many
+# rows per square, every k-th row is labelled (the hover names each cell anyway).
+MAX_ROW_LABELS = 16
+COLUMN_TOP_PX = 64  # the top margin of every column: the colour bar and the first block's title
+
+
+def attention_column(
+    attn: np.ndarray,
+    labels: Sequence[str],
+    layer: int,
+    heads: Sequence[int],
+    with_mean: bool = False,
+    show_scale: bool = True,
+    title: str = "",
+    *,
+    words: Words = english,
+) -> go.Figure:
+    """Some heads of one layer, one above the other, each titled ("L0 H3") and readable.
+
+    Args:
+        attn: (H, T, T) one layer's attention weights, queries on rows, keys on columns.
+        labels: T token labels (under the last block, and beside every block's rows).
+        layer: the layer's number, for the block titles.
+        heads: the heads this column shows, in order (e.g. 0..4 of 12).
+        with_mean: add the mean of ALL the layer's heads as a last block.
+        show_scale: draw the colour bar (0..1, across the top): one column of a layer has it,
+            the others keep its place empty so that their blocks line up.
+        title: figure title (none by default: the page titles the layer once).
+        words: the figure's own words (tfviz.plots.style); English by default.
+    """
+    attn = _token_square(attn, labels, "attention", "(heads, queries, keys)")
+    heads = _column_heads(attn.shape[0], heads, with_mean)
+    blocks = [attn[h] for h in heads]
+    names = [f"H{h}" for h in heads]
+    if with_mean:
+        blocks.append(attn.mean(axis=0))
+        names.append(words("chart.block.mean"))
+    return _square_column(
+        np.stack(blocks),
+        labels,
+        [f"L{layer} {name}" for name in names],
+        hover=_hover(words, "query", "key", "weight"),
+        coloraxis=_attention_axis(words),
+        scale_title=words("chart.word.weight"),
+        show_scale=show_scale,
+        title=title,
+    )
+
+
+def norm_attention_column(
+    norms: np.ndarray,
+    summed: np.ndarray,
+    labels: Sequence[str],
+    layer: int,
+    heads: Sequence[int],
+    with_total: bool,
+    top: float,
+    show_scale: bool = True,
+    *,
+    words: Words = english,
+) -> go.Figure:
+    """Some heads' norm-based attention, one above the other, as attention_column lays them out
+    (for many-headed layers: MiniLM's 12 heads in one row left ~6 px a word-piece).
+
+    Args:
+        norms, summed, labels, layer: as norm_attention_grid.
+        heads: the heads this column shows; with_total: add the all-heads block last.
+        top: the colour scale's top, the same for every column of the layer (the largest norm).
+        words: the figure's own words (tfviz.plots.style); English by default.
+    """
+    norms = _token_square(norms, labels, "per-head norm-based attention", "(heads, queries, keys)")
+    summed = _token_square(summed, labels, "summed norm-based attention", "(queries, keys)")
+    heads = _column_heads(norms.shape[0], heads, with_total)
+    blocks = [norms[h] for h in heads] + ([summed] if with_total else [])
+    names = [f"H{h}" for h in heads] + ([words("chart.block.all_heads")] if with_total else [])
+    if not np.isfinite(np.stack(blocks)).all() or min(b.min() for b in blocks) < 0:
+        raise ValueError("norm-based attention is a length: it must be finite and non-negative")
+    return _square_column(
+        np.stack(blocks),
+        labels,
+        [f"L{layer} {name}" for name in names],
+        hover=_hover(words, "query", "key", "norm"),
+        coloraxis=dict(colorscale=NORM_SCALE, cmin=0.0, cmax=float(top) or 1.0),
+        scale_title="‖αf(x)‖",
+        show_scale=show_scale,
+        title="",
+    )
+
+
+def _column_heads(H: int, heads: Sequence[int], with_extra: bool) -> list[int]:
+    heads = [int(h) for h in heads]
+    bad = [h for h in heads if not 0 <= h < H]
+    if bad:
+        raise ValueError(f"the layer has heads 0..{H - 1}, not {bad}")
+    if not heads and not with_extra:
+        raise ValueError("a column needs at least one head, or the mean")
+    return heads
+
+
+def _square_column(
+    blocks: np.ndarray,
+    labels: Sequence[str],
+    names: list[str],
+    hover: tuple[str, str, str],
+    coloraxis: dict,
+    scale_title: str,
+    show_scale: bool,
+    title: str,
+) -> go.Figure:
+    """(N, T, T) blocks one above the other, titled by names, sized for COLUMN_PX."""
+    T = len(labels)
+    every = max(1, math.ceil(MIN_LABEL_PX / (COLUMN_PX / T)))
+    every_row = max(1, math.ceil(T / MAX_ROW_LABELS))
+    fig = _mosaic(
+        blocks[:, None],  # (blocks, 1, T, T): one block per row
+        labels,
+        labels,
+        rows=names,
+        cols=[""],
+        hover=hover,
+        coloraxis=dict(
+            coloraxis,
+            showscale=show_scale,
+            colorbar=dict(
+                title=dict(text=scale_title, side="right"),
+                orientation="h",
+                x=0.5,
+                xanchor="center",
+                y=1.0,
+                yref="container",
+                yanchor="top",
+                ypad=8,
+                thickness=10,
+                len=0.7,
+            ),
+        ),
+        title=title,
+        x_tick_every=every,
+        width_px=COLUMN_PX,
+        row_px=COLUMN_ROW_PX if every_row == 1 else MIN_LABEL_PX / every_row + 6,
+        y_tick_every=every_row,
+    )
+    # Margins sized here from the longest label instead of plotly's automargin, which measures
+    # every tick label and lays the chart out again: three columns of them on every keystroke.
+    room = 12 + 6 * max(sum(2 if _is_wide(c) else 1 for c in label) for label in labels)
+    fig.layout.margin.update(t=COLUMN_TOP_PX, l=room + 4, b=room)
+    fig.layout.xaxis.automargin = False
+    fig.layout.yaxis.automargin = False
+    fig.layout.xaxis.tickfont.size = 10
+    # Upright at every width: where there is room plotly tilts them, and tilted labels' boxes
+    # overlap their neighbours'.
+    fig.layout.xaxis.tickangle = -90
+    fig.layout.yaxis.tickfont.size = 10
+    return fig
+
+
+def attention_map(
+    weights: np.ndarray, labels: Sequence[str], title: str = "", *, words: Words = english
+) -> go.Figure:
+    """One head's attention, enlarged: (T, T) weights, queries on rows, keys on columns."""
+    weights = _attention(weights, labels, ndim=2)
+    ticks = escape_labels(labels)
+    query, key, weight = _hover(words, "query", "key", "weight")
+    trace = _heatmap(
+        weights, ticks, ticks, f"{query} %{{y}}<br>{key} %{{x}}<br>{weight} %{{z:.3f}}"
+    )
+    T = len(labels)
+    # Rows of 24 px up to MAP_MAX_PX in all; a longer input (hundreds of word-pieces) keeps the
+    # map that tall, one image, and labels every k-th token on both axes (the hover names each).
+    rows_px = min(24 * T, MAP_MAX_PX)
+    shown = _every(T, MIN_LABEL_PX / (rows_px / T))
+    axis = dict(
+        type="category", tickvals=[ticks[i] for i in shown], ticktext=[ticks[i] for i in shown]
+    )
+    layout = dict(
+        title=dict(text=title),
+        height=max(360, rows_px + 140),
+        margin=MARGIN,
+        coloraxis=_attention_axis(words),
+        xaxis=axis,
+        yaxis=dict(axis, autorange="reversed"),
+    )
+    return _figure(trace, layout)
+
+
+MAP_MAX_PX = 900  # the tallest an enlarged attention map is drawn (a long input's whole map)
+
+
+def _every(n: int, cells_per_label: float) -> range:
+    """Which of n positions get a label when one label needs cells_per_label cells."""
+    return range(0, n, max(1, math.ceil(cells_per_label)))
+
+
+def norm_attention_grid(
+    norms: np.ndarray,
+    summed: np.ndarray,
+    labels: Sequence[str],
+    layer: int,
+    title: str = "",
+    *,
+    words: Words = english,
+) -> go.Figure:
+    """Norm-based attention of one layer: one block per head, and one for all heads together.
+
+    Args:
+        norms: (H, T, T) ||alpha_ij^h f^h(x_j)|| per head (queries on rows, keys on columns).
+        summed: (T, T) ||sum_h alpha_ij^h f^h(x_j)||: everything j sends to i through the layer.
+        labels: T token labels.
+        layer: the layer's number (names the blocks).
+        title: figure title.
+    The colour scale runs from 0 to the largest value shown, shared by every block (they are all
+    lengths in the same residual-stream space), so heads that write little look faint.
+    """
+    norms = _token_square(norms, labels, "per-head norm-based attention", "(heads, queries, keys)")
+    summed = _token_square(summed, labels, "summed norm-based attention", "(queries, keys)")
+    blocks = np.concatenate([norms, summed[None]], axis=0)[None]  # (1, H+1, T, T)
+    if not np.isfinite(blocks).all() or (blocks < 0).any():
+        raise ValueError("norm-based attention is a length: it must be finite and non-negative")
+    top = float(blocks.max(initial=0.0)) or 1.0  # all zero (W_o zeroed): still a valid scale
+    H = norms.shape[0]
+    return _mosaic(
+        blocks,
+        labels,
+        labels,
+        rows=[f"L{layer}"],
+        cols=[f"H{h}" for h in range(H)] + [words("chart.block.all_heads")],
+        hover=_hover(words, "query", "key", "norm"),
+        coloraxis=dict(
+            colorscale=NORM_SCALE, cmin=0.0, cmax=top, colorbar=dict(title=dict(text="‖αf(x)‖"))
+        ),
+        title=title,
+    )
+
+
+def rollout_grid(
+    raw: np.ndarray,
+    norm: np.ndarray,
+    labels: Sequence[str],
+    names: tuple[str, str] | None = None,
+    title: str | None = None,
+    *,
+    words: Words = english,
+) -> go.Figure:
+    """Attention rollout per layer (rows) from two kinds of weights (columns), colours 0..1.
+
+    Args:
+        raw, norm: (L, T, T) rollout after each layer; row i of layer l says how much of token i's
+            representation there traces back to each input token (rows sum to 1).
+        labels: T token labels.
+        names: the two columns' names (default "from raw attention" and "from norm-based" in
+            words); title: the figure's (default "Attention rollout through the layers").
+    """
+    if names is None:
+        names = (words("chart.block.from_raw"), words("chart.block.from_norm"))
+    if title is None:
+        title = words("chart.title.rollout")
+    raw = _token_square(raw, labels, "raw rollout", "(layers, tokens, inputs)")
+    norm = _token_square(norm, labels, "norm-based rollout", "(layers, tokens, inputs)")
+    if raw.shape != norm.shape:
+        raise ValueError(f"the two rollouts differ in shape: {raw.shape} and {norm.shape}")
+    L = raw.shape[0]
+    return _mosaic(
+        np.stack([raw, norm], axis=1),  # (L, 2, T, T)
+        labels,
+        labels,
+        rows=[words("chart.block.after_layer", layer=lay) for lay in range(L)],
+        cols=[_escape(n) for n in names],
+        hover=_hover(words, "token", "input", "share"),
+        coloraxis=dict(
+            colorscale=ATTENTION_SCALE,
+            cmin=0.0,
+            cmax=1.0,
+            colorbar=dict(title=dict(text=words("chart.word.share"))),
+        ),
+        title=title,
+    )
+
+
+def _attention(attn, labels: Sequence[str], ndim: int) -> np.ndarray:
+    attn = np.asarray(attn, dtype=np.float32)
+    if attn.ndim != ndim:
+        axes = "(layers, heads, queries, keys)" if ndim == 4 else "(queries, keys)"
+        raise ValueError(f"attention must be {ndim}-d {axes}, got shape {attn.shape}")
+    queries, keys = attn.shape[-2:]
+    if keys != len(labels):
+        raise ValueError(f"attention has {keys} keys but {len(labels)} tokens were given")
+    if queries != len(labels):
+        raise ValueError(f"attention has {queries} queries but {len(labels)} tokens were given")
+    return attn
