@@ -45,7 +45,7 @@ if __package__ in (None, ""):  # run as a script: python bench/minilm_views.py
 from bench.ui_latency import APP, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, Server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-EN = json.loads((ROOT / "tfviz/ui/locales/en.json").read_text(encoding="utf-8"))
+EN = json.loads((ROOT / "tfviz/locales/en.json").read_text(encoding="utf-8"))
 MODEL = "pretrained:all-MiniLM-L6-v2"
 TARGET_FIRST_S = 5.0
 TARGET_LATER_S = 1.5

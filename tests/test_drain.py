@@ -257,10 +257,10 @@ def test_sigterm_cuts_off_a_training_longer_than_the_grace_and_still_exits_0(tmp
 def test_the_pages_word_a_refusal_in_their_own_language():
     """The manager's refusals carry numbers; each language words them (no English in zh)."""
     for lang in ("en", "zh"):
-        catalogue = json.loads((ROOT / "tfviz/ui/locales" / f"{lang}.json").read_text())
+        catalogue = json.loads((ROOT / "tfviz/locales" / f"{lang}.json").read_text())
         assert "{slots}" in catalogue["jobs.queue_full"]
         assert "{waiting}" in catalogue["jobs.queue_full"]
         assert catalogue["jobs.draining"]
-    zh = json.loads((ROOT / "tfviz/ui/locales/zh.json").read_text())
+    zh = json.loads((ROOT / "tfviz/locales/zh.json").read_text())
     words = re.sub(r"\{\w+\}", "", zh["jobs.draining"] + zh["jobs.queue_full"])
     assert not re.search(r"[A-Za-z]{3,}", words), words

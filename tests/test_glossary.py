@@ -1,6 +1,6 @@
 """The Chinese catalogue holds to the glossary: one rendering per term (issue 20).
 
-tfviz/ui/locales/glossary.json lists each term with its English pattern, its chosen Chinese
+tfviz/locales/glossary.json lists each term with its English pattern, its chosen Chinese
 rendering and the renderings rejected for it. Wherever the English text of a key uses the term,
 the Chinese text of that key must use the chosen rendering; no Chinese text may use a rejected
 one. Keys a rule does not fit are listed in the glossary with the reason.
@@ -75,7 +75,7 @@ def test_the_glossary_check_fails_on_a_rejected_or_missing_rendering():
 
 def test_claims_zh_uses_no_rejected_rendering():
     """docs/claims.zh.md explains the app to the same students: the same words."""
-    doc = (i18n.LOCALES.parents[2] / "docs" / "claims.zh.md").read_text(encoding="utf-8")
+    doc = (i18n.LOCALES.parents[1] / "docs" / "claims.zh.md").read_text(encoding="utf-8")
     text = re.sub(r"`[^`]*`", " ", doc)  # code: test names, file names
     problems = [
         f"{term['term']}: {match.group(0)!r}"

@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import start_app
-from tfviz import experiment, jobs, work
-from tfviz.messages import CHOICES, MESSAGES, Message, Refused, placeholders, say
-from tfviz.ui import i18n
+from tfviz import experiment, jobs, words, work
+from tfviz.messages import CHOICES, MESSAGES, PREFIX, Message, Refused, placeholders, say
 from tfviz.ui.i18n import translate
-from tfviz.ui.views.train import CHOICE_LABELS, job_text
+from tfviz.ui.views.train import job_text
 
 ROOT = Path(__file__).resolve().parent.parent
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -52,7 +51,7 @@ def sample(key: str) -> Message:
     values = {}
     for name in sorted(placeholders(MESSAGES[key])):
         if name in CHOICES:
-            values[name] = next(iter(CHOICES[name]))
+            values[name] = CHOICES[name][1][-1]
         elif name == "how_far":
             values[name] = say("after_steps", steps=1234)
         elif name in ("file", "name", "recipe", "why", "error", "got", "options", "low", "high"):
@@ -71,17 +70,24 @@ def english_words(key: str) -> set[str]:
 # ---- the vocabulary and the catalogue ----------------------------------------------------------
 
 
-def test_every_message_a_job_can_report_has_a_catalogue_key_in_both_languages():
-    for lang in i18n.LANGUAGES:
-        catalogue = i18n.catalogue(lang)
-        for key, english in MESSAGES.items():
-            text = catalogue.get(f"jobs.message.{key}")
-            assert text, f"{lang}: jobs.message.{key} is missing"
-            assert i18n.placeholders(text) == placeholders(english), (lang, key)
-        assert set(CHOICES) == set(CHOICE_LABELS), "a value set the app cannot word"
-        for name, options in CHOICES.items():
+def test_every_message_has_one_wording_per_language_with_the_same_placeholders():
+    english = {k: v for k, v in words.catalogue("en").items() if k.startswith(PREFIX)}
+    assert len(english) == len(MESSAGES) >= 30
+    for lang in words.LANGUAGES:
+        theirs = {k: v for k, v in words.catalogue(lang).items() if k.startswith(PREFIX)}
+        assert set(theirs) == set(english), (lang, set(theirs) ^ set(english))
+        for key, text in theirs.items():
+            assert placeholders(text) == placeholders(english[key]), (lang, key)
+        for name, (prefix, options) in CHOICES.items():
             for value in options:
-                assert f"{CHOICE_LABELS[name]}{value}" in catalogue, (lang, name, value)
+                assert f"{prefix}{value}" in words.catalogue(lang), (lang, name, value)
+    # The sentences are written once: no module of the library spells a message's English.
+    for path in sorted((ROOT / "tfviz").rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        for key, text in MESSAGES.items():
+            fixed = max(re.split(r"\{[^}]*\}", text), key=len)
+            if len(fixed) >= 32:  # a sentence of its own, not a common phrase
+                assert fixed not in source, f"{path.name} spells jobs.message.{key}"
 
 
 def test_every_message_the_library_says_is_known_and_every_known_one_is_said():
@@ -110,13 +116,17 @@ def test_every_message_worded_in_chinese_is_chinese(key):
         if isinstance(value, int):
             assert f"{value:,}" in text
         elif name in CHOICES:  # a choice is worded by its label, not its value
-            assert translate("zh", f"{CHOICE_LABELS[name]}{value}") in text
+            assert translate("zh", f"{CHOICES[name][0]}{value}") in text
     assert message.english() != text
 
 
 def test_the_english_of_a_message_is_its_template_filled():
     message = say("cancelled", how_far=say("no_run_finished", done=40, total=8000))
-    assert str(message) == "cancelled after 40 of 8,000 steps; no run had finished"
+    assert str(message) == words.english(
+        "jobs.message.cancelled",
+        how_far=words.english("jobs.message.no_run_finished", done="40", total="8,000"),
+    )
+    assert "40" in str(message) and "8,000" in str(message) and "{" not in str(message)
     curve = say("run_curve_together", run=1, runs=4, seed=0, condition="identity")
     assert "random seed 0, without W_o" in curve.english()
 

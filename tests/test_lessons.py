@@ -203,9 +203,9 @@ def test_recipe_work_trains_the_recipe_exactly_through_the_job_manager():
 def test_recipe_spec_refuses_bad_settings_before_anything_runs():
     manager = jobs.JobManager(max_jobs=1, max_queue=0)
     for spec, match in (
-        (L.RecipeSpec(steps=0), "steps"),
-        (L.RecipeSpec(steps=2.5), "steps"),
-        (L.RecipeSpec(steps=True), "steps"),
+        (L.RecipeSpec(steps=0), "(?i)steps must be a whole number"),
+        (L.RecipeSpec(steps=2.5), "(?i)steps must be a whole number"),
+        (L.RecipeSpec(steps=True), "(?i)steps must be a whole number"),
         (L.RecipeSpec(recipe="nope"), "unknown recipe"),
     ):
         with pytest.raises(ValueError, match=match):

@@ -222,8 +222,8 @@ def test_repeated_pieces_get_unique_labels_and_specials_stay_visible(tok):
         ("\u200b\ufeff", "no word-pieces"),
         ("bad \ud800 surrogate", "not valid Unicode"),
         ("x" * (P.MAX_CHARS + 1), "at most 100,000"),
-        (None, "must be a string"),
-        (42, "must be a string"),
+        (None, "must be text, got NoneType"),
+        (42, "must be text, got int"),
     ],
 )
 def test_text_with_nothing_to_read_is_refused_clearly(tok, text, message):

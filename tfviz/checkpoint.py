@@ -23,6 +23,7 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from tfviz.config import ModelConfig
+from tfviz.messages import say
 from tfviz.model import Encoder
 from tfviz.settings import MAX_CHECKPOINT_BYTES, MAX_PARAMS
 from tfviz.tasks import get_task
@@ -158,10 +159,7 @@ def load_checkpoint(
     meta = _parse_meta(header)
     # Checked before anything is built: a small file may name a huge model in its metadata.
     if meta.config.n_params > max_params:
-        raise CheckpointError(
-            f"the model has {meta.config.n_params:,} parameters; this server takes models of at "
-            f"most {max_params:,} (make d_model, d_ff or the number of layers smaller)"
-        )
+        raise CheckpointError(str(say("too_big", n=meta.config.n_params, most=max_params)))
     tensors = _load_tensors(data)
     model = Encoder(meta.config)
     check_state(tensors, model.state_dict())

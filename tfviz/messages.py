@@ -2,97 +2,34 @@
 
 A job's progress ("training", "measuring the model on 1000 fresh examples"), how it ended ("saved
 as sort_3f9a.safetensors", "cancelled after 40 steps; not saved") and why a form was refused
-("steps must be a whole number from 1 to 100,000; got 2.5") are each a `Message`: a key of
-MESSAGES and the numbers and names its wording takes. The app words a message in the page's
-language through its catalogue (key "jobs.message.<key>", with the same placeholders;
-tfviz.ui.views.train.job_text); `Message.english()` words it from MESSAGES for logs, the command
-line and tests.
+("steps must be a whole number from 1 to 100,000; got 2.5") are each a `Message`: a key and the
+numbers and names its wording takes. The catalogue (tfviz.words, keys "jobs.message.<key>")
+words it: `Message.text(lang)` in the page's language for the app, `Message.english()` for logs,
+the command line and tests. The catalogue is the only place these sentences are written.
 
 A value named in CHOICES is one of a fixed set (a W_o start, an experiment's condition, a form
-field), worded from that set rather than shown as it is; a value that is itself a Message (how far
-a cancelled job got) is worded the same way as its parent.
+field), worded from the catalogue by its own key rather than shown as it is; a value that is
+itself a Message (how far a cancelled job got) is worded the same way as its parent.
 """
 
 from __future__ import annotations
 
-import string
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-# key -> English template. Grouped by who says it; one vocabulary, so a test can hold every key to
-# the catalogue.
-MESSAGES = {
-    # the manager (tfviz.jobs), for a job of any kind
-    "waiting": "waiting for a free slot",
-    "starting": "starting",
-    "cancelled": "cancelled {how_far}",
-    "abandoned": "stopped (the browser session that started it has closed) {how_far}",
-    "cancelled_waiting": "cancelled while waiting; never started",
-    "owner_gone_waiting": "never started: the browser session that started it has closed",
-    "shutdown_waiting": "never started: the server is shutting down",
-    "error": "unexpected error: {error}",
-    # training a model (tfviz.work.TrainWork) and a lesson's recipe (tfviz.lessons.RecipeWork)
-    "training": "training",
-    "evaluating": "measuring the model on {n} fresh examples",
-    "after_steps": "after {steps} steps",
-    "after_steps_not_saved": "after {steps} steps; not saved",
-    "saved": "saved as {file}",
-    "name_appeared": (
-        "a model named '{name}' appeared while this one trained; it was kept as it is and this "
-        "one was not saved"
-    ),
-    "save_failed": (
-        "trained, but saving {file} failed ({why}); nothing was written and every saved model "
-        "is as it was"
-    ),
-    "recipe_trained": "trained {recipe} for {steps} steps",
-    # retraining W_o alone (tfviz.work.RetrainWoWork)
-    "measuring_learned": "measuring the learned W_o",
-    "retraining": "training W_o alone from {start}",
-    "retrained": "W_o retrained alone for {steps} steps",
-    # rerunning the experiment (tfviz.work.ExperimentWork)
-    "run_curve": "curve of run {run} of {runs}: random seed {seed}, {condition}",
-    "run_curve_together": (
-        "curve of run {run} of {runs} (all {runs} runs train together): random seed {seed}, "
-        "{condition}"
-    ),
-    "no_run_finished": "after {done} of {total} steps; no run had finished",
-    "runs_kept": "after {finished} of {runs} runs; the finished ones are kept",
-    "runs_finished": "{finished} runs finished",
-    # refusals of a form's values (tfviz.checks, the specs of tfviz.work)
-    "whole_number": "{field} must be a whole number from {low} to {high}; got {got}",
-    "number_in_range": "{field} must be a number from {low} to {high}; got {got}",
-    "positive_at_most": "{field} must be a number above 0 and at most {high}; got {got}",
-    "one_of": "{field} must be one of {options}; got {got}",
-    "too_big": (
-        "the model has {n} parameters; this server takes models of at most {most} (make "
-        "d_model, d_ff or the number of layers smaller)"
-    ),
-    "name_taken": "a model named '{name}' already exists or is being trained; choose another name",
-}
+from tfviz.words import DEFAULT, catalogue, placeholders, translate
 
-# value name -> {value: English}: values worded from a fixed set (the app: its catalogue's labels)
+PREFIX = "jobs.message."  # catalogue key of a message: PREFIX + its key
+# key -> English template, read from the catalogue: the vocabulary a Message is checked against
+MESSAGES = {k[len(PREFIX) :]: v for k, v in catalogue(DEFAULT).items() if k.startswith(PREFIX)}
+
+# value name -> (catalogue key prefix, the values it takes): values worded from a fixed set
 CHOICES = {
-    "condition": {
-        "learned": "with W_o",
-        "identity": "without W_o",
-        "block_diagonal": "block-diagonal W_o",
-    },
-    "start": {"identity": "identity", "zero": "zeros", "random": "random", "learned": "learned"},
-    "field": {
-        "steps": "steps",
-        "lr": "the learning rate",
-        "seed": "the random seed",
-        "seeds": "random seeds",
-        "w_o": "W_o",
-        "start": "W_o's start",
-    },
+    "condition": ("experiment.condition.", ("learned", "identity", "block_diagonal")),
+    "start": ("train.retrain.start.", ("identity", "zero", "random", "learned")),
+    "field": ("jobs.field.", ("steps", "lr", "seed", "seeds", "w_o", "start")),
 }
-
-
-def placeholders(template: str) -> set[str]:
-    """The {names} a template takes."""
-    return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
 
 @dataclass(frozen=True)
@@ -109,32 +46,36 @@ class Message:
     def __post_init__(self) -> None:
         template = MESSAGES.get(self.key)
         if template is None:
-            raise KeyError(f"no job message {self.key!r}")
+            raise KeyError(f"no job message {self.key!r} (catalogue key {PREFIX}{self.key})")
         if set(self.values) != placeholders(template):
             raise ValueError(
                 f"message {self.key!r} takes {sorted(placeholders(template))}, "
                 f"got {sorted(self.values)}"
             )
         for name, value in self.values.items():
-            if name in CHOICES and value not in CHOICES[name]:
-                raise ValueError(f"{name} is one of {list(CHOICES[name])}, got {value!r}")
+            if name in CHOICES and value not in CHOICES[name][1]:
+                raise ValueError(f"{name} is one of {list(CHOICES[name][1])}, got {value!r}")
+
+    def text(self, lang: str = DEFAULT, name: Callable[[str], str] = str) -> str:
+        """The message in lang: a value from a fixed set by its catalogue label, a nested
+        message worded likewise, whole numbers with thousands separators, any other value
+        through `name` (the app passes md_escape: a model's name is shown inert)."""
+        values = {}
+        for key, value in self.values.items():
+            if isinstance(value, Message):
+                values[key] = value.text(lang, name)
+            elif key in CHOICES:
+                values[key] = translate(lang, CHOICES[key][0] + value)
+            elif isinstance(value, int) and not isinstance(value, bool):
+                values[key] = f"{value:,}"
+            else:
+                values[key] = name(str(value))
+        return translate(lang, PREFIX + self.key, **values)
 
     def english(self) -> str:
-        return MESSAGES[self.key].format(
-            **{name: english_value(name, value) for name, value in self.values.items()}
-        )
+        return self.text(DEFAULT)
 
     __str__ = english
-
-
-def english_value(name: str, value: Any) -> str:
-    if isinstance(value, Message):
-        return value.english()
-    if name in CHOICES:
-        return CHOICES[name][value]
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    return str(value)
 
 
 def say(key: str, **values: Any) -> Message:

@@ -280,7 +280,7 @@ class SentenceTask:
         """
         if not isinstance(text, str):
             kind = type(text).__name__
-            raise InputError("not_text", f"the text must be a string, got {kind}", type=kind)
+            raise InputError("not_text", type=kind)
         self.pieces(text)
         return text
 

@@ -18,17 +18,18 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tfviz.config import ModelConfig
+from tfviz.words import english
 
 IGNORE = -100  # target value for positions without a target (BOS, padding)
 BOS_LABEL = "BOS"
 
 
 class InputError(ValueError):
-    """A typed input refused: its English message (str(error)), and a code and the values the
-    message names, so an interface can say the same in another language."""
+    """A typed input refused, as a code and the values its wording names: the catalogue words it
+    (key "input.<code>"), in English for str(error), in the page's language for the app."""
 
-    def __init__(self, code: str, message: str, **values):
-        super().__init__(message)
+    def __init__(self, code: str, **values):
+        super().__init__(english(f"input.{code}", **values))
         self.code = code  # "not_text", "empty", "too_long", "bad_char", "too_short", ...
         self.values = values
 
@@ -109,28 +110,19 @@ class Task:
         """Return text if this task accepts it, else raise ValueError saying what is wrong."""
         if not isinstance(text, str):
             kind = type(text).__name__
-            raise InputError("not_text", f"input must be text, got {kind}", type=kind)
+            raise InputError("not_text", type=kind)
         # Every refusal ends by saying what is allowed, so one message is enough to fix the input.
         rules = dict(task=self.name, min_len=self.min_len, max_len=self.max_len)
         rules["alphabet"] = self.alphabet
-        allowed = (
-            f"{self.name} takes {self.min_len} to {self.max_len} characters from: {self.alphabet}"
-        )
         if not text:
-            raise InputError("empty", f"input is empty; {allowed}", **rules)
+            raise InputError("empty", **rules)
         if len(text) > self.max_len:
-            message = f"input is {len(text)} characters long; {allowed}"
-            raise InputError("too_long", message, length=len(text), **rules)
+            raise InputError("too_long", length=len(text), **rules)
         for i, ch in enumerate(text):
             if ch not in self.alphabet:
-                char = describe_char(ch)
-                message = f"character {char} at position {i + 1} is not allowed; {allowed}"
-                raise InputError("bad_char", message, char=char, position=i + 1, **rules)
+                raise InputError("bad_char", char=describe_char(ch), position=i + 1, **rules)
         if len(text) < self.min_len:
-            message = (
-                f"input is {len(text)} characters long; {self.name} needs at least {self.min_len}"
-            )
-            raise InputError("too_short", message, length=len(text), **rules)
+            raise InputError("too_short", length=len(text), task=self.name, min_len=self.min_len)
         return text
 
     def encode(self, text: str) -> list[int]:

@@ -282,12 +282,10 @@ class PieceTokenizer:
         """
         if not isinstance(text, str):
             kind = type(text).__name__
-            raise InputError("not_text", f"the text must be a string, got {kind}", type=kind)
+            raise InputError("not_text", type=kind)
         if len(text) > MAX_CHARS:
             raise InputError(
                 "too_many_chars",
-                f"the text has {len(text):,} characters; at most {MAX_CHARS:,} are accepted "
-                f"(and only the first {self.max_pieces - 2} word-pieces are read)",
                 length=len(text),
                 limit=MAX_CHARS,
                 pieces=self.max_pieces - 2,
@@ -295,21 +293,14 @@ class PieceTokenizer:
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            raise InputError(
-                "not_unicode",
-                "the text holds characters that are not valid Unicode (a lone surrogate)",
-            ) from None
+            raise InputError("not_unicode") from None
         all_ids, all_pieces, all_spans = self._split(text, mask)
         if self.byte_level:
             # Decoded over the whole text before any cut: a character split across pieces is
             # shown by the piece holding its first byte, whatever is cut after it.
             all_pieces = shown_pieces(all_pieces, self.mask_id, all_ids)
         if not all_ids:
-            raise InputError(
-                "no_pieces",
-                "the text has no word-pieces: it is empty, or only spaces, accents, invisible or "
-                "control characters. Type a sentence.",
-            )
+            raise InputError("no_pieces")
         sp = self.specials
         room = self.max_pieces - 2  # [CLS] and [SEP] always fit
         ids, pieces, spans = all_ids[:room], all_pieces[:room], all_spans[:room]

@@ -11,42 +11,33 @@ the student's language. Text a caller passes (a title, legend names) is used as 
 
 from __future__ import annotations
 
-import functools
 import html
-import json
 import unicodedata
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
+from tfviz.words import english as catalogue_english
+
 # ---- the words a figure is written in --------------------------------------------------------
 
 # words(key, **values) -> text: a chart text by its catalogue key ("chart.word.query"), with its
-# {placeholders} filled ("chart.block.layer_out", layer=0 -> "L0 out"). Each English chart text
-# is written once, in the app's English catalogue tfviz/ui/locales/en.json, next to the same key
-# in every other language (tests/test_i18n.py keeps the catalogues' keys and placeholders equal):
-# `english` reads it from there as a plain JSON file, so the library imports no UI code and no
-# streamlit. The app passes tfviz.ui.widgets.plot_words() (tfviz.ui.i18n.translate in the
-# student's language); a figure's words are then right when it is built, with nothing to
+# {placeholders} filled ("chart.block.layer_out", layer=0 -> "L0 out"). The default is English
+# from the one catalogue (tfviz.words); the app passes tfviz.ui.widgets.plot_words() (the
+# student's language), so a figure's words are right when it is built, with nothing to
 # translate back afterwards.
 Words = Callable[..., str]
 CHART_KEYS = "chart."  # every key a figure asks words for starts with this
-ENGLISH_CATALOGUE = Path(__file__).resolve().parents[1] / "ui" / "locales" / "en.json"
-
-
-@functools.cache
-def _english_texts() -> dict[str, str]:
-    data = json.loads(ENGLISH_CATALOGUE.read_text(encoding="utf-8"))
-    return {key: text for key, text in data.items() if key.startswith(CHART_KEYS)}
 
 
 def english(key: str, **values) -> str:
-    """The default words: key's English text from the catalogue, its placeholders filled from
-    values. A key the catalogue lacks raises KeyError (a bug in tfviz.plots, not a blank)."""
-    return _english_texts()[key].format(**values)
+    """The default words: key's English text; KeyError for a key the catalogue lacks, or one
+    that is not a chart's (a bug in tfviz.plots, not a blank)."""
+    if not key.startswith(CHART_KEYS):
+        raise KeyError(f"{key} is not a chart text")
+    return catalogue_english(key, **values)
 
 
 def _hover(words: Words, *labels: str) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
 """The prose the views show to explain each method: its paper, what it computes, its caveats.
 
-The texts live in the language catalogue (tfviz/ui/locales, keys "help.<topic>"); the views read
+The texts live in the language catalogue (tfviz/locales, keys "help.<topic>"); the views read
 them only through HELP, which looks each one up in the student's language when it is read. Each
 entry stands alone: a view shows whole entries, never a sentence cut out of a longer one, so a
 translation needs no sentence splitting.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tfviz.interventions import Interventions, head_name
 from tfviz.tasks import InputError
-from tfviz.ui.i18n import DEFAULT, catalogue, current, t
+from tfviz.ui.i18n import t
 from tfviz.ui.switches import w_o_label
 
 
@@ -26,13 +26,10 @@ def describe(iv: Interventions) -> str:
 
 
 def refusal(error: ValueError) -> str:
-    """Why an input was refused, in the page's language: in English the library's own message;
-    in another, a library InputError through the catalogue by its code and values
-    ("input.<code>"). Any other error is shown in its own words."""
-    lang = current()
-    key = f"input.{getattr(error, 'code', '')}"
-    if lang != DEFAULT and isinstance(error, InputError) and key in catalogue(lang):
-        return t(key, **error.values)
+    """Why an input was refused, in the page's language: a library InputError through the
+    catalogue by its code and values ("input.<code>"); any other error in its own words."""
+    if isinstance(error, InputError):
+        return t(f"input.{error.code}", **error.values)
     return str(error)
 
 

@@ -1,0 +1,91 @@
+"""Every word a user reads, in each language: one catalogue, read by the library and the app.
+
+Each language is one flat JSON file in tfviz/locales/ (key -> text), read once per process.
+The library returns keys and values (a job's Message, an input's refusal code, a chart's
+axis key); this module words them, in English for logs, the command line and the tests, or in
+the page's language for the app (tfviz.ui.i18n adds only which language a session reads).
+tests/test_i18n.py checks that both files have the same keys and the same placeholders in each
+string, so a translation can neither lose a sentence nor a number.
+
+Technical names (W_o, W_q, softmax, concat, d_k) are written the same in every language. The
+Chinese uses one rendering per term: locales/glossary.json lists each term with its rejected
+renderings, and tests/test_glossary.py holds zh.json (and docs/claims.zh.md) to it.
+
+A text may quote another key's text as {@other.key}: help that names a widget's label or option
+then shows that label exactly as the widget does, in the same language, and cannot drift from
+it. References are expanded when a catalogue is read, so every caller sees plain text; a
+referenced text takes no placeholders of its own. A key missing from the catalogues (a bug the
+tests catch) is shown as ⟦key⟧ rather than failing the page, so a student still sees the rest.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import string
+from pathlib import Path
+
+LANGUAGES = {"en": "English", "zh": "中文"}  # code -> name, each written in its own language
+DEFAULT = "en"
+LOCALES = Path(__file__).resolve().parent / "locales"
+REFERENCE = re.compile(r"\{@([\w.]+)\}")  # {@other.key}: that key's text, in the same language
+
+
+def missing(key: str) -> str:
+    """What a key absent from the catalogue shows as (the browser test looks for it)."""
+    return f"⟦{key}⟧"
+
+
+@functools.cache
+def catalogue(lang: str) -> dict[str, str]:
+    """key -> text of one language, from locales/<lang>.json (read once per process)."""
+    if lang not in LANGUAGES:
+        raise ValueError(f"unknown language {lang!r}; known: {', '.join(LANGUAGES)}")
+    data = json.loads((LOCALES / f"{lang}.json").read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in data.items()
+    ):
+        raise ValueError(f"{lang}.json must be one object of key -> text")
+    return {key: expand(data, key) for key in data}
+
+
+def references(text: str) -> list[str]:
+    """The keys a raw catalogue text quotes as {@key}, in order."""
+    return REFERENCE.findall(text)
+
+
+def expand(data: dict[str, str], key: str, seen: tuple[str, ...] = ()) -> str:
+    """data[key] with every {@other} replaced by other's (expanded) text; an unknown key shows
+    as ⟦other⟧, like a missing key; a reference back to a key being expanded is an error."""
+    if key in seen:
+        raise ValueError(f"catalogue references loop: {' -> '.join((*seen, key))}")
+
+    def one(match: re.Match) -> str:
+        other = match.group(1)
+        return expand(data, other, (*seen, key)) if other in data else missing(other)
+
+    return REFERENCE.sub(one, data[key])
+
+
+def placeholders(text: str) -> set[str]:
+    """The {names} a catalogue text takes, e.g. {"value", "n"} for "{value} of {n}"
+    ({@key} references are not placeholders: they are expanded when the catalogue is read)."""
+    return {
+        name
+        for _, name, _, _ in string.Formatter().parse(text)
+        if name is not None and not name.startswith("@")
+    }
+
+
+def translate(lang: str, key: str, **values) -> str:
+    """The text of key in lang, its {placeholders} filled from values."""
+    text = catalogue(lang).get(key)
+    if text is None:
+        return missing(key)
+    return text.format(**values)
+
+
+def english(key: str, **values) -> str:
+    """key's English text; KeyError for a key the catalogue lacks (a bug, not a blank)."""
+    return catalogue(DEFAULT)[key].format(**values)
