@@ -30,6 +30,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from tfviz import modes
 from tfviz.evaluate import EVAL_SEED, evaluate
 from tfviz.experiment import final_loss, headline_metric
 from tfviz.model import Encoder
@@ -38,8 +39,8 @@ from tfviz.tasks import TASKS, DifferenceTask, Task
 from tfviz.train import StepInfo, fit_params, store_w_o
 
 FORMAT = "tfviz-atlas/1"
-ARMS = ("learned", "identity", "block_diagonal", "frozen", "identity_readout")
-MAIN_ARMS = ("learned", "identity", "block_diagonal")  # every cell of the bundled atlas has these
+ARMS = (*modes.CONDITIONS, "frozen", "identity_readout")
+MAIN_ARMS = modes.CONDITIONS  # every cell of the bundled atlas has these
 MECHANISM_ARM = "identity_readout"
 AGAINST = tuple(a for a in ARMS if a != "learned")  # what the learned W_o is compared with
 
@@ -258,7 +259,7 @@ def build(spec: RunSpec) -> tuple[nn.Module, list, dict]:
     model: nn.Module = Encoder(spec.cell.model_config())
     switches = {"w_o": "learned"}
     params = list(model.parameters())
-    if spec.arm in ("identity", "block_diagonal"):
+    if spec.arm in modes.AGAINST:
         store_w_o(model, spec.arm, start=True)
         switches = {"w_o": spec.arm}
     elif spec.arm == "frozen":

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tfviz import atlas, atlas_stats
+from tfviz import atlas, atlas_stats, modes
 from tfviz.atlas_store import BUNDLED, read_rows
 
 VERDICT_WORDS = {
@@ -22,8 +22,8 @@ VERDICT_WORDS = {
     "missing": "no runs",
 }
 ARM_WORDS = {
-    "identity": "no W_o (identity)",
-    "block_diagonal": "a block-diagonal W_o",
+    modes.IDENTITY: "no W_o (identity)",
+    modes.BLOCK_DIAGONAL: "a block-diagonal W_o",
     "frozen": "a W_o frozen at its random start",
     "identity_readout": "no W_o with its own readout (the mechanism run)",
 }

@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from tfviz import wo
+from tfviz import modes, wo
 from tfviz.interventions import Interventions
 from tfviz.trace import TraceArrays
 
 # The whole-matrix modes compared with rank-k, from "all of W_o" to "nothing of it".
-WHOLE_MODES = ("learned", wo.BLOCK_DIAGONAL, "identity", "zero")
+WHOLE_MODES = (modes.LEARNED, modes.BLOCK_DIAGONAL, modes.IDENTITY, modes.ZERO)
 RANK_POINTS = 16  # rank-k values swept at most: enough for the curve's shape, cheap for D = 384
 
 

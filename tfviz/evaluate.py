@@ -8,6 +8,7 @@ import json
 import numpy as np
 import torch
 
+from tfviz import modes
 from tfviz.tasks import Task, get_task
 
 EVAL_SEED = 2_000_003  # far from every training seed, so evaluation data are fresh
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-n", type=int, default=2000)
     p.add_argument("--min-len", type=int)
     p.add_argument("--max-len", type=int)
-    p.add_argument("--w-o", default="learned", choices=["learned", "identity", "zero"])
+    p.add_argument("--w-o", default=modes.LEARNED, choices=modes.SWITCH)
     args = p.parse_args(argv)
     model, meta = load_checkpoint(args.path)
     result = evaluate(

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from tfviz import modes
 from tfviz.checkpoint import write_atomic
 from tfviz.config import ModelConfig
 from tfviz.ensemble import EnsembleStep, train_runs
@@ -49,15 +50,13 @@ from tfviz.model import Encoder
 from tfviz.stats import Interval, welch_interval
 from tfviz.tasks import Task, get_task
 from tfviz.train import StepInfo, train
+from tfviz.words import english
 
-AGAINST = ("identity", "block_diagonal")  # what the learned W_o is compared with
-CONDITIONS = ("learned", "identity")  # the default pair: with W_o, and with W_o switched off
-KNOWN_CONDITIONS = ("learned", *AGAINST)  # every condition a run may have
-LABELS = {  # legend names for plots
-    "learned": "with W_o",
-    "identity": "without W_o",
-    "block_diagonal": "block-diagonal W_o",
-}
+AGAINST = modes.AGAINST  # what the learned W_o is compared with
+CONDITIONS = (modes.LEARNED, modes.IDENTITY)  # the default pair: with W_o, and switched off
+KNOWN_CONDITIONS = modes.CONDITIONS  # every condition a run may have
+# Legend names (reports, plots), in the catalogue's English.
+LABELS = {c: english(f"experiment.condition.{c}") for c in KNOWN_CONDITIONS}
 FORMAT = "tfviz-experiment/1"
 FINAL_FRACTION = 0.05  # final loss = mean over this last share of the steps
 EXPERIMENTS = Path(__file__).resolve().parent.parent / "models" / "experiments"

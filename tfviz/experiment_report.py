@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tfviz import modes
 from tfviz.checkpoint import write_atomic
 from tfviz.experiment import (
     AGAINST,
@@ -41,14 +42,14 @@ class _Words:
 
 
 WORDS = {
-    "identity": _Words(
+    modes.IDENTITY: _Words(
         learned="With W_o",
         other="without it",
         minus="with minus without",
         runs="the runs with W_o",
         count="{learned} with W_o and {other} without",
     ),
-    "block_diagonal": _Words(
+    modes.BLOCK_DIAGONAL: _Words(
         learned="With the learned W_o",
         other="with a block-diagonal W_o",
         minus="learned minus block-diagonal",

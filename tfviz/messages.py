@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfviz import modes
 from tfviz.words import DEFAULT, catalogue, placeholders, translate
 
 PREFIX = "jobs.message."  # catalogue key of a message: PREFIX + its key
@@ -26,8 +27,8 @@ MESSAGES = {k[len(PREFIX) :]: v for k, v in catalogue(DEFAULT).items() if k.star
 
 # value name -> (catalogue key prefix, the values it takes): values worded from a fixed set
 CHOICES = {
-    "condition": ("experiment.condition.", ("learned", "identity", "block_diagonal")),
-    "start": ("train.retrain.start.", ("identity", "zero", "random", "learned")),
+    "condition": ("experiment.condition.", modes.CONDITIONS),
+    "start": ("train.retrain.start.", (modes.IDENTITY, modes.ZERO, "random", modes.LEARNED)),
     "field": ("jobs.field.", ("steps", "lr", "seed", "seeds", "w_o", "start")),
 }
 

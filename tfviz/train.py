@@ -15,7 +15,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from tfviz import wo
+from tfviz import modes, wo
 from tfviz.config import ModelConfig
 from tfviz.model import Encoder
 from tfviz.settings import TRAINING
@@ -201,7 +201,8 @@ def fit_params(
     return losses
 
 
-W_O_STARTS = ("identity", "zero", "random", "learned")  # where retrain_w_o starts W_o from
+# where retrain_w_o starts W_o from
+W_O_STARTS = (modes.IDENTITY, modes.ZERO, "random", modes.LEARNED)
 
 
 def with_w_o_start(model: Encoder, start: str, seed: int = 0) -> Encoder:

@@ -24,43 +24,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
-# "learned": the trained map. "identity": W_o switched off, concat goes on unmixed and without
-# bias. "zero": the attention sublayer adds nothing to the residual stream.
-W_O_MODES = ("learned", "identity", "zero")
-# Taking W_o apart: "block_diagonal" keeps each head's own d_k x d_k block (its map back onto its
-# own slice) and drops all mixing across heads; "rank:K" keeps W_o's K largest singular
-# directions (truncated SVD). Both keep the bias: it mixes no heads.
-BLOCK_DIAGONAL = "block_diagonal"
-RANK_PREFIX = "rank:"
-# The modes a model can be trained with: rank:K is applied to a trained W_o, not trained with.
-TRAINING_MODES = ("learned", "identity", "zero", BLOCK_DIAGONAL)
+from tfviz import modes
+
+# The modes are named in tfviz.modes; these are the names this module's callers know them by.
+W_O_MODES = modes.SWITCH
+BLOCK_DIAGONAL = modes.BLOCK_DIAGONAL
+RANK_PREFIX = modes.RANK_PREFIX
+TRAINING_MODES = modes.TRAINING
+check_mode = modes.check
+rank_of = modes.rank_of
 
 Array = Tensor | np.ndarray
-
-
-def check_mode(mode: object) -> str:
-    """mode itself if it names a W_o mode; ValueError saying which are allowed otherwise.
-
-    The modes: W_O_MODES, "block_diagonal", or "rank:K" with K a whole number >= 1 (its upper
-    bound, d_model, is checked where the model is known).
-    """
-    if isinstance(mode, str) and (mode in W_O_MODES or mode == BLOCK_DIAGONAL):
-        return mode
-    if isinstance(mode, str) and mode.startswith(RANK_PREFIX):
-        k = mode[len(RANK_PREFIX) :]
-        if k.isascii() and k.isdigit() and int(k) >= 1:
-            return mode
-        raise ValueError(
-            f"a rank-k W_o is written 'rank:K' with K a whole number >= 1, got {mode!r}"
-        )
-    raise ValueError(
-        f"w_o must be one of {W_O_MODES}, {BLOCK_DIAGONAL!r} or 'rank:K', got {mode!r}"
-    )
-
-
-def rank_of(mode: str) -> int | None:
-    """K of a "rank:K" mode, None for every other mode."""
-    return int(mode[len(RANK_PREFIX) :]) if mode.startswith(RANK_PREFIX) else None
 
 
 def check_rank(mode: str, d_model: int) -> None:
@@ -254,7 +228,7 @@ def training_start(
 
 def fixed_weights(mode: str, D: int) -> tuple[Tensor, Tensor]:
     """The (W, b) a model trained with W_o fixed in this mode stores as its W_o (CPU float32)."""
-    if mode not in ("identity", "zero"):
+    if mode not in (modes.IDENTITY, modes.ZERO):
         raise ValueError(f"only identity or zero is a fixed W_o to train with, not {mode!r}")
     return effective(torch.empty(D, D), torch.empty(D), mode)
 

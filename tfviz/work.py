@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tfviz import experiment
+from tfviz import experiment, modes
 from tfviz.checkpoint import safe_model_path, save_checkpoint
 from tfviz.checks import check_size, one_of, positive_at_most, whole_number
 from tfviz.config import ModelConfig
@@ -81,7 +81,7 @@ class JobSpec:
         task = get_task(self.task)  # first: an unknown task has no default steps to check
         whole_number(self.steps, "steps", 1, MAX_STEPS, int_only=True)
         positive_at_most(self.lr, "lr", 1)
-        one_of(self.w_o, "w_o", ("learned", "identity"))
+        one_of(self.w_o, "w_o", (modes.LEARNED, modes.IDENTITY))
         whole_number(self.seed, "seed", 0, MAX_SEED, int_only=True)
         config = task.model_config(
             d_model=self.d_model,

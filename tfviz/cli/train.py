@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from tfviz import modes
 from tfviz.tasks import get_task
 from tfviz.train import StepInfo, train
 
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lr", type=float)
     p.add_argument("--batch-size", type=int)
     p.add_argument("--seed", type=int)
-    p.add_argument("--w-o", choices=["learned", "identity", "zero"])
+    p.add_argument("--w-o", choices=modes.SWITCH)
     p.add_argument("--all", action="store_true", help="rebuild every bundled model in models/")
     p.add_argument(
         "--bundled-recipe",

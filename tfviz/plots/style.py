@@ -19,6 +19,7 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
+from tfviz import modes
 from tfviz.words import english as catalogue_english
 
 # ---- the words a figure is written in --------------------------------------------------------
@@ -68,18 +69,23 @@ NORM_SCALE = SEQUENTIAL_SCALE  # norms are lengths (>= 0, no fixed top)
 
 # ---- colours of the lines and bands that stand for a condition or a W_o mode --------------------
 
-CONDITION_COLOURS = {"learned": "31, 119, 180", "identity": "214, 39, 40"}  # RGB, experiment plot
+CONDITION_COLOURS = {modes.LEARNED: "31, 119, 180", modes.IDENTITY: "214, 39, 40"}  # RGB
 
 
 # RGB of each whole-matrix W_o mode's reference line in mode_sweep_plot, and of the rank-k curve:
 # Okabe and Ito's colour-blind-safe palette, with a dash pattern of its own per line as well.
 MODE_COLOURS = {
-    "learned": "0, 114, 178",  # blue
-    "block_diagonal": "230, 159, 0",  # orange
-    "identity": "204, 121, 167",  # reddish purple
-    "zero": "0, 0, 0",  # black
+    modes.LEARNED: "0, 114, 178",  # blue
+    modes.BLOCK_DIAGONAL: "230, 159, 0",  # orange
+    modes.IDENTITY: "204, 121, 167",  # reddish purple
+    modes.ZERO: "0, 0, 0",  # black
 }
-MODE_DASHES = {"learned": "solid", "block_diagonal": "dash", "identity": "dot", "zero": "dashdot"}
+MODE_DASHES = {
+    modes.LEARNED: "solid",
+    modes.BLOCK_DIAGONAL: "dash",
+    modes.IDENTITY: "dot",
+    modes.ZERO: "dashdot",
+}
 RANK_COLOUR = "0, 158, 115"  # bluish green
 
 

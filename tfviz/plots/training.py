@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+from tfviz import modes
 from tfviz.plots.style import (
     BOTTOM_LEGEND,
     CONDITION_COLOURS,
@@ -60,7 +61,7 @@ def experiment_curves(
     mean: np.ndarray,
     lower: np.ndarray,
     upper: np.ndarray,
-    conditions: Sequence[str] = ("learned", "identity"),
+    conditions: Sequence[str] = (modes.LEARNED, modes.IDENTITY),
     names: Sequence[str] | None = None,
     title: str | None = None,
     *,
