@@ -1,4 +1,4 @@
-"""Time of each analysis in tfviz/analysis.py relative to one plain forward pass; prints ratios.
+"""Time of each analysis in tfviz/analysis/ relative to one plain forward pass; prints ratios.
 
 The model is the largest bundled checkpoint, the input T=16 tokens. Trace-based analyses get one
 example (what the app shows for a typed input); the ones that run the model over fresh examples
