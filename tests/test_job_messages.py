@@ -31,7 +31,7 @@ TECHNICAL = {"W_o", "d_model", "d_ff"}
 def said_keys() -> dict[str, str]:
     """key -> where, for every say("key", ...) in the library (read from its syntax tree)."""
     found = {}
-    for path in sorted((ROOT / "tfviz").glob("*.py")):
+    for path in sorted((ROOT / "tfviz").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if (
                 isinstance(node, ast.Call)
