@@ -621,15 +621,6 @@ def test_missing_files_are_named(bert_copy):
         hf.open_folder(bert_copy)
 
 
-def test_every_refusal_is_a_pretrained_error():
-    from tfviz import pretrained
-
-    for name in hf.__all__:
-        obj = getattr(hf, name)
-        if isinstance(obj, type) and issubclass(obj, Exception):
-            assert issubclass(obj, pretrained.PretrainedError), name
-
-
 # ---- zipped folders ------------------------------------------------------------------------
 
 

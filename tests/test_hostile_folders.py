@@ -428,6 +428,30 @@ def test_the_listing_shows_every_good_model_beside_every_hostile_one(corpus):
             assert isinstance(item, hf.FolderInfo), (case.name, item)
 
 
+def test_every_kind_of_refusal_is_met_in_the_corpus():
+    """Each PretrainedError the package exports is what some hostile case gets (so none is
+    dead), and the last resort, UnreadableError, is what any other failure becomes."""
+    kinds = {
+        obj
+        for name in hf.__all__
+        if isinstance(obj := getattr(hf, name), type) and issubclass(obj, hf.PretrainedError)
+    }
+    met = {c.error for c in FOLDERS} | {c.error for c in ZIPS} | {hf.UnreadableError}
+    assert kinds - {hf.PretrainedError} <= met, kinds - met
+
+
+def test_an_error_no_check_names_stays_in_its_folder(corpus, monkeypatch):
+    def broken(*args, **kwargs):
+        raise KeyError("a reader met a value nobody expected")
+
+    monkeypatch.setattr(hf.folder, "plan_weights", broken)
+    with pytest.raises(hf.UnreadableError, match="KeyError"):
+        hf.describe_folder(corpus / "good-bert")
+    listed = {item.name: item for item in hf.list_folder(corpus)}
+    assert isinstance(listed["good-bert"], hf.Refused)
+    assert "cannot be read (KeyError" in listed["good-bert"].reason
+
+
 # ---- zips -----------------------------------------------------------------------------------
 
 
