@@ -1,7 +1,7 @@
 """What jobs and form checks say reaches the page through the catalogue, in the page's language.
 
 Jobs report tfviz.messages.Message values (a key and numbers or names); the app words them with
-the catalogue keys jobs.message.<key> (tfviz.ui.views.train.job_text). Checked here: every message a
+the catalogue keys jobs.message.<key> (tfviz.ui.jobs.job_text). Checked here: every message a
 job or a check can say has a key in both languages with the same placeholders; every say(...) in
 the library names a known message; each message worded in Chinese carries no English; and a
 running, finished and cancelled training, W_o retraining and experiment rerun show Chinese built
@@ -21,7 +21,7 @@ from tfviz import experiment, jobs, work
 from tfviz.messages import CHOICES, MESSAGES, Message, Refused, placeholders, say
 from tfviz.ui import i18n
 from tfviz.ui.i18n import translate
-from tfviz.ui.views.train import CHOICE_LABELS, job_text
+from tfviz.ui.jobs import CHOICE_LABELS, job_text
 
 ROOT = Path(__file__).resolve().parent.parent
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -122,7 +122,7 @@ def test_the_english_of_a_message_is_its_template_filled():
 
 
 def test_a_refused_form_value_is_worded_in_chinese():
-    from tfviz.ui.views.train import refusal
+    from tfviz.ui.jobs import refusal
 
     with pytest.raises(Refused) as refused:
         work.RetrainSpec(task="sort", steps=0).check()

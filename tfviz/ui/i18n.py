@@ -1,7 +1,7 @@
 """The language catalogue: every user-visible string of a converted view, in English and Chinese.
 
 A view writes `t("lessons.step1.title")` instead of the text itself; `t` looks the key up in the
-catalogue of the current language, st.session_state["lang"] ("en", the default, or "zh"), and
+catalogue of the current language, tfviz.ui.state.LANG ("en", the default, or "zh"), and
 fills in its {placeholders}. Each language is one flat JSON file in tfviz/ui/locales/ (key ->
 text), read once per process. tests/test_i18n.py checks that both files have the same keys and
 the same placeholders in each string, so a translation can neither lose a sentence nor a number.
@@ -33,9 +33,11 @@ from pathlib import Path
 
 import streamlit as st
 
+from tfviz.ui import state
+
 LANGUAGES = {"en": "English", "zh": "中文"}  # code -> name, each written in its own language
 DEFAULT = "en"
-KEY = "lang"  # session_state key of the language, and of the picker widget
+KEY = state.LANG.name  # the picker widget's key, and the query string's name of the language
 LOCALES = Path(__file__).resolve().parent / "locales"
 REFERENCE = re.compile(r"\{@([\w.]+)\}")  # {@other.key}: that key's text, in the same language
 
@@ -88,7 +90,7 @@ def placeholders(text: str) -> set[str]:
 
 def current() -> str:
     """The current language: the session's choice, else ?lang= in the address, else English."""
-    lang = st.session_state.get(KEY)
+    lang = state.LANG.get()
     if lang in LANGUAGES:
         return lang
     asked = st.query_params.get(KEY)
@@ -122,7 +124,7 @@ def language_picker() -> str:
     # name (lang=中文) and drops ?lang=zh. tfviz.ui.share reads ?lang= on a session's first run and
     # writes it back on every run. A default is given only while the session has no value yet: a
     # widget never gets both.
-    default = None if KEY in st.session_state else current()
+    default = None if state.LANG.is_set() else current()
     lang = st.segmented_control(
         t("lang.picker"),  # the same text in both languages: a switch must be findable in either
         list(LANGUAGES),
@@ -132,14 +134,11 @@ def language_picker() -> str:
         selection_mode="single",
         required=True,
     )
-    shown = st.session_state.get(SHOWN)
-    st.session_state[SHOWN] = lang
+    shown = state.LANG_SHOWN.get()
+    state.LANG_SHOWN.set(lang)
     if shown is not None and shown != lang:
         relabel()
     return lang
-
-
-SHOWN = "_lang_shown"  # session_state: the language the last run drew
 
 
 def relabel() -> None:
@@ -153,14 +152,14 @@ def relabel() -> None:
     refuses it), and they have no labels to change. Runs before any widget after the language
     picker is drawn, so every key may still be assigned.
     """
-    for key in list(st.session_state):
+    for key in state.names():
         if key == KEY or key.startswith("_"):
             continue
-        value = st.session_state[key]
+        value = state.widget_value(key)
         if _choice_value(value) or (
             isinstance(value, list) and all(_choice_value(v) for v in value)
         ):
-            st.session_state[key] = value
+            state.set_widget(key, value)
 
 
 def _choice_value(value) -> bool:

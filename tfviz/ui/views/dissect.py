@@ -29,7 +29,7 @@ from tfviz.interventions import COPY_PREFIX, NONE, PATTERNS, Interventions
 from tfviz.pretrained import PARAPHRASE_PAIR
 from tfviz.tally import Tally
 from tfviz.trace import diff_inputs
-from tfviz.ui import switches
+from tfviz.ui import state, switches
 from tfviz.ui.i18n import current, t
 from tfviz.ui.labels import refusal
 from tfviz.ui.switches import w_o_label
@@ -244,7 +244,7 @@ def modes_section(view: View, k: int | None) -> None:
 
 def shuffle_order(key: str, n_heads: int) -> None:
     order = dissect.shuffled_order(n_heads, np.random.default_rng())
-    st.session_state[key] = ",".join(str(h) for h in order)
+    state.set_widget(key, ",".join(str(h) for h in order))
 
 
 def permutation_section(view: View) -> None:
@@ -544,7 +544,7 @@ def predict_section(view: View, k: int | None) -> None:
         )
     st.markdown(f"**{md_escape(question)}**")
     qid = f"{view.entry.key}|{mode}"  # the same question for everyone on this model
-    guesses = st.session_state.setdefault("parts_guesses", {})
+    guesses = state.PARTS_GUESSES.setdefault({})
     tally = class_tally()
     if qid not in guesses:
         guess = st.radio(
@@ -611,20 +611,17 @@ def reveal(view: View, mode: str, guess: str, lang: str) -> None:
         st.warning(t("parts.predict.wrong", guess=said, answer=t(f"parts.predict.{answer}")))
 
 
-RESET_STEP = "parts_reset_step"  # session_state: None, "confirm" (asked) or "done" (reset)
-
-
 def set_reset_step(step: str | None, tally: Tally | None = None) -> None:
     """A reset button's callback: move to step; with a tally, empty it (confirmed)."""
     if tally is not None:
         tally.reset()
-        st.session_state["parts_guesses"] = {}  # this session may guess again, like the class
-    st.session_state[RESET_STEP] = step
+        state.PARTS_GUESSES.set({})  # this session may guess again, like the class
+    state.PARTS_RESET_STEP.set(step)
 
 
 def teacher_reset(tally: Tally) -> None:
     """The teacher's reset of the whole tally, with a confirmation step."""
-    step = st.session_state.get(RESET_STEP)
+    step = state.PARTS_RESET_STEP.get()
     if step == "confirm":
         st.warning(t("parts.predict.reset_confirm"))
         with st.container(horizontal=True):
@@ -644,7 +641,7 @@ def teacher_reset(tally: Tally) -> None:
         return
     if step == "done":
         st.success(t("parts.predict.reset_done"))
-        st.session_state[RESET_STEP] = None
+        state.PARTS_RESET_STEP.set(None)
     st.button(
         t("parts.predict.reset"),
         key="parts_reset",

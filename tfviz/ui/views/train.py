@@ -20,28 +20,24 @@ job says (tfviz.messages.Message: a key and values) is worded here, in the page'
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import streamlit as st
-from streamlit import runtime
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from tfviz import checks, get_task, jobs, list_tasks, plots, settings, work
 from tfviz import timeline as tl
 from tfviz.checkpoint import CheckpointError, safe_model_path
 from tfviz.experiment import headline_metric
-from tfviz.messages import Message, Refused
+from tfviz.messages import Refused
 from tfviz.recipes import CLASS_SIZES, class_recipe, learned
 from tfviz.train import W_O_STARTS
-from tfviz.ui import share, sidebar
+from tfviz.ui import state
 from tfviz.ui.i18n import current, t
-from tfviz.ui.labels import metric_text
-from tfviz.ui.models import ROOT, bundled_names, user_models_dir
-from tfviz.ui.shutdown import drain_on_sigterm
-from tfviz.ui.sidebar import METRIC_NAMES, SOURCES
+from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check
+from tfviz.ui.labels import METRIC_NAMES, metric_text
+from tfviz.ui.models import ROOT, SOURCES, bundled_names, user_models_dir
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, TRAINS_TOYS, View, toy_only
 from tfviz.ui.widgets import chart, plot_words
@@ -58,65 +54,13 @@ START_LABELS = {
     "random": "train.retrain.start.random",
     "learned": "train.retrain.start.learned",
 }
-LISTED_AFTER = "_train_listed_after"  # session_state: id of the job the picker was listed after
-NAME_PROPOSED = "_train_name_proposed"  # session_state: the free name the form last proposed
-NAME_USED = "_train_name_used"  # session_state: a job took the name in the form: propose another
-RECONNECT_GRACE_OPTION = "server.disconnectedSessionTTL"  # how long a dropped session may return
 RETRAIN_DEFAULT_STEPS = 300
-# A message value worded from a fixed set (tfviz.messages.CHOICES): name -> catalogue key prefix.
-CHOICE_LABELS = {
-    "condition": "experiment.condition.",
-    "start": "train.retrain.start.",
-    "field": "jobs.field.",
-}
 TIMELINE_N = 64  # fresh examples behind the head importance at each step of a timeline
 
 
 def loss_chart(losses, every: int, steps: int, key: str) -> None:
     """A job's loss so far (or all of it), in the student's words."""
     chart(plots.loss_curve(losses, every, steps, words=plot_words()), key=key)
-
-
-@st.cache_resource(show_spinner=False)
-def job_manager() -> jobs.JobManager:
-    """One manager for the process, so the cap on concurrent training jobs holds for everyone.
-
-    Experiment reruns (tfviz.ui.views.does_w_o_matter) and W_o retrainings take their slots from it
-    too. From now on SIGTERM lets its running jobs finish first (tfviz.ui.shutdown).
-    """
-    manager = jobs.JobManager()
-    drain_on_sigterm(manager, settings.drain_seconds())
-    return manager
-
-
-def refusal(e: Exception) -> str:
-    """Why a job was not started, in the page's language: the manager's refusals are worded
-    from their numbers, a check's (Refused) from its message; any other ValueError (a model
-    name the checkpoint module refuses) is shown as it is, inert."""
-    if isinstance(e, jobs.Draining):
-        return t("jobs.draining")
-    if isinstance(e, jobs.QueueFull):
-        return t("jobs.queue_full", slots=e.slots, waiting=e.waiting)
-    if isinstance(e, Refused):
-        return job_text(e.message)
-    return md_escape(str(e))
-
-
-def job_text(message: Message, lang: str | None = None) -> str:
-    """A job's or a check's message in the page's language (catalogue key jobs.message.<key>):
-    a value from a fixed set by its label, a nested message worded likewise, numbers with
-    thousands separators, names inert."""
-    values = {}
-    for name, value in message.values.items():
-        if isinstance(value, Message):
-            values[name] = job_text(value, lang)
-        elif name in CHOICE_LABELS:
-            values[name] = t(CHOICE_LABELS[name] + value, lang=lang)
-        elif isinstance(value, int) and not isinstance(value, bool):
-            values[name] = f"{value:,}"
-        else:
-            values[name] = md_escape(str(value))
-    return t(f"jobs.message.{message.key}", lang=lang, **values)
 
 
 def render(view: View) -> None:
@@ -166,7 +110,7 @@ def train_section(view: View, manager: jobs.JobManager) -> None:
                 folder=md_escape(f"{shown}/"),
             )
         )
-        job: jobs.Job | None = st.session_state.get("train_job")
+        job: jobs.Job | None = state.TRAIN_JOB.get()
         if job is None:
             st.caption(t("train.progress_here"))
             return
@@ -174,10 +118,10 @@ def train_section(view: View, manager: jobs.JobManager) -> None:
         if snap.active:
             job_progress(job)
             return
-        if snap.status == jobs.DONE and st.session_state.get(LISTED_AFTER) != job.id:
+        if snap.status == jobs.DONE and state.TRAIN_LISTED_AFTER.get() != job.id:
             # It ended after the sidebar listed the models in this run: list them again, so
             # the picker holds the model the message below says it holds.
-            st.session_state[LISTED_AFTER] = job.id
+            state.TRAIN_LISTED_AFTER.set(job.id)
             st.rerun()
         job_result(snap)
 
@@ -185,20 +129,24 @@ def train_section(view: View, manager: jobs.JobManager) -> None:
 def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> None:
     tasks = list_tasks()
     lang = current()
-    if "train_task" not in st.session_state:  # the session's first visit: the model's task
-        st.session_state["train_task"] = default_task
+    if not state.TRAIN_TASK.is_set():  # the session's first visit: the model's task
+        state.TRAIN_TASK.set(default_task)
         use_task_defaults(folder)
-    if st.session_state.pop(NAME_USED, False):
+    if state.TRAIN_NAME_USED.pop(False):
         propose_name(folder)
     # Outside the form: picking a task puts its own defaults into the form (a widget inside a
     # form changes nothing until the form is submitted).
     task = st.selectbox(
-        t("train.task"), tasks, key="train_task", on_change=use_task_defaults, args=(folder,)
+        t("train.task"),
+        tasks,
+        key=state.TRAIN_TASK.name,
+        on_change=use_task_defaults,
+        args=(folder,),
     )
     # Outside the form too, so that the name follows a change of task unless one was typed. No
     # max_chars: the browser would silently refuse a longer paste; the check below says what the
     # limit is instead.
-    name = st.text_input(t("train.name"), key="train_name", help=t("train.name_help"))
+    name = st.text_input(t("train.name"), key=state.TRAIN_NAME.name, help=t("train.name_help"))
     recipe, metric_key = class_recipe(task), get_task(task).metric
     st.caption(
         t(
@@ -225,7 +173,7 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
             value=float(recipe.steps),  # also what Streamlit puts back for NaN or inf
             step=100.0,
             format="%.0f",
-            key="train_steps",
+            key=state.TRAIN_STEPS.name,
             help=t("train.steps_help", high=f"{settings.MAX_STEPS:,}"),
         )
         lr = b.number_input(
@@ -233,7 +181,7 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
             value=recipe.lr,
             step=5e-4,
             format="%g",
-            key="train_lr",
+            key=state.TRAIN_LR.name,
             help=t("train.lr_help", low=f"{settings.MIN_LR:g}", high=f"{settings.MAX_LR:g}"),
         )
         seed = c.number_input(
@@ -255,7 +203,7 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
         submitted = st.form_submit_button(t("train.submit"), key="train_submit", type="primary")
     if not submitted:
         return
-    job = st.session_state.get("train_job")
+    job = state.TRAIN_JOB.get()
     if job is not None and job.state().active:
         st.error(t("train.still_running"))
         return
@@ -280,13 +228,13 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
     )
     try:
         training = work.TrainWork(spec, folder, reserved=bundled_names())
-        st.session_state["train_job"] = manager.submit(training, is_alive=session_alive_check())
+        state.TRAIN_JOB.set(manager.submit(training, is_alive=session_alive_check()))
     except (ValueError, jobs.QueueFull) as e:
         st.error(refusal(e))
         return
     # The name is taken now: the next run of the form proposes another free one (this run's
     # name field is drawn already and cannot be changed).
-    st.session_state[NAME_USED] = True
+    state.TRAIN_NAME_USED.set(True)
 
 
 def size_box(col, label: str, options: list[int], size: str, key: str) -> int:
@@ -297,17 +245,18 @@ def size_box(col, label: str, options: list[int], size: str, key: str) -> int:
 def use_task_defaults(folder: Path) -> None:
     """Put the chosen task's first-run recipe into the form, and a free name for it unless the
     student typed a name of their own (an on_change callback: it runs before the widgets)."""
-    task = st.session_state["train_task"]
+    task = state.TRAIN_TASK.get()
     recipe = class_recipe(task)
-    st.session_state["train_steps"] = float(recipe.steps)
-    st.session_state["train_lr"] = recipe.lr
-    if st.session_state.get("train_name") in (None, "", st.session_state.get(NAME_PROPOSED)):
+    state.TRAIN_STEPS.set(float(recipe.steps))
+    state.TRAIN_LR.set(recipe.lr)
+    if state.TRAIN_NAME.get() in (None, "", state.TRAIN_NAME_PROPOSED.get()):
         propose_name(folder)
 
 
 def propose_name(folder: Path) -> None:
-    name = free_name(st.session_state["train_task"], folder)
-    st.session_state["train_name"] = st.session_state[NAME_PROPOSED] = name
+    name = free_name(state.TRAIN_TASK.get(), folder)
+    state.TRAIN_NAME.set(name)
+    state.TRAIN_NAME_PROPOSED.set(name)
 
 
 def free_name(task: str, folder: Path) -> str:
@@ -338,34 +287,12 @@ def form_numbers(steps, lr, seed) -> tuple[dict, list[str]]:
     return numbers, problems
 
 
-def session_alive_check() -> Callable[[], bool] | None:
-    """For the training worker: is the browser session that submitted the job still there?
-
-    The session id is read here, in the script thread; the check itself runs in the worker and
-    asks Streamlit's runtime (is_active_session is thread-safe). A dropped connection may come
-    back within server.disconnectedSessionTTL, so the job stops only once the session has been
-    gone that long. Without a runtime (AppTest, bare mode) nothing can close: always alive.
-    """
-    ctx = get_script_run_ctx()
-    if ctx is None:
-        return None
-    session_id = ctx.session_id
-
-    def session_open() -> bool:
-        if not runtime.exists():
-            return True
-        return runtime.get_instance().is_active_session(session_id)
-
-    grace_s = float(st.get_option(RECONNECT_GRACE_OPTION))
-    return jobs.alive_with_grace(session_open, grace_s)
-
-
 @st.fragment(run_every=POLL_SECONDS)
 def job_progress(job: jobs.Job) -> None:
     """Live progress of a queued or running job, polled; reruns the page once it ends."""
     snap = job.state()
     if not snap.active:
-        st.session_state[LISTED_AFTER] = job.id
+        state.TRAIN_LISTED_AFTER.set(job.id)
         st.rerun()  # the whole page: the result shows, and a saved model joins the picker
     name = md_escape(snap.spec.name)
     if snap.position is not None:
@@ -405,7 +332,7 @@ def job_result(snap: jobs.JobState) -> None:
             # The button is in the main area, a fragment: its click reruns only the fragment,
             # and the sidebar's picker would not change. The picker takes the model on the
             # whole-page run asked for here (sidebar.pick_model, before it is drawn).
-            st.session_state[sidebar.OPEN_MODEL] = f"yours:{snap.spec.name}"
+            state.OPEN_MODEL.set(f"yours:{snap.spec.name}")
             st.rerun(scope="app")
     elif snap.status == jobs.CANCELLED:
         st.warning(t("train.cancelled", name=name, message=job_text(snap.message)))
@@ -440,33 +367,6 @@ def weak_result(spec: work.JobSpec, metric: str, value: float) -> str:
     )
 
 
-def training_in_progress() -> str | None:
-    """The name of the model this session is training (queued or running), for the address: a
-    page reloaded, or reconnected to another server, can then say what became of it."""
-    job = st.session_state.get("train_job")
-    if job is None or not job.state().active:
-        return None
-    return job.spec.name
-
-
-def resume(name: str) -> None:
-    """A reloaded or reconnected page whose address says it was training `name`: take the job
-    back if this server runs it, else say whether the model was saved or the training was lost
-    (it ran on a server that stopped: a restart, or a replica that died)."""
-    try:
-        job = job_manager().training(name)
-    except ValueError:  # a bad TFVIZ_MAX_JOBS setting: the Train tab says so
-        return
-    if job is not None:
-        st.session_state["train_job"] = job
-        reason = "training_running"
-    elif (user_models_dir() / f"{name}.safetensors").is_file():
-        reason = "training_done"
-    else:
-        reason = "training_lost"
-    share.add_notice(share.Notice(share.TRAINING, reason, name))
-
-
 # ---- retrain W_o alone --------------------------------------------------------------------------
 
 
@@ -476,7 +376,7 @@ def retrain_section(view: View, manager: jobs.JobManager) -> None:
     with form_col:
         retrain_form(view, manager)
     with status_col:
-        job: jobs.Job | None = st.session_state.get("retrain_job")
+        job: jobs.Job | None = state.RETRAIN_JOB.get()
         if job is None:
             st.caption(t("train.retrain.progress_here"))
             return
@@ -484,7 +384,7 @@ def retrain_section(view: View, manager: jobs.JobManager) -> None:
         if snap.active:
             retrain_progress(job)
         else:
-            retrain_result(snap, st.session_state.get("retrain_model_name", ""))
+            retrain_result(snap, state.RETRAIN_MODEL_NAME.get(""))
 
 
 def retrain_form(view: View, manager: jobs.JobManager) -> None:
@@ -512,7 +412,7 @@ def retrain_form(view: View, manager: jobs.JobManager) -> None:
         )
     if not submitted:
         return
-    job = st.session_state.get("retrain_job")
+    job = state.RETRAIN_JOB.get()
     if job is not None and job.state().active:
         st.error(t("train.retrain.still_running"))
         return
@@ -524,8 +424,8 @@ def retrain_form(view: View, manager: jobs.JobManager) -> None:
     except (ValueError, jobs.QueueFull) as e:
         st.error(t("train.retrain.not_started", why=refusal(e)))
         return
-    st.session_state["retrain_job"] = job
-    st.session_state["retrain_model_name"] = view.entry.name
+    state.RETRAIN_JOB.set(job)
+    state.RETRAIN_MODEL_NAME.set(view.entry.name)
 
 
 @st.fragment(run_every=POLL_SECONDS)
@@ -645,14 +545,14 @@ def timeline_section(view: View) -> None:
         st.error(t("train.timeline.unreadable", why=md_escape(why)))
         return
     steps = timeline.steps
-    if st.session_state.get("timeline_step") not in steps:  # another model's step
-        st.session_state["timeline_step"] = steps[-1]
+    if state.TIMELINE_STEP.get() not in steps:  # another model's step
+        state.TIMELINE_STEP.set(steps[-1])
     lang = current()
     step = st.select_slider(
         t("train.timeline.slider"),
         options=steps,
         format_func=lambda s: t("train.timeline.step_option", step=s, lang=lang),
-        key="timeline_step",
+        key=state.TIMELINE_STEP.name,
         help=t("train.timeline.slider_help", n=len(steps)),
     )
     config, index = view.model.config, steps.index(step)
