@@ -1,95 +1,32 @@
-"""The Train view: train a small model, retrain the chosen model's W_o alone, replay a training.
-
-Three parts, one at a time:
-- Train a model: a worker thread trains it (work.TrainWork); it is saved to the user models folder
-  with its timeline beside it, and joins every session's picker.
-- Retrain W_o alone: a copy of the chosen model with every weight but W_o frozen, W_o started from
-  identity, zeros, random or the learned one (work.RetrainWoWork); its accuracy over the steps is
-  drawn against the learned W_o's. Nothing is saved and the shared model is never changed.
-- Training timeline: for a model trained in the app, a slider over its kept steps shows the
-  attention of the typed sequence, head importance and W_o's mixing index at that step (the
-  scores once per timeline, the sequence's attention at every kept step once per sequence, so a
-  slider move is a lookup).
-
-Every job runs under one server-wide cap (jobs.JobManager, one per process) and stops when the
-browser session that started it has been gone longer than Streamlit's reconnect grace time. What a
-job says (tfviz.messages.Message: a key and values) is worded here, in the page's language
-(`job_text`).
-"""
+"""The Train view's first part: train a model. A worker thread trains it (work.TrainWork); it is
+saved to the user models folder with its timeline beside it, and joins every session's picker."""
 
 from __future__ import annotations
 
 import secrets
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import streamlit as st
 
 from tfviz import checks, get_task, jobs, list_tasks, plots, settings, work
-from tfviz import timeline as tl
-from tfviz.checkpoint import CheckpointError, safe_model_path
-from tfviz.experiment import headline_metric
+from tfviz.checkpoint import safe_model_path
 from tfviz.messages import Refused
 from tfviz.recipes import CLASS_SIZES, class_recipe, learned
-from tfviz.train import W_O_STARTS
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
-from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check
+from tfviz.ui.jobs import job_text, refusal, session_alive_check
 from tfviz.ui.labels import METRIC_NAMES, metric_text
 from tfviz.ui.models import ROOT, SOURCES, bundled_names, user_models_dir
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import POLL_SECONDS, TRAINS_TOYS, View, toy_only
+from tfviz.ui.view import POLL_SECONDS, View
 from tfviz.ui.widgets import chart, plot_words
 
-SECTIONS = {
-    "train": "train.section.train",
-    "retrain": "train.section.retrain",
-    "timeline": "train.section.timeline",
-}
 TRAIN_W_O_LABELS = {"learned": "train.w_o.learned", "identity": "train.w_o.identity"}
-START_LABELS = {
-    "identity": "train.retrain.start.identity",
-    "zero": "train.retrain.start.zero",
-    "random": "train.retrain.start.random",
-    "learned": "train.retrain.start.learned",
-}
-RETRAIN_DEFAULT_STEPS = 300
-TIMELINE_N = 64  # fresh examples behind the head importance at each step of a timeline
 
 
 def loss_chart(losses, every: int, steps: int, key: str) -> None:
     """A job's loss so far (or all of it), in the student's words."""
     chart(plots.loss_curve(losses, every, steps, words=plot_words()), key=key)
-
-
-def render(view: View) -> None:
-    if toy_only(view, t("train.what"), TRAINS_TOYS):
-        return
-    try:
-        manager = job_manager()
-    except ValueError as e:  # a bad TFVIZ_MAX_JOBS / TFVIZ_MAX_QUEUE setting on the server
-        st.error(t("train.unavailable", why=md_escape(str(e))))
-        return
-    lang = current()  # for the option labels: see tfviz.ui.i18n.t
-    section = st.segmented_control(
-        t("train.section"),
-        list(SECTIONS),
-        default="train",
-        format_func=lambda s: t(SECTIONS[s], lang=lang),
-        key="train_section",
-        required=True,
-        label_visibility="collapsed",
-    )
-    if section == "retrain":
-        retrain_section(view, manager)
-    elif section == "timeline":
-        timeline_section(view)
-    else:
-        train_section(view, manager)
-
-
-# ---- train a model ------------------------------------------------------------------------------
 
 
 def train_section(view: View, manager: jobs.JobManager) -> None:
@@ -364,223 +301,4 @@ def weak_result(spec: work.JobSpec, metric: str, value: float) -> str:
         reached=metric_text(metric, value),
         expected=metric_text(metric, recipe.expected),
         hints="\n".join(f"- {hint}" for hint in hints),
-    )
-
-
-# ---- retrain W_o alone --------------------------------------------------------------------------
-
-
-def retrain_section(view: View, manager: jobs.JobManager) -> None:
-    st.caption(t("train.retrain.intro", name=md_escape(view.entry.name)))
-    form_col, status_col = st.columns(2)
-    with form_col:
-        retrain_form(view, manager)
-    with status_col:
-        job: jobs.Job | None = state.RETRAIN_JOB.get()
-        if job is None:
-            st.caption(t("train.retrain.progress_here"))
-            return
-        snap = job.state()
-        if snap.active:
-            retrain_progress(job)
-        else:
-            retrain_result(snap, state.RETRAIN_MODEL_NAME.get(""))
-
-
-def retrain_form(view: View, manager: jobs.JobManager) -> None:
-    lang = current()
-    with st.form(key="retrain_form"):
-        a, b = st.columns(2)
-        start = a.selectbox(
-            t("train.retrain.start"),
-            W_O_STARTS,
-            format_func=lambda s: t(START_LABELS[s], lang=lang),
-            key="retrain_start",
-            help=t("train.retrain.start_help"),
-        )
-        # A float input checked below, as the Train form's numbers are (NaN, inf, 2.5, 1e30).
-        steps = b.number_input(
-            t("train.retrain.steps"),
-            value=float(RETRAIN_DEFAULT_STEPS),
-            step=50.0,
-            format="%.0f",
-            key="retrain_steps",
-            help=t("train.retrain.steps_help", high=f"{settings.RETRAIN_MAX_STEPS:,}"),
-        )
-        submitted = st.form_submit_button(
-            t("train.retrain.submit"), key="retrain_submit", type="primary"
-        )
-    if not submitted:
-        return
-    job = state.RETRAIN_JOB.get()
-    if job is not None and job.state().active:
-        st.error(t("train.retrain.still_running"))
-        return
-    try:
-        steps = checks.whole_number(steps, "steps", 1, settings.RETRAIN_MAX_STEPS)
-        spec = work.RetrainSpec(task=view.task.name, start=start, steps=steps)
-        retraining = work.RetrainWoWork(spec, view.model)  # trains a copy: the shared model stays
-        job = manager.submit(retraining, is_alive=session_alive_check())
-    except (ValueError, jobs.QueueFull) as e:
-        st.error(t("train.retrain.not_started", why=refusal(e)))
-        return
-    state.RETRAIN_JOB.set(job)
-    state.RETRAIN_MODEL_NAME.set(view.entry.name)
-
-
-@st.fragment(run_every=POLL_SECONDS)
-def retrain_progress(job: jobs.Job) -> None:
-    """Live progress of this session's W_o retraining, polled; reruns the page once it ends."""
-    snap = job.state()
-    if not snap.active:
-        st.rerun()
-    if snap.position is not None:
-        st.info(t("train.retrain.queued", position=snap.position))
-    else:
-        loss = t("train.loss_suffix", loss=f"{snap.loss:.4f}") if snap.loss is not None else ""
-        st.progress(
-            snap.fraction,
-            text=t("train.retrain.progress", step=snap.step, steps=snap.total, loss=loss),
-        )
-        st.caption(job_text(snap.message))
-        if snap.losses:
-            loss_chart(snap.losses, snap.loss_every, snap.total, "retrain_loss")
-    st.button(t("train.retrain.cancel"), key="cancel_retrain", on_click=job.cancel)
-
-
-def retrain_result(snap: jobs.JobState, model_name: str) -> None:
-    """The metric over the retraining's steps beside the learned W_o's, or how it ended."""
-    spec: work.RetrainSpec = snap.spec
-    if snap.status == jobs.CANCELLED:
-        st.warning(t("train.retrain.cancelled", why=job_text(snap.message)))
-        return
-    if snap.status != jobs.DONE:
-        st.error(t("train.retrain.failed", why=job_text(snap.message)))
-        return
-    result: work.RetrainResult = snap.result
-    key = headline_metric(get_task(spec.task))
-    label = t(METRIC_NAMES[key])
-    start_label = t(START_LABELS[spec.start])
-    st.success(
-        t(
-            "train.retrain.done",
-            name=md_escape(model_name),
-            start=start_label,
-            steps=spec.steps,
-            seconds=f"{snap.seconds:.0f}",
-        )
-    )
-    a, b, c = st.columns(3)
-    learned, start, after = (result.metrics_learned, result.metrics_start, result.metrics_after)
-    a.metric(t("train.retrain.learned"), metric_text(key, learned[key]))
-    b.metric(t("train.retrain.at_start", start=start_label), metric_text(key, start[key]))
-    c.metric(t("train.retrain.after", steps=spec.steps), metric_text(key, after[key]))
-    retrained = t("train.retrain.col.retrained")
-    curve = pd.DataFrame(
-        {
-            retrained: [m[key] for m in result.curve],
-            t("train.retrain.col.learned"): [learned[key]] * len(result.curve),
-        },
-        index=pd.Index(result.curve_steps, name=t("train.retrain.step")),
-    )
-    st.line_chart(curve, x_label=t("train.retrain.step"), y_label=label)
-    st.caption(t("train.retrain.caption", n=work.RETRAIN_EVAL_N, metric=label))
-
-
-# ---- training timeline --------------------------------------------------------------------------
-
-
-# The timeline caches are keyed by the file (path, mtime, size) and the model's digest: the
-# timeline and model objects themselves are passed unhashed.
-@st.cache_resource(show_spinner=False, max_entries=16)
-def cached_timeline(
-    path: str, mtime_ns: int, size: int, digest: str, _config
-) -> tuple[tl.Timeline | None, str]:
-    """(timeline, "") for a model's timeline file, or (None, why it cannot be read). Shared by
-    every session: read-only (model_at builds a fresh model from it)."""
-    try:
-        return tl.load_timeline(path, _config), ""
-    except (CheckpointError, OSError) as e:
-        return None, str(e)
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def cached_scores(timeline_key: tuple, task_name: str, _timeline, _config, _task) -> tl.Scores:
-    """W_o's mixing and head importance at every kept step, once per timeline: they do not
-    depend on the typed sequence, so a slider move need not compute them."""
-    return tl.scores(_timeline, _config, _task, n=TIMELINE_N)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_attention(
-    timeline_key: tuple, task_name: str, text: str, _timeline, _config
-) -> tuple[list[str], np.ndarray]:
-    """(labels, (S, L, H, T, T)): the typed sequence's attention at every kept step, once per
-    timeline and sequence. All steps at once: a small forward pass each (about 2 ms for a
-    bundled-size model), so every slider move is a lookup; one step at a time, a move to a new
-    step measured 60 ms slower than a move back (bench/timeline_slider.py)."""
-    task = get_task(task_name)
-    each = [tl.attention_at(_timeline, i, _config, task, text) for i in range(len(_timeline.steps))]
-    return each[0][0], np.stack([attn for _, attn in each])
-
-
-def timeline_section(view: View) -> None:
-    st.caption(t("train.timeline.intro"))
-    if not view.entry.path:  # an upload lives in memory only, and a timeline is a file beside
-        st.info(t("train.timeline.none_upload"))
-        return
-    path = tl.timeline_path(view.entry.path)
-    if not path.is_file():
-        bundled = view.entry.source == "bundled"
-        key = "train.timeline.none_bundled" if bundled else "train.timeline.none"
-        st.info(t(key, name=md_escape(view.entry.name)))
-        return
-    if view.text is None:
-        st.info(t("train.timeline.need_sequence"))
-        return
-    stat = path.stat()
-    timeline_key = (str(path), stat.st_mtime_ns, stat.st_size, view.entry.digest)
-    timeline, why = cached_timeline(*timeline_key, _config=view.model.config)
-    if timeline is None:
-        st.error(t("train.timeline.unreadable", why=md_escape(why)))
-        return
-    steps = timeline.steps
-    if state.TIMELINE_STEP.get() not in steps:  # another model's step
-        state.TIMELINE_STEP.set(steps[-1])
-    lang = current()
-    step = st.select_slider(
-        t("train.timeline.slider"),
-        options=steps,
-        format_func=lambda s: t("train.timeline.step_option", step=s, lang=lang),
-        key=state.TIMELINE_STEP.name,
-        help=t("train.timeline.slider_help", n=len(steps)),
-    )
-    config, index = view.model.config, steps.index(step)
-    with st.spinner(t("train.timeline.computing", n=len(steps))):
-        scores = cached_scores(timeline_key, view.task.name, timeline, config, view.task)
-    labels, attn = cached_attention(timeline_key, view.task.name, view.text, timeline, config)
-    rep = scores.at(index, labels, attn[index])
-    st.caption(
-        t("train.timeline.at", step=rep.step, last=steps[-1], loss=f"{rep.loss:.4g}", n=TIMELINE_N)
-    )
-    columns = st.columns(len(rep.mixing))
-    for layer, (col, value) in enumerate(zip(columns, rep.mixing, strict=True)):
-        col.metric(t("train.timeline.mixing", layer=layer), f"{value:.3f}")
-    chart(
-        plots.attention_grid(
-            rep.attn,
-            rep.labels,
-            title=t("train.timeline.attention", step=rep.step),
-            words=plot_words(),
-        ),
-        key="timeline_attention",
-    )
-    chart(
-        plots.head_score_map(
-            rep.importance,
-            title=t("train.timeline.importance", step=rep.step),
-            value=t("train.timeline.loss_change"),
-            words=plot_words(),
-        ),
-        key="timeline_importance",
     )
