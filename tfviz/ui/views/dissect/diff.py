@@ -10,11 +10,7 @@ from tfviz.trace import diff_inputs
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import refusal
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import (
-    View,
-    cached_w_o,
-    trace_for,
-)
+from tfviz.ui.view import View, cached_w_o, trace_for
 from tfviz.ui.widgets import chart, index_picker, plot_words
 
 

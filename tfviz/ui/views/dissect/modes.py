@@ -12,12 +12,7 @@ from tfviz.ui import switches
 from tfviz.ui.i18n import current, t
 from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import (
-    View,
-    accuracy_cache,
-    accuracy_for,
-    similarity,
-)
+from tfviz.ui.view import View, accuracy_cache, accuracy_for, similarity
 from tfviz.ui.widgets import chart
 
 

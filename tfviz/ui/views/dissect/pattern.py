@@ -9,12 +9,7 @@ from tfviz import plots, wo
 from tfviz.interventions import COPY_PREFIX, PATTERNS, Interventions
 from tfviz.ui.i18n import current, t
 from tfviz.ui.text import changed_tokens, prediction_table
-from tfviz.ui.view import (
-    View,
-    cached_w_o,
-    similarity,
-    trace_for,
-)
+from tfviz.ui.view import View, cached_w_o, similarity, trace_for
 from tfviz.ui.widgets import chart, index_picker, plot_words
 
 COPY = "copy"  # the pattern picker's value for "copy another head's pattern"

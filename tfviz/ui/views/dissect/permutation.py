@@ -11,10 +11,7 @@ from tfviz.interventions import NONE
 from tfviz.ui import state
 from tfviz.ui.i18n import t
 from tfviz.ui.text import md_escape, prediction_table
-from tfviz.ui.view import (
-    View,
-    trace_for,
-)
+from tfviz.ui.view import View, trace_for
 from tfviz.ui.widgets import index_picker
 
 

@@ -15,11 +15,7 @@ from tfviz.ui import state, switches
 from tfviz.ui.i18n import current, t
 from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import (
-    View,
-    accuracy_for,
-    similarity,
-)
+from tfviz.ui.view import View, accuracy_for, similarity
 from tfviz.ui.widgets import chart
 
 # What the guess is about: a mode, or rank-k with k from the box above.

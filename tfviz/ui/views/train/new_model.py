@@ -25,7 +25,8 @@ TRAIN_W_O_LABELS = {"learned": "train.w_o.learned", "identity": "train.w_o.ident
 
 
 def loss_chart(losses, every: int, steps: int, key: str) -> None:
-    """A job's loss so far (or all of it), in the student's words."""
+    """A job's loss so far (or all of it), in the student's words (the retrain part draws its own
+    with it too)."""
     chart(plots.loss_curve(losses, every, steps, words=plot_words()), key=key)
 
 
