@@ -220,3 +220,11 @@ def opened_app(
         assert page.page_errors == [], f"uncaught errors in the page: {page.page_errors}"
     finally:
         context.close()
+
+
+def go_to(page, url: str, *, first: str = CODE) -> None:
+    """An open page sent to url (a new session: a language link), waited for as opened_app waits
+    for its first run: what that run draws, then the app idle."""
+    page.goto(url)
+    page.wait_for_selector(first)
+    page.wait_for_selector(APP_IDLE)

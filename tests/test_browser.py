@@ -32,6 +32,7 @@ from tests.conftest import (  # noqa: F401  (re-exported: the other browser modu
     QUIET_MS,
     TIMEOUT_MS,
     WATCH_JS,
+    go_to,
     opened_app,
     quiet,
 )
@@ -454,9 +455,7 @@ def test_the_uploaders_own_words_follow_the_language(page, server):
     shows them from the catalogue (tfviz.ui.uploads.UPLOADER_CSS), an English one as they are."""
     page.wait_for_selector('[data-testid="stFileUploaderDropzoneInstructions"] span')
     assert page.evaluate(UPLOADER_TEXT_JS) == ["Upload", "20MB per file • SAFETENSORS, ZIP"]
-    page.goto(f"{server}/?lang=zh")
-    page.wait_for_selector(CODE)
-    page.wait_for_selector(APP_IDLE)
+    go_to(page, f"{server}/?lang=zh")
     page.wait_for_selector('[data-testid="stFileUploaderDropzoneInstructions"] span')
     page.wait_for_function(
         "() => getComputedStyle(document.querySelector("
