@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import sys
 from dataclasses import replace
 
 # numpy and pandas first, whole, before any chart: plotly looks them up in sys.modules without
@@ -58,7 +57,9 @@ VIEWS: list[tuple[str, str, bool]] = [
 # left in the main area's run: their buttons change the link (a training in progress, the lesson
 # step), which only a main-area run writes, and they poll with fragments of their own.
 OWN_FRAGMENT = frozenset({"attention", "before_after", "w_o_off", "dissect", "analysis"})
-WARMED = "_browser_warmed"  # session_state: this session's browser has its chart code
+# session_state: this session's browser has its chart code. The one key not read through
+# tfviz.ui.state (which owns it as BROWSER_WARMED): first_paint runs before tfviz is imported.
+WARMED = "_browser_warmed"
 # Phones: the tab strip wraps onto a second line instead of scrolling sideways (at 390 px the
 # eight tabs need about three screen widths; checked at 390 x 844 by tests/test_browser_share.py).
 # The toy grid's key labels (under its first square) get about 6 px each on a phone, where they
@@ -120,8 +121,9 @@ heading, warm_up = first_paint()
 from tfviz import jobs  # noqa: E402
 from tfviz.interventions import NONE  # noqa: E402
 from tfviz.train import resolve_device  # noqa: E402
-from tfviz.ui import i18n, sequence, share, sidebar, switches  # noqa: E402
+from tfviz.ui import i18n, sequence, share, sidebar, state, switches  # noqa: E402
 from tfviz.ui.i18n import t  # noqa: E402
+from tfviz.ui.jobs import resume, training_in_progress  # noqa: E402
 from tfviz.ui.text import md_escape  # noqa: E402
 from tfviz.ui.view import View, trace_for  # noqa: E402
 
@@ -149,13 +151,6 @@ def setup_process() -> str:
     return device
 
 
-def training_in_progress() -> str | None:
-    """The model this session is training, if any (only once the Train view was imported: no
-    session trains before)."""
-    train = sys.modules.get("tfviz.ui.views.train")
-    return None if train is None else train.training_in_progress()
-
-
 def tab_labels() -> dict[str, str]:
     """Tab id (its catalogue key's last part, which links name it by) -> its label in the
     current language."""
@@ -173,12 +168,12 @@ def open_tab(labels: dict[str, str]) -> str:
     The tabs' value is the open tab's label, which the other language does not know: it is
     translated here, before the tabs are drawn, or the page would fall back to the first tab.
     """
-    shown = st.session_state.get("view")
+    shown = state.VIEW.get()
     for lang in i18n.LANGUAGES:
         for key, _, _ in VIEWS:
             if shown == i18n.translate(lang, key):
                 if shown != labels[view_id(key)]:
-                    st.session_state["view"] = labels[view_id(key)]
+                    state.VIEW.set(labels[view_id(key)])
                 return view_id(key)
     return view_id(VIEWS[0][0])
 
@@ -202,7 +197,7 @@ def main() -> None:
         sidebar.chart_format_picker()
     asked = share.training_asked()  # a reloaded page that was training: what became of it
     if asked is not None:
-        importlib.import_module("tfviz.ui.views.train").resume(asked)
+        resume(asked)
     main_area(View(entry=entry, model=model, meta=meta, task=task, interventions=iv))
 
 
@@ -235,7 +230,7 @@ def main_area(view: View) -> None:
         sentence_b=view.text_b,
         interventions=view.interventions,
         view=shown,
-        step=st.session_state.get(share.LESSON_STEP),
+        step=state.LESSON_STEP.get(),
         lang=i18n.current(),
         training=training_in_progress(),
     )
@@ -243,7 +238,7 @@ def main_area(view: View) -> None:
     if view.text is not None:  # a refused sequence has no view to link to; its error shows
         share.link_box(query)
 
-    tabs = st.tabs(list(labels.values()), key="view", on_change="rerun")
+    tabs = st.tabs(list(labels.values()), key=state.VIEW.name, on_change="rerun")
     for tab, (_, module, needs_trace) in zip(tabs, VIEWS, strict=True):
         if not tab.open:
             continue

@@ -48,7 +48,7 @@ from tfviz import pretrained as P
 from tfviz.checkpoint import load_checkpoint
 from tfviz.tasks import get_task
 from tfviz.trace import run_trace
-from tfviz.ui.views import attention
+from tfviz.ui import heads
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -101,7 +101,7 @@ def minilm_figures() -> list[go.Figure]:
     with torch.no_grad():
         out = model(ids, trace=True)
     attn = out.trace.layers[0].attn[0].numpy()  # (H, T, T)
-    return attention.attention_columns(attn, labels, 0)  # as the Attention view draws layer 0
+    return heads.attention_columns(attn, labels, 0)  # as the Attention view draws layer 0
 
 
 def floor_of(figure: go.Figure) -> go.Figure:

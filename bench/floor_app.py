@@ -38,8 +38,8 @@ from tfviz.evaluate import evaluate
 from tfviz.interventions import switches
 from tfviz.tasks import get_task
 from tfviz.trace import cosine_per_token, run_trace, w_o_used
+from tfviz.ui.heads import many_heads
 from tfviz.ui.view import ACCURACY_N, ACCURACY_SEED
-from tfviz.ui.views.attention import many_heads
 from tfviz.ui.widgets import chart
 
 MODELS = Path(__file__).resolve().parent.parent / "models"

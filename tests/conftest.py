@@ -1,9 +1,11 @@
-"""Shared fixtures: small models built from a fixed seed, and the repository root."""
+"""Shared fixtures: small models built from a fixed seed, the repository root, and the browser
+tests' way to open the app (opened_app)."""
 
 from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -122,3 +124,107 @@ def page_figures(at) -> list[dict]:
 
     visit(at.main)
     return out
+
+
+# ---- the browser tests' one way to open the app (tests/test_browser*.py) ----------------------
+
+TIMEOUT_MS = 30_000  # one action on 2 shared cores; a healthy run takes well under a second
+APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+CODE = '.st-key-prediction [data-testid="stCode"]'  # st.container(key="prediction")
+EXCEPTION = '[data-testid="stException"]'
+# Any chart drawn: a plotly chart's svg, or a canvas chart (tfviz.ui.widgets.canvas_charts) marked
+# drawn by standalone.js.
+CHART_DRAWN = ".js-plotly-plot .main-svg, .tfviz-chart[data-drawn]"
+
+# Counts finished script runs (the script state turning back to notRunning) and notes the time of
+# the last DOM change. Installed before the page loads, on the document, so it sees stApp once it
+# exists. A fast run may never show "running" (React can batch it away), so waits also accept
+# the run's expected outcome, and then require the page to stay quiet for a moment.
+WATCH_JS = """
+window.__tfvizRuns = 0;
+window.__tfvizChanged = performance.now();
+new MutationObserver((records) => {
+  window.__tfvizChanged = performance.now();
+  for (const r of records) {
+    if (r.type === 'attributes' && r.attributeName === 'data-test-script-state'
+        && r.target.getAttribute('data-test-script-state') === 'notRunning') window.__tfvizRuns++;
+  }
+}).observe(document, {attributes: true, childList: true, characterData: true, subtree: true});
+// What the server sends, as text, while a test sets window.__tfvizSent to an array: the
+// protobuf frames carry each element's strings as UTF-8, so a test can tell which elements a
+// run re-sent.
+window.__tfvizSent = null;
+const OrigWS = window.WebSocket;
+window.WebSocket = class extends OrigWS {
+  constructor(...args) {
+    super(...args);
+    this.addEventListener('message', (e) => {
+      if (window.__tfvizSent && e.data instanceof ArrayBuffer) {
+        window.__tfvizSent.push(new TextDecoder('utf-8', {fatal: false}).decode(e.data));
+      }
+    });
+  }
+};
+"""
+QUIET_MS = 300  # no DOM change for this long after a run: it is drawn
+
+
+def quiet(page) -> None:
+    """Wait until the app is idle and the page has not changed for QUIET_MS."""
+    page.wait_for_function(
+        """q => document.querySelector('[data-testid="stApp"]')
+                  ?.getAttribute('data-test-script-state') === 'notRunning'
+               && performance.now() - window.__tfvizChanged > q""",
+        arg=QUIET_MS,
+        polling=50,
+    )
+
+
+@contextmanager
+def opened_app(
+    browser,
+    url: str,
+    viewport: dict,
+    *,
+    first: str = CODE,
+    first_timeout_ms: int | None = None,
+    settle: bool = True,
+    no_exception: bool = True,
+    **options,
+):
+    """A fresh browser session (a new context) on url, drawn to the end; yields its page.
+
+    first: what the first run draws (the prediction block; a sentence model's word-pieces or
+    similarity instead), waited for before the app's idle state, which on the very first load may
+    read notRunning before the first run started. first_timeout_ms: for both waits, where a fresh
+    server loads a big model first. settle: also wait until the page is quiet (`quiet`).
+    no_exception: on leaving, no exception element on the page. Uncaught page errors are kept in
+    page.page_errors and must be none on leaving. options: more for browser.new_context.
+    """
+    context = browser.new_context(viewport=viewport, **options)
+    context.set_default_timeout(TIMEOUT_MS)
+    context.add_init_script(WATCH_JS)
+    page = context.new_page()
+    page.page_errors = []
+    page.on("pageerror", lambda e: page.page_errors.append(str(e)))
+    try:
+        page.goto(url)
+        page.wait_for_selector(first, timeout=first_timeout_ms)
+        page.wait_for_selector(APP_IDLE, timeout=first_timeout_ms)
+        page.wait_for_selector(CHART_DRAWN)
+        if settle:
+            quiet(page)
+        yield page
+        if no_exception:
+            assert page.locator(EXCEPTION).count() == 0
+        assert page.page_errors == [], f"uncaught errors in the page: {page.page_errors}"
+    finally:
+        context.close()
+
+
+def go_to(page, url: str, *, first: str = CODE) -> None:
+    """An open page sent to url (a new session: a language link), waited for as opened_app waits
+    for its first run: what that run draws, then the app idle."""
+    page.goto(url)
+    page.wait_for_selector(first)
+    page.wait_for_selector(APP_IDLE)

@@ -8,15 +8,21 @@ import time
 
 import pytest
 
-from tests.conftest import start_app, submit_training, wait_until
+from tests.conftest import start_app, submit_training
 from tfviz import jobs, list_tasks
 from tfviz.recipes import CLASS_RECIPES, class_recipe
+from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
 
 
 def unescape(text: str) -> str:
     return text.replace("\\", "")
+
+
+def sidebar_text(at) -> str:
+    """The sidebar's plain texts: the loaded model's facts."""
+    return "\n".join(text.value for text in at.sidebar.text)
 
 
 def finished(at, timeout: float = 90) -> None:
@@ -102,6 +108,12 @@ def test_show_this_model_opens_it_in_the_picker():
     at = start_app("Train")
     submit_training(at, "shown", 5)
     finished(at)
+    # The trained model's sizes (submit_training's: not those of the reverse model shown now),
+    # as the sidebar states them for the model it has loaded.
+    sizes = translate("en", "sidebar.size", d_model=16, heads=2, layers=1, d_ff=32)
+    assert sizes not in sidebar_text(at)
     at.button(key="open_trained").click().run()
     assert not at.exception
-    wait_until(lambda: at.selectbox(key="model").value == "yours:shown", timeout=5)
+    # The picker holds it, and the page is that model's, not only the picker's label.
+    assert at.selectbox(key="model").value == "yours:shown"
+    assert sizes in sidebar_text(at)

@@ -24,6 +24,18 @@ from pathlib import Path
 import pytest
 
 from bench.server import free_port, healthy, streamlit_command
+from tests.conftest import (  # noqa: F401  (re-exported: the other browser modules import them here)
+    APP_IDLE,
+    CHART_DRAWN,
+    CODE,
+    EXCEPTION,
+    QUIET_MS,
+    TIMEOUT_MS,
+    WATCH_JS,
+    go_to,
+    opened_app,
+    quiet,
+)
 
 try:
     from playwright.sync_api import Error as PlaywrightError
@@ -48,49 +60,10 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 IN_CI = os.environ.get("CI", "").lower() == "true"
-TIMEOUT_MS = 30_000  # one action on 2 shared cores; a healthy run takes well under a second
 SERVER_START_S = 60
 
-APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
-CODE = '.st-key-prediction [data-testid="stCode"]'  # st.container(key="prediction")
-EXCEPTION = '[data-testid="stException"]'
 ALERT = '[data-testid="stAlert"]'
 PLOT = ".js-plotly-plot"
-# Any chart drawn: a plotly chart's svg, or a canvas chart (tfviz.ui.widgets.canvas_charts) marked
-# drawn by standalone.js.
-CHART_DRAWN = ".js-plotly-plot .main-svg, .tfviz-chart[data-drawn]"
-
-# Counts finished script runs (the script state turning back to notRunning) and notes the time of
-# the last DOM change. Installed before the page loads, on the document, so it sees stApp once it
-# exists. A fast run may never show "running" (React can batch it away), so waits also accept
-# the run's expected outcome, and then require the page to stay quiet for a moment.
-WATCH_JS = """
-window.__tfvizRuns = 0;
-window.__tfvizChanged = performance.now();
-new MutationObserver((records) => {
-  window.__tfvizChanged = performance.now();
-  for (const r of records) {
-    if (r.type === 'attributes' && r.attributeName === 'data-test-script-state'
-        && r.target.getAttribute('data-test-script-state') === 'notRunning') window.__tfvizRuns++;
-  }
-}).observe(document, {attributes: true, childList: true, characterData: true, subtree: true});
-// What the server sends, as text, while a test sets window.__tfvizSent to an array: the
-// protobuf frames carry each element's strings as UTF-8, so a test can tell which elements a
-// run re-sent.
-window.__tfvizSent = null;
-const OrigWS = window.WebSocket;
-window.WebSocket = class extends OrigWS {
-  constructor(...args) {
-    super(...args);
-    this.addEventListener('message', (e) => {
-      if (window.__tfvizSent && e.data instanceof ArrayBuffer) {
-        window.__tfvizSent.push(new TextDecoder('utf-8', {fatal: false}).decode(e.data));
-      }
-    });
-  }
-};
-"""
-QUIET_MS = 300  # no DOM change for this long after a run: it is drawn
 
 # What each plotly chart on the page holds: SVG layers, heatmap images (data URLs) and traces.
 # Every chart on the page, plotly's and the canvas charts' (tfviz.ui.widgets.canvas_charts), in
@@ -214,23 +187,10 @@ def app_server(tmp_path_factory, environ: dict[str, str] | None = None):
 @pytest.fixture
 def page(browser, server):
     """A new session on the app's first page, fully rendered; collects uncaught page errors."""
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.set_default_timeout(TIMEOUT_MS)
-    context.add_init_script(WATCH_JS)
-    page = context.new_page()
-    page.page_errors = []
-    page.on("pageerror", lambda e: page.page_errors.append(str(e)))
-    try:
-        page.goto(server)
-        # On the very first load the state may read notRunning before the first run started:
-        # the prediction block only exists once a run has drawn it.
-        page.wait_for_selector(CODE)
-        page.wait_for_selector(APP_IDLE)
-        page.wait_for_selector(CHART_DRAWN)
+    desktop = {"width": 1400, "height": 1000}
+    # As it always was: no exception-element check on leaving, and no wait for quiet.
+    with opened_app(browser, server, desktop, settle=False, no_exception=False) as page:
         yield page
-        assert page.page_errors == [], f"uncaught errors in the page: {page.page_errors}"
-    finally:
-        context.close()
 
 
 # ---- helpers -------------------------------------------------------------------------------
@@ -495,9 +455,7 @@ def test_the_uploaders_own_words_follow_the_language(page, server):
     shows them from the catalogue (tfviz.ui.uploads.UPLOADER_CSS), an English one as they are."""
     page.wait_for_selector('[data-testid="stFileUploaderDropzoneInstructions"] span')
     assert page.evaluate(UPLOADER_TEXT_JS) == ["Upload", "20MB per file • SAFETENSORS, ZIP"]
-    page.goto(f"{server}/?lang=zh")
-    page.wait_for_selector(CODE)
-    page.wait_for_selector(APP_IDLE)
+    go_to(page, f"{server}/?lang=zh")
     page.wait_for_selector('[data-testid="stFileUploaderDropzoneInstructions"] span')
     page.wait_for_function(
         "() => getComputedStyle(document.querySelector("

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from tests import test_browser as shared
+from tests.conftest import go_to
 from tests.test_browser import assert_charts_drawn, assert_no_exception, rerun, screenshot
 from tfviz import atlas_stats
 from tfviz.atlas_store import BUNDLED, read_rows
@@ -33,8 +34,7 @@ def test_the_atlas_opens_and_a_cell_opens_its_curves(page, server, lang, width):
     results = atlas_stats.analyse(rows)
     page.set_viewport_size({"width": width, "height": 900})
     if lang != "en":
-        page.goto(f"{server}/?lang={lang}")
-        page.wait_for_selector(shared.APP_IDLE)
+        go_to(page, f"{server}/?lang={lang}")
     shared.open_tab(page, translate(lang, "app.view.experiment"))
     assert_no_exception(page)
     panel = page.locator('[role="tabpanel"]:not([hidden])')

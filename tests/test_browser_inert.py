@@ -24,17 +24,12 @@ from urllib.parse import parse_qs, urlencode, urlparse
 import pytest
 
 from tests import test_browser as shared
+from tests.conftest import opened_app, quiet
 from tests.test_browser import (
     ALERT,
-    APP_IDLE,
     ARTIFACTS,
-    CHART_DRAWN,
-    EXCEPTION,
-    TIMEOUT_MS,
-    WATCH_JS,
     rerun,
 )
-from tests.test_browser_share import opened, quiet
 from tfviz import pretrained
 from tfviz.ui import share
 from tfviz.ui.sequence import MAX_SENTENCE_CHARS
@@ -89,7 +84,7 @@ def assert_inert(page, quoted: list[str]) -> None:
 @pytest.mark.parametrize("case", list(HOSTILE_LINKS))
 def test_a_hostile_link_puts_no_link_into_its_notices(browser, server, case, lang):
     query = {**HOSTILE_LINKS[case], "lang": lang}
-    with opened(browser, f"{server}/?{urlencode(query)}", VIEWPORT) as page:
+    with opened_app(browser, f"{server}/?{urlencode(query)}", VIEWPORT) as page:
         ARTIFACTS.mkdir(exist_ok=True)  # for a human to look at: the quotes read as written
         page.locator(ALERT).first.screenshot(path=ARTIFACTS / f"inert_link_{case}_{lang}.png")
         quoted = [v if k in share.KEYS else k for k, v in query.items() if k != "lang"]
@@ -110,7 +105,7 @@ SORT = (ROOT / "models" / "sort.safetensors").read_bytes()
     ids=["loaded", "refused"],
 )
 def test_an_uploaded_file_name_puts_no_link_into_the_page(browser, server, name, data, lang):
-    with opened(browser, f"{server}/?lang={lang}", VIEWPORT) as page:
+    with opened_app(browser, f"{server}/?lang={lang}", VIEWPORT) as page:
         uploader = page.locator(f'{SIDEBAR} input[type="file"]')
         uploader.set_input_files(
             files=[{"name": name, "mimeType": "application/octet-stream", "buffer": data}]
@@ -144,7 +139,7 @@ def paste(page, key: str, text: str) -> None:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_a_long_paste_into_the_sequence_box_is_refused_with_a_message(browser, server, lang):
-    with opened(browser, f"{server}/?lang={lang}", VIEWPORT) as page:
+    with opened_app(browser, f"{server}/?lang={lang}", VIEWPORT) as page:
         paste(page, "sequence", "abc" * 3334)  # 10,002 characters; the reverse task takes 16
         message = page.locator(ALERT).first.inner_text()
         assert "10002" in message and "16" in message, message
@@ -156,27 +151,13 @@ PIECES = '.st-key-pieces [data-testid="stCode"]'  # the sentence model's word-pi
 
 @contextmanager
 def opened_minilm(browser, query: dict[str, str]):
-    """tests/test_browser_share.opened for the sentence model, which shows word-pieces instead of
+    """tests.conftest.opened_app for the sentence model, which shows word-pieces instead of
     a prediction; skipped where the model's package is not installed (and only there)."""
     pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
-    context = browser.new_context(viewport=VIEWPORT)
-    context.set_default_timeout(TIMEOUT_MS)
-    context.add_init_script(WATCH_JS)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    try:
-        page.goto(f"{browser.tfviz_server}/?{urlencode({'model': MINILM, **query})}")
-        page.wait_for_selector(f"{PIECES}, {ALERT}")
-        page.wait_for_selector(APP_IDLE)
-        page.wait_for_selector(CHART_DRAWN)
-        quiet(page)
+    url = f"{browser.tfviz_server}/?{urlencode({'model': MINILM, **query})}"
+    with opened_app(browser, url, VIEWPORT, first=f"{PIECES}, {ALERT}") as page:
         assert page.locator(".st-key-sentence_b input").count() == 1, "the link did not open it"
         yield page
-        assert page.locator(EXCEPTION).count() == 0
-        assert errors == [], f"uncaught errors in the page: {errors}"
-    finally:
-        context.close()
 
 
 def test_a_sentence_box_refuses_past_its_limit_and_a_link_carries_up_to_it(browser, server):

@@ -21,18 +21,14 @@ from urllib.parse import urlencode
 import pytest
 
 from tests import test_browser as shared
+from tests.conftest import opened_app, quiet
 from tests.test_browser import (
-    APP_IDLE,
     ARTIFACTS,
-    CHART_DRAWN,
-    EXCEPTION,
     PLOT,
     TIMEOUT_MS,
-    WATCH_JS,
     assert_charts_drawn,
     rerun,
 )
-from tests.test_browser_share import opened, quiet
 from tfviz import pretrained
 from tfviz.ui.i18n import translate
 
@@ -128,7 +124,7 @@ def test_the_lesson_maps_titles_head_names_and_axis_titles_do_not_overlap(
     browser, server, lang, screen
 ):
     link = urlencode({"view": "lessons", "step": 1, "lang": lang})
-    with opened(browser, f"{server}/?{link}", SCREENS[screen]) as page:
+    with opened_app(browser, f"{server}/?{link}", SCREENS[screen]) as page:
         found = overlaps(page)
         assert found == [], f"the lesson's maps have texts on top of each other: {found}"
         titles = [translate(lang, "lessons.s1.map_without"), translate(lang, "lessons.s1.map_with")]
@@ -146,25 +142,11 @@ def test_the_lesson_maps_titles_head_names_and_axis_titles_do_not_overlap(
 
 @contextmanager
 def opened_minilm(browser, url: str, viewport: dict):
-    """Like test_browser_share.opened, for the pretrained model: its page has no prediction
-    block (its word-pieces and similarity instead), and a fresh server loads it first."""
-    context = browser.new_context(viewport=viewport)
-    context.set_default_timeout(TIMEOUT_MS)
-    context.add_init_script(WATCH_JS)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    try:
-        page.goto(url)
-        page.wait_for_selector(".st-key-similarity", timeout=4 * TIMEOUT_MS)
-        page.wait_for_selector(APP_IDLE, timeout=4 * TIMEOUT_MS)
-        page.wait_for_selector(CHART_DRAWN)
-        quiet(page)
+    """tests.conftest.opened_app for the pretrained model: its page has no prediction block (its
+    word-pieces and similarity instead), and a fresh server loads it first."""
+    similarity, slow = ".st-key-similarity", 4 * TIMEOUT_MS
+    with opened_app(browser, url, viewport, first=similarity, first_timeout_ms=slow) as page:
         yield page
-        assert page.locator(EXCEPTION).count() == 0
-        assert errors == [], f"uncaught errors in the page: {errors}"
-    finally:
-        context.close()
 
 
 def minilm_link(view: str, **more: str) -> str:
@@ -219,7 +201,7 @@ def test_minilm_before_after_w_o_texts_do_not_overlap(browser, server):
 
 @pytest.mark.parametrize("screen", SCREENS)
 def test_the_toy_attention_grid_texts_do_not_overlap(browser, server, screen):
-    with opened(browser, f"{server}/?view=attention", SCREENS[screen]) as page:
+    with opened_app(browser, f"{server}/?view=attention", SCREENS[screen]) as page:
         found = overlaps(page)
         shot(page, f"layout_toy_attention_{screen}.png")
         assert found == [], f"the toy attention grid has texts on top of each other: {found}"
@@ -237,7 +219,7 @@ def test_legends_and_titles_fit_a_phone(browser, server, view, lang):
     """Take W_o apart's mode sweep and Does W_o matter?'s curves on a phone: their titles ran
     out of the chart and their legends, on three rows, over the x axis's title."""
     link = urlencode({"view": view, "lang": lang})
-    with opened(browser, f"{server}/?{link}", PHONE) as page:
+    with opened_app(browser, f"{server}/?{link}", PHONE) as page:
         found = overlaps(page)
         shot(page, f"layout_{view}_{lang}_phone.png")
         assert found == [], f"the {view} view has texts on top of each other: {found}"

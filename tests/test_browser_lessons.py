@@ -15,9 +15,8 @@ import json
 import pytest
 
 from tests import test_browser as shared
+from tests.conftest import go_to
 from tests.test_browser import (
-    APP_IDLE,
-    CODE,
     EXCEPTION,
     assert_charts_drawn,
     assert_no_exception,
@@ -66,9 +65,7 @@ def check_step(page, lang: str, step: int) -> None:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_every_lesson_step_in_both_languages(page, server, lang):
     if lang != "en":
-        page.goto(f"{server}/?lang={lang}")
-        page.wait_for_selector(CODE)
-        page.wait_for_selector(APP_IDLE)
+        go_to(page, f"{server}/?lang={lang}")
     open_tab(page, translate(lang, "app.view.lessons"))
     check_step(page, lang, 1)
     screenshot(page, f"browser_lessons_{lang}_1.png")

@@ -10,22 +10,16 @@ fail. Screenshots go to artifacts/ for a human to look at.
 from __future__ import annotations
 
 import re
-from contextlib import contextmanager
 from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
 
 from tests import test_browser as shared
+from tests.conftest import opened_app, quiet
 from tests.test_browser import (
-    APP_IDLE,
     ARTIFACTS,
-    CHART_DRAWN,
     CODE,
-    EXCEPTION,
     PLOT,
-    QUIET_MS,
-    TIMEOUT_MS,
-    WATCH_JS,
     rerun,
 )
 from tfviz.ui.i18n import translate
@@ -36,39 +30,6 @@ pytestmark = pytest.mark.browser
 app_exists, browser, server = shared.app_exists, shared.browser, shared.server
 
 PHONE = {"width": 390, "height": 844}
-
-
-@contextmanager
-def opened(browser, url: str, viewport: dict, **options):
-    """A fresh session on url, drawn to the end, that must raise no page error."""
-    context = browser.new_context(viewport=viewport, accept_downloads=True, **options)
-    context.set_default_timeout(TIMEOUT_MS)
-    context.add_init_script(WATCH_JS)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    try:
-        page.goto(url)
-        page.wait_for_selector(CODE)
-        page.wait_for_selector(APP_IDLE)
-        page.wait_for_selector(CHART_DRAWN)
-        quiet(page)
-        yield page
-        assert page.locator(EXCEPTION).count() == 0
-        assert errors == [], f"uncaught errors in the page: {errors}"
-    finally:
-        context.close()
-
-
-def quiet(page) -> None:
-    """Wait until the app is idle and the page has not changed for QUIET_MS."""
-    page.wait_for_function(
-        """q => document.querySelector('[data-testid="stApp"]')
-                  ?.getAttribute('data-test-script-state') === 'notRunning'
-               && performance.now() - window.__tfvizChanged > q""",
-        arg=QUIET_MS,
-        polling=50,
-    )
 
 
 def address_query(page) -> dict[str, str]:
@@ -85,7 +46,9 @@ def test_a_shared_link_opens_exactly_that_view(browser, server):
         "view": "w_o_off",
         "lang": "zh",
     }
-    with opened(browser, f"{server}/?{urlencode(link)}", {"width": 1400, "height": 1000}) as page:
+    with opened_app(
+        browser, f"{server}/?{urlencode(link)}", {"width": 1400, "height": 1000}
+    ) as page:
         tab = page.get_by_role("tab", name=translate("zh", "app.view.w_o_off"), exact=True)
         assert tab.get_attribute("aria-selected") == "true"
         assert page.locator(".st-key-sequence input").input_value() == "12345"
@@ -109,7 +72,7 @@ def test_a_shared_link_opens_exactly_that_view(browser, server):
 
 
 def test_the_address_follows_a_change(browser, server):
-    with opened(browser, server, {"width": 1400, "height": 1000}) as page:
+    with opened_app(browser, server, {"width": 1400, "height": 1000}) as page:
         box = page.locator(".st-key-sequence input")
         box.fill("jjiihh")
 
@@ -123,7 +86,7 @@ def test_the_address_follows_a_change(browser, server):
 
 def test_a_hostile_link_shows_the_default_page_and_notices(browser, server):
     link = "?model=%3Cscript%3Ealert(1)%3C%2Fscript%3E&w_o_mode=rank%3A0&ablate=L99H99&view=x"
-    with opened(browser, f"{server}/{link}", {"width": 1400, "height": 1000}) as page:
+    with opened_app(browser, f"{server}/{link}", {"width": 1400, "height": 1000}) as page:
         alerts = page.locator('[data-testid="stAlert"]')
         assert alerts.count() == 4
         assert "<script>" in alerts.all_inner_texts()[0] or any(
@@ -134,7 +97,7 @@ def test_a_hostile_link_shows_the_default_page_and_notices(browser, server):
 
 
 def test_a_phone_sees_sequence_and_prediction_first_and_never_scrolls_sideways(browser, server):
-    with opened(browser, server, PHONE, is_mobile=True, has_touch=True) as page:
+    with opened_app(browser, server, PHONE, is_mobile=True, has_touch=True) as page:
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=ARTIFACTS / "browser_phone_390x844.png")
         widths = page.evaluate("() => [document.scrollingElement.scrollWidth, window.innerWidth]")
@@ -158,7 +121,8 @@ def test_a_phone_sees_sequence_and_prediction_first_and_never_scrolls_sideways(b
 
 @pytest.mark.parametrize("fmt", ["png", "svg"])
 def test_the_chart_toolbar_downloads_png_and_svg(browser, server, fmt):
-    with opened(browser, server, {"width": 1400, "height": 1000}) as page:
+    desktop = {"width": 1400, "height": 1000}
+    with opened_app(browser, server, desktop, accept_downloads=True) as page:
         if fmt == "svg":
             button = page.locator(".st-key-chart_format button").filter(has_text="SVG")
 
@@ -196,7 +160,7 @@ UNNAMED = re.compile(
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_every_control_has_a_name_and_the_keyboard_reaches_and_works_them(browser, server, lang):
     url = f"{server}/?lang={lang}&view=lessons"
-    with opened(browser, url, {"width": 1400, "height": 1000}) as page:
+    with opened_app(browser, url, {"width": 1400, "height": 1000}) as page:
         snapshot = page.locator("body").aria_snapshot()
         unnamed = [line for line in snapshot.splitlines() if UNNAMED.match(line)]
         assert unnamed == [], f"controls without a name: {unnamed}"

@@ -1,7 +1,7 @@
 """What jobs and form checks say reaches the page through the catalogue, in the page's language.
 
 Jobs report tfviz.messages.Message values (a key and numbers or names); the app words them with
-the catalogue keys jobs.message.<key> (tfviz.ui.views.train.job_text). Checked here: every message a
+the catalogue keys jobs.message.<key> (tfviz.ui.jobs.job_text). Checked here: every message a
 job or a check can say has a key in both languages with the same placeholders; every say(...) in
 the library names a known message; each message worded in Chinese carries no English; and a
 running, finished and cancelled training, W_o retraining and experiment rerun show Chinese built
@@ -20,7 +20,7 @@ from tests.conftest import start_app
 from tfviz import experiment, jobs, words, work
 from tfviz.messages import CHOICES, MESSAGES, PREFIX, Message, Refused, placeholders, say
 from tfviz.ui.i18n import translate
-from tfviz.ui.views.train import job_text
+from tfviz.ui.jobs import job_text
 
 ROOT = Path(__file__).resolve().parent.parent
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -132,7 +132,7 @@ def test_the_english_of_a_message_is_its_template_filled():
 
 
 def test_a_refused_form_value_is_worded_in_chinese():
-    from tfviz.ui.views.train import refusal
+    from tfviz.ui.jobs import refusal
 
     with pytest.raises(Refused) as refused:
         work.RetrainSpec(task="sort", steps=0).check()

@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import start_app
 from tfviz import get_task, lessons, load_checkpoint, plots, pretrained, standalone
 from tfviz.trace import cosine_per_token, run_trace
+from tfviz.ui import heads
 from tfviz.ui.i18n import translate
 from tfviz.ui.standalone import build_page
 from tfviz.ui.views import attention
@@ -146,7 +147,7 @@ def test_the_attention_view_s_figures_are_put_in_the_page_s_language(trace):
 def test_a_many_headed_layer_is_exported_as_the_columns_the_view_shows(trace):
     drawn = attention.exported_figures(trace, 1, None, caption="L1")
     titles = [title for _, f in drawn for title in plots.block_titles(f)]
-    assert len(drawn) == min(attention.HEAD_COLUMNS, trace.n_heads + 1)
+    assert len(drawn) == min(heads.HEAD_COLUMNS, trace.n_heads + 1)
     assert titles == [f"L1 H{h}" for h in range(trace.n_heads)] + ["L1 mean"]
 
 

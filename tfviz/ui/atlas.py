@@ -19,6 +19,7 @@ from tfviz import atlas, atlas_runner, atlas_stats
 from tfviz.atlas_store import BUNDLED, read_rows
 from tfviz.metrics import compact
 from tfviz.plots import atlas as atlas_plots  # tfviz.atlas is the sweep's own module
+from tfviz.ui import state
 from tfviz.ui.i18n import current, t
 from tfviz.ui.view import POLL_SECONDS
 from tfviz.ui.widgets import chart
@@ -213,8 +214,8 @@ def cell_detail(rows: dict, results: dict, arm: str, key: str) -> str | None:
         return cell_name(results[k].cell, varied, lang)
 
     default = next((k for k in keys if results[k].verdict(arm) == "helps"), keys[0])
-    if st.session_state.get(key) not in keys:
-        st.session_state.pop(key, None)
+    if state.widget_value(key) not in keys:
+        state.forget(key)
     chosen = st.selectbox(
         t("atlas.cell", lang=lang), keys, index=keys.index(default), format_func=name, key=key
     )
@@ -299,7 +300,7 @@ def runner() -> atlas_runner.Runner:
 
 
 def owner() -> str:
-    return st.session_state.setdefault("atlas_owner", uuid.uuid4().hex)
+    return state.ATLAS_OWNER.setdefault(uuid.uuid4().hex)
 
 
 def own_sweep(cell: str, name: str, arm: str, key: str) -> None:

@@ -2,7 +2,7 @@
 (tfviz.words) worded in that language.
 
 A view writes `t("lessons.step1.title")` instead of the text itself; `t` looks the key up in the
-catalogue of the current language, the session's choice ("en", the default, or "zh"), and fills
+catalogue of the current language, tfviz.ui.state.LANG ("en", the default, or "zh"), and fills
 in its {placeholders}; a link may carry ?lang=zh to open in Chinese. The catalogue itself, its
 {@key} references and its rules live in tfviz.words, read the same by the library.
 """
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from tfviz.ui import state
 from tfviz.words import (  # noqa: F401 - re-exported: the views ask i18n for every word
     DEFAULT,
     LANGUAGES,
@@ -23,12 +24,12 @@ from tfviz.words import (  # noqa: F401 - re-exported: the views ask i18n for ev
     translate,
 )
 
-KEY = "lang"  # session_state key of the language, and of the picker widget
+KEY = state.LANG.name  # the picker widget's key, and the query string's name of the language
 
 
 def current() -> str:
     """The current language: the session's choice, else ?lang= in the address, else English."""
-    lang = st.session_state.get(KEY)
+    lang = state.LANG.get()
     if lang in LANGUAGES:
         return lang
     asked = st.query_params.get(KEY)
@@ -54,7 +55,7 @@ def language_picker() -> str:
     # name (lang=中文) and drops ?lang=zh. tfviz.ui.share reads ?lang= on a session's first run and
     # writes it back on every run. A default is given only while the session has no value yet: a
     # widget never gets both.
-    default = None if KEY in st.session_state else current()
+    default = None if state.LANG.is_set() else current()
     lang = st.segmented_control(
         t("lang.picker"),  # the same text in both languages: a switch must be findable in either
         list(LANGUAGES),
@@ -64,14 +65,11 @@ def language_picker() -> str:
         selection_mode="single",
         required=True,
     )
-    shown = st.session_state.get(SHOWN)
-    st.session_state[SHOWN] = lang
+    shown = state.LANG_SHOWN.get()
+    state.LANG_SHOWN.set(lang)
     if shown is not None and shown != lang:
         relabel()
     return lang
-
-
-SHOWN = "_lang_shown"  # session_state: the language the last run drew
 
 
 def relabel() -> None:
@@ -85,14 +83,14 @@ def relabel() -> None:
     refuses it), and they have no labels to change. Runs before any widget after the language
     picker is drawn, so every key may still be assigned.
     """
-    for key in list(st.session_state):
+    for key in state.names():
         if key == KEY or key.startswith("_"):
             continue
-        value = st.session_state[key]
+        value = state.widget_value(key)
         if _choice_value(value) or (
             isinstance(value, list) and all(_choice_value(v) for v in value)
         ):
-            st.session_state[key] = value
+            state.set_widget(key, value)
 
 
 def _choice_value(value) -> bool:

@@ -8,6 +8,15 @@ from tfviz.tasks import InputError
 from tfviz.ui.i18n import t
 from tfviz.ui.switches import w_o_label
 
+# A task's metric key (tfviz.metrics) -> catalogue key of its name.
+METRIC_NAMES = {
+    "token_accuracy": "sidebar.metric.token_accuracy",
+    "sequence_accuracy": "sidebar.metric.sequence_accuracy",
+    "accuracy": "sidebar.metric.accuracy",
+    "mae": "sidebar.metric.mae",
+    "loss": "sidebar.metric.loss",
+}
+
 
 def describe(iv: Interventions) -> str:
     """The sidebar's switches in words, e.g. "W_o off (identity) in layer 1; zeroed L0H2"."""

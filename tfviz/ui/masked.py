@@ -15,6 +15,7 @@ import streamlit as st
 
 from tfviz import hf
 from tfviz.interventions import NONE, Interventions
+from tfviz.ui import state
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import describe
 from tfviz.ui.text import md_escape
@@ -42,7 +43,7 @@ def mask_last_word(text: str, mask: str) -> str:
 
 
 def put_mask(text: str, mask: str) -> None:
-    st.session_state["sequence"] = mask_last_word(text, mask)
+    state.SEQUENCE.set(mask_last_word(text, mask))
 
 
 def shown_word(guess) -> str:

@@ -25,6 +25,15 @@ BUNDLED_DIR = ROOT / "models"
 DEFAULT_MODEL = "reverse"
 
 
+# Where a model comes from (ModelEntry.source) -> catalogue key of its name in the picker.
+SOURCES = {
+    "bundled": "sidebar.source.bundled",
+    "pretrained": "sidebar.source.pretrained",
+    "yours": "sidebar.source.yours",
+    "uploaded": "sidebar.source.uploaded",
+}
+
+
 @dataclass(frozen=True)
 class ModelEntry:
     """A checkpoint the picker offers."""

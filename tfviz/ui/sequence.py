@@ -11,7 +11,7 @@ import streamlit as st
 
 from tfviz import get_task, pretrained
 from tfviz.tasks import Task
-from tfviz.ui import masked
+from tfviz.ui import masked, state
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import describe, refusal
 from tfviz.ui.text import changed_tokens, cut, md_escape, prediction_table
@@ -34,16 +34,16 @@ PAIR_LABELS = {
 
 
 def set_sequence(text: str) -> None:
-    st.session_state["sequence"] = text
+    state.SEQUENCE.set(text)
 
 
 def set_random_sequence(task_name: str) -> None:
-    st.session_state["sequence"] = get_task(task_name).random_example(np.random.default_rng())
+    state.SEQUENCE.set(get_task(task_name).random_example(np.random.default_rng()))
 
 
 def set_pair(text_a: str, text_b: str) -> None:
-    st.session_state["sequence"] = text_a
-    st.session_state["sentence_b"] = text_b
+    state.SEQUENCE.set(text_a)
+    state.SENTENCE_B.set(text_b)
 
 
 def sequence_input(task: Task) -> tuple[str | None, str | None]:
@@ -56,7 +56,7 @@ def sequence_input(task: Task) -> tuple[str | None, str | None]:
     text = st.text_input(
         t("sequence.label"),
         value=task.examples[0],
-        key="sequence",
+        key=state.SEQUENCE.name,
         help=t("sequence.help", min_len=task.min_len, max_len=task.max_len, alphabet=task.alphabet),
     )
     with st.container(horizontal=True):
@@ -98,13 +98,13 @@ def sentence_inputs(task: Task) -> tuple[str | None, str | None]:
     a = left.text_input(
         t("minilm.sentence_a"),
         value=task.examples[0],
-        key="sequence",
+        key=state.SEQUENCE.name,
         help=help_text + " " + t("minilm.box_help_a"),
     )
     b = right.text_input(
         t("minilm.sentence_b"),
         value=task.examples[1],
-        key="sentence_b",
+        key=state.SENTENCE_B.name,
         help=help_text,
     )
     with st.container(horizontal=True):

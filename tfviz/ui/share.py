@@ -40,13 +40,14 @@ import streamlit as st
 
 from tfviz.config import ModelConfig
 from tfviz.interventions import Interventions
-from tfviz.ui import switches
+from tfviz.ui import state, switches
 from tfviz.ui.i18n import DEFAULT, LANGUAGES, t
 from tfviz.ui.sequence import MAX_SENTENCE_CHARS
 
-MODEL, SEQUENCE, SENTENCE_B = "model", "sequence", "sentence_b"
+# The query string's names; those a widget also holds are its session key (tfviz.ui.state).
+MODEL, SEQUENCE, SENTENCE_B = state.MODEL.name, state.SEQUENCE.name, state.SENTENCE_B.name
 W_O, SCOPE, ABLATE = switches.MODE, switches.SCOPE, switches.ABLATE
-VIEW, STEP, LANG = "view", "step", "lang"
+VIEW, STEP, LANG = state.VIEW.name, "step", state.LANG.name
 TRAINING = "training"
 # Every key a link may carry, and sync writes.
 KEYS = (MODEL, SEQUENCE, SENTENCE_B, W_O, SCOPE, ABLATE, VIEW, STEP, LANG, TRAINING)
@@ -57,12 +58,6 @@ MAX_TEXT_CHARS = MAX_SENTENCE_CHARS
 MAX_ABLATE_CHARS = 2000  # head names, L0H1,L1H3,...: all 72 of MiniLM's take 371 characters
 MAX_NAME_CHARS = 100
 SHOWN_CHARS = 60  # a refused value is quoted in its notice cut to this
-
-RESTORED = "_share_restored"  # session_state: this session's link has been read
-TRAINING_ASKED = "_share_training"  # session_state: a training the link says was running
-NOTICES = "_share_notices"  # session_state: [Notice] still shown
-# tfviz.ui.views.lessons.STEP (not imported: it pulls in the training code)
-LESSON_STEP = "lesson_step"
 
 
 @dataclass(frozen=True)
@@ -319,8 +314,6 @@ def notice_text(notice: Notice, lang: str | None = None) -> str:
 
 # ---- Streamlit glue: restore on a session's first run, then keep the address in step ---------
 
-PENDING = "_share_pending"  # session_state: the link's values not yet applied (they need the model)
-
 
 def read_link(views: Mapping[str, str]) -> None:
     """A session's first run: read the link; set its language, tab and lesson step.
@@ -328,41 +321,35 @@ def read_link(views: Mapping[str, str]) -> None:
     views: tab id -> its label in the current language. The model waits for the picker's
     list (restore_model), the rest for the model itself (restore_for_model).
     """
-    if RESTORED in st.session_state:
+    if state.LINK_READ.is_set():
         return
-    st.session_state[RESTORED] = True
+    state.LINK_READ.set(True)
     query = {key: st.query_params.get_all(key) for key in st.query_params}
-    steps: Collection[int] = ()
-    if STEP in query:
-        # only for a link into the lessons: it imports training code
-        from tfviz.ui.views import lessons
-
-        steps = lessons.STEPS
-    shared = parse_query(query, views=list(views), steps=steps)
+    shared = parse_query(query, views=list(views), steps=state.LESSON_STEPS)
     for key in query:  # what a link cannot set leaves the address, as a refused value does
         if key not in KEYS:
             del st.query_params[key]
     # Set before the widgets that own these keys are created, as Streamlit requires.
     if shared.view is not None:
-        st.session_state[VIEW] = views[shared.view]
+        state.VIEW.set(views[shared.view])
     if shared.step is not None:
-        st.session_state[LESSON_STEP] = shared.step
+        state.LESSON_STEP.set(shared.step)
     if shared.lang is not None:
-        st.session_state[LANG] = shared.lang
+        state.LANG.set(shared.lang)
     if shared.training is not None:
-        st.session_state[TRAINING_ASKED] = shared.training
-    st.session_state[PENDING] = shared
+        state.TRAINING_ASKED.set(shared.training)
+    state.LINK_PENDING.set(shared)
 
 
 def restore_model(models: Collection[str]) -> None:
     """Before the model picker is drawn: the link's model, if this server offers it."""
-    shared = st.session_state.get(PENDING)
+    shared = state.LINK_PENDING.get()
     if shared is None:
         return
     shared = check_model(shared, models)
     if shared.model is not None:
-        st.session_state[MODEL] = shared.model
-    st.session_state[PENDING] = shared
+        state.MODEL.set(shared.model)
+    state.LINK_PENDING.set(shared)
 
 
 def restore_for_model(
@@ -370,37 +357,37 @@ def restore_for_model(
 ) -> None:
     """Once the model is loaded, before its switches and sequence boxes are drawn: the rest of
     the link, checked against the model; every refused value leaves a notice."""
-    shared = st.session_state.pop(PENDING, None)
+    shared = state.LINK_PENDING.pop()
     if shared is None:
         return
     shared = fit_to_model(shared, config=config, validate=validate, sentences=sentences)
     if shared.sequence is not None:
-        st.session_state[SEQUENCE] = shared.sequence
+        state.SEQUENCE.set(shared.sequence)
     if shared.sentence_b is not None:
-        st.session_state[SENTENCE_B] = shared.sentence_b
+        state.SENTENCE_B.set(shared.sentence_b)
     if shared.switches is not None:
-        st.session_state.update(shared.switches.widget_state())
+        state.set_widgets(shared.switches.widget_state())
     if shared.notices:
-        st.session_state[NOTICES] = list(shared.notices)
+        state.NOTICES.set(list(shared.notices))
 
 
 def training_asked() -> str | None:
     """Once: the training a link (a reloaded or reconnected page) says this browser was running."""
-    return st.session_state.pop(TRAINING_ASKED, None)
+    return state.TRAINING_ASKED.pop()
 
 
 def add_notice(notice: Notice) -> None:
     """A notice shown with the link's, until dismissed."""
-    st.session_state[NOTICES] = [*st.session_state.get(NOTICES, []), notice]
+    state.NOTICES.set([*state.NOTICES.get([]), notice])
 
 
 def dismiss_notices() -> None:
-    st.session_state.pop(NOTICES, None)
+    state.NOTICES.pop()
 
 
 def show_notices(escape: Callable[[str], str]) -> None:
     """What the link asked for and did not get, one warning each, until dismissed."""
-    notices = st.session_state.get(NOTICES)
+    notices = state.NOTICES.get()
     if not notices:
         return
     for notice in notices:

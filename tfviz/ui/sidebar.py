@@ -14,11 +14,13 @@ from tfviz import get_task, pretrained
 from tfviz.checkpoint import CheckpointMeta
 from tfviz.metrics import headline
 from tfviz.tasks import Task
-from tfviz.ui import folders, share, switches
+from tfviz.ui import folders, share, state, switches
 from tfviz.ui.i18n import catalogue, current, t
+from tfviz.ui.labels import METRIC_NAMES
 from tfviz.ui.models import (
     BUNDLED_DIR,
     DEFAULT_MODEL,
+    SOURCES,
     ModelEntry,
     list_models,
     load_model,
@@ -28,27 +30,7 @@ from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import md_escape
 from tfviz.ui.uploads import session_uploads, upload_box
 from tfviz.ui.view import forget_per_model, per_model
-from tfviz.ui.widgets import CHART_FORMAT, CHART_FORMATS
-
-# Where a model comes from (ModelEntry.source) -> catalogue key of its name in the picker.
-SOURCES = {
-    "bundled": "sidebar.source.bundled",
-    "pretrained": "sidebar.source.pretrained",
-    "yours": "sidebar.source.yours",
-    "uploaded": "sidebar.source.uploaded",
-}
-# A task's metric key (tfviz.metrics) -> catalogue key of its name.
-METRIC_NAMES = {
-    "token_accuracy": "sidebar.metric.token_accuracy",
-    "sequence_accuracy": "sidebar.metric.sequence_accuracy",
-    "accuracy": "sidebar.metric.accuracy",
-    "mae": "sidebar.metric.mae",
-    "loss": "sidebar.metric.loss",
-}
-
-# session_state: a model key that a view asks the picker to show on the next whole-page run (a
-# view cannot set the picker itself: it is drawn before the views, or not at all in a fragment run).
-OPEN_MODEL = "_open_model"
+from tfviz.ui.widgets import CHART_FORMATS
 
 # The switches' widgets whose options depend on the model (the views register their own).
 per_model(*switches.PER_MODEL_KEYS)
@@ -68,11 +50,11 @@ def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] |
             st.warning(md_escape(problem))
         return None
     share.restore_model(by_key)  # a shared link's model, on the session's first run
-    opened = st.session_state.pop(OPEN_MODEL, None)  # "Show this model" under a training
+    opened = state.OPEN_MODEL.pop()  # "Show this model" under a training
     if opened in by_key:
-        st.session_state["model"] = opened
-    if st.session_state.get("model") not in (None, *by_key):
-        st.session_state.pop("model")  # its file (or upload) is gone: back to the default
+        state.MODEL.set(opened)
+    if state.MODEL.get() not in (None, *by_key):
+        state.MODEL.pop()  # its file (or upload) is gone: back to the default
     keys = list(by_key)
     default = by_key.get(f"bundled:{DEFAULT_MODEL}", entries[0]).key
     lang = current()  # for the option labels: see tfviz.ui.i18n.t
@@ -87,7 +69,7 @@ def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] |
             or t(SOURCES.get(by_key[k].source, "sidebar.source.yours"), lang=lang),
             lang=lang,
         ),
-        key="model",
+        key=state.MODEL.name,
         help=t("sidebar.model_help"),
     )
     for problem in problems:
@@ -125,13 +107,13 @@ def on_model_change(entry: ModelEntry, task: Task) -> None:
     browser (it then drops the run's messages), and the widgets would show their defaults.
     Their defaults (index=, value=) therefore already are the right first values.
     """
-    shown = st.session_state.get("_shown_model")
-    st.session_state["_shown_model"] = entry.key
+    shown = state.SHOWN_MODEL.get()
+    state.SHOWN_MODEL.set(entry.key)
     if shown is None or shown == entry.key:
         return
-    st.session_state["sequence"] = task.examples[0]
+    state.SEQUENCE.set(task.examples[0])
     if task.kind == "sentence":
-        st.session_state["sentence_b"] = task.examples[1]
+        state.SENTENCE_B.set(task.examples[1])
     forget_per_model()
 
 
@@ -228,7 +210,7 @@ def chart_format_picker() -> None:
         CHART_FORMATS,
         default=CHART_FORMATS[0],
         format_func=str.upper,
-        key=CHART_FORMAT,
+        key=state.CHART_FORMAT.name,
         required=True,
         help=t("sidebar.chart_format_help"),
     )

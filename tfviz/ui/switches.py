@@ -18,10 +18,12 @@ import streamlit as st
 from tfviz import interventions, wo
 from tfviz.config import ModelConfig
 from tfviz.interventions import Interventions, head_name, head_names, parse_head_name
+from tfviz.ui import state
 from tfviz.ui.i18n import current, t
 
 # Widget keys, which are also the query keys of a link (tfviz.ui.share).
-MODE, RANK_K, SCOPE, ABLATE = "w_o_mode", "w_o_rank", "w_o_scope", "ablate"
+MODE, RANK_K, SCOPE = state.W_O_MODE.name, state.W_O_RANK.name, state.W_O_SCOPE.name
+ABLATE = state.ABLATE.name
 QUERY_KEYS = (MODE, SCOPE, ABLATE)
 PER_MODEL_KEYS = (RANK_K, SCOPE, ABLATE)  # options that depend on the model: forgotten with it
 
@@ -174,8 +176,8 @@ def layer_picker(
     """A selectbox of every layer (EVERY_LAYER, shown as `every`) and each layer (layer_name);
     the picked layer, None for every layer. A stale choice (another model's layer) is dropped."""
     options = [EVERY_LAYER, *range(n_layers)]
-    if st.session_state.get(key) not in (None, *options):
-        st.session_state.pop(key)
+    if state.widget_value(key) not in (None, *options):
+        state.forget(key)
     choice = st.selectbox(
         label,
         options,
@@ -203,8 +205,8 @@ def controls(config: ModelConfig) -> Switches:
         help=t("switch.w_o_help"),
     )
     if mode == RANK:
-        if st.session_state.get(RANK_K) not in (None, *range(1, config.d_model + 1)):
-            st.session_state.pop(RANK_K)  # k of a wider model: not a rank of this W_o
+        if state.W_O_RANK.get() not in (None, *range(1, config.d_model + 1)):
+            state.W_O_RANK.pop()  # k of a wider model: not a rank of this W_o
         k = st.number_input(
             t("switch.k", d=config.d_model),
             min_value=1,

@@ -15,7 +15,7 @@ import streamlit as st
 from tfviz import CheckpointError, checks, settings
 from tfviz.checkpoint import CheckpointMeta
 from tfviz.hf import PretrainedError
-from tfviz.ui import folders
+from tfviz.ui import folders, state
 from tfviz.ui.i18n import DEFAULT, current, t
 from tfviz.ui.models import ModelEntry
 from tfviz.ui.text import cut, md_escape
@@ -23,10 +23,6 @@ from tfviz.ui.text import cut, md_escape
 MB = 1024 * 1024  # Streamlit's megabyte
 SERVER_LIMIT = "server.maxUploadSize"  # Streamlit's own cap on a request body, in MB
 MAX_UPLOADS = 3  # models one session holds; one more upload drops the oldest
-UPLOADS = "_uploads"  # session_state: {"upload:<sha256>": Upload}, in this session only
-# session_state: (kind, catalogue key, values) about the latest upload; translated when shown, so
-# it follows a language switch.
-UPLOAD_MESSAGE = "_upload_message"
 SHOWN_NAME_CHARS = 60  # an uploaded file's name in the picker is cut to this
 MESSAGE_NAME_CHARS = 120  # and in messages about it
 
@@ -43,7 +39,7 @@ class Upload:
 
 def session_uploads() -> dict[str, Upload]:
     """This session's uploads by picker key, oldest first."""
-    return st.session_state.get(UPLOADS, {})
+    return state.UPLOADS.get({})
 
 
 def upload_limit_mb() -> int:
@@ -91,8 +87,8 @@ def read_zip_upload(file, device: str, limit_mb: int) -> Upload:
 
 def on_upload(device: str, limit_mb: int) -> None:
     """The uploader's on_change: check the new file once and, if it is good, pick it."""
-    st.session_state.pop(UPLOAD_MESSAGE, None)
-    file = st.session_state.get("upload")
+    state.UPLOAD_MESSAGE.pop()
+    file = state.UPLOAD_FILE.get()
     if file is None:
         return  # taken out of the uploader: the model stays in this session's picker
     name = cut(file.name, MESSAGE_NAME_CHARS)  # shown literally: the message is md_escaped
@@ -102,32 +98,36 @@ def on_upload(device: str, limit_mb: int) -> None:
         else:
             upload = read_upload(file, device, limit_mb)
     except (CheckpointError, PretrainedError) as e:
-        st.session_state[UPLOAD_MESSAGE] = ("error", "uploads.refused", {"name": name, "why": e})
+        state.UPLOAD_MESSAGE.set(("error", "uploads.refused", {"name": name, "why": e}))
         return
     except Exception as e:  # a hostile file must get a message, never a traceback
-        st.session_state[UPLOAD_MESSAGE] = (
-            "error",
-            "uploads.unreadable",
-            {"name": name, "error": type(e).__name__},
+        state.UPLOAD_MESSAGE.set(
+            (
+                "error",
+                "uploads.unreadable",
+                {"name": name, "error": type(e).__name__},
+            )
         )
         return
-    uploads = st.session_state.setdefault(UPLOADS, {})
+    uploads = state.UPLOADS.setdefault({})
     uploads.pop(upload.entry.key, None)
     uploads[upload.entry.key] = upload  # newest last
     while len(uploads) > MAX_UPLOADS:
         uploads.pop(next(iter(uploads)))
-    st.session_state["model"] = upload.entry.key
+    state.MODEL.set(upload.entry.key)
     c = upload.meta.config
-    st.session_state[UPLOAD_MESSAGE] = (
-        "success",
-        "uploads.loaded",
-        {
-            "name": name,
-            "task": upload.meta.task,
-            "d_model": c.d_model,
-            "heads": c.n_heads,
-            "layers": c.n_layers,
-        },
+    state.UPLOAD_MESSAGE.set(
+        (
+            "success",
+            "uploads.loaded",
+            {
+                "name": name,
+                "task": upload.meta.task,
+                "d_model": c.d_model,
+                "heads": c.n_heads,
+                "layers": c.n_layers,
+            },
+        )
     )
 
 
@@ -175,7 +175,7 @@ def upload_box(device: str) -> None:
     st.file_uploader(
         t("uploads.label"),
         type=["safetensors", "zip"],  # a zip: a model folder in the Hugging Face layout
-        key="upload",
+        key=state.UPLOAD_FILE.name,
         max_upload_size=limit_mb,
         on_change=on_upload,
         args=(device, limit_mb),
@@ -183,7 +183,7 @@ def upload_box(device: str) -> None:
         + " "
         + t("folder.upload_help"),
     )
-    message = st.session_state.get(UPLOAD_MESSAGE)
+    message = state.UPLOAD_MESSAGE.get()
     if message is not None:
         kind, key, values = message
         (st.error if kind == "error" else st.success)(md_escape(t(key, **values)))

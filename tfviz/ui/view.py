@@ -20,6 +20,7 @@ from tfviz.interventions import NONE, Interventions
 from tfviz.pretrained import PairSimilarity
 from tfviz.tasks import Task
 from tfviz.trace import TraceArrays, run_trace, w_o_used
+from tfviz.ui import state
 from tfviz.ui.i18n import t
 from tfviz.ui.models import ModelEntry
 from tfviz.ui.text import md_escape
@@ -47,7 +48,7 @@ def per_model(*keys: str) -> tuple[str, ...]:
 def forget_per_model() -> None:
     """The model changed: drop every registered widget's value (its options are the old model's)."""
     for key in _PER_MODEL_KEYS:
-        st.session_state.pop(key, None)
+        state.forget(key)
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,11 @@ from collections.abc import Sequence
 import streamlit as st
 
 from tfviz import plots, standalone
+from tfviz.ui import state
 from tfviz.ui.downloads import FILE_NAME_UNSAFE
 from tfviz.ui.help import HELP
 from tfviz.ui.i18n import current, t, translate
 from tfviz.ui.text import md_escape
-
-CHART_FORMAT = "chart_format"  # session_state: "png" or "svg", what the charts' camera saves
-
 
 CHART_FORMATS = ("png", "svg")
 
@@ -50,12 +48,12 @@ def chart(figure, key: str) -> None:
     buttons: an added toolbar button needs a JavaScript click handler, which a chart's config,
     sent as JSON, cannot carry.
     """
-    fmt = st.session_state.get(CHART_FORMAT)
+    fmt = state.CHART_FORMAT.get()
     config = {
         "displaylogo": False,
         "toImageButtonOptions": {
             "format": fmt if fmt in CHART_FORMATS else CHART_FORMATS[0],
-            "filename": chart_file_name(key, st.session_state.get("model")),
+            "filename": chart_file_name(key, state.MODEL.get()),
             "scale": 2,  # a sharp PNG for slides; SVG ignores it
         },
     }
@@ -112,7 +110,7 @@ def canvas_charts(figures: Sequence, key: str, columns: int) -> None:
             with slots[c % columns]:
                 chart(figure, key=f"{key}_{c}")
         return
-    model = st.session_state.get("model")
+    model = state.MODEL.get()
     files = [chart_file_name(f"{key}_{c}", model) for c in range(len(figures))]
     data = {"columns": columns, "figures": shown, "files": files, "save": t("common.save_png")}
     _canvas_charts(data=data, key=key)
@@ -129,10 +127,10 @@ def drop_stale_index(key: str, n: int) -> None:
     """Forget a widget's choice of positions (one, or a range's two ends) that are not all in
     0..n-1 any more (another model, a shorter input), before the widget is drawn: Streamlit would
     refuse a value its options lack."""
-    chosen = st.session_state.get(key)
+    chosen = state.widget_value(key)
     ends = chosen if isinstance(chosen, (tuple, list)) else (chosen,)
     if chosen is not None and not all(i in range(n) for i in ends):
-        del st.session_state[key]
+        state.forget(key)
 
 
 def index_picker(label: str, n: int, key: str, prefix: str, **kwargs) -> int:

@@ -18,12 +18,13 @@ import streamlit as st
 import tfviz.analysis as analysis
 from tfviz import dissect, get_task, plots
 from tfviz.interventions import Interventions, head_name
+from tfviz.ui import state
+from tfviz.ui.heads import block_columns, head_columns, many_heads
 from tfviz.ui.help import HELP
 from tfviz.ui.i18n import current, t
 from tfviz.ui.labels import describe, metric_delta, metric_text
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, toy_only
-from tfviz.ui.views.attention import block_columns, head_columns, many_heads
 from tfviz.ui.widgets import chart, index_picker, number_table, plot_words, what_is_this
 
 ANALYSIS_N = 256  # fresh examples behind importance, ablation and the keep-top-k curve
@@ -327,14 +328,14 @@ def importance_section(view: View) -> None:
         with st.spinner(t("analysis.importance.curve_spinner")):
             curve = cached_top_k_curve(entry.digest, task.name, w_o, kind, _model=view.model)
         n_heads = L * H
-        if st.session_state.get("importance_k", 0) > n_heads:
-            st.session_state.pop("importance_k")  # a bigger model was shown before
+        if state.IMPORTANCE_K.get(0) > n_heads:
+            state.IMPORTANCE_K.pop()  # a bigger model was shown before
         k = st.slider(
             t("analysis.importance.keep"),
             0,
             n_heads,
             value=n_heads,
-            key="importance_k",
+            key=state.IMPORTANCE_K.name,
             help=HELP["accuracy_keeping_top_k"],
         )
         st.metric(

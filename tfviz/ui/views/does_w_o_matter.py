@@ -16,11 +16,12 @@ import streamlit as st
 import tfviz.experiment as experiment
 from tfviz import jobs, plots, settings, work
 from tfviz.metrics import compact
+from tfviz.ui import state
 from tfviz.ui.atlas import render_atlas
 from tfviz.ui.i18n import current, t
+from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, TRAINS_TOYS, View, toy_only
-from tfviz.ui.views.train import job_manager, job_text, refusal, session_alive_check
 from tfviz.ui.widgets import chart, plot_words
 from tfviz.verdict import verdict_of
 
@@ -59,8 +60,8 @@ def render(view: View) -> None:
         help=t("experiment.against_help"),
     )
     # Reruns are kept per task and comparison: one of each per session.
-    reruns: dict = st.session_state.setdefault("experiment_reruns", {})
-    job: jobs.Job | None = st.session_state.get("experiment_job")
+    reruns: dict = state.EXPERIMENT_RERUNS.setdefault({})
+    job: jobs.Job | None = state.EXPERIMENT_JOB.get()
     # One job state for the whole run: a rerun that ends mid-run is then both collected above and
     # reported below, never reported as shown above while it is not.
     snap = None if job is None else job.state()
@@ -80,13 +81,13 @@ def render(view: View) -> None:
         st.info(t("experiment.no_result", task=task))
     else:
         if len(sources) > 1:
-            if st.session_state.get("exp_source") not in sources:
-                st.session_state.pop("exp_source", None)
+            if state.EXPERIMENT_SOURCE.get() not in sources:
+                state.EXPERIMENT_SOURCE.pop()
             source = st.radio(
                 t("experiment.show"),
                 list(sources),
                 format_func=lambda s: t(SOURCE_LABELS[s], lang=lang),
-                key="exp_source",
+                key=state.EXPERIMENT_SOURCE.name,
                 horizontal=True,
             )
         else:
@@ -97,7 +98,7 @@ def render(view: View) -> None:
     with form_col:
         experiment_form(task, against)
     with status_col:
-        now = st.session_state.get("experiment_job")  # the form may have submitted a new one
+        now = state.EXPERIMENT_JOB.get()  # the form may have submitted a new one
         if now is None:
             st.caption(t("experiment.progress_here"))
         elif now is job and not snap.active:
@@ -110,15 +111,15 @@ def collect_finished_rerun(
     job_id: int, snap: jobs.JobState, reruns: dict, task: str, against: str
 ) -> None:
     """Once per ended rerun: keep its result in this session, shown if it is what is open."""
-    if st.session_state.get("experiment_collected") == job_id:
+    if state.EXPERIMENT_COLLECTED.get() == job_id:
         return
-    st.session_state["experiment_collected"] = job_id
+    state.EXPERIMENT_COLLECTED.set(job_id)
     result: experiment.ExperimentResult | None = snap.result
     if result is not None and result.runs:
         for compared in result.against:  # a rerun compares with one; a loaded file may hold both
             reruns[(result.task, compared)] = result  # this session only: never on disk
         if result.task == task and against in result.against:
-            st.session_state["exp_source"] = "rerun"
+            state.EXPERIMENT_SOURCE.set("rerun")
 
 
 def experiment_table(result: experiment.ExperimentResult, against: str) -> list[dict]:
@@ -244,15 +245,14 @@ def experiment_form(task: str, against: str) -> None:
         )
     if not submitted:
         return
-    job = st.session_state.get("experiment_job")
+    job = state.EXPERIMENT_JOB.get()
     if job is not None and job.state().active:
         st.error(t("experiment.still_running"))
         return
     spec = work.ExperimentSpec(task=task, seeds=int(seeds), steps=int(steps), against=against)
     try:
-        st.session_state["experiment_job"] = job_manager().submit(
-            work.ExperimentWork(spec), is_alive=session_alive_check()
-        )
+        job = job_manager().submit(work.ExperimentWork(spec), is_alive=session_alive_check())
+        state.EXPERIMENT_JOB.set(job)
     except (ValueError, jobs.QueueFull) as e:
         st.error(refusal(e))
 

@@ -9,7 +9,7 @@
 
 Each step says what to look at and asks one question with its answer folded away. Every string
 a student reads goes through the language catalogue (tfviz.ui.i18n.t); numbers come from
-tfviz.lessons, figures from tfviz.plots. The step is st.session_state["lesson_step"] (1..4).
+tfviz.lessons, figures from tfviz.plots. The step is tfviz.ui.state.LESSON_STEP (1..4).
 """
 
 from __future__ import annotations
@@ -24,19 +24,19 @@ from tfviz.lessons import LessonInputError
 from tfviz.metrics import compact
 from tfviz.recipes import RECIPES
 from tfviz.ui import atlas as atlas_view
+from tfviz.ui import state
 from tfviz.ui.i18n import current, t
+from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check
 from tfviz.ui.models import BUNDLED_DIR, file_sha256, load_model
 from tfviz.ui.standalone import download_button
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, View
-from tfviz.ui.views.train import job_manager, job_text, refusal, session_alive_check
 from tfviz.ui.widgets import chart, index_picker, plot_words
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
-STEP = "lesson_step"  # session_state: the step shown, 1..4
-STEPS = (1, 2, 3, 4)
+STEPS = state.LESSON_STEPS
 STEP_TITLES = {
     1: "lessons.step1.title",
     2: "lessons.step2.title",
@@ -50,13 +50,9 @@ INPUT_ERRORS = {
 }
 W_O_SWITCHES = {"identity": "lessons.s4.mode.identity", "zero": "lessons.s4.mode.zero"}
 Z_KEYS = ("lesson_z0_0", "lesson_z0_1", "lesson_z1_0", "lesson_z1_1")  # head 0, then head 1
-W_EDITOR = "lesson_w"
 EDIT_W = "lesson_edit_w"  # the toggle that shows the table editor
-W_VALUES = "lesson_w_values"  # W as the student left it: the editor is not always on the page
 MAX_LESSON_STEPS = 2000  # training steps a student may ask for (the recipe's own is 500)
 DIGITS_EXAMPLE = "31415926"
-JOB, RESULT, COLLECTED = "lesson_job", "lesson_trained", "lesson_collected"
-MODEL_CHOICE = "lesson_model_choice"
 MODEL_LABELS = {"bundled": "lessons.s3.model.bundled", "trained": "lessons.s3.model.trained"}
 
 # Seed 004's two ways of computing the heads' queries (shown as code: not translated).
@@ -77,8 +73,8 @@ def render(view: View) -> None:
 
 
 def move(delta: int) -> None:
-    now = st.session_state.get(STEP, 1)
-    st.session_state[STEP] = min(max(STEPS), max(min(STEPS), now + delta))
+    now = state.LESSON_STEP.get(1)
+    state.LESSON_STEP.set(min(max(STEPS), max(min(STEPS), now + delta)))
 
 
 def step_navigation() -> int:
@@ -92,7 +88,7 @@ def step_navigation() -> int:
             format_func=lambda n: t(
                 "lessons.step_option", n=n, title=t(STEP_TITLES[n], lang=lang), lang=lang
             ),
-            key=STEP,
+            key=state.LESSON_STEP.name,
         )
     left.button(
         t("lessons.prev"), key="lesson_prev", on_click=move, args=(-1,), disabled=step == STEPS[0]
@@ -115,9 +111,9 @@ def question(q_key: str, answer: str) -> None:
 
 def reset_example() -> None:
     for key, value in zip(Z_KEYS, lessons.ARTICLE_Z0 + lessons.ARTICLE_Z1, strict=True):
-        st.session_state[key] = value
-    st.session_state.pop(W_EDITOR, None)
-    st.session_state.pop(W_VALUES, None)
+        state.set_widget(key, value)
+    state.LESSON_W_EDITOR.pop()
+    state.LESSON_W_VALUES.pop()
 
 
 def input_message(error: LessonInputError) -> str:
@@ -136,7 +132,7 @@ def example_inputs() -> tuple[list[float], np.ndarray]:
         # message from the check below instead of Streamlit silently restoring the default.
         z.append(col.number_input(t(label), value=value, step=0.1, format="%g", key=key))
     st.markdown(t("lessons.s1.w_label"))
-    W = np.array(st.session_state.get(W_VALUES, lessons.ARTICLE_W), dtype=np.float64)
+    W = np.array(state.LESSON_W_VALUES.get(lessons.ARTICLE_W), dtype=np.float64)
     names = [t("lessons.s1.w_column", j=j, h=j // 2) for j in range(4)]
     import pandas as pd  # only this step draws a table of W
 
@@ -149,9 +145,11 @@ def example_inputs() -> tuple[list[float], np.ndarray]:
             for c, name in zip(columns, names, strict=True)
         }
         frame = pd.DataFrame(W, columns=columns)
-        edited = st.data_editor(frame, key=W_EDITOR, column_config=config, num_rows="fixed")
+        edited = st.data_editor(
+            frame, key=state.LESSON_W_EDITOR.name, column_config=config, num_rows="fixed"
+        )
         W = edited.to_numpy(dtype=np.float64, na_value=np.nan)
-        st.session_state[W_VALUES] = W.tolist()
+        state.LESSON_W_VALUES.set(W.tolist())
     else:
         st.table(pd.DataFrame([[compact(x) for x in row] for row in W], columns=names))
     return z, W
@@ -341,7 +339,7 @@ def step_train(view: View) -> None:
     st.info(t("lessons.s3.look"))
     collect_trained()
     train_controls(recipe["steps"])
-    job: jobs.Job | None = st.session_state.get(JOB)
+    job: jobs.Job | None = state.LESSON_JOB.get()
     if job is not None:
         snap = job.state()
         if snap.active:
@@ -354,19 +352,19 @@ def step_train(view: View) -> None:
         models["bundled"] = bundled
     else:
         st.error(t("lessons.s3.no_bundled"))
-    trained = st.session_state.get(RESULT)
+    trained = state.LESSON_TRAINED.get()
     if trained is not None:
         models["trained"] = trained.model
     if not models:
         return
-    if st.session_state.get(MODEL_CHOICE) not in models:
-        st.session_state.pop(MODEL_CHOICE, None)
+    if state.LESSON_MODEL_CHOICE.get() not in models:
+        state.LESSON_MODEL_CHOICE.pop()
     lang = current()
     choice = st.radio(
         t("lessons.s3.which_model"),
         list(models),
         format_func=lambda k: t(MODEL_LABELS[k], lang=lang),
-        key=MODEL_CHOICE,
+        key=state.LESSON_MODEL_CHOICE.name,
         horizontal=True,
     )
     # No max_chars: a browser drops a longer paste without a word; the check below says why.
@@ -400,7 +398,7 @@ def train_controls(recipe_steps: int) -> None:
     clicked = right.button(t("lessons.s3.start"), key="lesson_train", type="primary")
     if not clicked:
         return
-    job = st.session_state.get(JOB)
+    job = state.LESSON_JOB.get()
     if job is not None and job.state().active:
         st.error(t("lessons.s3.still_running"))
         return
@@ -411,23 +409,23 @@ def train_controls(recipe_steps: int) -> None:
         return
     work = lessons.RecipeWork(lessons.RecipeSpec(steps=n))
     try:
-        st.session_state[JOB] = job_manager().submit(work, is_alive=session_alive_check())
+        state.LESSON_JOB.set(job_manager().submit(work, is_alive=session_alive_check()))
     except (ValueError, jobs.QueueFull) as e:
         st.error(t("lessons.s3.not_started", why=refusal(e)))
 
 
 def collect_trained() -> None:
     """Once per finished lesson job: keep its model in this session and show it."""
-    job: jobs.Job | None = st.session_state.get(JOB)
-    if job is None or st.session_state.get(COLLECTED) == job.id:
+    job: jobs.Job | None = state.LESSON_JOB.get()
+    if job is None or state.LESSON_COLLECTED.get() == job.id:
         return
     snap = job.state()
     if snap.active:
         return
-    st.session_state[COLLECTED] = job.id
+    state.LESSON_COLLECTED.set(job.id)
     if snap.status == jobs.DONE and snap.result is not None:
-        st.session_state[RESULT] = snap.result  # this session only: never saved
-        st.session_state[MODEL_CHOICE] = "trained"
+        state.LESSON_TRAINED.set(snap.result)  # this session only: never saved
+        state.LESSON_MODEL_CHOICE.set("trained")
 
 
 @st.fragment(run_every=POLL_SECONDS)

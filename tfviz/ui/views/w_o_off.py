@@ -17,13 +17,14 @@ from tfviz import plots
 from tfviz.interventions import NONE
 from tfviz.metrics import metric
 from tfviz.trace import drift_per_layer
+from tfviz.ui import state
 from tfviz.ui.downloads import download_comparison
+from tfviz.ui.heads import MAX_GRID_HEADS, head_columns
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import describe, metric_delta
 from tfviz.ui.sequence import show_similarity
 from tfviz.ui.text import changed_tokens, md_escape, prediction_table
 from tfviz.ui.view import ACCURACY_N, View, accuracy_for, per_model
-from tfviz.ui.views.attention import MAX_GRID_HEADS, head_columns
 from tfviz.ui.widgets import chart, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
@@ -115,13 +116,13 @@ def later_attention(view: View) -> None:
     if later:
         st.caption(t("w_o_off.later_caption"))
         if len(later) * sw.n_heads > MAX_GRID_HEADS:  # too many squares: one layer at a time
-            if st.session_state.get("compare_layer") not in (None, *later):
-                st.session_state.pop("compare_layer")  # another switch: that layer is not above
+            if state.COMPARE_LAYER.get() not in (None, *later):
+                state.COMPARE_LAYER.pop()  # another switch: that layer is not above
             layer = st.selectbox(
                 t("w_o_off.later_layer"),
                 later,
                 format_func=lambda x: f"L{x}",
-                key="compare_layer",
+                key=state.COMPARE_LAYER.name,
                 width=200,
             )
             # The Attention view's readable layout: the heads in columns (stacked on a phone).

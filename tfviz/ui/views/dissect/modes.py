@@ -1,0 +1,138 @@
+"""Take W_o apart, 1: W_o modes. The task's accuracy (MiniLM: the similarity of sentences A
+and B) under each W_o mode and rank-k over k, beside W_o's singular values."""
+
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from tfviz import dissect, plots, wo
+from tfviz.interventions import Interventions
+from tfviz.ui import switches
+from tfviz.ui.i18n import current, t
+from tfviz.ui.switches import w_o_label
+from tfviz.ui.text import md_escape
+from tfviz.ui.view import View, accuracy_cache, accuracy_for, similarity
+from tfviz.ui.widgets import chart
+
+
+def mode_names(lang: str) -> dict[str, str]:
+    """The legend names of the mode-sweep chart."""
+    names = {mode: w_o_label(mode, lang=lang) for mode in dissect.WHOLE_MODES}
+    return {**names, "rank": t("parts.modes.rank_curve", lang=lang)}
+
+
+def measure_for(view: View):
+    """(measure(iv) -> float, its name), cached per switches; None after a message if there is
+    nothing to measure (a sentence model whose sentences are refused)."""
+    if view.is_sentence:
+        if view.text is None or view.text_b is None:
+            st.info(t("parts.need_sentences"))
+            return None
+
+        def switched_similarity(iv: Interventions) -> float:
+            return similarity(view, view.text, view.text_b, iv).switched
+
+        return switched_similarity, t("parts.modes.similarity")
+    metric = view.task.metric
+
+    def accuracy(iv: Interventions) -> float:
+        return accuracy_for(view, iv)[metric]
+
+    return accuracy, t(f"parts.metric.{metric}")
+
+
+def warm_other_scopes(view: View, layer: int | None) -> None:
+    """Have the other layer scopes' sweeps measured in the background, so that switching the
+    scope picker is a lookup (the first sweep of a scope costs ~0.4 s on max_position).
+
+    The ranks are the grid and the k box's first k (d_k): what each scope shows when first
+    picked. Another typed k costs a scope one measurement (~25 ms) when it is picked, rather
+    than background work on every k typed. Known values are skipped, so this is cheap to call
+    on every run.
+
+    Toy models only: their measure is the task's accuracy on fixed examples, one set of values
+    per server and model. A sentence model's measure is the typed pair's similarity, which the
+    next keystroke replaces, so measuring its other scopes ahead would mostly be wasted.
+    """
+    cfg = view.meta.config
+    ranks = dissect.rank_grid(cfg.d_model, extra=[cfg.d_k])
+    scopes = [scope for scope in (None, *range(cfg.n_layers)) if scope != layer]
+    cache = accuracy_cache(view.entry.digest, view.task.name, _model=view.model)
+    cache.warm(iv for scope in scopes for iv in dissect.sweep_switches(cfg.d_model, scope, ranks))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def cached_spectrum(digest: str, _model) -> np.ndarray:
+    """(L, D) singular values of each layer's learned W_o, per checkpoint."""
+    return dissect.singular_values(_model)
+
+
+def modes_section(view: View, k: int | None) -> None:
+    st.caption(t("parts.modes.intro"))
+    cfg = view.meta.config
+    lang = current()
+    layer = switches.layer_picker(
+        t("parts.scope"),
+        view.meta.config.n_layers,
+        "parts_scope",
+        t("parts.all_layers", lang=lang),
+        lambda x: f"L{x}",
+        width=220,
+    )
+    measured = measure_for(view)
+    if measured is None:
+        return
+    measure, name = measured
+    ranks = dissect.rank_grid(cfg.d_model, extra=[] if k is None else [k])
+    with st.spinner(t("parts.modes.computing")):
+        sweep = dissect.sweep_modes(measure, cfg.d_model, layer, ranks)
+    if not view.is_sentence:
+        warm_other_scopes(view, layer)
+    lang = current()
+    scope = t("parts.all_layers") if layer is None else f"L{layer}"
+    left, right = st.columns([3, 2])
+    with left:
+        chart(
+            plots.mode_sweep_plot(
+                sweep.ranks,
+                sweep.rank_values,
+                sweep.whole,
+                mode_names(lang),
+                chosen_k=k,
+                title=t("parts.modes.title", what=name, scope=scope),
+                x_title=t("parts.modes.x"),
+                y_title=name,
+            ),
+            key="parts_sweep",
+        )
+    with right:
+        sv = cached_spectrum(view.entry.digest, _model=view.model)
+        shown = list(range(cfg.n_layers)) if layer is None else [layer]
+        chart(
+            plots.w_o_spectrum_plot(
+                sv[shown],
+                title=t("parts.modes.spectrum_title"),
+                x_title=t("parts.modes.x"),
+                y_title=t("parts.modes.spectrum_y"),
+                layer_ids=shown,
+                chosen_k=k,
+            ),
+            key="parts_spectrum",
+        )
+    values = {mode: f"{value:.3g}" for mode, value in sweep.whole.items()}
+    st.markdown(
+        md_escape(
+            t(
+                "parts.modes.summary",
+                what=name,
+                learned=values["learned"],
+                block=values[wo.BLOCK_DIAGONAL],
+                identity=values["identity"],
+                zero=values["zero"],
+            )
+        )
+    )
+    if k is not None:
+        st.markdown(md_escape(t("parts.modes.at_k", k=k, value=f"{sweep.at_rank(k):.3g}")))
+    st.caption(t("parts.modes.reading"))

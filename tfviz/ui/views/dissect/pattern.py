@@ -1,0 +1,115 @@
+"""Take W_o apart, 3: pattern override. One head's attention replaced by a fixed pattern: the
+prediction and the head's term z_h W_o^h before and after."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from tfviz import plots, wo
+from tfviz.interventions import COPY_PREFIX, PATTERNS, Interventions
+from tfviz.ui.i18n import current, t
+from tfviz.ui.text import changed_tokens, prediction_table
+from tfviz.ui.view import View, cached_w_o, similarity, trace_for
+from tfviz.ui.widgets import chart, index_picker, plot_words
+
+COPY = "copy"  # the pattern picker's value for "copy another head's pattern"
+
+
+def pattern_section(view: View) -> None:
+    st.caption(t("parts.pattern.intro"))
+    lang = current()
+    cfg = view.meta.config
+    a, b, c, d = st.columns(4)
+    with a:
+        layer = index_picker(t("parts.layer"), cfg.n_layers, "parts_pat_layer", "L")
+    with b:
+        head = index_picker(t("parts.head"), cfg.n_heads, "parts_pat_head", "H")
+    with c:
+        kind = st.selectbox(
+            t("parts.pattern.pattern"),
+            [*PATTERNS, COPY],
+            format_func=lambda p: t(f"parts.pattern.{p}", lang=lang),
+            key="parts_pattern",
+        )
+    pattern = kind
+    if kind == COPY:
+        with d:
+            source = index_picker(t("parts.pattern.source"), cfg.n_heads, "parts_pat_source", "H")
+        if source == head:
+            st.info(t("parts.pattern.same_head"))
+        pattern = f"{COPY_PREFIX}{source}"
+    text = view.text
+    base = view.base
+    overridden = trace_for(view, text, Interventions(patterns=((layer, head, pattern),)))
+    if view.is_sentence:
+        if view.text_b is not None:
+            sim = similarity(view, text, view.text_b, overridden.interventions)
+            with st.container(horizontal=True):
+                st.metric(t("parts.pattern.sim_learned"), f"{sim.learned:.3f}")
+                st.metric(
+                    t("parts.pattern.sim_overridden"),
+                    f"{sim.switched:.3f}",
+                    delta=f"{sim.switched - sim.learned:+.3f}",
+                    delta_color="off",
+                )
+    else:
+        st.code(
+            prediction_table(
+                [
+                    (t("parts.row.answer"), base.answer),
+                    (t("parts.row.learned"), base.prediction),
+                    (t("parts.row.overridden"), overridden.prediction),
+                ],
+                base.answer,
+            ),
+            language=None,
+        )
+        changed = changed_tokens(base.prediction, overridden.prediction)
+        st.caption(t("parts.pattern.changed", n=len(changed), total=len(base.prediction)))
+    name = f"L{layer} H{head}"
+    left, right = st.columns(2)
+    with left:
+        chart(
+            plots.attention_map(
+                base.attn[layer, head],
+                base.labels,
+                title=t("parts.pattern.own", head=name),
+                words=plot_words(),
+            ),
+            key="parts_pattern_own",
+        )
+    with right:
+        chart(
+            plots.attention_map(
+                overridden.attn[layer, head],
+                base.labels,
+                title=t("parts.pattern.given", head=name),
+                words=plot_words(),
+            ),
+            key="parts_pattern_given",
+        )
+    W = cached_w_o(view.entry.digest, tuple(base.w_o_modes), _model=view.model)  # (L, D, D)
+    before = wo.head_contributions(base.z[layer], W[layer])[head]  # (T, D)
+    after = wo.head_contributions(overridden.z[layer], W[layer])[head]
+    left, right = st.columns(2)
+    with left:
+        chart(
+            plots.activation_map(
+                before,
+                base.labels,
+                title=t("parts.pattern.term_before", head=name),
+                words=plot_words(),
+            ),
+            key="parts_term_before",
+        )
+    with right:
+        chart(
+            plots.activation_map(
+                after,
+                base.labels,
+                title=t("parts.pattern.term_after", head=name),
+                words=plot_words(),
+            ),
+            key="parts_term_after",
+        )
+    st.caption(t("parts.pattern.reading"))

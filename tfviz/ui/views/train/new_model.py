@@ -1,0 +1,305 @@
+"""The Train view's first part: train a model. A worker thread trains it (work.TrainWork); it is
+saved to the user models folder with its timeline beside it, and joins every session's picker."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import streamlit as st
+
+from tfviz import checks, get_task, jobs, list_tasks, plots, settings, work
+from tfviz.checkpoint import safe_model_path
+from tfviz.messages import Refused
+from tfviz.recipes import CLASS_SIZES, class_recipe, learned
+from tfviz.ui import state
+from tfviz.ui.i18n import current, t
+from tfviz.ui.jobs import job_text, refusal, session_alive_check
+from tfviz.ui.labels import METRIC_NAMES, metric_text
+from tfviz.ui.models import ROOT, SOURCES, bundled_names, user_models_dir
+from tfviz.ui.text import md_escape
+from tfviz.ui.view import POLL_SECONDS, View
+from tfviz.ui.widgets import chart, plot_words
+
+TRAIN_W_O_LABELS = {"learned": "train.w_o.learned", "identity": "train.w_o.identity"}
+
+
+def loss_chart(losses, every: int, steps: int, key: str) -> None:
+    """A job's loss so far (or all of it), in the student's words (the retrain part draws its own
+    with it too)."""
+    chart(plots.loss_curve(losses, every, steps, words=plot_words()), key=key)
+
+
+def train_section(view: View, manager: jobs.JobManager) -> None:
+    folder = user_models_dir()
+    form_col, status_col = st.columns(2)
+    with form_col:
+        train_form(manager, folder, default_task=view.task.name)
+    with status_col:
+        running, queued = manager.counts()
+        # A path outside the app folder is the server's business, not every student's.
+        shown = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder.name
+        st.caption(
+            t(
+                "train.slots",
+                running=running,
+                slots=manager.max_jobs,
+                queued=queued,
+                folder=md_escape(f"{shown}/"),
+            )
+        )
+        job: jobs.Job | None = state.TRAIN_JOB.get()
+        if job is None:
+            st.caption(t("train.progress_here"))
+            return
+        snap = job.state()
+        if snap.active:
+            job_progress(job)
+            return
+        if snap.status == jobs.DONE and state.TRAIN_LISTED_AFTER.get() != job.id:
+            # It ended after the sidebar listed the models in this run: list them again, so
+            # the picker holds the model the message below says it holds.
+            state.TRAIN_LISTED_AFTER.set(job.id)
+            st.rerun()
+        job_result(snap)
+
+
+def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> None:
+    tasks = list_tasks()
+    lang = current()
+    if not state.TRAIN_TASK.is_set():  # the session's first visit: the model's task
+        state.TRAIN_TASK.set(default_task)
+        use_task_defaults(folder)
+    if state.TRAIN_NAME_USED.pop(False):
+        propose_name(folder)
+    # Outside the form: picking a task puts its own defaults into the form (a widget inside a
+    # form changes nothing until the form is submitted).
+    task = st.selectbox(
+        t("train.task"),
+        tasks,
+        key=state.TRAIN_TASK.name,
+        on_change=use_task_defaults,
+        args=(folder,),
+    )
+    # Outside the form too, so that the name follows a change of task unless one was typed. No
+    # max_chars: the browser would silently refuse a longer paste; the check below says what the
+    # limit is instead.
+    name = st.text_input(t("train.name"), key=state.TRAIN_NAME.name, help=t("train.name_help"))
+    recipe, metric_key = class_recipe(task), get_task(task).metric
+    st.caption(
+        t(
+            "train.expect",
+            seconds=recipe.seconds,
+            level=metric_text(metric_key, recipe.expected),
+            metric=t(METRIC_NAMES[metric_key]),
+        )
+    )
+    with st.form(key="train_form"):
+        a, b, c, d = st.columns(4)
+        # The first-run sizes (CLASS_SIZES) chosen, which the weak-result hints compare with.
+        d_model = size_box(a, "train.d_model", [16, 32, 64, 128, 256], "d_model", "train_d_model")
+        n_heads = size_box(b, "train.heads", [1, 2, 4, 8], "n_heads", "train_heads")
+        n_layers = size_box(c, "train.layers", [1, 2, 3, 4], "n_layers", "train_layers")
+        d_ff = size_box(d, "train.d_ff", [32, 64, 128, 256, 512], "d_ff", "train_d_ff")
+        # The numbers are float inputs without widget bounds, checked below with a message that
+        # names the field: Streamlit silently puts an out-of-range value back to the default,
+        # and an int input fails inside Streamlit itself when a request sends NaN or inf. Their
+        # values are the task's first-run recipe, put into session_state by use_task_defaults.
+        a, b, c = st.columns(3)
+        steps = a.number_input(
+            t("train.steps"),
+            value=float(recipe.steps),  # also what Streamlit puts back for NaN or inf
+            step=100.0,
+            format="%.0f",
+            key=state.TRAIN_STEPS.name,
+            help=t("train.steps_help", high=f"{settings.MAX_STEPS:,}"),
+        )
+        lr = b.number_input(
+            t("train.lr"),
+            value=recipe.lr,
+            step=5e-4,
+            format="%g",
+            key=state.TRAIN_LR.name,
+            help=t("train.lr_help", low=f"{settings.MIN_LR:g}", high=f"{settings.MAX_LR:g}"),
+        )
+        seed = c.number_input(
+            t("train.seed"),
+            value=0.0,
+            step=1.0,
+            format="%.0f",
+            key="train_seed",
+            help=t("train.seed_help", high=f"{settings.MAX_SEED:,}"),
+        )
+        w_o = st.radio(
+            t("train.w_o"),
+            list(TRAIN_W_O_LABELS),
+            format_func=lambda m: t(TRAIN_W_O_LABELS[m], lang=lang),
+            key="train_w_o",
+            horizontal=True,
+            help=t("train.w_o_help"),
+        )
+        submitted = st.form_submit_button(t("train.submit"), key="train_submit", type="primary")
+    if not submitted:
+        return
+    job = state.TRAIN_JOB.get()
+    if job is not None and job.state().active:
+        st.error(t("train.still_running"))
+        return
+    numbers, problems = form_numbers(steps, lr, seed)
+    try:
+        safe_model_path(folder, name, reserved=bundled_names())  # nothing is written yet
+    except ValueError as e:
+        problems.append(refusal(e))
+    if problems:
+        listed = "\n".join(f"- {p}" for p in problems)
+        st.error(t("train.not_started", problems=listed))
+        return
+    spec = work.JobSpec(
+        task=task,
+        name=name,
+        d_model=int(d_model),
+        n_heads=int(n_heads),
+        n_layers=int(n_layers),
+        d_ff=int(d_ff),
+        w_o=w_o,
+        **numbers,
+    )
+    try:
+        training = work.TrainWork(spec, folder, reserved=bundled_names())
+        state.TRAIN_JOB.set(manager.submit(training, is_alive=session_alive_check()))
+    except (ValueError, jobs.QueueFull) as e:
+        st.error(refusal(e))
+        return
+    # The name is taken now: the next run of the form proposes another free one (this run's
+    # name field is drawn already and cannot be changed).
+    state.TRAIN_NAME_USED.set(True)
+
+
+def size_box(col, label: str, options: list[int], size: str, key: str) -> int:
+    """A model-size picker of the Train form, on the first-run size (CLASS_SIZES[size])."""
+    return col.selectbox(t(label), options, index=options.index(CLASS_SIZES[size]), key=key)
+
+
+def use_task_defaults(folder: Path) -> None:
+    """Put the chosen task's first-run recipe into the form, and a free name for it unless the
+    student typed a name of their own (an on_change callback: it runs before the widgets)."""
+    task = state.TRAIN_TASK.get()
+    recipe = class_recipe(task)
+    state.TRAIN_STEPS.set(float(recipe.steps))
+    state.TRAIN_LR.set(recipe.lr)
+    if state.TRAIN_NAME.get() in (None, "", state.TRAIN_NAME_PROPOSED.get()):
+        propose_name(folder)
+
+
+def propose_name(folder: Path) -> None:
+    name = free_name(state.TRAIN_TASK.get(), folder)
+    state.TRAIN_NAME.set(name)
+    state.TRAIN_NAME_PROPOSED.set(name)
+
+
+def free_name(task: str, folder: Path) -> str:
+    """A model name no saved model has: the task and a short random suffix (reverse_3f9a), so
+    forty students pressing Start with the defaults never take each other's name."""
+    taken = bundled_names()
+    for _ in range(100):
+        name = f"{task}_{secrets.token_hex(2)}"
+        if name not in taken and not (folder / f"{name}.safetensors").exists():
+            return name
+    return f"{task}_{secrets.token_hex(6)}"  # 100 collisions in 65,536 names: a full folder
+
+
+def form_numbers(steps, lr, seed) -> tuple[dict, list[str]]:
+    """The Train form's numbers checked: ({steps, lr, seed}, []) or ({...}, what is wrong, in
+    the page's language)."""
+    numbers, problems = {}, []
+    fields = (
+        ("steps", lambda: checks.whole_number(steps, "steps", 1, settings.MAX_STEPS)),
+        ("lr", lambda: checks.number_in_range(lr, "lr", settings.MIN_LR, settings.MAX_LR)),
+        ("seed", lambda: checks.whole_number(seed, "seed", 0, settings.MAX_SEED)),
+    )
+    for field, check in fields:
+        try:
+            numbers[field] = check()
+        except Refused as e:
+            problems.append(job_text(e.message))
+    return numbers, problems
+
+
+@st.fragment(run_every=POLL_SECONDS)
+def job_progress(job: jobs.Job) -> None:
+    """Live progress of a queued or running job, polled; reruns the page once it ends."""
+    snap = job.state()
+    if not snap.active:
+        state.TRAIN_LISTED_AFTER.set(job.id)
+        st.rerun()  # the whole page: the result shows, and a saved model joins the picker
+    name = md_escape(snap.spec.name)
+    if snap.position is not None:
+        st.info(t("train.queued", name=name, position=snap.position))
+    else:
+        loss = t("train.loss_suffix", loss=f"{snap.losses[-1]:.4f}") if snap.losses else ""
+        st.progress(
+            snap.step / snap.spec.steps,
+            text=t("train.progress", name=name, step=snap.step, steps=snap.spec.steps, loss=loss),
+        )
+        st.caption(job_text(snap.message))
+        if snap.losses:
+            loss_chart(snap.losses, snap.loss_every, snap.spec.steps, "live_loss")
+    st.button(t("train.cancel"), key="cancel_training", on_click=job.cancel)
+
+
+def job_result(snap: jobs.JobState) -> None:
+    """How a finished job ended, its loss curve, and a button to open the saved model; a model
+    that did not learn its task is said to be one, with what to change."""
+    name = md_escape(snap.spec.name)
+    if snap.status == jobs.DONE:
+        task = get_task(snap.spec.task)
+        value = snap.result.metrics.get(task.metric)
+        # The metric's name from the catalogue: the library's label is English.
+        shown = metric_text(task.metric, value) if value is not None else None
+        score = f" ({t(METRIC_NAMES[task.metric])} {shown})" if shown else ""
+        seconds = f"{snap.seconds:.0f}"
+        listed = md_escape(
+            t("sidebar.model_option", name=snap.spec.name, source=t(SOURCES["yours"]))
+        )
+        st.success(
+            t("train.done", name=name, seconds=seconds, score=md_escape(score), listed=listed)
+        )
+        if value is not None and not learned(task.name, task.metric, value):
+            st.warning(weak_result(snap.spec, task.metric, value))
+        if st.button(t("train.open"), key="open_trained"):
+            # The button is in the main area, a fragment: its click reruns only the fragment,
+            # and the sidebar's picker would not change. The picker takes the model on the
+            # whole-page run asked for here (sidebar.pick_model, before it is drawn).
+            state.OPEN_MODEL.set(f"yours:{snap.spec.name}")
+            st.rerun(scope="app")
+    elif snap.status == jobs.CANCELLED:
+        st.warning(t("train.cancelled", name=name, message=job_text(snap.message)))
+    else:
+        st.error(t("train.failed", name=name, why=job_text(snap.message)))
+    if snap.losses:
+        loss_chart(snap.losses, snap.loss_every, snap.spec.steps, "final_loss")
+
+
+def weak_result(spec: work.JobSpec, metric: str, value: float) -> str:
+    """Said under a model that did not reach its task's first-run level: how far it got, what the
+    task's defaults reach, and what to change (the settings that differ from them first)."""
+    recipe = class_recipe(spec.task)
+    hints = []
+    if spec.lr != recipe.lr:
+        hints.append(t("train.weak.lr", lr=f"{recipe.lr:g}"))
+    if spec.steps < recipe.steps:
+        hints.append(t("train.weak.steps", steps=f"{recipe.steps:,}"))
+    sizes = (spec.d_model, spec.n_heads, spec.n_layers, spec.d_ff)
+    if sizes != tuple(CLASS_SIZES.values()):
+        hints.append(t("train.weak.sizes", **CLASS_SIZES))
+    if spec.w_o != "learned":
+        hints.append(t("train.weak.w_o"))
+    if not hints:  # the defaults themselves, on an unlucky seed
+        hints.append(t("train.weak.seed"))
+    return t(
+        "train.weak",
+        name=md_escape(spec.name),
+        reached=metric_text(metric, value),
+        expected=metric_text(metric, recipe.expected),
+        hints="\n".join(f"- {hint}" for hint in hints),
+    )
