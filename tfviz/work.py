@@ -43,6 +43,7 @@ from tfviz.train import (
     train,
 )
 
+TRAIN_W_O = (modes.LEARNED, modes.IDENTITY)  # the W_o a model can be trained with in the app
 EVAL_N = 1000  # fresh examples measured after training; stored in the checkpoint's metrics
 RETRAIN_EVAL_N = 512  # fresh examples behind each point of a W_o retraining's metric curve
 RETRAIN_CURVE_POINTS = 20  # points of that curve after step 0 (about: one every steps // 20)
@@ -81,7 +82,7 @@ class JobSpec:
         task = get_task(self.task)  # first: an unknown task has no default steps to check
         whole_number(self.steps, "steps", 1, MAX_STEPS, int_only=True)
         positive_at_most(self.lr, "lr", 1)
-        one_of(self.w_o, "w_o", (modes.LEARNED, modes.IDENTITY))
+        one_of(self.w_o, "w_o", TRAIN_W_O)
         whole_number(self.seed, "seed", 0, MAX_SEED, int_only=True)
         config = task.model_config(
             d_model=self.d_model,

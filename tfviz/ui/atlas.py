@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from tfviz import atlas, atlas_runner, atlas_stats
+from tfviz import atlas, atlas_runner, atlas_stats, modes
 from tfviz.atlas_store import BUNDLED, read_rows
 from tfviz.metrics import compact
 from tfviz.plots import atlas as atlas_plots  # tfviz.atlas is the sweep's own module
@@ -375,7 +375,7 @@ def lesson(key: str = "lesson_atlas") -> str | None:
         if r.cell.n_layers == 1 and not r.cell.ffn and atlas.MECHANISM_ARM in r.arms
     ]
     if cells:
-        arms = ("learned", "identity", "block_diagonal", atlas.MECHANISM_ARM)
+        arms = (*modes.CONDITIONS, atlas.MECHANISM_ARM)
         lang = current()
         measure = st.radio(
             t("lessons.s4.measure"),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from tfviz import interventions, wo
+from tfviz import interventions, modes, wo
 from tfviz.config import ModelConfig
 from tfviz.interventions import Interventions, head_name, head_names, parse_head_name
 from tfviz.ui import state
@@ -31,13 +31,8 @@ RANK = "rank"  # a mode picker's option for rank-k: k comes from a number box be
 EVERY_LAYER = -1  # a layer picker's option for every layer (an int, like the layers)
 
 # W_o mode -> catalogue key of its name; "rank:K" modes are named by RANK_LABEL with K filled in.
-W_O_LABELS = {
-    "learned": "common.w_o.learned",
-    "identity": "common.w_o.identity",
-    "zero": "common.w_o.zero",
-    wo.BLOCK_DIAGONAL: "common.w_o.block_diagonal",
-}
-RANK_LABEL = "common.w_o.rank"
+W_O_LABELS = {mode: modes.label_key(mode) for mode in (*modes.SWITCH, *modes.TAKEN_APART)}
+RANK_LABEL = modes.label_key(modes.rank(1))
 
 # A link's value refused: refuse(query key, reason, value, detail) (tfviz.ui.share.Notice).
 Refuse = Callable[..., None]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 import tfviz.experiment as experiment
-from tfviz import jobs, plots, settings, work
+from tfviz import jobs, modes, plots, settings, work
 from tfviz.metrics import compact
 from tfviz.ui import state
 from tfviz.ui.atlas import render_atlas
@@ -25,16 +25,9 @@ from tfviz.ui.view import POLL_SECONDS, TRAINS_TOYS, View, toy_only
 from tfviz.ui.widgets import chart, plot_words
 from tfviz.verdict import verdict_of
 
-AGAINST_LABELS = {
-    "identity": "experiment.against.identity",
-    "block_diagonal": "experiment.against.block_diagonal",
-}
+AGAINST_LABELS = {mode: f"experiment.against.{mode}" for mode in modes.AGAINST}
 SOURCE_LABELS = {"shipped": "experiment.source.shipped", "rerun": "experiment.source.rerun"}
-CONDITION_LABELS = {
-    "learned": "experiment.condition.learned",
-    "identity": "experiment.condition.identity",
-    "block_diagonal": "experiment.condition.block_diagonal",
-}
+CONDITION_LABELS = {mode: f"experiment.condition.{mode}" for mode in modes.CONDITIONS}
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -132,7 +125,7 @@ def experiment_table(result: experiment.ExperimentResult, against: str) -> list[
         rows.append(
             {
                 t("experiment.col.quantity"): t(f"experiment.quantity.{row.quantity}"),
-                t(CONDITION_LABELS["learned"]): spread(row.mean_learned, row.std_learned),
+                t(CONDITION_LABELS[modes.LEARNED]): spread(row.mean_learned, row.std_learned),
                 t(CONDITION_LABELS[against]): spread(row.mean_against, row.std_against),
                 t("experiment.col.difference"): compact(row.difference),
                 t("experiment.col.ci"): (

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import streamlit as st
 
-from tfviz import checks, get_task, jobs, lessons, plots
+from tfviz import checks, get_task, jobs, lessons, modes, plots
 from tfviz.lessons import LessonInputError
 from tfviz.metrics import compact
 from tfviz.recipes import RECIPES
@@ -48,7 +48,7 @@ INPUT_ERRORS = {
     "not_finite": "lessons.err.not_finite",
     "too_large": "lessons.err.too_large",
 }
-W_O_SWITCHES = {"identity": "lessons.s4.mode.identity", "zero": "lessons.s4.mode.zero"}
+W_O_SWITCHES = {mode: f"lessons.s4.mode.{mode}" for mode in (modes.IDENTITY, modes.ZERO)}
 Z_KEYS = ("lesson_z0_0", "lesson_z0_1", "lesson_z1_0", "lesson_z1_1")  # head 0, then head 1
 EDIT_W = "lesson_edit_w"  # the toggle that shows the table editor
 MAX_LESSON_STEPS = 2000  # training steps a student may ask for (the recipe's own is 500)

@@ -7,7 +7,7 @@ import functools
 
 import streamlit as st
 
-from tfviz import dissect, plots, wo
+from tfviz import dissect, modes, plots
 from tfviz.interventions import NONE, Interventions
 from tfviz.pretrained import PARAPHRASE_PAIR
 from tfviz.tally import Tally
@@ -19,7 +19,7 @@ from tfviz.ui.view import View, accuracy_for, similarity
 from tfviz.ui.widgets import chart
 
 # What the guess is about: a mode, or rank-k with k from the box above.
-QUESTION_MODES = (wo.BLOCK_DIAGONAL, "identity", switches.RANK, "zero")
+QUESTION_MODES = (modes.BLOCK_DIAGONAL, modes.IDENTITY, switches.RANK, modes.ZERO)
 CHOICES = ("yes", "no")
 # The question every student answers about the same numbers: a drop of the task's accuracy by
 # more than this on the fixed examples, or of the paraphrase pair's similarity (MiniLM).

@@ -21,7 +21,7 @@ from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, View
 from tfviz.ui.widgets import chart, plot_words
 
-TRAIN_W_O_LABELS = {"learned": "train.w_o.learned", "identity": "train.w_o.identity"}
+TRAIN_W_O_LABELS = {mode: f"train.w_o.{mode}" for mode in work.TRAIN_W_O}
 
 
 def loss_chart(losses, every: int, steps: int, key: str) -> None:

@@ -10,6 +10,7 @@ import streamlit as st
 
 from tfviz import checks, get_task, jobs, settings, work
 from tfviz.experiment import headline_metric
+from tfviz.messages import CHOICES
 from tfviz.train import W_O_STARTS
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
@@ -19,12 +20,9 @@ from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, View
 from tfviz.ui.views.train.new_model import loss_chart
 
-START_LABELS = {
-    "identity": "train.retrain.start.identity",
-    "zero": "train.retrain.start.zero",
-    "random": "train.retrain.start.random",
-    "learned": "train.retrain.start.learned",
-}
+# Where W_o starts from, worded as a job message words it (tfviz.messages.CHOICES["start"]).
+START_PREFIX, STARTS = CHOICES["start"]
+START_LABELS = {start: f"{START_PREFIX}{start}" for start in STARTS}
 RETRAIN_DEFAULT_STEPS = 300
 
 
