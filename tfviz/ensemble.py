@@ -3,7 +3,8 @@
 The W_o experiment trains one small encoder 2 x seeds times. `train_runs` trains those R runs as
 one model whose weights carry a leading run axis: each step is one forward and backward pass over
 R times the data in R-times fewer (and larger) operations, and only real tokens go through the
-per-token layers (a batch padded to its longest example is about half padding; see `Packing`).
+per-token layers (a batch padded to its longest example is about half padding; see
+tfviz.packing).
 
 Every run stays the run `tfviz.train.train` makes with the same arguments:
 - same initial weights: `Encoder(config)` under torch.manual_seed(seed), as there;
