@@ -1,6 +1,7 @@
 """Runs trained together (tfviz.ensemble) are the runs tfviz.train.train makes one at a time:
-the stacked forward pass equals Encoder's, token packing loses nothing, and with dropout 0 the
-loss curves and weights match train()'s; with dropout they agree in distribution."""
+the batched pass is the Encoder's own code and equals its plain pass, token packing loses
+nothing, and with dropout 0 the loss curves and weights match train()'s; with dropout they agree
+in distribution."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ import pytest
 import torch
 
 from tfviz import ensemble as En
+from tfviz import model as model_module
 from tfviz import wo
 from tfviz.config import ModelConfig
 from tfviz.model import Encoder
+from tfviz.packing import pack, pack_targets, unpack
 from tfviz.tasks import IGNORE, get_task
 from tfviz.train import train
 
@@ -47,6 +50,7 @@ CONFIGS = [
     ("sum", {}),  # mean pooling, regression
     ("sum", {"embed": "value", "norm": "pre"}),  # the id as a number (seed 002)
     ("max_position", {}),  # first-token pooling
+    ("sort", {"ffn": False}),  # attention-only layers
 ]
 if "activation" in ModelConfig.__dataclass_fields__:
     CONFIGS.append(("balanced", {"activation": "gelu"}))
@@ -54,7 +58,7 @@ if "activation" in ModelConfig.__dataclass_fields__:
 
 
 @pytest.mark.parametrize("name, extra", CONFIGS)
-def test_stacked_forward_equals_the_encoder(name, extra):
+def test_the_batched_pass_equals_the_encoder_run_by_run(name, extra):
     task = get_task(name)
     config = task.model_config(**TINY, dropout=0.0, **extra)
     blocks = En.layout(config)
@@ -63,11 +67,11 @@ def test_stacked_forward_equals_the_encoder(name, extra):
     flat = torch.stack([En.flatten(blocks, st) for st in states])
     ids, pad, _ = _batch(task, [s for s, _ in runs])
     assert pad.any()  # the test must cover padding
-    packing = En.pack(ids, pad)
+    packing = pack(ids, pad)
     with torch.no_grad():
-        got = En.stacked_forward(config, blocks, flat, packing, [m for _, m in runs], False)
+        got = En.forward(Encoder(config), blocks, flat, packing, [m for _, m in runs], False)
         if task.kind == "token":
-            got = En.unpack(packing, got)  # (R, B, T, n_out)
+            got = unpack(packing, got)  # (R, B, T, n_out)
         for r, (state, (_, mode)) in enumerate(zip(states, runs, strict=True)):
             model = Encoder(config).eval()
             model.load_state_dict(state)
@@ -79,18 +83,32 @@ def test_stacked_forward_equals_the_encoder(name, extra):
             torch.testing.assert_close(mine, want, atol=ATOL, rtol=0)
 
 
+def test_the_batched_pass_runs_the_encoders_own_layers(monkeypatch):
+    # One forward: a change to tfviz.model's attention is a change to the batched training.
+    calls = []
+    plain = model_module.MultiHeadAttention.forward
+
+    def counted(self, x, *args):
+        calls.append(tuple(x.shape))
+        return plain(self, x, *args)
+
+    monkeypatch.setattr(model_module.MultiHeadAttention, "forward", counted)
+    task = get_task("sort")
+    config = task.model_config(**TINY, dropout=0.0)
+    En.train_runs(task, config, [(0, "learned"), (1, "identity")], steps=2, batch_size=4)
+    assert len(calls) == 2 * config.n_layers  # every layer of every step, for both runs at once
+    assert all(shape[0] == 2 and shape[-1] == config.d_model for shape in calls)  # (R, M, D)
+
+
 def test_flat_layout_round_trips_every_weight():
     config = get_task("sort").model_config(**TINY)
     blocks = En.layout(config)
     state = En.initial_state(config, 7)
+    assert [k for k, _ in blocks] == list(state)  # the Encoder's own names, in its order
     back = En.unflatten(blocks, En.flatten(blocks, state))
     assert back.keys() == state.keys()
     for key, value in state.items():
         assert torch.equal(back[key], value), key
-    # q, k and v are one block, in that order.
-    qkv = next(b for b in blocks if b.name == "layers.0.attn.qkv.weight")
-    assert [k for k, _ in qkv.members] == [f"layers.0.attn.W_{x}.weight" for x in "qkv"]
-    assert qkv.shape == (3 * config.d_model, config.d_model)
 
 
 def test_unknown_settings_and_model_parts_are_refused():
@@ -112,7 +130,7 @@ def test_packing_holds_every_real_token_once_in_grid_order():
         ]
     )
     ids = torch.arange(12).view(2, 2, 3)
-    p = En.pack(ids, pad)
+    p = pack(ids, pad)
     assert p.ids.shape == (2, 5) and p.grid == (2, 2, 3)
     assert p.ids[0, :3].tolist() == [0, 1, 3] and p.ids[1].tolist() == [6, 7, 8, 9, 10]
     assert p.real.tolist() == [[True] * 3 + [False] * 2, [True] * 5]
@@ -121,18 +139,18 @@ def test_packing_holds_every_real_token_once_in_grid_order():
     assert p.lengths.tolist() == [[2, 1], [3, 2]]
     assert p.seq.tolist()[:3] == [0, 0, 1] and p.pos.tolist()[:3] == [0, 1, 0]
     assert p.seq.tolist()[5:] == [2, 2, 2, 3, 3] and p.pos.tolist()[5:] == [0, 1, 2, 0, 1]
-    assert torch.equal(torch.isinf(p.key_bias).view(2, 2, 3), pad)
+    assert torch.equal(p.pad_mask.view(2, 2, 3), pad)
     # unpack puts slot values back on the grid; pack_targets is its inverse on real positions.
-    grid = En.unpack(p, p.ids.unsqueeze(-1).float(), fill=-1.0).squeeze(-1)
+    grid = unpack(p, p.ids.unsqueeze(-1).float(), fill=-1.0).squeeze(-1)
     assert torch.equal(grid, torch.where(pad, -1.0, ids.float()))
     target = torch.where(pad, IGNORE, ids)
-    packed = En.pack_targets(p, target)
+    packed = pack_targets(p, target)
     assert torch.equal(packed[p.real], ids[~pad]) and (packed[~p.real] == IGNORE).all()
 
 
 def test_packing_refuses_an_example_without_real_tokens():
     with pytest.raises(ValueError, match="at least one real"):
-        En.pack(torch.zeros(1, 2, 2, dtype=torch.long), torch.tensor([[[False, True], [True] * 2]]))
+        pack(torch.zeros(1, 2, 2, dtype=torch.long), torch.tensor([[[False, True], [True] * 2]]))
 
 
 # ---- training against train() -------------------------------------------------------------------

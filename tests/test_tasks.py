@@ -33,8 +33,25 @@ HAND_WORKED = [
 ]
 
 
+SIX = ("sum", "reverse", "sort", "max_position", "histogram", "balanced")
+
+
 def test_the_six_tasks_exist():
-    assert {"sum", "reverse", "sort", "max_position", "histogram", "balanced"} <= set(list_tasks())
+    # Exactly the app's six, in its order: a task more (the atlas's "difference") or fewer shows.
+    assert tuple(list_tasks()) == SIX
+    tasks = [get_task(name) for name in SIX]
+    assert [t.name for t in tasks] == list(SIX) and len({id(t) for t in tasks}) == 6
+    # Each one works: draws a batch its model can read and answers by its own rule (the
+    # hand-worked answers above cover every one of them).
+    assert {name for name, _, _ in HAND_WORKED} == set(SIX)
+    for task in tasks:
+        config = task.model_config()
+        batch = task.sample(16, np.random.default_rng(0))
+        assert int(batch.ids.max()) < config.vocab_size and batch.ids.shape[1] <= config.max_len
+        text = task.random_example(np.random.default_rng(1))
+        assert task.solve(text) == _reference(task.name, text)
+    with pytest.raises(ValueError, match="unknown task"):
+        get_task("difference")
 
 
 @pytest.mark.parametrize("name, text, answer", HAND_WORKED)

@@ -91,7 +91,6 @@ def test_decomposition_error_notices_a_missing_bias_or_a_wrong_w_o(model, learne
 def test_identity_mode_passes_concat_through(model, task):
     off = trace.run_trace(model, task, TEXT, w_o="identity")
     assert off.w_o_modes == ["identity", "identity"]
-    np.testing.assert_array_equal(off.attn_out, off.concat)
     np.testing.assert_allclose(trace.cosine_per_token(off.concat, off.attn_out), 1.0, atol=1e-6)
     W = trace.w_o_used(model, off.w_o_modes)
     np.testing.assert_array_equal(W[1], np.eye(W.shape[-1], dtype=np.float32))
@@ -105,10 +104,14 @@ def test_identity_mode_passes_concat_through(model, task):
 
 
 def test_learned_w_o_spreads_every_head_over_every_dim(model, learned):
-    d_k = learned.z.shape[-1]
     W = trace.w_o_used(model, learned.w_o_modes)
-    outside = np.delete(wo.head_contributions(learned.z[0], W[0])[0], np.s_[0:d_k], axis=-1)
-    assert np.abs(outside).max() > 1e-3
+    for layer in range(len(learned.w_o_modes)):
+        # These are the terms the pass really added: with b_o they rebuild its attn_out.
+        assert trace.decomposition_error(learned, W, layer=layer) < 1e-5
+        terms = wo.head_contributions(learned.z[layer], W[layer])  # (H, T, D)
+        reach = np.abs(terms).max(axis=1)  # (H, D): the most head h writes into dim d
+        # Every head writes into every dim, its own block's and all the others'.
+        assert (reach > 1e-4).all(), f"layer {layer}: some head leaves a dim untouched"
 
 
 def test_cosine_per_token_range_and_zero_vectors(learned):

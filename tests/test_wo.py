@@ -215,9 +215,7 @@ def test_new_modes_keep_the_identities_and_every_weight(mode):
     ids, pad = _padded(model)
     before = {k: v.clone() for k, v in model.state_dict().items()}
     out = model(ids, pad, w_o=mode)
-    for lt in out.trace.layers:
-        assert lt.w_o_mode == mode
-        torch.testing.assert_close(lt.head_contributions().sum(1) + lt.b_o, lt.attn_out)
+    assert all(lt.w_o_mode == mode for lt in out.trace.layers)  # identities: below
     assert not torch.equal(out.logits, model(ids, pad).logits)  # the mode changes the answer
     fast = model(ids, pad, w_o=mode, trace=False).logits
     torch.testing.assert_close(fast, out.logits, atol=1e-5, rtol=0)
@@ -322,3 +320,78 @@ def test_a_block_diagonal_start_is_drawn_for_a_block_s_fan_in():
             wo.training_start(W, b, mode, H), wo.effective(W, b, mode, H), strict=True
         ):
             torch.testing.assert_close(got, want)
+
+
+# ---- the identities of W_o, in every model ------------------------------------------------------
+W_O_MODELS = {
+    "2 layers, 4 heads": dict(d_model=16, n_heads=4, n_layers=2),
+    "3 layers, 3 heads, pre-norm": dict(d_model=24, n_heads=3, n_layers=3, norm="pre"),
+    "1 layer, 1 head": dict(d_model=8, n_heads=1, n_layers=1),
+    "8 heads, no FFN": dict(d_model=16, n_heads=8, n_layers=2, ffn=False),
+    "BERT-like": dict(
+        activation="gelu", norm_eps=1e-12, type_vocab_size=2, embed_norm=True, n_out=0
+    ),
+}
+W_O_SWITCHES = {
+    "learned": {},
+    "identity": {"w_o": "identity"},
+    "zero": {"w_o": "zero"},
+    "block_diagonal": {"w_o": "block_diagonal"},
+    "rank:1": {"w_o": "rank:1"},
+    "last layer off": {"w_o": {1: "identity"}},
+    "head ablated": {"ablate_heads": [(0, 0)]},
+    "slice zeroed after W_o": {"ablate_after_w_o": [(0, 0)]},
+}
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no bias"])
+@pytest.mark.parametrize("switch", list(W_O_SWITCHES))
+@pytest.mark.parametrize("sizes", list(W_O_MODELS))
+def test_w_o_is_the_sum_of_per_head_maps_and_off_passes_concat_on(sizes, switch, bias, seed):
+    """In every layer: attn_out = sum_h z_h @ W_o^h (+ b_o), with W_o^h the columns of the map
+    applied that read head h; with W_o off (identity) attn_out is concat itself, exactly."""
+    model = make_model(seed, **W_O_MODELS[sizes])
+    if not bias:  # every bias zero: the head terms alone must make attn_out
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith("bias"):
+                    p.zero_()
+    ids, pad = _padded(model)
+    switches = dict(W_O_SWITCHES[switch])
+    if model.config.n_layers == 1 and isinstance(switches.get("w_o"), dict):
+        switches["w_o"] = {0: "identity"}
+    out = model(ids, pad, **switches)
+    learned = model(ids, pad).trace.layers
+    H, d_k = model.config.n_heads, model.config.d_k
+    modes = out.trace.interventions.w_o_modes(model.config.n_layers)
+    for i, (lt, layer) in enumerate(zip(out.trace.layers, model.layers, strict=True)):
+        W, b = lt.W_o, lt.b_o
+        # The map the trace reports is the layer's own W_o in its mode (slice-gated after W_o).
+        want_W, want_b = wo.effective(layer.attn.W_o.weight, layer.attn.W_o.bias, modes[i], H)
+        if "ablate_after_w_o" in switches and i == 0:
+            gate = torch.ones(model.config.d_model)
+            gate[:d_k] = 0
+            want_W, want_b = want_W * gate[:, None], want_b * gate
+        torch.testing.assert_close(W, want_W, atol=0, rtol=0)
+        torch.testing.assert_close(b, want_b, atol=0, rtol=0)
+        if not bias:
+            assert not b.any()
+        # Each head's term by hand: z_h @ (W_o's columns h*d_k..(h+1)*d_k)^T.
+        by_hand = torch.stack(
+            [lt.z[:, h] @ W[:, h * d_k : (h + 1) * d_k].T for h in range(H)], dim=1
+        )  # (B, H, T, D)
+        torch.testing.assert_close(lt.head_contributions(), by_hand, atol=1e-5, rtol=0)
+        torch.testing.assert_close(by_hand.sum(1) + b, lt.attn_out, atol=1e-5, rtol=0)
+        if modes[i] == "identity":
+            assert torch.equal(lt.attn_out, lt.concat)
+            assert torch.equal(W, torch.eye(model.config.d_model)) and not b.any()
+            if i == 0:  # layer 0's heads see the same input whatever W_o does
+                torch.testing.assert_close(lt.concat, learned[0].concat, atol=0, rtol=0)
+        if modes[i] == "zero":
+            assert not lt.attn_out.any()
+    # The identity must be able to fail: a learned W_o does change concat (unless its one head
+    # is ablated, when both are zero).
+    first = out.trace.layers[0]
+    if modes[0] == "learned" and first.concat.any():
+        assert not torch.allclose(first.attn_out, first.concat)

@@ -31,18 +31,16 @@ import torch
 from torch import nn
 
 from tfviz import modes
+
+# The atlas's names and cells need no model: they live in tfviz.atlas_cells, so stored rows are
+# read without torch (tfviz.atlas_store, tfviz.atlas_stats); atlas.Cell, atlas.ARMS, ... as before.
+from tfviz.atlas_cells import AGAINST, ARMS, FORMAT, MAIN_ARMS, MECHANISM_ARM, Cell  # noqa: F401
 from tfviz.evaluate import EVAL_SEED, evaluate
 from tfviz.experiment import final_loss, headline_metric
 from tfviz.model import Encoder
-from tfviz.recipes import CLASS_RECIPES, CLASS_SIZES, LEARNED, ClassRecipe
+from tfviz.recipes import CLASS_RECIPES, LEARNED, ClassRecipe
 from tfviz.tasks import TASKS, DifferenceTask, Task
 from tfviz.train import StepInfo, fit_params, store_w_o
-
-FORMAT = "tfviz-atlas/1"
-ARMS = (*modes.CONDITIONS, "frozen", "identity_readout")
-MAIN_ARMS = modes.CONDITIONS  # every cell of the bundled atlas has these
-MECHANISM_ARM = "identity_readout"
-AGAINST = tuple(a for a in ARMS if a != "learned")  # what the learned W_o is compared with
 
 # The six tasks of the app and the one designed for the atlas (its answer needs two heads'
 # information combined before a non-linearity: see tasks.DifferenceTask).
@@ -72,55 +70,6 @@ def reached(task: str, value: float) -> bool:
     """Does a metric value meet the task's target? (MAE is an error: lower is better.)"""
     metric = headline_metric(get_task(task))
     return value <= TARGET[task] if metric == "mae" else value >= TARGET[task]
-
-
-@dataclass(frozen=True, order=True)
-class Cell:
-    """One architecture on one task: a square of the atlas."""
-
-    task: str
-    n_layers: int = 2
-    ffn: bool = True
-    n_heads: int = 4
-    d_model: int = CLASS_SIZES["d_model"]
-    norm: str = "post"
-
-    def __post_init__(self) -> None:
-        get_task(self.task)
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model {self.d_model} is not divisible by {self.n_heads} heads")
-        if self.norm not in ("post", "pre"):
-            raise ValueError(f"norm must be 'post' or 'pre', got {self.norm!r}")
-
-    @property
-    def key(self) -> str:
-        ffn = "ffn" if self.ffn else "noffn"
-        return f"{self.task}/L{self.n_layers}/{ffn}/H{self.n_heads}/D{self.d_model}/{self.norm}"
-
-    @property
-    def arch(self) -> str:
-        """The architecture part of the key (the atlas's row)."""
-        return self.key.split("/", 1)[1]
-
-    @classmethod
-    def from_key(cls, key: str) -> Cell:
-        try:
-            task, layers, ffn, heads, d_model, norm = key.split("/")
-            return cls(task, int(layers[1:]), ffn == "ffn", int(heads[1:]), int(d_model[1:]), norm)
-        except ValueError as e:
-            raise ValueError(f"not an atlas cell key: {key!r} ({e})") from None
-
-    def model_config(self):
-        d_ff = 2 * self.d_model  # the class recipe's ratio (64 -> 128)
-        return get_task(self.task).model_config(
-            d_model=self.d_model,
-            n_heads=self.n_heads,
-            d_ff=d_ff,
-            n_layers=self.n_layers,
-            dropout=0.0,
-            norm=self.norm,
-            ffn=self.ffn,
-        )
 
 
 @dataclass(frozen=True)

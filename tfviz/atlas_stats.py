@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tfviz.atlas import MECHANISM_ARM, Cell
+from tfviz.atlas_cells import MECHANISM_ARM, Cell
 from tfviz.stats import Interval, holm, welch_interval, welch_p_value
 
 MEASURES = ("steps", "final_loss", "metric")

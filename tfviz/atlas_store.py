@@ -12,7 +12,7 @@ import json
 import os
 from pathlib import Path
 
-from tfviz.atlas import FORMAT
+from tfviz.atlas_cells import FORMAT
 
 BUNDLED = Path(__file__).resolve().parent.parent / "models" / "atlas" / "runs.jsonl"
 

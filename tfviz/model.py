@@ -11,7 +11,13 @@ The same module runs the small models trained here and a pretrained BERT-style e
 (no head) switch on exactly what BERT has and these models lack, so every switch and every trace
 site works on both.
 
-Dimensions everywhere: B batch, T tokens, H heads, D = d_model, d_k = D / H.
+The same code also trains R runs of one config at once (tfviz.ensemble): given weights with a
+leading run axis (torch.func.functional_call) and a tfviz.packing.Packing in place of ids, every
+layer runs on the runs' real tokens side by side, so the batched training and this encoder cannot
+drift apart. The helpers `linear`, `layer_norm` and `embedding` take either kind of weights.
+
+Dimensions everywhere: B batch, T tokens, H heads, D = d_model, d_k = D / H; R runs and M packed
+token slots per run when packed.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from torch import Tensor, nn
 from tfviz import wo
 from tfviz.config import ModelConfig
 from tfviz.interventions import COPY_PREFIX, Interventions, LayerSwitches, layer_map
+from tfviz.packing import Packing, from_grid, pool, to_grid
 
 W_O_MODES = wo.W_O_MODES  # re-exported: the modes are defined in tfviz.wo
 
@@ -94,21 +101,38 @@ class MultiHeadAttention(nn.Module):
         self.dropout = config.dropout
 
     def forward(
-        self, x: Tensor, pad_mask: Tensor | None, sw: LayerSwitches, trace: bool
+        self, x: Tensor, pad_mask: Tensor | Packing | None, sw: LayerSwitches, trace: bool
     ) -> tuple[Tensor, dict | None]:
-        B, T, D = x.shape
         H, d_k = self.n_heads, self.d_k
-        q = self.W_q(x).view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
-        k = self.W_k(x).view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
-        v = self.W_v(x).view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
+        packed = pad_mask if isinstance(pad_mask, Packing) else None
+        if packed is None:
+            B, T, D = x.shape
+
+            def heads(t: Tensor) -> Tensor:
+                return t.view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
+        else:
+            # Packed runs: x is (R, M, D); heads go onto the (R*B, T) grid of all runs' batches.
+            pad_mask = packed.pad_mask
+
+            def heads(t: Tensor) -> Tensor:
+                return to_grid(packed, t, H)  # (R*B, H, T, d_k)
+
+        q = heads(linear(x, self.W_q))
+        k = heads(linear(x, self.W_k))
+        v = heads(linear(x, self.W_v))
         p = self.dropout if self.training else 0.0
         attn = None
-        if trace or sw.patterns:
+        # Packed runs take the plain path too: for small heads (d_k 8, T ~ 17) torch's fused CPU
+        # kernel spends far more time per (sequence, head), above all backward, than two matmuls.
+        if trace or sw.patterns or packed is not None:
             scores = (q * (1.0 / math.sqrt(d_k))) @ k.transpose(-2, -1)  # (B, H, T, T)
             if pad_mask is not None:
-                scores = scores.masked_fill(pad_mask[:, None, None, :], float("-inf"))
+                # -inf added at padded keys (x + 0 is x: the same scores as a masked fill), which
+                # costs backward nothing, where a fill masks the gradient again.
+                key_bias = torch.zeros(pad_mask.shape, dtype=scores.dtype, device=scores.device)
+                scores = scores + key_bias.masked_fill_(pad_mask, float("-inf"))[:, None, None]
             attn = F.softmax(scores, dim=-1)
-            if pad_mask is not None:
+            if pad_mask is not None and packed is None:  # (a packing's examples all have a key)
                 attn = attn.nan_to_num(0.0)  # a query with every key padded attends to nothing
             if sw.patterns:
                 attn = override_patterns(attn, sw.patterns, pad_mask)
@@ -124,7 +148,8 @@ class MultiHeadAttention(nn.Module):
             # Heads enter concat in another order; z is kept in that order too, so that the
             # per-head terms z_h W_O^h still add up to attn_out.
             z = z[:, list(sw.order)]
-        concat = z.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, D): heads side by side
+        # (B, T, D), packed (R, M, D): heads side by side
+        concat = z.transpose(1, 2).reshape(B, T, D) if packed is None else from_grid(packed, z)
         # The map is resolved once per pass (Interventions.resolve) and remembered across
         # passes; identity and zero skip the matmul so that "W_o off" passes concat on exactly.
         if sw.mode == "identity":
@@ -132,7 +157,7 @@ class MultiHeadAttention(nn.Module):
         elif sw.mode == "zero":
             attn_out = torch.zeros_like(concat)
         else:
-            attn_out = F.linear(concat, *self.applied(sw))
+            attn_out = linear(concat, *self.applied(sw))
         if sw.out_gate is not None:
             # Zeroing a slice of W_o's output: after W_o that slice mixes every head (a common
             # mistake when "ablating a head"); offered so the app can show the difference.
@@ -175,7 +200,7 @@ class FeedForward(nn.Module):
         self.act = activation_function(config.activation)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.fc2(self.dropout(self.act(self.fc1(x))))
+        return linear(self.dropout(self.act(linear(x, self.fc1))), self.fc2)
 
 
 def activation_function(name: str):
@@ -206,21 +231,21 @@ class EncoderLayer(nn.Module):
         self.pre_norm = config.norm == "pre"
 
     def forward(
-        self, x: Tensor, pad_mask: Tensor | None, sw: LayerSwitches, trace: bool
+        self, x: Tensor, pad_mask: Tensor | Packing | None, sw: LayerSwitches, trace: bool
     ) -> tuple[Tensor, LayerTrace | None]:
         resid_pre = x
         if self.pre_norm:
-            a, parts = self.attn(self.norm1(x), pad_mask, sw, trace)
+            a, parts = self.attn(layer_norm(x, self.norm1), pad_mask, sw, trace)
             x = x + self.dropout(a)
             resid_mid = x
             if self.has_ffn:
-                x = x + self.dropout(self.ff(self.norm2(x)))
+                x = x + self.dropout(self.ff(layer_norm(x, self.norm2)))
         else:
             a, parts = self.attn(x, pad_mask, sw, trace)
-            x = self.norm1(x + self.dropout(a))
+            x = layer_norm(x + self.dropout(a), self.norm1)
             resid_mid = x
             if self.has_ffn:
-                x = self.norm2(x + self.dropout(self.ff(x)))
+                x = layer_norm(x + self.dropout(self.ff(x)), self.norm2)
         if not trace:
             return x, None
         return x, LayerTrace(
@@ -268,7 +293,7 @@ class Encoder(nn.Module):
 
     def forward(
         self,
-        ids: Tensor,
+        ids: Tensor | Packing,
         pad_mask: Tensor | None = None,
         interventions: Interventions | None = None,
         *,
@@ -279,7 +304,8 @@ class Encoder(nn.Module):
         """Run the encoder.
 
         Args:
-            ids: (B, T) token ids, T <= config.max_len.
+            ids: (B, T) token ids, T <= config.max_len; or a Packing of R runs' batches, with
+                weights that carry a leading run axis (tfviz.ensemble), no pad_mask and no trace.
             pad_mask: (B, T) bool, True where a position is padding (no key, not pooled).
             interventions: the switches of this pass (tfviz.interventions.Interventions): W_o
                 mode per layer, heads ablated before W_o, slices zeroed after it, head gates.
@@ -290,9 +316,12 @@ class Encoder(nn.Module):
                 model(ids, w_o="identity", ablate_heads=[(0, 1)]).
         Returns:
             EncoderOutput with logits (B, n_out) for pooled models or (B, T, n_out) per token
-            (D in place of n_out when the model has no head).
+            (D in place of n_out when the model has no head); packed: (R, B, n_out) pooled,
+            (R, M, n_out) per token in slot order (tfviz.packing.unpack puts them on the grid).
         """
         cfg = self.config
+        if isinstance(ids, Packing):
+            return self._packed(ids, pad_mask, interventions, trace, token_types, switches)
         if not isinstance(ids, Tensor) or ids.dim() != 2:
             raise ValueError("ids must be a 2-d tensor of token ids, shape (batch, tokens)")
         B, T = ids.shape
@@ -315,15 +344,7 @@ class Encoder(nn.Module):
         if pad_mask is not None and not pad_mask.any():
             pad_mask = None  # nothing padded: take the unmasked (faster) attention path
         iv = Interventions.of(interventions, **switches)
-        plan = iv.resolve(
-            cfg, self.device, [(lay.attn.W_o.weight, lay.attn.W_o.bias) for lay in self.layers]
-        )
-
-        if cfg.embed == "token":
-            x = self.embed(ids)
-        else:
-            x = self.embed(ids.to(self.pos.dtype).unsqueeze(-1))
-        x = x + self.pos[:, :T]  # (B, T, D)
+        x = self.embed_ids(ids) + self.pos[:, :T]  # (B, T, D)
         if cfg.type_vocab_size:
             # One sentence is segment 0 throughout: add row 0 without building an ids tensor.
             x = x + (
@@ -332,11 +353,7 @@ class Encoder(nn.Module):
         if cfg.embed_norm:
             x = self.embed_norm(x)
         embed = x
-        layer_traces = []
-        for layer, sw in zip(self.layers, plan.layers, strict=True):
-            x, lt = layer(x, pad_mask, sw, trace)
-            layer_traces.append(lt)
-        x = self.norm_f(x)
+        x, layer_traces = self.run_layers(x, pad_mask, iv, trace)
         if cfg.pool == "mean":
             if pad_mask is None:
                 x = x.mean(dim=1)
@@ -345,7 +362,7 @@ class Encoder(nn.Module):
                 x = (x * keep).sum(dim=1) / keep.sum(dim=1).clamp_min(1.0)
         elif cfg.pool == "first":
             x = x[:, 0]
-        logits = self.head(x)
+        logits = linear(x, self.head) if cfg.n_out else x
         if not trace:
             return EncoderOutput(logits=logits, trace=None)
         return EncoderOutput(
@@ -354,6 +371,72 @@ class Encoder(nn.Module):
                 embed=embed.detach(), pad_mask=pad_mask, layers=layer_traces, interventions=iv
             ),
         )
+
+    def embed_ids(self, ids: Tensor) -> Tensor:
+        """The embedding of ids (..., ) -> (..., D); packed: run r's ids (R, M) in its own table."""
+        if self.config.embed == "value":  # the id as a number through Linear(1, D) (seed 002)
+            return linear(ids.to(self.pos.dtype).unsqueeze(-1), self.embed)
+        return embedding(ids, self.embed.weight)
+
+    def run_layers(
+        self, x: Tensor, pad_mask: Tensor | Packing | None, iv: Interventions, trace: bool
+    ) -> tuple[Tensor, list[LayerTrace | None]]:
+        """Every encoder layer under the pass's switches, then the final norm (pre-norm)."""
+        plan = iv.resolve(
+            self.config,
+            self.device,
+            [(lay.attn.W_o.weight, lay.attn.W_o.bias) for lay in self.layers],
+        )
+        layer_traces = []
+        for layer, sw in zip(self.layers, plan.layers, strict=True):
+            x, lt = layer(x, pad_mask, sw, trace)
+            layer_traces.append(lt)
+        return layer_norm(x, self.norm_f), layer_traces
+
+    def _packed(self, packing, pad_mask, interventions, trace, token_types, switches):
+        """forward() for R runs' packed batches: every layer on the real tokens only."""
+        cfg = self.config
+        if pad_mask is not None or trace or token_types is not None:
+            raise ValueError("a packed pass takes its padding from the Packing and keeps no trace")
+        if cfg.type_vocab_size or cfg.embed_norm:
+            raise ValueError("a packed pass runs models without token types or embedding norm")
+        R, M = packing.ids.shape
+        positions = self.pos.view(R, cfg.max_len, cfg.d_model)  # each run's own table
+        x = self.embed_ids(packing.ids) + embedding(packing.pos.view(R, M), positions)
+        iv = Interventions.of(interventions, **switches)
+        x, _ = self.run_layers(x, packing, iv, trace=False)  # (R, M, D)
+        if cfg.pool != "none":
+            x = pool(packing, x, cfg.pool)  # (R, B, D)
+        return EncoderOutput(logits=linear(x, self.head) if cfg.n_out else x, trace=None)
+
+
+def linear(x: Tensor, lin: nn.Linear | Tensor, bias: Tensor | None = None) -> Tensor:
+    """nn.Linear's map, of a module or of (weight, bias); with stacked weights (R, out, in) and
+    bias (R, out), run r's own map on x[r] (R, M, in)."""
+    W, b = (lin.weight, lin.bias) if isinstance(lin, nn.Module) else (lin, bias)
+    if W.dim() == 2:
+        return F.linear(x, W, b)
+    return torch.baddbmm(b.unsqueeze(1), x, W.transpose(1, 2))
+
+
+def layer_norm(x: Tensor, norm: nn.Module) -> Tensor:
+    """nn.LayerNorm's map (nn.Identity passes x); stacked weights (R, D): run r's own on x[r]."""
+    if not isinstance(norm, nn.LayerNorm):
+        return x
+    w, b = norm.weight, norm.bias
+    if w.dim() == 1:
+        return F.layer_norm(x, norm.normalized_shape, w, b, norm.eps)
+    normed = F.layer_norm(x, norm.normalized_shape, eps=norm.eps)
+    return torch.addcmul(b.unsqueeze(1), normed, w.unsqueeze(1))
+
+
+def embedding(index: Tensor, table: Tensor) -> Tensor:
+    """Rows of table (V, D) at index; stacked table (R, V, D): run r's rows at index[r] (R, M)."""
+    if table.dim() == 2:
+        return F.embedding(index, table)
+    R, V, D = table.shape
+    offsets = torch.arange(R, device=index.device).view(R, 1) * V  # run r's rows of the table
+    return F.embedding(index + offsets, table.reshape(R * V, D))
 
 
 def layer_modes(w_o: str | Mapping[int, str], n_layers: int) -> list[str]:

@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tfviz.checkpoint import load_checkpoint
-
 # A shared recipe: D=64, 4 heads, 2 post-norm layers reach every target in 2,000 steps on 2 cores.
 _SMALL = {
     "sizes": {"d_model": 64, "n_heads": 4, "d_ff": 128, "n_layers": 2, "dropout": 0.0},
@@ -136,6 +134,8 @@ SKIP = {"n", "min_len", "max_len"}  # sizes, not results
 
 def write_models_readme(models: Path) -> Path:
     """Rewrite models/README.md from the metrics stored in each checkpoint's metadata."""
+    from tfviz.checkpoint import load_checkpoint  # torch: only here, not for the recipes
+
     rows = []
     for name in RECIPES:
         path = models / f"{name}.safetensors"
