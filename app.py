@@ -39,6 +39,8 @@ import pandas  # noqa: F401
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from tfviz.ui import state  # the session's keys: no torch (import tfviz loads none)
+
 # (catalogue key of the tab's label, module in tfviz.ui.views with render(view), needs a valid
 # sequence)
 VIEWS: list[tuple[str, str, bool]] = [
@@ -57,9 +59,6 @@ VIEWS: list[tuple[str, str, bool]] = [
 # left in the main area's run: their buttons change the link (a training in progress, the lesson
 # step), which only a main-area run writes, and they poll with fragments of their own.
 OWN_FRAGMENT = frozenset({"attention", "before_after", "w_o_off", "dissect", "analysis"})
-# session_state: this session's browser has its chart code. The one key not read through
-# tfviz.ui.state (which owns it as BROWSER_WARMED): first_paint runs before tfviz is imported.
-WARMED = "_browser_warmed"
 # Phones: the tab strip wraps onto a second line instead of scrolling sideways (at 390 px the
 # eight tabs need about three screen widths; checked at 390 x 844 by tests/test_browser_share.py).
 # The toy grid's key labels (under its first square) get about 6 px each on a phone, where they
@@ -87,9 +86,9 @@ def first_paint() -> tuple[DeltaGenerator, DeltaGenerator | None]:
     """
     heading = st.empty()
     slot = st.empty()  # always there, so the elements after it keep their places
-    if st.session_state.get(WARMED):
+    if state.BROWSER_WARMED.get():
         return heading, None
-    st.session_state[WARMED] = True
+    state.BROWSER_WARMED.set(True)
     with slot.container():
         st.caption("…")  # something moves; the words come with the catalogue
         # A transparent 10 x 10 px heatmap: drawn, but nothing to see.
@@ -121,7 +120,7 @@ heading, warm_up = first_paint()
 from tfviz import jobs  # noqa: E402
 from tfviz.interventions import NONE  # noqa: E402
 from tfviz.train import resolve_device  # noqa: E402
-from tfviz.ui import i18n, sequence, share, sidebar, state, switches  # noqa: E402
+from tfviz.ui import i18n, sequence, share, sidebar, switches  # noqa: E402
 from tfviz.ui.i18n import t  # noqa: E402
 from tfviz.ui.jobs import resume, training_in_progress  # noqa: E402
 from tfviz.ui.text import md_escape  # noqa: E402

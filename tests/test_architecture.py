@@ -162,11 +162,6 @@ def session_state_uses(root: Path = ROOT) -> list[str]:
     return found
 
 
-# app.py's first paint runs before tfviz (and torch) is imported, so it cannot ask tfviz.ui.state
-# for its one flag, the browser warm-up (tfviz.ui.state.BROWSER_WARMED says so): those lines only.
-APP_WARM_UP_LINES = 2
-
-
 # ---- the checks -------------------------------------------------------------------------------
 
 
@@ -187,24 +182,7 @@ def test_only_the_ui_imports_streamlit():
 
 def test_session_state_is_touched_only_in_tfviz_ui_state():
     found = session_state_uses()
-    in_app = [where for where in found if where.startswith(f"{APP}:")]
-    others = [where for where in found if not where.startswith(f"{APP}:")]
-    assert not others, others
-    assert len(in_app) <= APP_WARM_UP_LINES, in_app  # the warm-up flag, nothing more
-
-
-def test_app_warm_up_key_is_the_one_tfviz_ui_state_names():
-    from tfviz.ui import state
-
-    tree = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
-    assigned = {
-        node.targets[0].id: node.value.value
-        for node in tree.body
-        if isinstance(node, ast.Assign)
-        and isinstance(node.targets[0], ast.Name)
-        and isinstance(node.value, ast.Constant)
-    }
-    assert assigned.get("WARMED") == state.BROWSER_WARMED.name
+    assert not found, found
 
 
 def test_no_tfviz_module_imports_app_or_tests():

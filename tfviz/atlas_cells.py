@@ -31,9 +31,9 @@ class Cell:
     norm: str = "post"
 
     def __post_init__(self) -> None:
-        from tfviz.atlas import get_task  # the tasks need torch: only when a cell is made
+        from tfviz.tasks import atlas_task  # the tasks need torch: only when a cell is made
 
-        get_task(self.task)
+        atlas_task(self.task)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} is not divisible by {self.n_heads} heads")
         if self.norm not in ("post", "pre"):
@@ -58,10 +58,10 @@ class Cell:
             raise ValueError(f"not an atlas cell key: {key!r} ({e})") from None
 
     def model_config(self):
-        from tfviz.atlas import get_task
+        from tfviz.tasks import atlas_task
 
         d_ff = 2 * self.d_model  # the class recipe's ratio (64 -> 128)
-        return get_task(self.task).model_config(
+        return atlas_task(self.task).model_config(
             d_model=self.d_model,
             n_heads=self.n_heads,
             d_ff=d_ff,

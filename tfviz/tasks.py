@@ -461,6 +461,20 @@ TASKS: dict[str, Task] = {
 }
 
 
+# The six tasks of the app and the one designed for the W_o atlas (its answer needs two heads'
+# information combined before a non-linearity: see DifferenceTask).
+ATLAS_TASKS: dict[str, Task] = {**TASKS, "difference": DifferenceTask()}
+
+
+def atlas_task(name: str) -> Task:
+    """An atlas task by name, or a ValueError that lists the known ones."""
+    try:
+        return ATLAS_TASKS[name]
+    except (KeyError, TypeError):
+        known = ", ".join(ATLAS_TASKS)
+        raise ValueError(f"unknown atlas task {name!r}; known: {known}") from None
+
+
 def list_tasks() -> list[str]:
     """Names of every task, in a stable order."""
     return list(TASKS)

@@ -55,9 +55,8 @@ class Key(Generic[T]):
 
 # ---- the page: app.py, the sidebar, the address -------------------------------------------------
 
-# This session's browser has been sent the chart code once (app.first_paint's warm-up). The one
-# key app.py reads and writes itself, by this name: its first paint runs before tfviz (and torch)
-# is imported, which importing this module would do (tests/test_architecture.py holds it to that).
+# This session's browser has been sent the chart code once (app.first_paint's warm-up, which runs
+# before torch is imported: this module and the tfviz package load none).
 BROWSER_WARMED: Key[bool] = Key("_browser_warmed")
 # The open tab's label (the tabs' widget): links and the language switch set it before the tabs.
 VIEW: Key[str] = Key("view")

@@ -48,7 +48,7 @@ INPUT_ERRORS = {
     "not_finite": "lessons.err.not_finite",
     "too_large": "lessons.err.too_large",
 }
-W_O_SWITCHES = {mode: f"lessons.s4.mode.{mode}" for mode in (modes.IDENTITY, modes.ZERO)}
+W_O_SWITCHES = {modes.IDENTITY: "lessons.s4.mode.identity", modes.ZERO: "lessons.s4.mode.zero"}
 Z_KEYS = ("lesson_z0_0", "lesson_z0_1", "lesson_z1_0", "lesson_z1_1")  # head 0, then head 1
 EDIT_W = "lesson_edit_w"  # the toggle that shows the table editor
 MAX_LESSON_STEPS = 2000  # training steps a student may ask for (the recipe's own is 500)
