@@ -223,7 +223,9 @@ def exit_code(proc: subprocess.Popen, timeout: float) -> tuple[int | None, float
 def test_sigterm_lets_a_running_training_finish_then_exits_0(tmp_path, monkeypatch):
     server = Server(tmp_path, drain=settings.DEFAULT_DRAIN_SECONDS, monkeypatch=monkeypatch)
     try:
-        asyncio.run(start_training(server, "drained", steps=1500))
+        asyncio.run(
+            start_training(server, "drained", steps=500)
+        )  # several seconds: still running at SIGTERM
         target = server.models / "drained.safetensors"
         time.sleep(0.5)  # the job is running in the server's worker thread
         assert not target.exists(), "the training ended before SIGTERM: make it longer"
