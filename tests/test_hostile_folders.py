@@ -560,6 +560,7 @@ ZIPS = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore:Duplicate name")  # same-name-twice writes one on purpose
 @pytest.mark.parametrize("case", ZIPS, ids=lambda c: c.name)
 def test_each_hostile_zip_is_refused_and_leaves_nothing_on_disk(good, case, tmp_path, monkeypatch):
     scratch = tmp_path / "scratch"
