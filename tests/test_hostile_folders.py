@@ -228,6 +228,8 @@ FOLDERS = [
     # config.json: not JSON, wrong encodings, wrong shapes of data
     Case("config-empty", write("config.json", b""), hf.ConfigError, "not readable JSON"),
     Case("config-list", write("config.json", "[1, 2]"), hf.ConfigError, "not a JSON object"),
+    Case("config-null", write("config.json", "null"), hf.ConfigError, "not a JSON object"),
+    Case("config-number", write("config.json", "5"), hf.ConfigError, "not a JSON object"),
     Case(
         "config-latin1",
         write("config.json", '{"n": "caf\xe9"}'.encode("latin-1")),

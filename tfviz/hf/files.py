@@ -158,17 +158,22 @@ def loads_json(text: str, name: str, error: type[PretrainedError] = ConfigError)
 
     try:
         data = json.loads(text, object_pairs_hook=no_repeats)
-    except RecursionError:
-        data = None
+    except RecursionError:  # deeper than the parser goes: deeper than MAX_JSON_DEPTH too
+        data = TOO_DEEP
     except ValueError as e:
         raise error(f"{name} is not readable JSON ({shown(str(e))[:200]})") from None
-    if data is None or json_depth(data) > MAX_JSON_DEPTH:
+    if data is TOO_DEEP or json_depth(data) > MAX_JSON_DEPTH:
         raise error(f"{name} is nested more than {MAX_JSON_DEPTH} levels deep; refused unread")
     return data
 
 
+TOO_DEEP = object()  # what loads_json's parse gave up on (JSON `null` is None: not this)
+
+
 def json_depth(data) -> int:
     """How deeply lists and objects nest in parsed JSON (a scalar: 0), without recursion."""
+    if not isinstance(data, (dict, list)):
+        return 0
     deepest = 0
     stack = [(data, 1)]
     while stack:
@@ -178,7 +183,7 @@ def json_depth(data) -> int:
         if depth > MAX_JSON_DEPTH:
             break  # deep enough to refuse: no need to walk the rest
         stack.extend((v, depth + 1) for v in items if isinstance(v, (dict, list)))
-    return deepest if isinstance(data, (dict, list)) else 0
+    return deepest
 
 
 def read_json(

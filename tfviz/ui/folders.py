@@ -46,8 +46,9 @@ def weights_stamp(folder: Path) -> tuple:
     listing and without reading the index, so a replaced, added or removed shard is seen."""
     single = folder / hf.files.WEIGHTS
     index = folder / hf.files.WEIGHTS_INDEX
-    if _stat(single) != (0, 0) or _stat(index) == (0, 0):
-        return _stat(single)
+    stamp = _stat(single)
+    if stamp != (0, 0) or _stat(index) == (0, 0):
+        return stamp
     try:
         with os.scandir(folder) as it:
             names = sorted(
