@@ -75,14 +75,14 @@ PHONE_CSS = (
 def first_paint() -> tuple[DeltaGenerator, DeltaGenerator | None]:
     """The page title's place, and on a session's first run a warm-up for the browser.
 
-    This runs before tfviz is imported: on a fresh server that import (torch) takes about 2 s,
+    This runs before the views' imports: on a fresh server they (torch) take about 2 s,
     and the browser would sit idle through it, then fetch and compile its chart and code-block
     components (4.7 MB of plotly.js) only once the data arrived. A tiny chart and code block,
     sent now and removed once the imports are done, make it do that work meanwhile: the first
     complete page came about 1.5 s sooner (bench/ui_latency.py --compare-app). Returns the
-    title's slot, written once the language catalogue is imported (tfviz.ui.i18n comes with
-    torch, through the tfviz package), and the slot to clear once the imports are done, or
-    None when there is nothing to clear.
+    title's slot, written with the other imports (the page's language comes with the sidebar's
+    modules), and the slot to clear once the imports are done, or None when there is nothing
+    to clear.
     """
     heading = st.empty()
     slot = st.empty()  # always there, so the elements after it keep their places
