@@ -3,16 +3,16 @@
 Run with `streamlit run app.py`. This file is the entry point only: page setup, the sidebar,
 the sequence and prediction, and which view is open. Each view is a module of tfviz/ui/views with a
 render(view) function (README.md, "Layout", lists what lives where); numbers come from
-tfviz.trace and tfviz.analysis, figures from tfviz.plots, training from tfviz.jobs. No torch
-code here.
+tfviz.core.trace and tfviz.analysis, figures from tfviz.plots, training from tfviz.serve.jobs. No
+torch code here.
 
 Each checkpoint (and the pretrained all-MiniLM-L6-v2, once picked) is loaded once per process and
 shared by every browser session, so it is never changed: the W_o switch and head ablation are
 forward arguments. Traces are cached per (model digest, sequence, switches) and hold numpy only;
-a task's accuracy under switches is cached per model for every session (tfviz.dissect.
+a task's accuracy under switches is cached per model for every session (tfviz.core.dissect.
 MeasureCache), which "Take W_o apart" fills ahead for the layer scopes not yet shown.
 An uploaded checkpoint is validated before use and kept in its session only; training and
-experiment reruns run in worker threads under one server-wide cap (tfviz.jobs).
+experiment reruns run in worker threads under one server-wide cap (tfviz.serve.jobs).
 
 Every string shown comes from the language catalogue (tfviz.ui.i18n; the picker tops the
 sidebar), and what is on screen (model, sequence, switches, tab, lesson step, language) is kept
@@ -117,9 +117,9 @@ st.html(PHONE_CSS)  # style only: Streamlit adds it to the page without a visibl
 heading, warm_up = first_paint()
 
 # The heavy imports (torch, through tfviz) come after the first paint on purpose: see above.
-from tfviz import jobs  # noqa: E402
-from tfviz.interventions import NONE  # noqa: E402
-from tfviz.train import resolve_device  # noqa: E402
+from tfviz.core.interventions import NONE  # noqa: E402
+from tfviz.serve import jobs  # noqa: E402
+from tfviz.training.train import resolve_device  # noqa: E402
 from tfviz.ui import i18n, sequence, share, sidebar, switches  # noqa: E402
 from tfviz.ui.i18n import t  # noqa: E402
 from tfviz.ui.jobs import resume, training_in_progress  # noqa: E402

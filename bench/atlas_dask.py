@@ -25,8 +25,8 @@ import time
 # OpenMP thread, which alone made a run ~13% faster than torch.set_num_threads(1) after import.
 os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
-from tfviz import atlas  # noqa: E402 (after the environment torch reads at import)
 from tfviz.cli.atlas import local_cluster  # noqa: E402
+from tfviz.experiments import atlas  # noqa: E402 (after the environment torch reads at import)
 
 
 def specs(n: int, budget: int) -> list[dict]:

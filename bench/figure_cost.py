@@ -44,10 +44,10 @@ import plotly.offline
 import torch
 
 from tfviz import plots
-from tfviz import pretrained as P
-from tfviz.checkpoint import load_checkpoint
-from tfviz.tasks import get_task
-from tfviz.trace import run_trace
+from tfviz.core.tasks import get_task
+from tfviz.core.trace import run_trace
+from tfviz.hf import pretrained as P
+from tfviz.training.checkpoint import load_checkpoint
 from tfviz.ui import heads
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -32,12 +32,13 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
-from tfviz import dissect, plots, wo
-from tfviz.checkpoint import load_checkpoint
-from tfviz.evaluate import evaluate
-from tfviz.interventions import switches
-from tfviz.tasks import get_task
-from tfviz.trace import cosine_per_token, run_trace, w_o_used
+from tfviz import plots
+from tfviz.core import dissect, wo
+from tfviz.core.interventions import switches
+from tfviz.core.tasks import get_task
+from tfviz.core.trace import cosine_per_token, run_trace, w_o_used
+from tfviz.training.checkpoint import load_checkpoint
+from tfviz.training.evaluate import evaluate
 from tfviz.ui.heads import many_heads
 from tfviz.ui.view import ACCURACY_N, ACCURACY_SEED
 from tfviz.ui.widgets import chart
@@ -146,7 +147,7 @@ def timeline(name: str) -> None:
 
 @st.cache_resource(show_spinner=False)
 def sentence_model():
-    from tfviz.pretrained import SentenceTask, load_minilm
+    from tfviz.hf.pretrained import SentenceTask, load_minilm
 
     model, tokenizer = load_minilm()
     return model, SentenceTask(tokenizer)

@@ -3,8 +3,9 @@
 The app runs a traced pass (trace=True, as the views draw it) every time a student switches W_o.
 A switched pass may cost at most 1.2x a learned one (issue 18): the map a mode applies (the
 identity, zeros, W_o's head-diagonal blocks, its rank-k truncation) is built once per weights and
-mode (tfviz.wo.effective, through Interventions.resolve) and shared by the pass, its trace, its
-numpy copy (tfviz.trace) and the analyses, so no SVD or truncation is computed twice for one switch.
+mode (tfviz.core.wo.effective, through Interventions.resolve) and shared by the pass, its trace, its
+numpy copy (tfviz.core.trace) and the analyses, so no SVD or truncation is computed twice for one
+switch.
 
 For the bundled toy model `reverse` (T = 16) and for all-MiniLM-L6-v2 (T = 32 word-pieces), each
 round times the learned pass and every switched pass, alternating, as the median of --calls calls;
@@ -24,10 +25,10 @@ from pathlib import Path
 import torch
 
 from bench.analysis_speed import seconds
-from tfviz import pretrained as P
-from tfviz import wo
-from tfviz.checkpoint import load_checkpoint
-from tfviz.interventions import Interventions
+from tfviz.core import wo
+from tfviz.core.interventions import Interventions
+from tfviz.hf import pretrained as P
+from tfviz.training.checkpoint import load_checkpoint
 
 MODELS = Path(__file__).resolve().parent.parent / "models"
 MODES = ("identity", "zero", wo.BLOCK_DIAGONAL, "rank:4", "rank:16")

@@ -90,9 +90,9 @@ def measure(folder: str, calls: int, threads: int) -> dict:
     torch.set_num_threads(threads)
     from tests.test_hf_encoders import WORDS
     from tfviz import hf
-    from tfviz.interventions import Interventions
-    from tfviz.pretrained import SentenceTask
-    from tfviz.trace import run_trace
+    from tfviz.core.interventions import Interventions
+    from tfviz.core.trace import run_trace
+    from tfviz.hf.pretrained import SentenceTask
 
     before = rss_mib()
     start = time.perf_counter()

@@ -783,7 +783,7 @@ def report_models(results: dict[str, dict]) -> None:
     toy, minilm = results.get("toy"), results.get("minilm")
     if not toy or not minilm or not toy["rss_peak"] or not minilm["rss_peak"]:
         return
-    from tfviz import pretrained
+    from tfviz.hf import pretrained
 
     weights = (pretrained.model_dir() / "model.safetensors").stat().st_size
     ratio = minilm["rss_peak"] / toy["rss_peak"]
@@ -858,7 +858,7 @@ def picked(model: str) -> str | None:
     """The model picker option a --models entry makes sessions pick (None: the opening model)."""
     if model == "toy":
         return None
-    from tfviz import pretrained
+    from tfviz.hf import pretrained
 
     return pretrained.NAME
 

@@ -10,7 +10,7 @@ performance.now() from the input event to the last chart redrawn and painted:
                  and the singular values mark the new rank (one new rank-k measurement each);
   layer picker   switch the mode sweep between all layers, L0 and L1: the first scope's sweep
                  is measured when the view opens, the others in the background meanwhile
-                 (tfviz.dissect.MeasureCache.warm), then each comes from the cache;
+                 (tfviz.core.dissect.MeasureCache.warm), then each comes from the cache;
   floor          the sidebar clicks and the layer picks again, on bench/floor_app.py: bare
                  pages with only the charts each redraws (five, two), so that what Streamlit
                  and plotly.js take on this machine is told apart from what the app adds.
@@ -339,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     DETAIL = args.detail
     from playwright.sync_api import sync_playwright
 
-    from tfviz.checkpoint import load_checkpoint
+    from tfviz.training.checkpoint import load_checkpoint
 
     model = largest_bundled()
     config = load_checkpoint(MODELS / f"{model}.safetensors")[1].config

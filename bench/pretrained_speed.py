@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from bench.analysis_speed import seconds
-from tfviz import pretrained as P
+from tfviz.hf import pretrained as P
 
 TEXT = (
     "Attention lets every word look at every other word, and the output projection mixes what "

@@ -1,4 +1,4 @@
-"""How fast the exported web page (tfviz.standalone) opens, against bertviz's head_view page.
+"""How fast the exported web page (tfviz.serve.standalone) opens, against bertviz's head_view page.
 
 In one run, with headless Chromium opening each page from file:// (no server), interleaved:
 
@@ -48,8 +48,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.ui_latency import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402  (one browser setup)
-from tfviz import get_task, load_checkpoint, pretrained, standalone  # noqa: E402
-from tfviz.trace import run_trace  # noqa: E402
+from tfviz import get_task, load_checkpoint  # noqa: E402
+from tfviz.core.trace import run_trace  # noqa: E402
+from tfviz.hf import pretrained  # noqa: E402
+from tfviz.serve import standalone  # noqa: E402
 from tfviz.ui.views import attention  # noqa: E402
 
 CACHE = Path.home() / ".cache" / "tfviz-bench" / "js"

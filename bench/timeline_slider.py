@@ -88,10 +88,10 @@ def train_with_timeline(folder: Path, steps: int) -> tuple[str, int]:
     import torch
 
     from tfviz import get_task, load_checkpoint
-    from tfviz.checkpoint import save_checkpoint
-    from tfviz.evaluate import evaluate
-    from tfviz.timeline import MAX_SNAPSHOTS, Timeline, save_timeline, timeline_path
-    from tfviz.train import train
+    from tfviz.training.checkpoint import save_checkpoint
+    from tfviz.training.evaluate import evaluate
+    from tfviz.training.timeline import MAX_SNAPSHOTS, Timeline, save_timeline, timeline_path
+    from tfviz.training.train import train
 
     torch.set_num_threads(1)
     bundled, meta = load_checkpoint(

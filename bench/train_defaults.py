@@ -1,5 +1,5 @@
 """A class's first training: every task trained with the Train tab's defaults, through the app's
-own job (tfviz.work.TrainWork: training, the timeline's snapshots, the evaluation on fresh
+own job (tfviz.serve.work.TrainWork: training, the timeline's snapshots, the evaluation on fresh
 examples and the save), on several seeds; prints the metric reached and the seconds taken.
 
 Targets (the first-hour issue): reverse and sort >= 95% token accuracy; every other task the
@@ -18,9 +18,10 @@ from pathlib import Path
 
 import torch
 
-from tfviz import jobs, list_tasks, work
-from tfviz.recipes import LEARNED, class_recipe, learned
-from tfviz.tasks import get_task
+from tfviz import list_tasks
+from tfviz.core.tasks import get_task
+from tfviz.serve import jobs, work
+from tfviz.training.recipes import LEARNED, class_recipe, learned
 
 LIMIT_S = 30.0
 

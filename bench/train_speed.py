@@ -1,18 +1,21 @@
 """Training and tracing speed, measured side by side in one process; prints ratios.
 
-1. Steps per second of tfviz.train against a plain loop written the way seed 002 writes it (its
+1. Steps per second of tfviz.training.train against a plain loop written the way seed 002 writes it
+(its
    own small modules, data from torch.randint, Adam 1e-3, batch 64, length 8), same task and sizes.
    Target: ratio (ours / plain) >= 1.
 2. Forward time with trace=True against trace=False on a bundled model at T=16.
    Target: ratio <= 1.5.
-3. The W_o experiment for one task as tfviz.experiment runs it (5 seeds x 2 arms at its real
+3. The W_o experiment for one task as tfviz.experiments.experiment runs it (5 seeds x 2 arms at its
+real
    sizes, 500 steps, evaluation included): the runs one after another
    (run_experiment(batched=False)) against trained together as one batched model (the default),
    both on --threads torch threads (default 1, as the experiment CLI and the app's jobs run).
    Target: ratio (sequential / batched) >= 4. --exp-steps runs a fraction of the steps.
-4. Retraining W_o alone (tfviz.train.retrain_w_o, every other weight frozen) against training
-   the whole model (tfviz.train.train), time per step, on the largest bundled model's sizes and
-   task, one thread; then where a step's time goes (drawing the batch, forward, backward,
+4. Retraining W_o alone (tfviz.training.train.retrain_w_o, every other weight frozen) against
+training
+   the whole model (tfviz.training.train.train), time per step, on the largest bundled model's sizes
+   and task, one thread; then where a step's time goes (drawing the batch, forward, backward,
    clipping + Adam) for both. Target: ratio (whole / W_o alone) >= 3.
 
 Each side runs in alternating rounds so machine noise falls on both; the median round is reported.
@@ -33,9 +36,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tfviz import experiment as E
 from tfviz import get_task, load_checkpoint, train
-from tfviz.train import retrain_w_o, with_w_o_start
+from tfviz.experiments import experiment as E
+from tfviz.training.train import retrain_w_o, with_w_o_start
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,7 +108,7 @@ def plain_loop(steps: int) -> float:
 
 
 def ours(steps: int) -> float:
-    """tfviz.train on the same task and sizes (the sum_seed recipe); returns seconds."""
+    """tfviz.training.train on the same task and sizes (the sum_seed recipe); returns seconds."""
     task = get_task("sum")
     cfg = task.model_config(
         d_model=32, n_heads=4, d_ff=64, n_layers=2, max_len=16, dropout=0.1, embed="value"
@@ -207,14 +210,14 @@ def main() -> None:
 
 
 def train_ratio(args) -> None:
-    """Part 1: tfviz.train against the plain seed-002 loop."""
+    """Part 1: tfviz.training.train against the plain seed-002 loop."""
     plain, mine = [], []
     for _ in range(args.rounds):
         plain.append(args.steps / plain_loop(args.steps))
         mine.append(args.steps / ours(args.steps))
     p_med, o_med = statistics.median(plain), statistics.median(mine)
     print(
-        f"train steps/s  plain seed-002 loop {p_med:7.1f}   tfviz.train {o_med:7.1f}   "
+        f"train steps/s  plain seed-002 loop {p_med:7.1f}   tfviz.training.train {o_med:7.1f}   "
         f"ratio ours/plain {o_med / p_med:.2f}  (target >= 1.00)"
     )
 

@@ -470,20 +470,20 @@ def sequences(alphabet: str, T: int, n: int, seed: int) -> list[str]:
 
 
 def sentence_task_name() -> str:
-    from tfviz.pretrained import SentenceTask
+    from tfviz.hf.pretrained import SentenceTask
 
     return SentenceTask.name
 
 
 def sentence_task(cfg: Config):
-    """The tfviz.pretrained.SentenceTask that splits the configuration's text as the app does:
+    """The tfviz.hf.pretrained.SentenceTask that splits the configuration's text as the app does:
     MiniLM's, or the folder model's own tokenizer with its masked-LM head."""
     return _sentence_task(cfg.folder)
 
 
 @functools.cache
 def _sentence_task(folder: str):
-    from tfviz.pretrained import SentenceTask, load_minilm
+    from tfviz.hf.pretrained import SentenceTask, load_minilm
 
     if not folder:
         return SentenceTask(load_minilm()[1])
@@ -1037,7 +1037,7 @@ def model_config(name: str, pieces: int) -> Config:
     """A --models entry: a bundled model at T=16, or MiniLM at `pieces` word-pieces (or at N
     given as minilm:N)."""
     if name == MINILM or name.startswith(MINILM + ":"):
-        from tfviz.pretrained import NAME
+        from tfviz.hf.pretrained import NAME
 
         _, _, length = name.partition(":")
         return Config(NAME, int(length) if length else pieces, None, source="pretrained")
@@ -1056,7 +1056,7 @@ def write_tokenizer(kind: str, folder: Path) -> None:
     trained on WORDS (RoBERTa's specials as ids 0..4, its "<mask>" swallowing the space before
     it, as roberta-base's does)."""
     if kind != "roberta":
-        from tfviz.pretrained import model_dir
+        from tfviz.hf.pretrained import model_dir
 
         shutil.copyfile(model_dir() / "vocab.txt", folder / "vocab.txt")
         return

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tfviz import ModelConfig
-from tfviz.model import Encoder
+from tfviz.core.model import Encoder
 
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "models"

@@ -11,8 +11,9 @@ import torch
 
 from tests.conftest import MODELS, make_model
 from tfviz import analysis as A
-from tfviz import get_task, load_checkpoint, wo
-from tfviz.model import layer_modes
+from tfviz import get_task, load_checkpoint
+from tfviz.core import wo
+from tfviz.core.model import layer_modes
 from tfviz.ui.help import HELP
 
 ATOL = 1e-5

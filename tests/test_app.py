@@ -17,7 +17,8 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app, submit_training
-from tfviz import get_task, jobs, plots, work
+from tfviz import get_task, plots
+from tfviz.serve import jobs, work
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")

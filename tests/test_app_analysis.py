@@ -14,9 +14,11 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
-from tfviz import Encoder, analysis, experiment, get_task, jobs, plots, save_checkpoint
+from tfviz import Encoder, analysis, get_task, plots, save_checkpoint
+from tfviz.core.metrics import compact
+from tfviz.experiments import experiment
 from tfviz.messages import say
-from tfviz.metrics import compact
+from tfviz.serve import jobs
 from tfviz.ui.i18n import translate
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")

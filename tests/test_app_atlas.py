@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import page_figures, start_app
-from tfviz import atlas, atlas_stats
-from tfviz.atlas_store import BUNDLED, read_rows
+from tfviz.experiments import atlas, atlas_stats
+from tfviz.experiments.atlas_store import BUNDLED, read_rows
 from tfviz.ui import atlas as atlas_view
 from tfviz.ui.i18n import translate
 

@@ -25,7 +25,7 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import page_figures, start_app
 from tests.test_hf_encoders import _build  # skips this module without transformers (fails in CI)
 from tfviz import hf, settings
-from tfviz.interventions import NONE, Interventions
+from tfviz.core.interventions import NONE, Interventions
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
 

@@ -8,8 +8,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import page_figures, start_app
-from tfviz import atlas_stats, jobs, lessons
-from tfviz.atlas_store import BUNDLED, read_rows
+from tfviz.experiments import atlas_stats
+from tfviz.experiments.atlas_store import BUNDLED, read_rows
+from tfviz.serve import jobs, lessons
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.usefixtures("fresh_app")

@@ -3,7 +3,7 @@
 Picked beside the toy models (never the opening one), it shows where it comes from, reads two
 sentences, shows sentence A's word-pieces, and the similarity of A and B learned and switched;
 every tab opens on it, and hostile text in either box gives a message or a cut run. Similarities
-shown are checked against tfviz.pretrained computed here (itself checked against transformers'
+shown are checked against tfviz.hf.pretrained computed here (itself checked against transformers'
 BertModel in tests/test_pretrained.py). The model loads once per process (about a second).
 """
 
@@ -15,9 +15,10 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP, page_figures, start_app
 from tests.test_app import array  # plotly's typed arrays in figure JSON, as numpy
-from tfviz import analysis, plots, pretrained
-from tfviz.interventions import NONE, switches
-from tfviz.trace import run_trace
+from tfviz import analysis, plots
+from tfviz.core.interventions import NONE, switches
+from tfviz.core.trace import run_trace
+from tfviz.hf import pretrained
 from tfviz.ui.i18n import translate
 from tfviz.ui.switches import EVERY_LAYER
 from tfviz.ui.views import attention

@@ -14,7 +14,9 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import APP, wait_until
 from tests.test_app import array
 from tests.test_app_lessons import page_text
-from tfviz import dissect, get_task, pretrained
+from tfviz import get_task
+from tfviz.core import dissect
+from tfviz.hf import pretrained
 from tfviz.ui.i18n import translate
 from tfviz.ui.models import list_models
 from tfviz.ui.view import accuracy_cache

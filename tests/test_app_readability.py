@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from tests.conftest import page_figures, start_app
-from tfviz import plots, pretrained
+from tfviz import plots
+from tfviz.hf import pretrained
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.usefixtures("fresh_app")

@@ -9,8 +9,9 @@ import time
 import pytest
 
 from tests.conftest import start_app, submit_training
-from tfviz import jobs, list_tasks
-from tfviz.recipes import CLASS_RECIPES, class_recipe
+from tfviz import list_tasks
+from tfviz.serve import jobs
+from tfviz.training.recipes import CLASS_RECIPES, class_recipe
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.usefixtures("fresh_app")

@@ -13,11 +13,18 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import MODELS, start_app
 from tests.test_app import array
-from tfviz import get_task, plots, settings, work
-from tfviz.checkpoint import load_checkpoint, save_checkpoint
-from tfviz.evaluate import evaluate
-from tfviz.timeline import Timeline, load_timeline, replay_step, save_timeline, timeline_path
-from tfviz.train import train
+from tfviz import get_task, plots, settings
+from tfviz.serve import work
+from tfviz.training.checkpoint import load_checkpoint, save_checkpoint
+from tfviz.training.evaluate import evaluate
+from tfviz.training.timeline import (
+    Timeline,
+    load_timeline,
+    replay_step,
+    save_timeline,
+    timeline_path,
+)
+from tfviz.training.train import train
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
 

@@ -146,6 +146,36 @@ def imports_of_app_or_tests(edges: list[Edge]) -> list[Edge]:
     ]
 
 
+# The library's packages (and its three top-level modules) from the bottom up: a module may import
+# from its own layer or a lower one, never a higher one. docs/architecture.md draws the same order.
+LAYERS = (
+    ("tfviz.settings", "tfviz.words"),
+    ("tfviz.core", "tfviz.messages"),
+    ("tfviz.analysis", "tfviz.hf", "tfviz.plots"),
+    ("tfviz.training",),
+    ("tfviz.experiments",),
+    ("tfviz.serve",),
+    ("tfviz.cli", UI),
+)
+
+
+def layer_of(name: str) -> int | None:
+    for index, packages in enumerate(LAYERS):
+        if any(within(name, package) for package in packages):
+            return index
+    return None
+
+
+def upward_imports(edges: list[Edge]) -> list[Edge]:
+    """Imports from a library package into a package of a higher layer."""
+    found = []
+    for e in edges:
+        source, target = layer_of(e.source), layer_of(e.target)
+        if source is not None and target is not None and target > source:
+            found.append(e)
+    return found
+
+
 def session_state_uses(root: Path = ROOT) -> list[str]:
     """Where code outside tfviz/ui/state.py reads or writes session_state (an attribute named
     session_state, or the name itself imported), as "module:line"."""
@@ -177,6 +207,17 @@ def test_no_view_imports_another_view():
 
 def test_only_the_ui_imports_streamlit():
     found = streamlit_outside_ui(import_graph())
+    assert not found, "\n".join(map(str, found))
+
+
+def test_every_library_module_is_in_a_layer():
+    """A new package or top-level module must be placed in LAYERS (and the drawing) on purpose."""
+    names = [n for n in module_files() if n not in (APP, "tfviz")]
+    assert [n for n in names if layer_of(n) is None] == []
+
+
+def test_the_library_packages_import_only_downwards():
+    found = upward_imports(import_graph())
     assert not found, "\n".join(map(str, found))
 
 
@@ -250,6 +291,18 @@ def test_session_state_outside_state_is_found(tmp_path):
         },
     )
     assert session_state_uses(root) == ["tfviz.ui.view:3"]
+
+
+def test_an_upward_import_is_found(tmp_path):
+    root = write_tree(
+        tmp_path,
+        {
+            "tfviz/core/model.py": "from tfviz.training import train\n",
+            "tfviz/training/train.py": "from tfviz.core import model\n",
+        },
+    )
+    found = upward_imports(import_graph(root))
+    assert [str(e) for e in found] == ["tfviz.core.model:1 imports tfviz.training.train"]
 
 
 def test_the_library_importing_app_or_tests_is_found(tmp_path):

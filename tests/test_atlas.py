@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 import torch
 
-from tfviz import atlas, atlas_stats
-from tfviz.atlas_store import BUNDLED, RowWriter, read_rows
 from tfviz.cli import atlas as cli
-from tfviz.model import Encoder
-from tfviz.stats import holm, welch_p_value
+from tfviz.core.model import Encoder
+from tfviz.experiments import atlas, atlas_stats
+from tfviz.experiments.atlas_store import BUNDLED, RowWriter, read_rows
+from tfviz.experiments.stats import holm, welch_p_value
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = atlas.Cell("sort", n_layers=1, ffn=False, n_heads=2, d_model=16)
@@ -404,7 +404,7 @@ def test_plan_prints_the_runs_left_and_an_estimate(tmp_path, capsys):
 def test_an_app_sweep_runs_in_its_own_process_one_at_a_time_and_stops(tmp_path):
     import psutil
 
-    from tfviz.atlas_runner import Busy, Runner
+    from tfviz.experiments.atlas_runner import Busy, Runner
 
     runner = Runner(limit=1, budget=3)
     first = runner.start("a", TINY.key, 2, tmp_path / "a.jsonl")
@@ -436,7 +436,7 @@ def _in_group(process, group: int) -> bool:
 
 
 def test_the_shipped_atlas_readme_is_written_from_the_shipped_rows():
-    from tfviz import atlas_report
+    from tfviz.experiments import atlas_report
 
     rows = read_rows(BUNDLED)
     want = atlas_report.render(rows, atlas_stats.analyse(rows))

@@ -13,8 +13,8 @@ import pytest
 from tests import test_browser as shared
 from tests.conftest import go_to
 from tests.test_browser import assert_charts_drawn, assert_no_exception, rerun, screenshot
-from tfviz import atlas_stats
-from tfviz.atlas_store import BUNDLED, read_rows
+from tfviz.experiments import atlas_stats
+from tfviz.experiments.atlas_store import BUNDLED, read_rows
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.browser

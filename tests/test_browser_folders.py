@@ -20,7 +20,7 @@ from tests.test_browser import (
 )
 from tests.test_hf_encoders import _build  # skips this module without transformers (fails in CI)
 from tfviz import hf, settings
-from tfviz.interventions import Interventions
+from tfviz.core.interventions import Interventions
 from tfviz.ui.i18n import translate
 from tfviz.ui.masked import shown_word
 

@@ -30,7 +30,7 @@ from tests.test_browser import (
     ARTIFACTS,
     rerun,
 )
-from tfviz import pretrained
+from tfviz.hf import pretrained
 from tfviz.ui import share
 from tfviz.ui.sequence import MAX_SENTENCE_CHARS
 

@@ -29,7 +29,7 @@ from tests.test_browser import (
     assert_charts_drawn,
     rerun,
 )
-from tfviz import pretrained
+from tfviz.hf import pretrained
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.browser

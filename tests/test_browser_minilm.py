@@ -4,7 +4,7 @@ The server, browser and page fixtures and the waiting helpers are tests/test_bro
 (imported, so every browser test starts and drives the app the same way; like there, the test is
 skipped without Chromium except under CI=true). What is checked is what a student sees: sentence
 A's word-pieces, the similarity of A and B, and that number changing when W_o is switched off,
-to the value tfviz.pretrained computes for the same sentences.
+to the value tfviz.hf.pretrained computes for the same sentences.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import pytest
 
 from tests import test_browser as shared
 from tests.test_browser import ALERT, assert_charts_drawn, assert_no_exception, rerun, screenshot
-from tfviz import pretrained
-from tfviz.interventions import switches
+from tfviz.core.interventions import switches
+from tfviz.hf import pretrained
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.browser
@@ -104,7 +104,7 @@ def test_minilm_sentence_and_w_o_off_change_the_similarity(page):
 def assert_hover_names_a_cell(page, model, task) -> None:
     """Layer 0's heads are canvas charts (tfviz.ui.widgets.canvas_charts): a real mouse over
     head 1's cell (query 3, key 5) shows its word-pieces and its weight from the trace."""
-    from tfviz.trace import run_trace
+    from tfviz.core.trace import run_trace
 
     tr = run_trace(model, task, SENTENCE)
     column = page.locator(".tfviz-chart").first

@@ -18,8 +18,10 @@ import pytest
 from bench.standalone import cut_network
 from tests import test_browser as shared
 from tests.test_browser import TIMEOUT_MS
-from tfviz import get_task, load_checkpoint, plots, pretrained, standalone
-from tfviz.trace import run_trace
+from tfviz import get_task, load_checkpoint, plots
+from tfviz.core.trace import run_trace
+from tfviz.hf import pretrained
+from tfviz.serve import standalone
 from tfviz.ui.views import attention
 
 pytestmark = pytest.mark.browser

@@ -8,8 +8,8 @@ import pytest
 
 from tests.conftest import MODELS
 from tfviz import get_task, load_checkpoint
-from tfviz.evaluate import EVAL_SEED, evaluate
-from tfviz.recipes import RECIPES, TARGETS
+from tfviz.training.evaluate import EVAL_SEED, evaluate
+from tfviz.training.recipes import RECIPES, TARGETS
 
 FRESH_SEED = EVAL_SEED + 17  # not the seed the saved metrics were measured with
 

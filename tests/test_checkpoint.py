@@ -12,7 +12,7 @@ from safetensors.torch import save as st_save
 
 from tests.conftest import make_model
 from tfviz import CheckpointError, get_task, load_checkpoint, save_checkpoint
-from tfviz.checkpoint import FORMAT, write_atomic
+from tfviz.training.checkpoint import FORMAT, write_atomic
 
 
 @pytest.fixture
@@ -191,7 +191,9 @@ def test_write_atomic_creates_folders(tmp_path):
 def test_huge_model_named_in_a_small_file_is_refused_before_it_is_built(saved, monkeypatch):
     model, _ = saved
     huge = {**model.config.to_dict(), "d_model": 1024, "d_ff": 4096, "n_layers": 12}
-    monkeypatch.setattr("tfviz.checkpoint.Encoder", lambda cfg: pytest.fail("built the model"))
+    monkeypatch.setattr(
+        "tfviz.training.checkpoint.Encoder", lambda cfg: pytest.fail("built the model")
+    )
     with pytest.raises(
         CheckpointError, match=r"has 151,\d{3},\d{3} parameters; .* at most 5,000,000"
     ):
@@ -199,7 +201,7 @@ def test_huge_model_named_in_a_small_file_is_refused_before_it_is_built(saved, m
 
 
 def test_a_save_that_must_not_overwrite_keeps_the_existing_file(tmp_path):
-    from tfviz.checkpoint import write_atomic
+    from tfviz.training.checkpoint import write_atomic
 
     target = tmp_path / "taken.safetensors"
     target.write_bytes(b"first")
@@ -214,7 +216,7 @@ def test_a_save_that_must_not_overwrite_keeps_the_existing_file(tmp_path):
 _RACE = """
 import sys
 from pathlib import Path
-from tfviz.checkpoint import write_atomic
+from tfviz.training.checkpoint import write_atomic
 folder, me, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 won = 0
 for i in range(rounds):

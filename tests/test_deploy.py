@@ -34,8 +34,8 @@ import yaml
 
 from tests.conftest import MODELS, ROOT
 from tfviz import load_checkpoint
-from tfviz.checkpoint import save_checkpoint
 from tfviz.settings import MAX_JOBS_ENV, USER_MODELS_ENV
+from tfviz.training.checkpoint import save_checkpoint
 
 K8S = ROOT / "deploy" / "k8s"
 COMPOSE = ROOT / "deploy" / "compose" / "compose.yaml"
@@ -546,7 +546,7 @@ from pathlib import Path
 import torch
 torch.set_num_threads(1)
 from tfviz import load_checkpoint
-from tfviz.checkpoint import save_checkpoint
+from tfviz.training.checkpoint import save_checkpoint
 folder, who, sign = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
 model, meta = load_checkpoint("models/reverse.safetensors")
 with torch.no_grad():

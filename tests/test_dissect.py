@@ -1,4 +1,4 @@
-"""tfviz.dissect: the mode sweep, W_o's spectrum, the head shuffle and the parsers, hand-worked
+"""tfviz.core.dissect: the mode sweep, W_o's spectrum, the head shuffle and the parsers, hand-worked
 where the numbers can be worked by hand, and on a bundled model where they cannot."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import pytest
 import torch
 
 from tests.conftest import MODELS, wait_until
-from tfviz import dissect, get_task, plots, trace, wo
-from tfviz.checkpoint import load_checkpoint
-from tfviz.evaluate import evaluate
-from tfviz.interventions import Interventions
+from tfviz import get_task, plots
+from tfviz.core import dissect, trace, wo
+from tfviz.core.interventions import Interventions
+from tfviz.training.checkpoint import load_checkpoint
+from tfviz.training.evaluate import evaluate
 
 # Two heads of width 2 and a W_o whose singular values are 4, 3, 2, 1 and that mixes no heads.
 DIAG = np.diag([4.0, 3.0, 2.0, 1.0])

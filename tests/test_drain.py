@@ -1,7 +1,7 @@
 """A rolling update drains: SIGTERM stops new jobs, lets running ones finish within the grace
 period the manifests state, and the server exits 0.
 
-The manager's rules are checked directly (tfviz.jobs.JobManager.drain); then real servers
+The manager's rules are checked directly (tfviz.serve.jobs.JobManager.drain); then real servers
 (`streamlit run app.py`) get SIGTERM while a training runs in them:
 - with the default grace, the training finishes and saves its model before the server exits 0,
   and a student who asks for a new job meanwhile is told the server is shutting down;
@@ -30,7 +30,8 @@ from bench.load import Session, Stats, start_server, stop_server, wait_healthy
 from bench.server import free_port
 from tests.conftest import ROOT
 from tests.test_jobs import Gate
-from tfviz import jobs, load_checkpoint, settings
+from tfviz import load_checkpoint, settings
+from tfviz.serve import jobs
 
 K8S = ROOT / "deploy" / "k8s" / "deployment.yaml"
 COMPOSE = ROOT / "deploy" / "compose" / "compose.yaml"

@@ -1,5 +1,5 @@
-"""Runs trained together (tfviz.ensemble) are the runs tfviz.train.train makes one at a time:
-the batched pass is the Encoder's own code and equals its plain pass, token packing loses
+"""Runs trained together (tfviz.training.ensemble) are the runs tfviz.training.train.train makes one
+at a time: the batched pass is the Encoder's own code and equals its plain pass, token packing loses
 nothing, and with dropout 0 the loss curves and weights match train()'s; with dropout they agree
 in distribution."""
 
@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 import torch
 
-from tfviz import ensemble as En
-from tfviz import model as model_module
-from tfviz import wo
-from tfviz.config import ModelConfig
-from tfviz.model import Encoder
-from tfviz.packing import pack, pack_targets, unpack
-from tfviz.tasks import IGNORE, get_task
-from tfviz.train import train
+from tfviz.core import model as model_module
+from tfviz.core import wo
+from tfviz.core.config import ModelConfig
+from tfviz.core.model import Encoder
+from tfviz.core.packing import pack, pack_targets, unpack
+from tfviz.core.tasks import IGNORE, get_task
+from tfviz.training import ensemble as En
+from tfviz.training.train import train
 
 TINY = dict(d_model=8, n_heads=2, d_ff=16, n_layers=2)
 ATOL = 1e-5
@@ -84,7 +84,7 @@ def test_the_batched_pass_equals_the_encoder_run_by_run(name, extra):
 
 
 def test_the_batched_pass_runs_the_encoders_own_layers(monkeypatch):
-    # One forward: a change to tfviz.model's attention is a change to the batched training.
+    # One forward: a change to tfviz.core.model's attention is a change to the batched training.
     calls = []
     plain = model_module.MultiHeadAttention.forward
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from tfviz import experiment as E
-from tfviz import experiment_report as R
-from tfviz import stats as S
 from tfviz.cli import experiment as cli
-from tfviz.tasks import list_tasks
+from tfviz.core.tasks import list_tasks
+from tfviz.experiments import experiment as E
+from tfviz.experiments import experiment_report as R
+from tfviz.experiments import stats as S
 
 TINY = dict(d_model=8, n_heads=2, d_ff=8, n_layers=1, eval_n=20, batch_size=8)
 
@@ -438,7 +438,7 @@ def test_cli_adds_block_diagonal_runs_to_an_existing_file(tiny_result, tmp_path,
 
 
 def test_the_verdict_s_values_are_what_the_english_is_worded_from():
-    from tfviz.verdict import Target, verdict_of
+    from tfviz.experiments.verdict import Target, verdict_of
 
     low = _result(
         [([1, 1], 0.3), ([1, 1], 0.31)],

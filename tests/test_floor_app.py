@@ -11,9 +11,9 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
 from tests.test_app import array
-from tfviz.checkpoint import load_checkpoint
-from tfviz.tasks import get_task
-from tfviz.trace import run_trace
+from tfviz.core.tasks import get_task
+from tfviz.core.trace import run_trace
+from tfviz.training.checkpoint import load_checkpoint
 
 FLOOR = str(ROOT / "bench" / "floor_app.py")
 pytestmark = pytest.mark.usefixtures("fresh_app")

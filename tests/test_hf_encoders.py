@@ -23,10 +23,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from tfviz import hf
+from tfviz.core.interventions import Interventions
 from tfviz.hf import files as hf_files
 from tfviz.hf import tokenizer as tokenizer_mod
 from tfviz.hf import zipped
-from tfviz.interventions import Interventions
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 try:
@@ -247,7 +247,7 @@ def test_fast_path_equals_traced_path_under_switches(kind, opened):
 
 
 def test_a_headless_bert_is_a_sentence_model_for_the_sentence_task(opened):
-    from tfviz import pretrained
+    from tfviz.hf import pretrained
 
     loaded = opened["bert-encoder-only"]
     task = pretrained.SentenceTask(loaded.tokenizer)

@@ -21,8 +21,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import page_figures, start_app
-from tfviz import checks, get_task, list_tasks, settings
-from tfviz.checkpoint import safe_model_path
+from tfviz import get_task, list_tasks, settings
+from tfviz.serve import checks
+from tfviz.training.checkpoint import safe_model_path
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -356,7 +357,7 @@ def test_a_full_disk_gives_a_clear_error_and_keeps_the_saved_models(tmp_path, mo
     def disk_full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("tfviz.checkpoint.os.fsync", disk_full)
+    monkeypatch.setattr("tfviz.training.checkpoint.os.fsync", disk_full)
     at = start("Train")
     for key, value in (("d_model", 16), ("heads", 2), ("layers", 1), ("d_ff", 32)):
         at.selectbox(key=f"train_{key}").set_value(value)

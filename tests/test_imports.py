@@ -13,20 +13,20 @@ TORCH_FREE = (
     "tfviz",
     "tfviz.messages",
     "tfviz.words",
-    "tfviz.modes",
+    "tfviz.core.modes",
     "tfviz.settings",
-    "tfviz.config",
-    "tfviz.recipes",
-    "tfviz.atlas_cells",
-    "tfviz.atlas_store",
-    "tfviz.atlas_stats",
+    "tfviz.core.config",
+    "tfviz.training.recipes",
+    "tfviz.experiments.atlas_cells",
+    "tfviz.experiments.atlas_store",
+    "tfviz.experiments.atlas_stats",
     "tfviz.plots.atlas",
-    "tfviz.stats",
-    "tfviz.tally",
-    "tfviz.metrics",
+    "tfviz.experiments.stats",
+    "tfviz.serve.tally",
+    "tfviz.core.metrics",
     "tfviz.plots",
-    "tfviz.export",
-    "tfviz.standalone",
+    "tfviz.serve.export",
+    "tfviz.serve.standalone",
 )
 
 
@@ -46,8 +46,8 @@ def test_the_public_names_still_load_on_first_use():
     # The check above must be able to fail: touching a lazy name loads torch.
     code = (
         "import sys, tfviz; assert 'torch' not in sys.modules; "
-        "from tfviz import Encoder, train; import tfviz.model; "
-        "assert Encoder is tfviz.model.Encoder and 'torch' in sys.modules; "
+        "from tfviz import Encoder, train; import tfviz.core.model; "
+        "assert Encoder is tfviz.core.model.Encoder and 'torch' in sys.modules; "
         "assert all(hasattr(tfviz, name) for name in tfviz.__all__)"
     )
     done = _loads_torch(code)
@@ -57,10 +57,11 @@ def test_the_public_names_still_load_on_first_use():
 
 
 def test_tfviz_train_stays_the_function_after_its_module_is_imported():
-    # Importing the submodule tfviz.train (tfviz.ensemble does) must not hide the function.
+    # Importing the submodule tfviz.training.train (tfviz.training.ensemble does) must not hide the
+    # function.
     code = (
-        "import tfviz.ensemble, tfviz.train; from tfviz import train; "
-        "assert callable(train) and train.__module__ == 'tfviz.train', train"
+        "import tfviz.training.ensemble, tfviz.training.train; from tfviz import train; "
+        "assert callable(train) and train.__module__ == 'tfviz.training.train', train"
     )
     done = _loads_torch(code)
     assert done.returncode == 0, done.stderr

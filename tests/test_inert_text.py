@@ -17,7 +17,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.test_share import open_link
-from tfviz import pretrained
+from tfviz.hf import pretrained
 from tfviz.ui.i18n import LANGUAGES, translate
 from tfviz.ui.text import WORD_JOINER, md_escape
 

@@ -1,7 +1,7 @@
 """What jobs and form checks say reaches the page through the catalogue, in the page's language.
 
-Jobs report tfviz.messages.Message values (a key and numbers or names); the app words them with
-the catalogue keys jobs.message.<key> (tfviz.ui.jobs.job_text). Checked here: every message a
+Jobs report tfviz.messages.Message values (a key and numbers or names); the app words them
+with the catalogue keys jobs.message.<key> (tfviz.ui.jobs.job_text). Checked here: every message a
 job or a check can say has a key in both languages with the same placeholders; every say(...) in
 the library names a known message; each message worded in Chinese carries no English; and a
 running, finished and cancelled training, W_o retraining and experiment rerun show Chinese built
@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import start_app
-from tfviz import experiment, jobs, words, work
+from tfviz import words
+from tfviz.experiments import experiment
 from tfviz.messages import CHOICES, MESSAGES, PREFIX, Message, Refused, placeholders, say
+from tfviz.serve import jobs, work
 from tfviz.ui.i18n import translate
 from tfviz.ui.jobs import job_text
 

@@ -1,4 +1,4 @@
-"""tfviz.jobs: one manager (a cap, one visible queue, cancel, progress, claims) for any kind
+"""tfviz.serve.jobs: one manager (a cap, one visible queue, cancel, progress, claims) for any kind
 of work, checked with a stand-in work (Gate) that trains nothing; the library's import rule.
 The kinds of work themselves are tested in tests/test_work.py."""
 
@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
-from tfviz import jobs, settings
+from tfviz import settings
 from tfviz.messages import say
+from tfviz.serve import jobs
 
 
 def stop_all(m: jobs.JobManager) -> None:

@@ -26,9 +26,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tfviz.checkpoint import load_checkpoint
-from tfviz.timeline import SUFFIX as TIMELINE_SUFFIX
-from tfviz.timeline import load_timeline
+from tfviz.training.checkpoint import load_checkpoint
+from tfviz.training.timeline import SUFFIX as TIMELINE_SUFFIX
+from tfviz.training.timeline import load_timeline
 
 KILLS = 24
 TIME_LIMIT_S = 45  # whole kill loop, generous for 2 loaded cores (it takes ~5 s alone)
@@ -41,11 +41,11 @@ import os, sys
 from pathlib import Path
 import torch
 torch.set_num_threads(1)
-from tfviz.checkpoint import save_checkpoint
-from tfviz.config import ModelConfig
-from tfviz.model import Encoder
-from tfviz.tasks import get_task
-from tfviz.timeline import Timeline, save_timeline, timeline_path
+from tfviz.training.checkpoint import save_checkpoint
+from tfviz.core.config import ModelConfig
+from tfviz.core.model import Encoder
+from tfviz.core.tasks import get_task
+from tfviz.training.timeline import Timeline, save_timeline, timeline_path
 
 folder = Path(sys.argv[1])
 task = get_task("reverse")
@@ -179,8 +179,8 @@ def test_kill_9_at_random_moments_never_leaves_a_broken_model(tmp_path):
 
 def test_the_picker_ignores_a_killed_writers_temp_files(tmp_path):
     from tests.conftest import make_model
-    from tfviz.checkpoint import save_checkpoint
-    from tfviz.tasks import get_task
+    from tfviz.core.tasks import get_task
+    from tfviz.training.checkpoint import save_checkpoint
 
     task = get_task("reverse")
     model = make_model(vocab_size=task.vocab_size, n_out=task.n_out, max_len=task.positions)

@@ -1,4 +1,5 @@
-"""tfviz.lessons: the numbers behind each lesson step, checked against hand-worked values."""
+"""tfviz.serve.lessons: the numbers behind each lesson step, checked against hand-worked
+values."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import pytest
 import torch
 
 from tests.conftest import MODELS, make_model
-from tfviz import get_task, jobs, load_checkpoint, plots
-from tfviz import lessons as L
-from tfviz.recipes import RECIPES
-from tfviz.train import train
+from tfviz import get_task, load_checkpoint, plots
+from tfviz.serve import jobs
+from tfviz.serve import lessons as L
+from tfviz.training.recipes import RECIPES
+from tfviz.training.train import train
 
 # The matrix exactly as seed 000 prints it, read as the article's arithmetic reads it (row d
 # gives output feature d: 1.0*0.8 + 0.0*0.1 + 0.0*0.0 + 2.0*0.5 = 1.8, then 0.2).

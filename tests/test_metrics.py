@@ -1,4 +1,4 @@
-"""tfviz.metrics: one vocabulary for every number a task is judged by."""
+"""tfviz.core.metrics: one vocabulary for every number a task is judged by."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import pytest
 
 from tests.conftest import make_model
 from tfviz import get_task, list_tasks
-from tfviz.evaluate import evaluate
-from tfviz.metrics import METRICS, metric
+from tfviz.core.metrics import METRICS, metric
+from tfviz.training.evaluate import evaluate
 
 
 @pytest.mark.parametrize("name", list_tasks())

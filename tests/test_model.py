@@ -8,8 +8,8 @@ from torch import nn
 
 from tests.conftest import make_model
 from tfviz import ModelConfig
-from tfviz.interventions import LayerSwitches
-from tfviz.model import EncoderLayer, MultiHeadAttention
+from tfviz.core.interventions import LayerSwitches
+from tfviz.core.model import EncoderLayer, MultiHeadAttention
 
 ATOL = 1e-5
 
@@ -228,7 +228,7 @@ def test_zeroing_after_w_o_differs_from_ablating_the_head(model, ids):
     torch.testing.assert_close(after.z, model(ids).trace.layers[0].z)  # heads untouched
 
 
-# The switches a pretrained BERT-style encoder needs (tfviz.pretrained): each one is off by
+# The switches a pretrained BERT-style encoder needs (tfviz.hf.pretrained): each one is off by
 # default, so every model trained before them builds and computes as it did.
 
 BERT_LIKE = dict(

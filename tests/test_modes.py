@@ -1,6 +1,6 @@
-"""The W_o modes are named once (tfviz.modes), and everything that must say something about
+"""The W_o modes are named once (tfviz.core.modes), and everything that must say something about
 each mode does: its words in both catalogues, its colour and dash on a chart, the forward's
-check. A new mode added to tfviz.modes fails here until every place has it."""
+check. A new mode added to tfviz.core.modes fails here until every place has it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tfviz import modes, words
+from tfviz import words
+from tfviz.core import modes
 from tfviz.plots import MODE_COLOURS, MODE_DASHES
 from tfviz.plots.atlas import ARM_COLOURS
 

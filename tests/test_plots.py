@@ -282,7 +282,7 @@ def test_a_toy_model_s_residual_colour_range_is_unchanged(model, ids):
     scale still spans every value, nothing is ringed."""
     from tests.conftest import MODELS
     from tfviz import get_task, load_checkpoint
-    from tfviz.trace import run_trace
+    from tfviz.core.trace import run_trace
 
     toy, meta = load_checkpoint(MODELS / "reverse.safetensors")
     task = get_task(meta.task)
@@ -326,7 +326,7 @@ def test_no_bundled_toy_model_gets_a_clipped_colour_range(name):
     their residual streams, concats or attention outputs is clipped."""
     from tests.conftest import MODELS
     from tfviz import get_task, load_checkpoint
-    from tfviz.trace import run_trace
+    from tfviz.core.trace import run_trace
 
     model, meta = load_checkpoint(MODELS / f"{name}.safetensors")
     task = get_task(meta.task)

@@ -15,9 +15,9 @@ import torch
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
 
-from tfviz import pretrained as P
-from tfviz.config import ModelConfig
-from tfviz.interventions import Interventions
+from tfviz.core.config import ModelConfig
+from tfviz.core.interventions import Interventions
+from tfviz.hf import pretrained as P
 
 TOL = 1e-4  # float32 agreement asked of tfviz against BertModel
 SENTENCES = [

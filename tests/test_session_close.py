@@ -12,9 +12,10 @@ from streamlit.runtime.runtime import Runtime
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import submit_training, wait_until
-from tfviz import jobs, settings, work
-from tfviz.checkpoint import load_checkpoint
+from tfviz import settings
 from tfviz.messages import say
+from tfviz.serve import jobs, work
+from tfviz.training.checkpoint import load_checkpoint
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16)

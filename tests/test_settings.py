@@ -60,8 +60,8 @@ def test_a_bad_upload_limit_says_what_is_allowed(raw):
 def test_every_training_path_takes_its_defaults_from_one_place():
     import inspect
 
-    from tfviz.ensemble import train_runs
-    from tfviz.train import train
+    from tfviz.training.ensemble import train_runs
+    from tfviz.training.train import train
 
     for fn in (train, train_runs):
         params = inspect.signature(fn).parameters

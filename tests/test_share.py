@@ -19,9 +19,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP
-from tfviz import export, get_task, plots, pretrained
-from tfviz.config import ModelConfig
-from tfviz.interventions import NONE, switches
+from tfviz import get_task, plots
+from tfviz.core.config import ModelConfig
+from tfviz.core.interventions import NONE, switches
+from tfviz.hf import pretrained
+from tfviz.serve import export
 from tfviz.ui import help as help_texts
 from tfviz.ui import sequence, share
 from tfviz.ui.i18n import LANGUAGES, translate
@@ -454,7 +456,7 @@ def download_page():
     from dataclasses import replace
 
     from tfviz import get_task
-    from tfviz.interventions import NONE, switches
+    from tfviz.core.interventions import NONE, switches
     from tfviz.ui.downloads import download_before_after, download_comparison
     from tfviz.ui.models import BUNDLED_DIR, ModelEntry, file_sha256, load_model
     from tfviz.ui.view import View, trace_for
@@ -546,8 +548,8 @@ def test_describe_names_every_switch():
 
 
 def test_every_task_is_described_in_both_languages():
-    from tfviz.pretrained import SentenceTask
-    from tfviz.tasks import list_tasks
+    from tfviz.core.tasks import list_tasks
+    from tfviz.hf.pretrained import SentenceTask
     from tfviz.ui.i18n import catalogue
 
     for name in [*list_tasks(), SentenceTask.name]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tfviz.config import ModelConfig
-from tfviz.interventions import Interventions
+from tfviz.core.config import ModelConfig
+from tfviz.core.interventions import Interventions
 from tfviz.ui import switches
 from tfviz.ui.switches import EVERY_LAYER, RANK, Switches
 

@@ -1,4 +1,5 @@
-"""tfviz.tally: a class's guesses, anonymous, capped, shared by threads, reset by a teacher."""
+"""tfviz.serve.tally: a class's guesses, anonymous, capped, shared by threads, reset by a
+teacher."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import threading
 
 import pytest
 
-from tfviz import tally
+from tfviz.serve import tally
 
 
 def test_guesses_are_counted_per_question_and_reset():

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from tfviz import get_task, list_tasks, train
-from tfviz.evaluate import evaluate
-from tfviz.tasks import InputError
+from tfviz.core.tasks import InputError
+from tfviz.training.evaluate import evaluate
 
 HAND_WORKED = [
     ("sum", "31415926", "31"),
@@ -224,7 +224,7 @@ def test_predict_returns_answer_in_solve_form(name):
 def test_retraining_w_o_alone_changes_only_w_o_of_a_copy_and_recovers():
     from tests.conftest import MODELS
     from tfviz import load_checkpoint
-    from tfviz.train import retrain_w_o
+    from tfviz.training.train import retrain_w_o
 
     model, meta = load_checkpoint(MODELS / "sort.safetensors")
     before = {k: v.clone() for k, v in model.state_dict().items()}

@@ -1,4 +1,5 @@
-"""tfviz.timeline: bounded snapshots of a training run, saved safely, replayed for the slider."""
+"""tfviz.training.timeline: bounded snapshots of a training run, saved safely, replayed for the
+slider."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import torch
 
 from tfviz import get_task, train
 from tfviz.analysis import head_importance, w_o_mixing
-from tfviz.checkpoint import CheckpointError
-from tfviz.timeline import (
+from tfviz.core.trace import run_trace
+from tfviz.training.checkpoint import CheckpointError
+from tfviz.training.timeline import (
     Timeline,
     load_timeline,
     replay,
@@ -17,7 +19,6 @@ from tfviz.timeline import (
     save_timeline,
     timeline_path,
 )
-from tfviz.trace import run_trace
 
 TINY = dict(d_model=16, n_heads=2, d_ff=16, n_layers=2, dropout=0.0)
 

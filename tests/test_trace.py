@@ -1,4 +1,4 @@
-"""tfviz.trace and the small helpers around it: the numbers behind the views, checked against
+"""tfviz.core.trace and the small helpers around it: the numbers behind the views, checked against
 identities that must hold."""
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from tests.conftest import MODELS
-from tfviz import get_task, trace, wo
-from tfviz.evaluate import evaluate
-from tfviz.export import attention_csv
-from tfviz.interventions import Interventions, head_names, parse_head_name
-from tfviz.metrics import headline
-from tfviz.model import Encoder
+from tfviz import get_task
+from tfviz.core import trace, wo
+from tfviz.core.interventions import Interventions, head_names, parse_head_name
+from tfviz.core.metrics import headline
+from tfviz.core.model import Encoder
+from tfviz.serve.export import attention_csv
+from tfviz.training.evaluate import evaluate
 from tfviz.ui.text import changed_tokens, prediction_table, width
 
 TEXT = "abcdefg"
@@ -213,7 +214,7 @@ def test_headline_metric(task):
 def test_accuracy_with_a_switch_is_fixed_and_reacts(task):
     # The bundled reverse model: a trained model's accuracy surely falls with W_o zeroed (a random
     # one's may not move: it can answer the same constant either way).
-    from tfviz.checkpoint import load_checkpoint
+    from tfviz.training.checkpoint import load_checkpoint
 
     model, _ = load_checkpoint(MODELS / "reverse.safetensors")
     a = evaluate(model, task, 256, seed=7)

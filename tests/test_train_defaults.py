@@ -1,6 +1,6 @@
 """A class's first training learns: every task trained with the Train tab's defaults, through the
-app's own job, reaches its task's level (tfviz.recipes.LEARNED). The full defaults, one seed
-each (seed 0, the form's); bench/train_defaults.py runs three seeds and reports the seconds.
+app's own job, reaches its task's level (tfviz.training.recipes.LEARNED). The full defaults, one
+seed each (seed 0, the form's); bench/train_defaults.py runs three seeds and reports the seconds.
 
 About 15 s a task on one core: the longest test file, and the one a class depends on most.
 """
@@ -13,9 +13,10 @@ import sys
 import pytest
 import torch
 
-from tfviz import get_task, jobs, list_tasks, work
-from tfviz.checkpoint import load_checkpoint
-from tfviz.recipes import CLASS_RECIPES, LEARNED, class_recipe, learned
+from tfviz import get_task, list_tasks
+from tfviz.serve import jobs, work
+from tfviz.training.checkpoint import load_checkpoint
+from tfviz.training.recipes import CLASS_RECIPES, LEARNED, class_recipe, learned
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP, start_app, submit_training, wait_until
 from tests.test_share import open_link
-from tfviz import jobs, work
+from tfviz.serve import jobs, work
 from tfviz.ui import share
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
@@ -93,7 +93,7 @@ def test_the_key_is_part_of_the_links_vocabulary():
 
 
 def jobs_none():
-    from tfviz.interventions import NONE
+    from tfviz.core.interventions import NONE
 
     return NONE
 

@@ -17,7 +17,8 @@ from safetensors.torch import save as st_save
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
-from tfviz import CheckpointError, checks
+from tfviz import CheckpointError
+from tfviz.serve import checks
 from tfviz.ui.i18n import translate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,7 +123,7 @@ def test_a_bad_file_gets_a_clear_error_and_changes_nothing(case, tmp_path):
 
 def test_the_parameter_budget_is_checked_before_a_model_is_built(monkeypatch):
     built = []
-    monkeypatch.setattr("tfviz.checkpoint.Encoder", lambda config: built.append(config))
+    monkeypatch.setattr("tfviz.training.checkpoint.Encoder", lambda config: built.append(config))
     data = config_change(d_model=1024, n_heads=8, d_ff=4096, n_layers=12)
     with pytest.raises(CheckpointError, match=r"has [\d,]+ parameters; .* at most 5,000,000"):
         checks.load_upload(data, max_bytes=20 * 2**20)

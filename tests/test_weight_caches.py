@@ -1,6 +1,6 @@
 """What depends only on a model's weights is computed once per server and shared (issue 16).
 
-Two caches: tfviz.wo's SVD of a weight (rank-k W_o took one SVD per layer per forward pass,
+Two caches: tfviz.core.wo's SVD of a weight (rank-k W_o took one SVD per layer per forward pass,
 seconds for MiniLM's mode sweep), and the Analysis view's weights-only numbers (OV spectra,
 composition, W_o's mixing: one MeasureCache per checkpoint, shared by every session). Each is
 checked to be computed once, to equal a fresh computation, to notice a changed weight, to stay
@@ -17,15 +17,17 @@ import pytest
 import torch
 
 from tests.conftest import MODELS, make_model, start_app, wait_until
-from tfviz import analysis, pretrained, wo
-from tfviz.checkpoint import file_digest
+from tfviz import analysis
+from tfviz.core import wo
+from tfviz.hf import pretrained
+from tfviz.training.checkpoint import file_digest
 
 SVD = torch.linalg.svd  # the real one, for fresh computations while the module's is counted
 
 
 @pytest.fixture
 def counted_svd(monkeypatch) -> list:
-    """torch.linalg.svd counting its calls (tfviz.wo looks it up on every call)."""
+    """torch.linalg.svd counting its calls (tfviz.core.wo looks it up on every call)."""
     calls = []
     monkeypatch.setattr(torch.linalg, "svd", lambda *a, **k: calls.append(1) or SVD(*a, **k))
     with wo._svd_lock:
@@ -43,7 +45,8 @@ def weight(seed: int, D: int = 16) -> torch.Tensor:
     return torch.randn(D, D, generator=torch.Generator().manual_seed(seed))
 
 
-# ---- tfviz.wo: one SVD per weight ------------------------------------------------------------
+# ---- tfviz.core.wo: one SVD per weight
+# ------------------------------------------------------------
 
 
 def test_a_weights_svd_is_taken_once_for_every_rank_and_equals_a_fresh_one(counted_svd):
@@ -75,7 +78,7 @@ def test_a_forward_pass_in_rank_k_takes_no_svd_after_the_first(counted_svd):
 def test_each_switch_builds_each_layers_map_once_for_the_pass_its_trace_and_its_arrays(
     counted_svd, monkeypatch, mode
 ):
-    from tfviz.trace import w_o_used
+    from tfviz.core.trace import w_o_used
 
     built = []
     real = wo._effective

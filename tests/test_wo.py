@@ -1,4 +1,4 @@
-"""tfviz.wo (the W_o algebra) and tfviz.interventions (the switch object), hand-worked."""
+"""tfviz.core.wo (the W_o algebra) and tfviz.core.interventions (the switch object), hand-worked."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from tests.conftest import make_model
-from tfviz import wo
-from tfviz.config import ModelConfig
-from tfviz.interventions import NONE, Interventions, switches
+from tfviz.core import wo
+from tfviz.core.config import ModelConfig
+from tfviz.core.interventions import NONE, Interventions, switches
 
 # A 4 x 4 W_o over two heads of width 2, in nn.Linear layout (out, in): entry [d, c] is how much
 # input column c (head c // 2) feeds output dimension d.

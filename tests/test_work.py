@@ -1,4 +1,4 @@
-"""tfviz.work through the one job manager: training a model (saving, names, limits, its
+"""tfviz.serve.work through the one job manager: training a model (saving, names, limits, its
 timeline), rerunning the W_o experiment and retraining W_o alone, each reporting Message values;
 nothing is lost when a save fails or a name is taken meanwhile."""
 
@@ -13,8 +13,10 @@ import torch
 
 from tests.conftest import wait_until
 from tests.test_jobs import stop_all
-from tfviz import experiment, jobs, load_checkpoint, settings, work
+from tfviz import load_checkpoint, settings
+from tfviz.experiments import experiment
 from tfviz.messages import say
+from tfviz.serve import jobs, work
 
 TINY = dict(d_model=16, n_heads=2, n_layers=1, d_ff=32, batch_size=16)
 
@@ -245,7 +247,7 @@ def test_a_failed_save_is_reported_and_every_saved_model_is_kept(manager, tmp_pa
     def disk_full(fd):  # after the bytes went to the temporary file, before the rename
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("tfviz.checkpoint.os.fsync", disk_full)
+    monkeypatch.setattr("tfviz.training.checkpoint.os.fsync", disk_full)
     job = submit_training(manager, tmp_path, "new")
     assert job.wait(60)
     snap = job.state()
@@ -304,7 +306,7 @@ def test_count_parameters_matches_a_real_model(task, sizes):
 
 
 def test_a_training_job_saves_its_timeline_beside_the_model(manager, tmp_path):
-    from tfviz.timeline import load_timeline
+    from tfviz.training.timeline import load_timeline
 
     job = submit_training(manager, tmp_path, "with_timeline", steps=48)
     assert job.wait(60) and job.state().status == jobs.DONE
@@ -340,8 +342,8 @@ def test_retraining_w_o_alone_runs_as_a_job_and_leaves_the_shared_model_alone(ma
 
 
 def test_the_metric_curve_measures_the_model_being_retrained_on_fixed_examples():
-    from tfviz.evaluate import evaluate
-    from tfviz.train import retrain_w_o, with_w_o_start
+    from tfviz.training.evaluate import evaluate
+    from tfviz.training.train import retrain_w_o, with_w_o_start
 
     shared, meta = load_checkpoint(
         Path(__file__).resolve().parent.parent / "models/sort.safetensors"

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfviz import modes
+from tfviz.core import modes
 from tfviz.words import DEFAULT, catalogue, placeholders, translate
 
 PREFIX = "jobs.message."  # catalogue key of a message: PREFIX + its key

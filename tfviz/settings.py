@@ -42,8 +42,9 @@ DEFAULT_DRAIN_SECONDS = 120
 MAX_DRAIN_SECONDS = 3600
 
 # ---- training defaults ---------------------------------------------------------------------------
-# What tfviz.train.train and tfviz.ensemble.train_runs use unless told otherwise (seed 002's
-# Adam learning rate and batch size; a cosine schedule with warm-up; gradient-norm clip 1).
+# What tfviz.training.train.train and tfviz.training.ensemble.train_runs use unless told otherwise
+# (seed 002's Adam learning rate and batch size; a cosine schedule with warm-up; gradient-norm clip
+# 1).
 TRAINING = {"steps": 1000, "batch_size": 64, "lr": 1e-3, "schedule": "cosine", "clip": 1.0}
 
 

@@ -10,9 +10,9 @@ from collections.abc import Iterable
 import numpy as np
 from torch import Tensor
 
-from tfviz import wo
-from tfviz.model import Encoder, Trace
-from tfviz.tasks import Batch, Task
+from tfviz.core import wo
+from tfviz.core.model import Encoder, Trace
+from tfviz.core.tasks import Batch, Task
 
 ANALYSIS_SEED = 3_000_017  # examples for importance/ablation: fresh, and apart from EVAL_SEED
 
@@ -49,7 +49,7 @@ def _sample(
 
 
 def _metric(task: Task, logits: Tensor, target: Tensor) -> float:
-    """The task's headline metric (as tfviz.evaluate reports it) on one batch."""
+    """The task's headline metric (as tfviz.training.evaluate reports it) on one batch."""
     s = task.score(logits.cpu(), target.cpu())
     total = s["abs_err"] if task.kind == "regress" else s["correct"]
     return total / max(1, s["count"])
@@ -61,7 +61,7 @@ def heads_of(model: Encoder) -> Iterable[tuple[int, int]]:
 
 
 def _w_o_of(model: Encoder, layer: int, mode: str) -> Tensor:
-    """The (D, D) map a layer applies in a W_o mode (tfviz.wo), nn.Linear layout (out, in)."""
+    """The (D, D) map a layer applies in a W_o mode (tfviz.core.wo), nn.Linear layout (out, in)."""
     lin = model.layers[layer].attn.W_o
     return wo.effective(lin.weight.detach(), lin.bias.detach(), mode, model.config.n_heads)[0]
 

@@ -11,9 +11,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tfviz import wo
 from tfviz.analysis.base import _np, _w_o_of
-from tfviz.model import Encoder, layer_modes
+from tfviz.core import wo
+from tfviz.core.model import Encoder, layer_modes
 
 
 def head_block(W: Tensor | np.ndarray, head: int, n_heads: int, side: str) -> np.ndarray:
@@ -87,8 +87,8 @@ class OVCircuits(OVSpectra):
 
 
 # The weights-only numbers below (OV spectra, composition) are computed in torch, float64, on
-# the CPU: the app limits torch to one thread per kernel (tfviz.jobs.limit_torch_threads), while
-# numpy's OpenBLAS starts a thread per core for every small product and QR; on a loaded 2-core
+# the CPU: the app limits torch to one thread per kernel (tfviz.serve.jobs.limit_torch_threads),
+# while numpy's OpenBLAS starts a thread per core for every small product and QR; on a loaded 2-core
 # server those threads wait on each other, and the same numbers took 4.5 s instead of 0.5 s.
 def _f64(W: Tensor) -> Tensor:
     return W.detach().to("cpu", torch.float64)

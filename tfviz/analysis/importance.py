@@ -11,8 +11,8 @@ import torch
 from torch import Tensor
 
 from tfviz.analysis.base import ANALYSIS_SEED, _check_eval, _metric, _np, _sample, heads_of
-from tfviz.model import Encoder
-from tfviz.tasks import Batch, Task, get_task
+from tfviz.core.model import Encoder
+from tfviz.core.tasks import Batch, Task, get_task
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 from torch import Tensor
 
-from tfviz import wo
 from tfviz.analysis.base import _w_o_of, normalise_rows
-from tfviz.model import Encoder, layer_modes
+from tfviz.core import wo
+from tfviz.core.model import Encoder, layer_modes
 
 
 def head_shares(W_o: Tensor | np.ndarray, n_heads: int) -> np.ndarray:

@@ -8,9 +8,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tfviz import wo
 from tfviz.analysis.base import _check_trace, _np
-from tfviz.model import Encoder, LayerTrace, Trace
+from tfviz.core import wo
+from tfviz.core.model import Encoder, LayerTrace, Trace
 
 
 def transformed_values(lt: LayerTrace) -> Tensor:

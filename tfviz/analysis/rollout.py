@@ -10,8 +10,8 @@ from torch import Tensor
 
 from tfviz.analysis.base import _check_trace, _np, normalise_rows
 from tfviz.analysis.norms import norm_attention, norm_attention_summed
-from tfviz.model import Encoder, Trace
-from tfviz.tasks import Task, get_task
+from tfviz.core.model import Encoder, Trace
+from tfviz.core.tasks import Task, get_task
 
 
 @torch.no_grad()

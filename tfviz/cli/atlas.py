@@ -5,15 +5,16 @@
                                   [--out models/atlas/runs.jsonl] [--workers N]
                                   [--scheduler tcp://host:8786] [--plan]
 
-Each run of the plan (tfviz.atlas.plan) not already in --out is submitted to Dask as
-tfviz.atlas.run_one; each finished row is appended to --out at once (tfviz.atlas_store). Without
---scheduler a LocalCluster is started here, one worker per core with one thread each (torch set
-to one thread in every run), and closed when the sweep ends or is stopped. With --scheduler the
-same code runs on that cluster (its workers need tfviz installed). A worker that dies is replaced
-(the LocalCluster's nanny starts a new one) and Dask runs its tasks again elsewhere; a killed
-sweep loses only the runs in flight, and running the same command again continues from --out.
-`--plan` prints the number of runs still to do and an estimate of the time, and starts nothing.
-`python -m tfviz.cli.atlas report` writes models/atlas/README.md from the rows (tfviz.atlas_report).
+Each run of the plan (tfviz.experiments.atlas.plan) not already in --out is submitted to Dask as
+tfviz.experiments.atlas.run_one; each finished row is appended to --out at once
+(tfviz.experiments.atlas_store). Without --scheduler a LocalCluster is started here, one worker per
+core with one thread each (torch set to one thread in every run), and closed when the sweep ends or
+is stopped. With --scheduler the same code runs on that cluster (its workers need tfviz installed).
+A worker that dies is replaced (the LocalCluster's nanny starts a new one) and Dask runs its tasks
+again elsewhere; a killed sweep loses only the runs in flight, and running the same command again
+continues from --out. `--plan` prints the number of runs still to do and an estimate of the time,
+and starts nothing. `python -m tfviz.cli.atlas report` writes models/atlas/README.md from the rows
+(tfviz.experiments.atlas_report).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import sys
 import time
 from pathlib import Path
 
-from tfviz import atlas
-from tfviz.atlas_store import BUNDLED, RowWriter, read_rows
+from tfviz.experiments import atlas
+from tfviz.experiments.atlas_store import BUNDLED, RowWriter, read_rows
 
 
 def todo(specs: list[atlas.RunSpec], out: Path) -> list[atlas.RunSpec]:
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--rows", type=Path, default=BUNDLED)
     args = p.parse_args(argv)
     if args.command == "report":
-        from tfviz import atlas_report
+        from tfviz.experiments import atlas_report
 
         print(atlas_report.write(args.rows.parent / "README.md", args.rows))
         return 0

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import torch
 
-from tfviz import experiment
-from tfviz.experiment import (
+from tfviz.core.tasks import get_task, list_tasks
+from tfviz.experiments import experiment
+from tfviz.experiments.experiment import (
     AGAINST,
     DEFAULTS,
     EXPERIMENTS,
@@ -26,8 +27,7 @@ from tfviz.experiment import (
     default_path,
     run_experiment,
 )
-from tfviz.experiment_report import format_table, verdict, write_readme
-from tfviz.tasks import get_task, list_tasks
+from tfviz.experiments.experiment_report import format_table, verdict, write_readme
 
 
 def main(argv: list[str] | None = None) -> int:

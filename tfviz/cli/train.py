@@ -3,8 +3,8 @@
 `python -m tfviz.cli.train --task reverse --out my_reverse.safetensors` trains one model with the
 same defaults as the app's Train tab (the task's first-run recipe: seconds, not minutes), or with
 its bundled model's longer recipe given `--bundled-recipe`; flags override either. `--all` rebuilds
-every bundled model from tfviz/recipes.py and rewrites models/README.md. The loop itself lives in
-tfviz/train.py.
+every bundled model from tfviz/training/recipes.py and rewrites models/README.md. The loop itself
+lives in tfviz/training/train.py.
 """
 
 from __future__ import annotations
@@ -15,16 +15,16 @@ from pathlib import Path
 
 import torch
 
-from tfviz import modes
-from tfviz.tasks import get_task
-from tfviz.train import StepInfo, train
+from tfviz.core import modes
+from tfviz.core.tasks import get_task
+from tfviz.training.train import StepInfo, train
 
 
 def _train_one(name: str, out: Path, recipe: dict, quiet: bool = False) -> dict:
     from tqdm import tqdm
 
-    from tfviz.checkpoint import save_checkpoint
-    from tfviz.evaluate import evaluate
+    from tfviz.training.checkpoint import save_checkpoint
+    from tfviz.training.evaluate import evaluate
 
     task = get_task(recipe["task"])
     config = task.model_config(**recipe.get("sizes", {}))
@@ -58,7 +58,7 @@ def _train_one(name: str, out: Path, recipe: dict, quiet: bool = False) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tfviz.recipes import RECIPES, first_run_recipe, write_models_readme
+    from tfviz.training.recipes import RECIPES, first_run_recipe, write_models_readme
 
     p = argparse.ArgumentParser(
         prog="python -m tfviz.cli.train", description=__doc__.split("\n")[0]

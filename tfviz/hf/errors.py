@@ -1,8 +1,8 @@
 """Why a pretrained model folder (or zip) is not opened: one exception class per reason.
 
 Every class derives from PretrainedError, and its message is a sentence a page can show as it is
-(what was found, why it is refused, what would work). tfviz.pretrained re-exports PretrainedError,
-so a caller catching that one class catches every refusal of this package too.
+(what was found, why it is refused, what would work). tfviz.hf.pretrained re-exports
+PretrainedError, so a caller catching that one class catches every refusal of this package too.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 W_o and the rest, and how config.json's fields become a tfviz ModelConfig.
 
 Three families share one architecture (post-norm layers, learned positions, a LayerNorm over the
-embedding sum, a GELU feed-forward net), so all run in tfviz.model.Encoder unchanged. What differs:
+embedding sum, a GELU feed-forward net), so all run in tfviz.core.model.Encoder unchanged. What
+differs:
 
 - BERT (model_type "bert": BERT, MiniLM, bert-base-chinese): tensors named as transformers'
   BertModel writes them, under "bert." when a head was saved alongside (BertForMaskedLM);
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 
 from tfviz.hf.errors import ConfigError, UnknownFamilyError
 
-# transformers' activation names -> tfviz.config.ACTIVATIONS. "gelu" is the exact erf form;
+# transformers' activation names -> tfviz.core.config.ACTIVATIONS. "gelu" is the exact erf form;
 # "gelu_new" and "gelu_pytorch_tanh" are the tanh approximation.
 ACTIVATIONS = {
     "gelu": "gelu",

@@ -21,7 +21,8 @@ from pathlib import Path
 
 import torch
 
-from tfviz.config import ModelConfig
+from tfviz.core.config import ModelConfig
+from tfviz.core.model import Encoder
 from tfviz.hf.errors import ConfigError, MissingFileError, PretrainedError, TokenizerError
 from tfviz.hf.families import Architecture, Family, family_of
 from tfviz.hf.files import (
@@ -37,7 +38,6 @@ from tfviz.hf.mlm import MaskedLMHead
 from tfviz.hf.shards import MAX_PARAMS, load_weights, plan_weights, weight_files
 from tfviz.hf.tokenizer import PieceTokenizer
 from tfviz.hf.tokenizer_files import has_tokenizer, load_tokenizer, model_max_pieces
-from tfviz.model import Encoder
 
 
 @dataclass(frozen=True)

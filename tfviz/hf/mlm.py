@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tfviz.interventions import Interventions
-from tfviz.model import Encoder, activation_function
+from tfviz.core.interventions import Interventions
+from tfviz.core.model import Encoder, activation_function
 
 TOP_K = 5
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from tfviz.config import ModelConfig
+from tfviz.core.config import ModelConfig
+from tfviz.core.model import Encoder
 from tfviz.hf.errors import (
     ConfigError,
     MissingFileError,
@@ -28,10 +29,9 @@ from tfviz.hf.families import Architecture, Family
 from tfviz.hf.files import MAX_JSON_BYTES, WEIGHTS, WEIGHTS_INDEX, loads_json
 from tfviz.hf.mlm import MaskedLMHead
 from tfviz.hf.weights import checked, encoder_from_tensors, expected_shapes
-from tfviz.model import Encoder
 
 # Limits of what a classroom server opens. XLM-R base (278 M parameters, 1.1 GB in float32) is
-# the largest model the issue names; BERT-large and larger are refused by tfviz.config.LIMITS
+# the largest model the issue names; BERT-large and larger are refused by tfviz.core.config.LIMITS
 # (12 layers, D <= 1024) before this budget is even reached.
 MAX_PARAMS = 300_000_000
 

@@ -33,10 +33,10 @@ from tokenizers import (
 )
 from torch import Tensor
 
+from tfviz.core.tasks import InputError
 from tfviz.hf.errors import TokenizerError
 from tfviz.hf.families import BERT_SPECIALS, ROBERTA_SPECIALS, Specials
 from tfviz.hf.files import loads_json
-from tfviz.tasks import InputError
 
 MAX_CHARS = 100_000  # a longer text is refused before tokenising (it would be cut anyway)
 MAX_TEXTS = 64  # texts in one batch

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tfviz.config import ModelConfig
+from tfviz.core.config import ModelConfig
 from tfviz.hf.errors import MissingFileError, TooLargeError
 from tfviz.hf.families import Family, Specials
 from tfviz.hf.files import read_json, refuse_remote_code

@@ -1,6 +1,6 @@
 """Checkpoint tensors into a tfviz Encoder: every shape and value checked, nothing guessed.
 
-Shared by every family and by tfviz.pretrained's bundled MiniLM: a key map (tfviz parameter ->
+Shared by every family and by tfviz.hf.pretrained's bundled MiniLM: a key map (tfviz parameter ->
 checkpoint name, tfviz.hf.families) and the tensors go in, an Encoder in eval mode with gradients
 off comes out, or a WeightsError saying which tensor is wrong.
 """
@@ -12,9 +12,9 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor
 
-from tfviz.config import ModelConfig
+from tfviz.core.config import ModelConfig
+from tfviz.core.model import Encoder
 from tfviz.hf.errors import WeightsError
-from tfviz.model import Encoder
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # read, then computed in float32
 

@@ -1,5 +1,5 @@
 """Figures of the W_o atlas: the grid of cells and one cell's loss curves. Numbers and labels in,
-plotly figures out; no model code, no statistics (tfviz.atlas_stats computes them).
+plotly figures out; no model code, no statistics (tfviz.experiments.atlas_stats computes them).
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def cell_curves(
     """Every seed's training loss in every arm of one cell (a point per `every` steps).
 
     Args:
-        curves: arm -> [(seed, losses)] as tfviz.atlas_stats.curves returns.
+        curves: arm -> [(seed, losses)] as tfviz.experiments.atlas_stats.curves returns.
         names: arm -> legend name.
     The y axis is linear from 0: a log axis over less than a decade reads as a row of digits.
     """

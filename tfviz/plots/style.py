@@ -19,7 +19,7 @@ import numpy as np
 import plotly.colors
 import plotly.graph_objects as go
 
-from tfviz import modes
+from tfviz.core import modes
 from tfviz.words import english as catalogue_english
 
 # ---- the words a figure is written in --------------------------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from tfviz import modes
+from tfviz.core import modes
 from tfviz.plots.style import (
     BOTTOM_LEGEND,
     CONDITION_COLOURS,

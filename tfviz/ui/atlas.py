@@ -1,5 +1,6 @@
 """The bundled W_o atlas in the page: its grid, a cell's curves and numbers, and every sentence
-about them worded here from tfviz.atlas_stats' values (never written for a particular result).
+about them worded here from tfviz.experiments.atlas_stats' values (never written for a particular
+result).
 
 Used by the "Does W_o matter?" view and by lesson step 4; a module below the views, so neither
 view imports the other.
@@ -15,10 +16,11 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from tfviz import atlas, atlas_runner, atlas_stats, modes
-from tfviz.atlas_store import BUNDLED, read_rows
-from tfviz.metrics import compact
-from tfviz.plots import atlas as atlas_plots  # tfviz.atlas is the sweep's own module
+from tfviz.core import modes
+from tfviz.core.metrics import compact
+from tfviz.experiments import atlas, atlas_runner, atlas_stats
+from tfviz.experiments.atlas_store import BUNDLED, read_rows
+from tfviz.plots import atlas as atlas_plots  # tfviz.experiments.atlas is the sweep's own module
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
 from tfviz.ui.view import POLL_SECONDS

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from tfviz import hf, pretrained, settings
-from tfviz.checkpoint import CheckpointMeta
+from tfviz import hf, settings
+from tfviz.hf import pretrained
+from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui.i18n import t
 from tfviz.ui.models import ModelEntry
 from tfviz.ui.text import md_escape

@@ -2,11 +2,11 @@
 language, and whether the session that started a job is still there.
 
 Training (the Train view), experiment reruns ("Does W_o matter?") and the lessons' training all
-take their slots from one manager per process (tfviz.jobs.JobManager), and stop when the browser
-session that started them has been gone longer than Streamlit's reconnect grace time. What a job
-says (tfviz.messages.Message: a key and values) is worded here (`job_text`). The session's own
-training (`training_in_progress`, `resume`) is here too: the address names it, and app.py asks for
-it on every run without importing the Train view.
+take their slots from one manager per process (tfviz.serve.jobs.JobManager), and stop when the
+browser session that started them has been gone longer than Streamlit's reconnect grace time. What a
+job says (tfviz.messages.Message: a key and values) is worded here (`job_text`). The session's
+own training (`training_in_progress`, `resume`) is here too: the address names it, and app.py asks
+for it on every run without importing the Train view.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ import streamlit as st
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from tfviz import jobs, settings
+from tfviz import settings
 from tfviz.messages import Message, Refused
+from tfviz.serve import jobs
 from tfviz.ui import share, state
 from tfviz.ui.i18n import current, t
 from tfviz.ui.models import user_models_dir

@@ -3,12 +3,12 @@ a refused input, a task metric and its change."""
 
 from __future__ import annotations
 
-from tfviz.interventions import Interventions, head_name
-from tfviz.tasks import InputError
+from tfviz.core.interventions import Interventions, head_name
+from tfviz.core.tasks import InputError
 from tfviz.ui.i18n import t
 from tfviz.ui.switches import w_o_label
 
-# A task's metric key (tfviz.metrics) -> catalogue key of its name.
+# A task's metric key (tfviz.core.metrics) -> catalogue key of its name.
 METRIC_NAMES = {
     "token_accuracy": "sidebar.metric.token_accuracy",
     "sequence_accuracy": "sidebar.metric.sequence_accuracy",

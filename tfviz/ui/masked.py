@@ -14,7 +14,7 @@ import re
 import streamlit as st
 
 from tfviz import hf
-from tfviz.interventions import NONE, Interventions
+from tfviz.core.interventions import NONE, Interventions
 from tfviz.ui import state
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import describe

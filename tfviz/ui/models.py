@@ -5,7 +5,7 @@ never changed: the W_o switch and head ablation are forward arguments. Everythin
 a checkpoint is cached under its file's sha256, so an edited file is a new model.
 
 Beside the toy checkpoints the picker offers one pretrained model, all-MiniLM-L6-v2
-(tfviz.pretrained), when its package is installed: listed without loading it (it takes about a
+(tfviz.hf.pretrained), when its package is installed: listed without loading it (it takes about a
 second), loaded the first time someone picks it, then shared like a checkpoint.
 """
 
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from tfviz import CheckpointError, load_checkpoint, pretrained, settings
-from tfviz.checkpoint import CheckpointMeta, file_digest
+from tfviz import CheckpointError, load_checkpoint, settings
+from tfviz.hf import pretrained
+from tfviz.training.checkpoint import CheckpointMeta, file_digest
 from tfviz.ui.i18n import t
 
 ROOT = Path(__file__).resolve().parents[2]  # the app's folder: models/, user_models/

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from tfviz import get_task, pretrained
-from tfviz.tasks import Task
+from tfviz import get_task
+from tfviz.core.tasks import Task
+from tfviz.hf import pretrained
 from tfviz.ui import masked, state
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import describe, refusal
@@ -26,7 +27,7 @@ MAX_SENTENCE_CHARS = 5_000
 # No box sets Streamlit's max_chars: the browser then drops a longer paste without a word and the
 # box keeps its old text. A long text reaches the script and is refused with a message instead
 # (a toy task's by task.validate, which names the task's lengths; a sentence's by checked).
-# The example pairs of the sentence task (tfviz.pretrained.SentenceTask.pairs) by catalogue key.
+# The example pairs of the sentence task (tfviz.hf.pretrained.SentenceTask.pairs) by catalogue key.
 PAIR_LABELS = {
     "paraphrase pair": "minilm.pair.paraphrase",
     "unrelated pair": "minilm.pair.unrelated",

@@ -38,8 +38,8 @@ from urllib.parse import urlencode
 
 import streamlit as st
 
-from tfviz.config import ModelConfig
-from tfviz.interventions import Interventions
+from tfviz.core.config import ModelConfig
+from tfviz.core.interventions import Interventions
 from tfviz.ui import state, switches
 from tfviz.ui.i18n import DEFAULT, LANGUAGES, t
 from tfviz.ui.sequence import MAX_SENTENCE_CHARS
@@ -212,7 +212,7 @@ def parse_query(
 
 
 def _model_name(text: str) -> bool:
-    """A name the Train form could have saved a model under (tfviz.checkpoint's rules)."""
+    """A name the Train form could have saved a model under (tfviz.training.checkpoint's rules)."""
     return 0 < len(text) <= 64 and all(
         ch.isascii() and (ch.isalnum() or ch in "_-.") for ch in text
     )

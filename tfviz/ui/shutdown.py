@@ -3,8 +3,8 @@
 A rolling update (Kubernetes, `docker compose up` with a new image, `docker stop`) sends SIGTERM
 and, after a grace period, SIGKILL. Streamlit's own SIGTERM handler stops the server at once, and
 the worker threads (daemons) die with it: a student's training a few seconds from done would be
-lost. So once a job manager exists, SIGTERM first drains it (tfviz.jobs.JobManager.drain: no new
-job, queued ones end unstarted, running ones get up to $TFVIZ_DRAIN_SECONDS), then hands over to
+lost. So once a job manager exists, SIGTERM first drains it (tfviz.serve.jobs.JobManager.drain: no
+new job, queued ones end unstarted, running ones get up to $TFVIZ_DRAIN_SECONDS), then hands over to
 Streamlit's handler, which stops the server and the process exits 0. The pages stay served while
 it drains. A second SIGTERM, or SIGINT (Ctrl-C in a terminal), stops at once.
 
@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 
-from tfviz.jobs import JobManager
+from tfviz.serve.jobs import JobManager
 
 
 def drain_on_sigterm(manager: JobManager, seconds: float) -> bool:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tfviz import get_task, pretrained
-from tfviz.checkpoint import CheckpointMeta
-from tfviz.metrics import headline
-from tfviz.tasks import Task
+from tfviz import get_task
+from tfviz.core.metrics import headline
+from tfviz.core.tasks import Task
+from tfviz.hf import pretrained
+from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui import folders, share, state, switches
 from tfviz.ui.i18n import catalogue, current, t
 from tfviz.ui.labels import METRIC_NAMES
@@ -198,7 +199,7 @@ def layout_words(config) -> dict[str, str]:
 
 def task_description(task: Task) -> str:
     """What the task asks, in the student's language; a task the catalogue does not know yet (a
-    new one in tfviz.tasks) keeps its own English description rather than showing a key."""
+    new one in tfviz.core.tasks) keeps its own English description rather than showing a key."""
     key = f"task.{task.name.replace(' ', '_')}.description"
     return t(key) if key in catalogue(current()) else task.description
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import streamlit as st
 
 if TYPE_CHECKING:  # types only: this module imports nothing of the app at run time
-    from tfviz.jobs import Job
-    from tfviz.lessons import RecipeResult
+    from tfviz.serve.jobs import Job
+    from tfviz.serve.lessons import RecipeResult
 
 T = TypeVar("T")
 

@@ -2,7 +2,7 @@
 and the heads zeroed before W_o.
 
 The same three values live in three places: the sidebar's widgets (session_state), the forward
-pass's tfviz.interventions.Interventions, and a shared link's query string. This module is the
+pass's tfviz.core.interventions.Interventions, and a shared link's query string. This module is the
 only one that converts between them (`Switches`), names them (`w_o_label`), draws them
 (`controls`) and checks a link's values (`parse`, `fit`). tfviz.ui.share calls it for links; the
 "Take W_o apart" view borrows its rank option and its layer picker.
@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from tfviz import interventions, modes, wo
-from tfviz.config import ModelConfig
-from tfviz.interventions import Interventions, head_name, head_names, parse_head_name
+from tfviz.core import interventions, modes, wo
+from tfviz.core.config import ModelConfig
+from tfviz.core.interventions import Interventions, head_name, head_names, parse_head_name
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
 
@@ -39,7 +39,7 @@ Refuse = Callable[..., None]
 
 
 def w_o_label(mode: str, lang: str | None = None) -> str:
-    """A W_o mode's name in the student's language: every mode of tfviz.wo, "rank:K" included.
+    """A W_o mode's name in the student's language: every mode of tfviz.core.wo, "rank:K" included.
 
     lang: the language fixed while the script ran, when called from a widget's format_func.
     """
@@ -51,7 +51,7 @@ def w_o_label(mode: str, lang: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class Switches:
-    """What the sidebar's switches say: a W_o mode (a tfviz.wo mode, "rank:K" included) in
+    """What the sidebar's switches say: a W_o mode (a tfviz.core.wo mode, "rank:K" included) in
     every layer or one, and heads zeroed before W_o, by name (L0H1), in the order picked."""
 
     mode: str = "learned"

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from tfviz import CheckpointError, checks, settings
-from tfviz.checkpoint import CheckpointMeta
+from tfviz import CheckpointError, settings
 from tfviz.hf import PretrainedError
+from tfviz.serve import checks
+from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui import folders, state
 from tfviz.ui.i18n import DEFAULT, current, t
 from tfviz.ui.models import ModelEntry

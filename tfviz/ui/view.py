@@ -13,13 +13,15 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from tfviz import dissect, get_task, pretrained
-from tfviz.checkpoint import CheckpointMeta
-from tfviz.evaluate import evaluate
-from tfviz.interventions import NONE, Interventions
-from tfviz.pretrained import PairSimilarity
-from tfviz.tasks import Task
-from tfviz.trace import TraceArrays, run_trace, w_o_used
+from tfviz import get_task
+from tfviz.core import dissect
+from tfviz.core.interventions import NONE, Interventions
+from tfviz.core.tasks import Task
+from tfviz.core.trace import TraceArrays, run_trace, w_o_used
+from tfviz.hf import pretrained
+from tfviz.hf.pretrained import PairSimilarity
+from tfviz.training.checkpoint import CheckpointMeta
+from tfviz.training.evaluate import evaluate
 from tfviz.ui import state
 from tfviz.ui.i18n import t
 from tfviz.ui.models import ModelEntry

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from tfviz import plots, standalone
+from tfviz import plots
+from tfviz.serve import standalone
 from tfviz.ui import state
 from tfviz.ui.downloads import FILE_NAME_UNSAFE
 from tfviz.ui.help import HELP
@@ -64,7 +65,7 @@ def chart(figure, key: str) -> None:
 # redrawn on every keystroke: plotly.js took ~123 ms to redraw the three where one plain heatmap
 # of the same cells took ~17 (bench/ui_latency.py --floor), and a keystroke cost 1.33-1.37x the
 # floor page's. They are drawn instead by tfviz's standalone.js, the exported web page's
-# drawing (tfviz/standalone.py), from the same plotly figures, all in one element: its script
+# drawing (tfviz/serve/standalone.py), from the same plotly figures, all in one element: its script
 # arrives once per run, not once per chart. It lays them out in `columns` columns, one under the
 # other below Streamlit's own breakpoint for st.columns (640 px), as st.columns did.
 CANVAS_JS = (

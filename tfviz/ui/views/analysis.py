@@ -16,8 +16,9 @@ import numpy as np
 import streamlit as st
 
 import tfviz.analysis as analysis
-from tfviz import dissect, get_task, plots
-from tfviz.interventions import Interventions, head_name
+from tfviz import get_task, plots
+from tfviz.core import dissect
+from tfviz.core.interventions import Interventions, head_name
 from tfviz.ui import state
 from tfviz.ui.heads import block_columns, head_columns, many_heads
 from tfviz.ui.help import HELP

@@ -20,7 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from tfviz import plots
-from tfviz.export import attention_csv
+from tfviz.serve.export import attention_csv
 from tfviz.ui.heads import attention_columns, head_columns, many_heads
 from tfviz.ui.i18n import current, t
 from tfviz.ui.standalone import download_button

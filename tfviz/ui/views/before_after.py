@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tfviz import plots, wo
-from tfviz.trace import cosine_per_token, decomposition_error
+from tfviz import plots
+from tfviz.core import wo
+from tfviz.core.trace import cosine_per_token, decomposition_error
 from tfviz.ui.downloads import download_before_after
 from tfviz.ui.i18n import t
 from tfviz.ui.standalone import download_button

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-import tfviz.experiment as experiment
-from tfviz import jobs, modes, plots, settings, work
-from tfviz.metrics import compact
+import tfviz.experiments.experiment as experiment
+from tfviz import plots, settings
+from tfviz.core import modes
+from tfviz.core.metrics import compact
+from tfviz.experiments.verdict import verdict_of
+from tfviz.serve import jobs, work
 from tfviz.ui import state
 from tfviz.ui.atlas import render_atlas
 from tfviz.ui.i18n import current, t
@@ -23,7 +26,6 @@ from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, TRAINS_TOYS, View, toy_only
 from tfviz.ui.widgets import chart, plot_words
-from tfviz.verdict import verdict_of
 
 AGAINST_LABELS = {mode: f"experiment.against.{mode}" for mode in modes.AGAINST}
 SOURCE_LABELS = {"shipped": "experiment.source.shipped", "rerun": "experiment.source.rerun"}
@@ -188,8 +190,8 @@ def verdict(result: experiment.ExperimentResult, against: str) -> None:
 
 
 def findings(result: experiment.ExperimentResult, against: str) -> list[str]:
-    """tfviz.verdict's values in the student's language: whether the runs were cut short or
-    cannot be compared, one sentence per quantity claiming no more than its interval does
+    """tfviz.experiments.verdict's values in the student's language: whether the runs were cut short
+    or cannot be compared, one sentence per quantity claiming no more than its interval does
     (Row.outcome), a warning when the models are partly trained, and what the intervals are."""
     v = verdict_of(result, against)
     lines = [t("experiment.finding.cancelled")] if v.cancelled else []

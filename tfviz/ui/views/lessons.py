@@ -9,7 +9,7 @@
 
 Each step says what to look at and asks one question with its answer folded away. Every string
 a student reads goes through the language catalogue (tfviz.ui.i18n.t); numbers come from
-tfviz.lessons, figures from tfviz.plots. The step is tfviz.ui.state.LESSON_STEP (1..4).
+tfviz.serve.lessons, figures from tfviz.plots. The step is tfviz.ui.state.LESSON_STEP (1..4).
 """
 
 from __future__ import annotations
@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import streamlit as st
 
-from tfviz import checks, get_task, jobs, lessons, modes, plots
-from tfviz.lessons import LessonInputError
-from tfviz.metrics import compact
-from tfviz.recipes import RECIPES
+from tfviz import get_task, plots
+from tfviz.core import modes
+from tfviz.core.metrics import compact
+from tfviz.serve import checks, jobs, lessons
+from tfviz.serve.lessons import LessonInputError
+from tfviz.training.recipes import RECIPES
 from tfviz.ui import atlas as atlas_view
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t

@@ -14,9 +14,9 @@ import numpy as np
 import streamlit as st
 
 from tfviz import plots
-from tfviz.interventions import NONE
-from tfviz.metrics import metric
-from tfviz.trace import drift_per_layer
+from tfviz.core.interventions import NONE
+from tfviz.core.metrics import metric
+from tfviz.core.trace import drift_per_layer
 from tfviz.ui import state
 from tfviz.ui.downloads import download_comparison
 from tfviz.ui.heads import MAX_GRID_HEADS, head_columns

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tfviz import dissect
+from tfviz.core import dissect
 from tfviz.ui.i18n import current, t
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, per_model

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from tfviz import plots
-from tfviz.trace import diff_inputs
+from tfviz.core.trace import diff_inputs
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import refusal
 from tfviz.ui.text import md_escape

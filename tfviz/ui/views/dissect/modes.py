@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from tfviz import dissect, plots, wo
-from tfviz.interventions import Interventions
+from tfviz import plots
+from tfviz.core import dissect, wo
+from tfviz.core.interventions import Interventions
 from tfviz.ui import switches
 from tfviz.ui.i18n import current, t
 from tfviz.ui.switches import w_o_label

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tfviz import plots, wo
-from tfviz.interventions import COPY_PREFIX, PATTERNS, Interventions
+from tfviz import plots
+from tfviz.core import wo
+from tfviz.core.interventions import COPY_PREFIX, PATTERNS, Interventions
 from tfviz.ui.i18n import current, t
 from tfviz.ui.text import changed_tokens, prediction_table
 from tfviz.ui.view import View, cached_w_o, similarity, trace_for

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from tfviz import dissect
-from tfviz.interventions import NONE
+from tfviz.core import dissect
+from tfviz.core.interventions import NONE
 from tfviz.ui import state
 from tfviz.ui.i18n import t
 from tfviz.ui.text import md_escape, prediction_table

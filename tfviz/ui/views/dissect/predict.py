@@ -7,10 +7,11 @@ import functools
 
 import streamlit as st
 
-from tfviz import dissect, modes, plots
-from tfviz.interventions import NONE, Interventions
-from tfviz.pretrained import PARAPHRASE_PAIR
-from tfviz.tally import Tally
+from tfviz import plots
+from tfviz.core import dissect, modes
+from tfviz.core.interventions import NONE, Interventions
+from tfviz.hf.pretrained import PARAPHRASE_PAIR
+from tfviz.serve.tally import Tally
 from tfviz.ui import state, switches
 from tfviz.ui.i18n import current, t
 from tfviz.ui.switches import w_o_label
@@ -29,7 +30,8 @@ SIMILARITY_DROP = 0.10
 
 @st.cache_resource(show_spinner=False)
 def class_tally() -> Tally:
-    """The guesses of every session of this server process (anonymous, capped: tfviz.tally)."""
+    """The guesses of every session of this server process (anonymous, capped:
+    tfviz.serve.tally)."""
     return Tally()
 
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from tfviz import checks, get_task, jobs, list_tasks, plots, settings, work
-from tfviz.checkpoint import safe_model_path
+from tfviz import get_task, list_tasks, plots, settings
 from tfviz.messages import Refused
-from tfviz.recipes import CLASS_SIZES, class_recipe, learned
+from tfviz.serve import checks, jobs, work
+from tfviz.training.checkpoint import safe_model_path
+from tfviz.training.recipes import CLASS_SIZES, class_recipe, learned
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
 from tfviz.ui.jobs import job_text, refusal, session_alive_check

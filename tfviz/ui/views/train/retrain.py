@@ -8,10 +8,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from tfviz import checks, get_task, jobs, settings, work
-from tfviz.experiment import headline_metric
+from tfviz import get_task, settings
+from tfviz.experiments.experiment import headline_metric
 from tfviz.messages import CHOICES
-from tfviz.train import W_O_STARTS
+from tfviz.serve import checks, jobs, work
+from tfviz.training.train import W_O_STARTS
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
 from tfviz.ui.jobs import job_text, refusal, session_alive_check

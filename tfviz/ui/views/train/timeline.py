@@ -9,8 +9,8 @@ import numpy as np
 import streamlit as st
 
 from tfviz import get_task, plots
-from tfviz import timeline as tl
-from tfviz.checkpoint import CheckpointError
+from tfviz.training import timeline as tl
+from tfviz.training.checkpoint import CheckpointError
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
 from tfviz.ui.text import md_escape

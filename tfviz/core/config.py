@@ -1,0 +1,134 @@
+"""Model configuration: one frozen, validated dataclass for the model, trainer and checkpoints.
+
+Frozen because a config travels with a shared, cached model: no one may change it under others.
+Validated on construction so a bad size fails at once with a message that says what to fix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+NORMS = ("post", "pre")
+POOLS = ("none", "mean", "first")
+EMBEDS = ("token", "value")
+# "gelu" is the exact (erf) GELU, as BERT uses; "gelu_tanh" its tanh approximation, which some
+# checkpoints were trained with (transformers' "gelu_new" / "gelu_pytorch_tanh").
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+
+# Upper bounds keep an uploaded or hand-made config from asking for a model that would not fit a
+# classroom server; they are far above every bundled model. vocab_size admits a multilingual
+# word-piece vocabulary (BERT's has 30,522 pieces, RoBERTa's 50,265, XLM-R's 250,002); the size
+# of what an upload may build is capped separately, by parameter count (tfviz.settings.MAX_PARAMS,
+# from n_params below; tfviz.hf.shards.MAX_PARAMS for pretrained folders).
+LIMITS = {
+    "vocab_size": 262_144,
+    "n_out": 1024,
+    "d_model": 1024,
+    "n_heads": 64,
+    "d_ff": 4096,
+    "n_layers": 12,
+    "max_len": 512,
+    "type_vocab_size": 16,  # BERT uses 2 (sentence A / B)
+}
+# Fields where 0 is allowed and means "none".
+ZERO_MEANS_NONE = {"n_out": "no output head", "type_vocab_size": "no token-type embedding"}
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Shape of an encoder: sizes, norm placement, input embedding and output pooling."""
+
+    vocab_size: int  # number of token ids (alphabet + BOS if any + PAD; or word-pieces)
+    n_out: int  # outputs per position (pool="none") or per sequence; 0: no head (see Encoder)
+    d_model: int = 32  # D: width of the residual stream (seed 002: 32)
+    n_heads: int = 4  # H: heads per layer; d_k = D / H
+    d_ff: int = 64  # hidden width of the position-wise feed-forward net
+    n_layers: int = 2  # L: encoder layers
+    max_len: int = 16  # T_max: positions with a learned embedding (BOS included)
+    dropout: float = 0.1  # on attention weights and on each residual branch, as in the seeds
+    norm: str = (
+        "post"  # "post": x = LN(x + sublayer(x)) as in the paper; "pre": x + sublayer(LN(x))
+    )
+    pool: str = "none"  # "none": one output per token; "mean" over real tokens; "first" token
+    embed: str = "token"  # "token": nn.Embedding; "value": Linear(1, D) on the id (seed 002)
+    # The fields below let a pretrained BERT-style encoder (tfviz.hf.pretrained) run in this same
+    # Encoder; their defaults are what every tfviz model before them had, so old checkpoints,
+    # whose metadata lacks them, load unchanged.
+    activation: str = "relu"  # of the feed-forward net: "relu", "gelu" (exact, erf), "gelu_tanh"
+    norm_eps: float = 1e-5  # every LayerNorm's epsilon (torch's default; BERT: 1e-12)
+    type_vocab_size: int = 0  # token-type (segment) embeddings added to the input; 0: none
+    embed_norm: bool = False  # a LayerNorm after the embedding sum, before layer 0 (BERT)
+    # False: a layer is attention alone (no feed-forward sublayer, no second LayerNorm), the
+    # atlas's "FFN off" cells (tfviz.experiments.atlas), where W_o is the last linear map before the
+    # head.
+    ffn: bool = True
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type == "int" and (not isinstance(value, int) or isinstance(value, bool)):
+                raise ValueError(f"{f.name} must be an integer, got {value!r}")
+            if f.type == "bool" and not isinstance(value, bool):
+                raise ValueError(f"{f.name} must be true or false, got {value!r}")
+            low = 0 if f.name in ZERO_MEANS_NONE else 1
+            if f.name in LIMITS and not low <= value <= LIMITS[f.name]:
+                raise ValueError(
+                    f"{f.name} must be between {low} and {LIMITS[f.name]}, got {value}"
+                    + (f" (0: {ZERO_MEANS_NONE[f.name]})" if low == 0 else "")
+                )
+        eps = self.norm_eps
+        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps <= 0.1:
+            raise ValueError(f"norm_eps must be a number in (0, 0.1], got {eps!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(
+                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}): "
+                f"each head gets d_model / n_heads dimensions"
+            )
+        if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
+        choices = (("norm", NORMS), ("pool", POOLS), ("embed", EMBEDS), ("activation", ACTIVATIONS))
+        for name, allowed in choices:
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+
+    @property
+    def n_params(self) -> int:
+        """Parameters of an Encoder of this config, from its sizes alone: nothing is allocated.
+
+        Lets a loader refuse an over-large model named in a small file before building it.
+        tests/test_work.py checks the formula against real Encoders of every kind.
+        """
+
+        def linear(n_in: int, n_out: int) -> int:
+            return n_in * n_out + n_out  # weight + bias
+
+        D, F = self.d_model, self.d_ff
+        norm = 2 * D  # LayerNorm: weight + bias
+        embed = self.vocab_size * D if self.embed == "token" else linear(1, D)
+        embed += self.max_len * D + self.type_vocab_size * D  # positions, token types
+        embed += norm if self.embed_norm else 0
+        layer = 4 * linear(D, D) + norm  # W_q, W_k, W_v, W_o; the attention's LayerNorm
+        if self.ffn:
+            layer += linear(D, F) + linear(F, D) + norm  # the feed-forward net and its LayerNorm
+        final_norm = norm if self.norm == "pre" else 0
+        head = linear(D, self.n_out) if self.n_out else 0
+        return embed + self.n_layers * layer + final_norm + head
+
+    @property
+    def d_k(self) -> int:
+        """Width of one head."""
+        return self.d_model // self.n_heads
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ModelConfig:
+        """Build from a JSON dict, refusing unknown keys (a typo must not pass silently)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"config must be a JSON object, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown config keys: {', '.join(unknown)}")
+        return cls(**data)

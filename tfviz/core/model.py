@@ -1,0 +1,485 @@
+"""The encoder: attention with named W_q, W_k, W_v, W_o, post- or pre-norm layers, and a trace.
+
+Every intervention the app offers (switching W_o off, zeroing heads) is a forward argument,
+never a change to the module, so one loaded model can serve every browser session at once: a
+forward pass is a pure function of (weights, ids, switches). With trace=True the pass also returns
+what it computed at each named site (TransformerLens' vocabulary: z, pattern=attn, per-head
+results); with trace=False it keeps nothing and takes torch's fused attention kernel.
+
+The same module runs the small models trained here and a pretrained BERT-style encoder
+(tfviz.hf.pretrained): the config's activation, norm_eps, type_vocab_size, embed_norm and n_out=0
+(no head) switch on exactly what BERT has and these models lack, so every switch and every trace
+site works on both.
+
+The same code also trains R runs of one config at once (tfviz.training.ensemble): given weights with
+a leading run axis (torch.func.functional_call) and a tfviz.core.packing.Packing in place of ids,
+every layer runs on the runs' real tokens side by side, so the batched training and this encoder
+cannot drift apart. The helpers `linear`, `layer_norm` and `embedding` take either kind of weights.
+
+Dimensions everywhere: B batch, T tokens, H heads, D = d_model, d_k = D / H; R runs and M packed
+token slots per run when packed.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tfviz.core import wo
+from tfviz.core.config import ModelConfig
+from tfviz.core.interventions import COPY_PREFIX, Interventions, LayerSwitches, layer_map
+from tfviz.core.packing import Packing, from_grid, pool, to_grid
+
+W_O_MODES = wo.W_O_MODES  # re-exported: the modes are defined in tfviz.core.wo
+
+
+@dataclass(frozen=True)
+class LayerTrace:
+    """What one encoder layer computed, detached from autograd (B, H, T, D as in the module doc)."""
+
+    resid_pre: Tensor  # (B, T, D) the layer's input
+    v: Tensor  # (B, H, T, d_k) values, per head
+    attn: Tensor  # (B, H, T, T) softmax weights, before dropout; a query's row sums to 1
+    z: Tensor  # (B, H, T, d_k) each head's output (after any ablation)
+    concat: Tensor  # (B, T, D) heads side by side: the input of W_o
+    attn_out: Tensor  # (B, T, D) what the attention sublayer adds to the residual stream
+    resid_mid: Tensor  # (B, T, D) after attention's add (& norm, post-norm)
+    resid_out: Tensor  # (B, T, D) after the feed-forward add (& norm, post-norm)
+    w_o_mode: str  # how attn_out was made from concat: one of tfviz.core.wo's modes
+    W_o: Tensor  # (D, D) the map actually applied, nn.Linear layout (out, in)
+    b_o: Tensor  # (D,) the bias actually added
+    head_gate: Tensor | None  # (H,) the multiplier each head's z carried; None: all 1
+
+    def head_contributions(self) -> Tensor:
+        """Per-head terms of the output projection: z_h @ W_O^h, shape (B, H, T, D).
+
+        Their sum over h, plus b_o, equals attn_out (in every w_o mode): see tfviz.core.wo.
+        """
+        return wo.head_contributions(self.z, self.W_o)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """The trace of one forward pass: the embedded input and one LayerTrace per layer."""
+
+    # (B, T, D) layer 0's input: token (or value) embedding + positions (+ types, then the
+    # embedding LayerNorm, when the config has them)
+    embed: Tensor
+    pad_mask: Tensor | None  # (B, T) True where a position is padding
+    layers: list[LayerTrace]
+    interventions: Interventions  # the switches this pass ran with
+
+
+@dataclass(frozen=True)
+class EncoderOutput:
+    """Logits, and the trace when one was asked for."""
+
+    # (B, n_out) pooled tasks, (B, T, n_out) token tasks; with no head (n_out=0) the final
+    # hidden states instead: (B, D) pooled, (B, T, D) per token.
+    logits: Tensor
+    trace: Trace | None
+
+
+class MultiHeadAttention(nn.Module):
+    """Scaled dot-product attention over H heads; the four projections are named as in the seeds."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        D = config.d_model
+        self.n_heads, self.d_k = config.n_heads, config.d_k
+        # One big D x D projection per role; seed 004 shows this equals H separate D x d_k ones.
+        self.W_q = nn.Linear(D, D)
+        self.W_k = nn.Linear(D, D)
+        self.W_v = nn.Linear(D, D)
+        self.W_o = nn.Linear(D, D)
+        self.dropout = config.dropout
+
+    def forward(
+        self, x: Tensor, pad_mask: Tensor | Packing | None, sw: LayerSwitches, trace: bool
+    ) -> tuple[Tensor, dict | None]:
+        H, d_k = self.n_heads, self.d_k
+        packed = pad_mask if isinstance(pad_mask, Packing) else None
+        if packed is None:
+            B, T, D = x.shape
+
+            def heads(t: Tensor) -> Tensor:
+                return t.view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
+        else:
+            # Packed runs: x is (R, M, D); heads go onto the (R*B, T) grid of all runs' batches.
+            pad_mask = packed.pad_mask
+
+            def heads(t: Tensor) -> Tensor:
+                return to_grid(packed, t, H)  # (R*B, H, T, d_k)
+
+        q = heads(linear(x, self.W_q))
+        k = heads(linear(x, self.W_k))
+        v = heads(linear(x, self.W_v))
+        p = self.dropout if self.training else 0.0
+        attn = None
+        # Packed runs take the plain path too: for small heads (d_k 8, T ~ 17) torch's fused CPU
+        # kernel spends far more time per (sequence, head), above all backward, than two matmuls.
+        if trace or sw.patterns or packed is not None:
+            scores = (q * (1.0 / math.sqrt(d_k))) @ k.transpose(-2, -1)  # (B, H, T, T)
+            if pad_mask is not None:
+                # -inf added at padded keys (x + 0 is x: the same scores as a masked fill), which
+                # costs backward nothing, where a fill masks the gradient again.
+                key_bias = torch.zeros(pad_mask.shape, dtype=scores.dtype, device=scores.device)
+                scores = scores + key_bias.masked_fill_(pad_mask, float("-inf"))[:, None, None]
+            attn = F.softmax(scores, dim=-1)
+            if pad_mask is not None and packed is None:  # (a packing's examples all have a key)
+                attn = attn.nan_to_num(0.0)  # a query with every key padded attends to nothing
+            if sw.patterns:
+                attn = override_patterns(attn, sw.patterns, pad_mask)
+            z = F.dropout(attn, p, self.training) @ v  # (B, H, T, d_k)
+        else:
+            keep = None if pad_mask is None else ~pad_mask[:, None, None, :]  # (B, 1, 1, T)
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)
+            if pad_mask is not None:
+                z = z.nan_to_num(0.0)
+        if sw.gate is not None:
+            z = z * sw.gate.view(1, H, 1, 1)  # zero (or scale) heads before they reach W_o
+        if sw.order is not None:
+            # Heads enter concat in another order; z is kept in that order too, so that the
+            # per-head terms z_h W_O^h still add up to attn_out.
+            z = z[:, list(sw.order)]
+        # (B, T, D), packed (R, M, D): heads side by side
+        concat = z.transpose(1, 2).reshape(B, T, D) if packed is None else from_grid(packed, z)
+        # The map is resolved once per pass (Interventions.resolve) and remembered across
+        # passes; identity and zero skip the matmul so that "W_o off" passes concat on exactly.
+        if sw.mode == "identity":
+            attn_out = concat
+        elif sw.mode == "zero":
+            attn_out = torch.zeros_like(concat)
+        else:
+            attn_out = linear(concat, *self.applied(sw))
+        if sw.out_gate is not None:
+            # Zeroing a slice of W_o's output: after W_o that slice mixes every head (a common
+            # mistake when "ablating a head"); offered so the app can show the difference.
+            attn_out = attn_out * sw.out_gate
+        if not trace:
+            return attn_out, None
+        W, b = (t.detach() for t in self.applied(sw))
+        if sw.out_gate is not None:
+            W, b = W * sw.out_gate[:, None], b * sw.out_gate  # the map actually applied
+        parts = dict(
+            v=v.detach(),
+            attn=attn.detach(),
+            z=z.detach(),
+            concat=concat.detach(),
+            attn_out=attn_out.detach(),
+            w_o_mode=sw.mode,
+            W_o=W,
+            b_o=b,
+            head_gate=None if sw.gate is None else sw.gate.detach(),
+        )
+        return attn_out, parts
+
+    def applied(self, sw: LayerSwitches) -> tuple[Tensor, Tensor]:
+        """The (W, b) this layer applies to concat under its switches: resolved with the pass
+        (Interventions.resolve), or from its own W_o for switches made without the weights."""
+        if sw.W_o is not None:
+            return sw.W_o, sw.b_o
+        permuted = sw.order if sw.permute_w_o else None
+        return layer_map(self.W_o.weight, self.W_o.bias, sw.mode, permuted, self.n_heads)
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward net: fc2(dropout(act(fc1(x)))), act = ReLU (seed 002) or GELU."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, config.d_ff)
+        self.fc2 = nn.Linear(config.d_ff, config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+        self.act = activation_function(config.activation)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(self.dropout(self.act(linear(x, self.fc1))), self.fc2)
+
+
+def activation_function(name: str):
+    """The function a config's activation names (tfviz.core.config.ACTIVATIONS)."""
+    if name == "gelu":
+        return F.gelu  # F.gelu's default is the exact erf form, which BERT uses
+    if name == "gelu_tanh":
+        # The tanh approximation (transformers' "gelu_new"); within 1e-6 of its Python formula.
+        return functools.partial(F.gelu, approximate="tanh")
+    return F.relu
+
+
+class EncoderLayer(nn.Module):
+    """Attention -> W_o -> dropout -> residual add -> LayerNorm, then the FFN alike (seed 000)."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        self.attn = MultiHeadAttention(config)
+        self.norm1 = nn.LayerNorm(config.d_model, eps=config.norm_eps)
+        # Without a feed-forward net (config.ffn False) the layer ends after attention's add.
+        # (Registered after norm1 since then: model.parameters() lists attn, norm1, ff, norm2,
+        # the order the bundled atlas was trained in; the weights' names are unchanged.)
+        if config.ffn:
+            self.ff = FeedForward(config)
+            self.norm2 = nn.LayerNorm(config.d_model, eps=config.norm_eps)
+        self.has_ffn = config.ffn
+        self.dropout = nn.Dropout(config.dropout)
+        self.pre_norm = config.norm == "pre"
+
+    def forward(
+        self, x: Tensor, pad_mask: Tensor | Packing | None, sw: LayerSwitches, trace: bool
+    ) -> tuple[Tensor, LayerTrace | None]:
+        resid_pre = x
+        if self.pre_norm:
+            a, parts = self.attn(layer_norm(x, self.norm1), pad_mask, sw, trace)
+            x = x + self.dropout(a)
+            resid_mid = x
+            if self.has_ffn:
+                x = x + self.dropout(self.ff(layer_norm(x, self.norm2)))
+        else:
+            a, parts = self.attn(x, pad_mask, sw, trace)
+            x = layer_norm(x + self.dropout(a), self.norm1)
+            resid_mid = x
+            if self.has_ffn:
+                x = layer_norm(x + self.dropout(self.ff(x)), self.norm2)
+        if not trace:
+            return x, None
+        return x, LayerTrace(
+            resid_pre=resid_pre.detach(),
+            resid_mid=resid_mid.detach(),
+            resid_out=x.detach(),
+            **parts,
+        )
+
+
+class Encoder(nn.Module):
+    """Embedding + learned positions (+ token types, + LayerNorm), encoder layers, a linear head
+    (per token or pooled) or none."""
+
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        if not isinstance(config, ModelConfig):
+            raise TypeError(f"Encoder needs a ModelConfig, got {type(config).__name__}")
+        self.config = config
+        D = config.d_model
+        # "value" feeds the id itself as a number through Linear(1, D), exactly as seed 002 does.
+        self.embed = (
+            nn.Embedding(config.vocab_size, D) if config.embed == "token" else nn.Linear(1, D)
+        )
+        self.pos = nn.Parameter(
+            torch.randn(1, config.max_len, D) * 0.02
+        )  # learned positions (seed 002)
+        # BERT's segment embedding (sentence A / B) and the LayerNorm over the embedding sum.
+        # Absent unless asked for, so the state dict of every model trained here is unchanged.
+        if config.type_vocab_size:
+            self.type_embed = nn.Embedding(config.type_vocab_size, D)
+        if config.embed_norm:
+            self.embed_norm = nn.LayerNorm(D, eps=config.norm_eps)
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))
+        # Pre-norm leaves the residual stream unnormalised, so it needs a final LayerNorm.
+        self.norm_f = (
+            nn.LayerNorm(D, eps=config.norm_eps) if config.norm == "pre" else nn.Identity()
+        )
+        # n_out=0: no head; a pretrained encoder's output is its hidden states.
+        self.head = nn.Linear(D, config.n_out) if config.n_out else nn.Identity()
+
+    @property
+    def device(self) -> torch.device:
+        return self.pos.device
+
+    def forward(
+        self,
+        ids: Tensor | Packing,
+        pad_mask: Tensor | None = None,
+        interventions: Interventions | None = None,
+        *,
+        trace: bool = True,
+        token_types: Tensor | None = None,
+        **switches,
+    ) -> EncoderOutput:
+        """Run the encoder.
+
+        Args:
+            ids: (B, T) token ids, T <= config.max_len; or a Packing of R runs' batches, with
+                weights that carry a leading run axis (tfviz.training.ensemble), no pad_mask and no
+                trace.
+            pad_mask: (B, T) bool, True where a position is padding (no key, not pooled).
+            interventions: the switches of this pass (tfviz.core.interventions.Interventions): W_o
+                mode per layer, heads ablated before W_o, slices zeroed after it, head gates.
+            trace: also return a Trace of every layer (costs memory for the kept tensors only).
+            token_types: (B, T) segment ids for a model with type_vocab_size > 0; None: all 0
+                (one sentence).
+            **switches: shorthand for interventions=Interventions(**switches), e.g.
+                model(ids, w_o="identity", ablate_heads=[(0, 1)]).
+        Returns:
+            EncoderOutput with logits (B, n_out) for pooled models or (B, T, n_out) per token
+            (D in place of n_out when the model has no head); packed: (R, B, n_out) pooled,
+            (R, M, n_out) per token in slot order (tfviz.core.packing.unpack puts them on the grid).
+        """
+        cfg = self.config
+        if isinstance(ids, Packing):
+            return self._packed(ids, pad_mask, interventions, trace, token_types, switches)
+        if not isinstance(ids, Tensor) or ids.dim() != 2:
+            raise ValueError("ids must be a 2-d tensor of token ids, shape (batch, tokens)")
+        B, T = ids.shape
+        if T > cfg.max_len:
+            raise ValueError(f"sequence has {T} positions but this model has only {cfg.max_len}")
+        if pad_mask is not None and pad_mask.shape != ids.shape:
+            raise ValueError(
+                f"pad_mask has shape {tuple(pad_mask.shape)} but ids {tuple(ids.shape)}"
+            )
+        if token_types is not None and (
+            not cfg.type_vocab_size
+            or token_types.shape != ids.shape
+            or token_types.min() < 0
+            or token_types.max() >= cfg.type_vocab_size
+        ):
+            raise ValueError(
+                "token_types needs a model with token-type embeddings, the shape of ids and "
+                f"values in 0..{cfg.type_vocab_size - 1}"
+            )
+        if pad_mask is not None and not pad_mask.any():
+            pad_mask = None  # nothing padded: take the unmasked (faster) attention path
+        iv = Interventions.of(interventions, **switches)
+        x = self.embed_ids(ids) + self.pos[:, :T]  # (B, T, D)
+        if cfg.type_vocab_size:
+            # One sentence is segment 0 throughout: add row 0 without building an ids tensor.
+            x = x + (
+                self.type_embed.weight[0] if token_types is None else self.type_embed(token_types)
+            )
+        if cfg.embed_norm:
+            x = self.embed_norm(x)
+        embed = x
+        x, layer_traces = self.run_layers(x, pad_mask, iv, trace)
+        if cfg.pool == "mean":
+            if pad_mask is None:
+                x = x.mean(dim=1)
+            else:
+                keep = (~pad_mask).unsqueeze(-1).to(x.dtype)  # (B, T, 1)
+                x = (x * keep).sum(dim=1) / keep.sum(dim=1).clamp_min(1.0)
+        elif cfg.pool == "first":
+            x = x[:, 0]
+        logits = linear(x, self.head) if cfg.n_out else x
+        if not trace:
+            return EncoderOutput(logits=logits, trace=None)
+        return EncoderOutput(
+            logits=logits,
+            trace=Trace(
+                embed=embed.detach(), pad_mask=pad_mask, layers=layer_traces, interventions=iv
+            ),
+        )
+
+    def embed_ids(self, ids: Tensor) -> Tensor:
+        """The embedding of ids (..., ) -> (..., D); packed: run r's ids (R, M) in its own table."""
+        if self.config.embed == "value":  # the id as a number through Linear(1, D) (seed 002)
+            return linear(ids.to(self.pos.dtype).unsqueeze(-1), self.embed)
+        return embedding(ids, self.embed.weight)
+
+    def run_layers(
+        self, x: Tensor, pad_mask: Tensor | Packing | None, iv: Interventions, trace: bool
+    ) -> tuple[Tensor, list[LayerTrace | None]]:
+        """Every encoder layer under the pass's switches, then the final norm (pre-norm)."""
+        plan = iv.resolve(
+            self.config,
+            self.device,
+            [(lay.attn.W_o.weight, lay.attn.W_o.bias) for lay in self.layers],
+        )
+        layer_traces = []
+        for layer, sw in zip(self.layers, plan.layers, strict=True):
+            x, lt = layer(x, pad_mask, sw, trace)
+            layer_traces.append(lt)
+        return layer_norm(x, self.norm_f), layer_traces
+
+    def _packed(self, packing, pad_mask, interventions, trace, token_types, switches):
+        """forward() for R runs' packed batches: every layer on the real tokens only."""
+        cfg = self.config
+        if pad_mask is not None or trace or token_types is not None:
+            raise ValueError("a packed pass takes its padding from the Packing and keeps no trace")
+        if cfg.type_vocab_size or cfg.embed_norm:
+            raise ValueError("a packed pass runs models without token types or embedding norm")
+        R, M = packing.ids.shape
+        positions = self.pos.view(R, cfg.max_len, cfg.d_model)  # each run's own table
+        x = self.embed_ids(packing.ids) + embedding(packing.pos.view(R, M), positions)
+        iv = Interventions.of(interventions, **switches)
+        x, _ = self.run_layers(x, packing, iv, trace=False)  # (R, M, D)
+        if cfg.pool != "none":
+            x = pool(packing, x, cfg.pool)  # (R, B, D)
+        return EncoderOutput(logits=linear(x, self.head) if cfg.n_out else x, trace=None)
+
+
+def linear(x: Tensor, lin: nn.Linear | Tensor, bias: Tensor | None = None) -> Tensor:
+    """nn.Linear's map, of a module or of (weight, bias); with stacked weights (R, out, in) and
+    bias (R, out), run r's own map on x[r] (R, M, in)."""
+    W, b = (lin.weight, lin.bias) if isinstance(lin, nn.Module) else (lin, bias)
+    if W.dim() == 2:
+        return F.linear(x, W, b)
+    return torch.baddbmm(b.unsqueeze(1), x, W.transpose(1, 2))
+
+
+def layer_norm(x: Tensor, norm: nn.Module) -> Tensor:
+    """nn.LayerNorm's map (nn.Identity passes x); stacked weights (R, D): run r's own on x[r]."""
+    if not isinstance(norm, nn.LayerNorm):
+        return x
+    w, b = norm.weight, norm.bias
+    if w.dim() == 1:
+        return F.layer_norm(x, norm.normalized_shape, w, b, norm.eps)
+    normed = F.layer_norm(x, norm.normalized_shape, eps=norm.eps)
+    return torch.addcmul(b.unsqueeze(1), normed, w.unsqueeze(1))
+
+
+def embedding(index: Tensor, table: Tensor) -> Tensor:
+    """Rows of table (V, D) at index; stacked table (R, V, D): run r's rows at index[r] (R, M)."""
+    if table.dim() == 2:
+        return F.embedding(index, table)
+    R, V, D = table.shape
+    offsets = torch.arange(R, device=index.device).view(R, 1) * V  # run r's rows of the table
+    return F.embedding(index + offsets, table.reshape(R * V, D))
+
+
+def layer_modes(w_o: str | Mapping[int, str], n_layers: int) -> list[str]:
+    """Expand a w_o switch into one mode per layer, refusing anything unknown."""
+    return Interventions(w_o=w_o).w_o_modes(n_layers)
+
+
+def override_patterns(
+    attn: Tensor, patterns: tuple[tuple[int, str], ...], pad_mask: Tensor | None
+) -> Tensor:
+    """attn (B, H, T, T) with some heads' patterns replaced (tfviz.core.interventions.PATTERNS).
+
+    Each replacement spreads a row over the real keys only, so padding still receives nothing:
+    uniform (1/n each), identity (token i reads itself), previous (token i reads i-1; the first
+    reads itself), anti_diagonal (token i reads n-1-i), copy:G (head G's own pattern, as computed
+    before any replacement).
+    """
+    B, H, T, _ = attn.shape
+    real = (
+        torch.ones(B, T, dtype=attn.dtype, device=attn.device)
+        if pad_mask is None
+        else (~pad_mask).to(attn.dtype)
+    )  # (B, T)
+    n = real.sum(-1).clamp_min(1.0)  # (B,) real tokens
+    i = torch.arange(T, device=attn.device)
+    new = attn.clone()
+    for head, pattern in patterns:
+        if pattern.startswith(COPY_PREFIX):
+            new[:, head] = attn[:, int(pattern[len(COPY_PREFIX) :])]
+            continue
+        if pattern == "uniform":
+            rows = real[:, None, :] / n[:, None, None]  # (B, 1, T) -> every query alike
+            rows = rows.expand(B, T, T)
+        else:
+            if pattern == "identity":
+                target = i.expand(B, T)
+            elif pattern == "previous":
+                target = (i - 1).clamp_min(0).expand(B, T)
+            else:  # anti_diagonal, within each sequence's real length
+                target = (n[:, None].long() - 1 - i).clamp_min(0)
+            rows = F.one_hot(target, T).to(attn.dtype)  # (B, T, T)
+        if pad_mask is not None:
+            rows = rows * real[:, :, None]  # padded queries read nothing (no output reads them)
+        new[:, head] = rows
+    return new

@@ -1,0 +1,196 @@
+"""One traced forward pass copied to numpy (run_trace, TraceArrays), and how two traces differ.
+
+`run_trace` runs the model once on one typed sequence and copies every site the views need into a
+plain dataclass of float32 arrays (no tensors, no autograd), so the app can cache it and the plots
+never touch a model. The other functions compare arrays: the cosine between what goes into W_o
+(`concat`) and what comes out (`attn_out`), the check that the per-head terms add up to `attn_out`,
+and how far a switched pass (W_o off, heads zeroed) drifts from the learned one.
+
+Dimensions: L layers, H heads, T positions (BOS included when the task uses one), D = d_model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tfviz.core import wo
+from tfviz.core.interventions import Interventions
+from tfviz.core.tasks import Task
+
+
+@dataclass(frozen=True)
+class TraceArrays:
+    """One forward pass on one sequence, as float32 numpy arrays (batch dimension removed)."""
+
+    text: str
+    labels: list[str]  # one unique axis label per position, BOS first when the task uses one
+    interventions: Interventions  # the switches of this pass
+    w_o_modes: list[str]  # per layer: one of tfviz.core.wo's modes (learned, identity, ...)
+    attn: np.ndarray  # (L, H, T, T) attention weights; a query's row sums to 1
+    z: np.ndarray  # (L, H, T, d_k) each head's output
+    concat: np.ndarray  # (L, T, D) heads side by side: the input of W_o
+    attn_out: np.ndarray  # (L, T, D) the output of W_o: what attention adds to the residual
+    resid_mid: np.ndarray  # (L, T, D) residual stream after the attention sublayer
+    resid_out: np.ndarray  # (L, T, D) residual stream after the whole layer
+    b_o: np.ndarray  # (L, D) the bias added (zero when W_o is switched off)
+    prediction: list[str]  # the model's answer, one token per answer position
+    answer: list[str]  # the right answer, same layout
+
+    @property
+    def n_layers(self) -> int:
+        return self.attn.shape[0]
+
+    @property
+    def n_heads(self) -> int:
+        return self.attn.shape[1]
+
+
+@torch.no_grad()
+def run_trace(
+    model, task: Task, text: str, interventions: Interventions | None = None, **switches
+) -> TraceArrays:
+    """Run the model on one sequence with the given switches and copy out every traced site.
+
+    Args:
+        model: a tfviz Encoder (not changed: switches are forward arguments).
+        task: the model's task; validates text (ValueError with the task's message if bad).
+        interventions: the switches (or the same as keywords: w_o=..., ablate_heads=...).
+    Returns:
+        TraceArrays with float32 arrays of the shapes listed there.
+    """
+    task.validate(text)
+    iv = Interventions.of(interventions, **switches)
+    ids, pad_mask = task.encode_batch([text], device=model.device)
+    out = model(ids, pad_mask, iv, trace=True)
+    layers = out.trace.layers
+
+    def stack(tensors) -> np.ndarray:
+        return torch.stack(list(tensors)).to("cpu", torch.float32).numpy()
+
+    return TraceArrays(
+        text=text,
+        labels=task.labels(text),
+        interventions=iv,
+        w_o_modes=[lt.w_o_mode for lt in layers],
+        attn=stack(lt.attn[0] for lt in layers),
+        z=stack(lt.z[0] for lt in layers),
+        concat=stack(lt.concat[0] for lt in layers),
+        attn_out=stack(lt.attn_out[0] for lt in layers),
+        resid_mid=stack(lt.resid_mid[0] for lt in layers),
+        resid_out=stack(lt.resid_out[0] for lt in layers),
+        b_o=stack(lt.b_o for lt in layers),
+        prediction=task.answer_from_logits(out.logits[0], len(text)),
+        answer=task.solve_tokens(text),
+    )
+
+
+def cosine_per_token(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine similarity of a and b along the last axis (..., T, D) -> (..., T).
+
+    A token where either vector is zero (e.g. W_o in "zero" mode) gets 0: no shared direction.
+    """
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        raise ValueError(f"cannot compare shapes {a.shape} and {b.shape}")
+    norms = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1)
+    dots = (a * b).sum(axis=-1)
+    safe = np.where(norms > 1e-12, norms, 1.0)
+    cos = np.where(norms > 1e-12, dots / safe, 0.0)
+    return np.clip(cos, -1.0, 1.0).astype(np.float32)
+
+
+def w_o_used(model, w_o_modes: Sequence[str]) -> np.ndarray:
+    """(L, D, D) the map each layer applied in its mode (tfviz.core.wo), nn.Linear layout (out, in).
+    Kept out of TraceArrays: it is the same for every sequence."""
+    H = model.config.n_heads
+    mats = []
+    for layer, mode in zip(model.layers, w_o_modes, strict=True):
+        lin = layer.attn.W_o
+        mats.append(wo.effective(lin.weight.detach(), lin.bias.detach(), mode, H)[0])
+    return torch.stack(mats).to("cpu", torch.float32).numpy()
+
+
+def decomposition_error(trace: TraceArrays, W_o: np.ndarray, layer: int | None = None) -> float:
+    """max |sum_h z_h W_o^h + b_o - attn_out| over tokens and dims (one layer, or all layers).
+
+    attn_out comes from the model's own W_o; the sum is rebuilt here from z alone, so this checks
+    the decomposition, and is about 1e-6 (float32 rounding).
+    """
+    layers = range(trace.n_layers) if layer is None else [layer]
+    err = 0.0
+    for lay in layers:
+        terms = wo.head_contributions(trace.z[lay].astype(np.float64), W_o[lay].astype(np.float64))
+        rebuilt = terms.sum(axis=0) + trace.b_o[lay]
+        err = max(err, float(np.abs(rebuilt - trace.attn_out[lay]).max()))
+    return err
+
+
+def resid_cosine(base: TraceArrays, switched: TraceArrays) -> np.ndarray:
+    """(L, T) cosine between the learned and the switched residual stream after each layer."""
+    _same_input(base, switched)
+    return cosine_per_token(base.resid_out, switched.resid_out)
+
+
+def drift_per_layer(base: TraceArrays, switched: TraceArrays) -> np.ndarray:
+    """(L,) cosine drift of the residual stream: 1 - mean over tokens of resid_cosine.
+
+    0 means the switch changed nothing up to that layer; 1 means the directions became unrelated.
+    """
+    return (1.0 - resid_cosine(base, switched).mean(axis=-1)).astype(np.float32)
+
+
+def _same_input(a: TraceArrays, b: TraceArrays) -> None:
+    if a.text != b.text or a.resid_out.shape != b.resid_out.shape:
+        raise ValueError("the two traces must come from the same model and the same sequence")
+
+
+@dataclass(frozen=True)
+class InputDiff:
+    """How two sequences of the same length differ, head by head, through one model."""
+
+    positions: list[int]  # where the inputs differ (0-based, over the model's positions)
+    attn: np.ndarray  # (L, H, T, T) attention of b minus attention of a
+    z: np.ndarray  # (L, H, T, d_k) each head's output, b - a (before W_o, per head)
+    concat: np.ndarray  # (L, T, D) the heads side by side, b - a
+    attn_out: np.ndarray  # (L, T, D) W_o's output, b - a
+    head_terms: np.ndarray  # (L, H, T) ||z_h W_O^h (b) - z_h W_O^h (a)||: each head's change
+    # after W_o, per token; sums of these bound ||attn_out diff|| (triangle inequality)
+
+
+def diff_inputs(a: TraceArrays, b: TraceArrays, W_o: np.ndarray) -> InputDiff:
+    """Per-head differences between two traces of one model with the same switches.
+
+    Args:
+        a, b: run_trace of two sequences with the same number of positions and switches.
+        W_o: (L, D, D) the maps the layers applied (w_o_used), to split attn_out by head.
+    Returns:
+        InputDiff (b minus a). ValueError when the sequences differ in length or switches, or are
+        the same sequence (nothing to compare).
+    """
+    if a.attn.shape != b.attn.shape:
+        raise ValueError(
+            f"the two sequences must have the same length to be compared position by position; "
+            f"they have {a.attn.shape[-1]} and {b.attn.shape[-1]} positions"
+        )
+    if a.interventions != b.interventions:
+        raise ValueError("the two traces must come from passes with the same switches")
+    positions = [i for i, (x, y) in enumerate(zip(a.labels, b.labels, strict=True)) if x != y]
+    if a.text == b.text:
+        raise ValueError("the two sequences are the same: change at least one token")
+    terms = [
+        wo.head_contributions(b.z[lay], W_o[lay]) - wo.head_contributions(a.z[lay], W_o[lay])
+        for lay in range(a.n_layers)
+    ]
+    return InputDiff(
+        positions=positions,
+        attn=(b.attn - a.attn).astype(np.float32),
+        z=(b.z - a.z).astype(np.float32),
+        concat=(b.concat - a.concat).astype(np.float32),
+        attn_out=(b.attn_out - a.attn_out).astype(np.float32),
+        head_terms=np.linalg.norm(np.stack(terms), axis=-1).astype(np.float32),
+    )

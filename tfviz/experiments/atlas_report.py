@@ -1,0 +1,108 @@
+"""models/atlas/README.md, written from the bundled rows: `python -m tfviz.cli.atlas report`.
+
+Every number in it is computed from models/atlas/runs.jsonl by tfviz.experiments.atlas_stats;
+docs/claims.md quotes it. tests/test_atlas.py checks the shipped file is what this writes.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+
+from tfviz.core import modes
+from tfviz.experiments import atlas, atlas_stats
+from tfviz.experiments.atlas_store import BUNDLED, read_rows
+
+VERDICT_WORDS = {
+    "helps": "W_o helps",
+    "hurts": "W_o costs",
+    "unclear": "not told apart",
+    "not_trained": "not trained",
+    "missing": "no runs",
+}
+ARM_WORDS = {
+    modes.IDENTITY: "no W_o (identity)",
+    modes.BLOCK_DIAGONAL: "a block-diagonal W_o",
+    "frozen": "a W_o frozen at its random start",
+    "identity_readout": "no W_o with its own readout (the mechanism run)",
+}
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def _interval(c: atlas_stats.Comparison) -> str:
+    iv = c.interval
+    return "" if iv is None else f"{_num(c.difference)} [{_num(iv.low)}, {_num(iv.high)}]"
+
+
+def _p(c: atlas_stats.Comparison) -> str:
+    return "" if c.p_holm is None else f"{c.p_holm:.3g}"
+
+
+def write(path: Path = BUNDLED.parent / "README.md", rows_path: Path = BUNDLED) -> Path:
+    rows = read_rows(rows_path)
+    results = atlas_stats.analyse(rows)
+    text = render(rows, results)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def render(rows: dict, results: dict) -> str:
+    seconds = [r["seconds"] for r in rows.values()]
+    lines = [
+        "# The W_o atlas: what the bundled runs show",
+        "",
+        "Written by `python -m tfviz.cli.atlas report` from `runs.jsonl` (one row per run); the",
+        "app's *Does W_o matter?* view and lesson step 4 read the same rows.",
+        "",
+        textwrap.fill(
+            f"{len(rows)} runs in {len(results)} cells; a run took {np.median(seconds):.1f} s "
+            f"(median; {sum(seconds) / 3600:.2f} h of one core in all), one torch thread each. "
+            "Every run trains with its task's first-run recipe (tfviz.training.recipes.CLASS_RECIPES: "  # noqa: E501 (the shipped README's line)
+            "D=64, d_ff=128, Adam, cosine schedule, 1,000 steps at most) and stops once its "
+            "task's metric on 500 held-out examples, looked at every 50 steps, reaches the "
+            "target (tfviz.experiments.atlas.TARGET); seed s of every arm starts from the same weights (W_o "  # noqa: E501 (the shipped README's line)
+            "aside) and sees the same batches.",
+            96,
+        ),
+        "",
+        "A cell is read only if every learned-W_o run reached the target (otherwise: *not",
+        "trained*). Each difference is learned minus other, mean over seeds, with its 95% Welch",
+        "interval; p is two-sided Welch, Holm-adjusted across the trained cells compared (per arm",
+        "and measure). *Steps*: steps to the target, a run that never reached it counted at the",
+        "budget (so a difference there is a bound). *Final loss*: mean training loss of the last",
+        "5% of a run's steps. *Metric*: the task's metric on 1,000 fresh examples at the end.",
+        "",
+    ]
+    for arm in atlas.AGAINST:
+        cells = [r for r in results.values() if (arm, "steps") in r.comparisons]
+        if not cells:
+            continue
+        counts = atlas_stats.verdict_counts(results, arm)
+        m = atlas_stats.family_size(results, arm)
+        lines += [
+            f"## Learned W_o against {ARM_WORDS[arm]}",
+            "",
+            f"{len(cells)} cells; in steps to the target, W_o helps in {counts['helps']}, costs "
+            f"in {counts['hurts']}, is not told apart in {counts['unclear']}, and "
+            f"{counts['not_trained']} cells did not train (Holm over m = {m}).",
+            "",
+            "| task | layers | FFN | heads | learned reached | steps: learned - other | p | "
+            "verdict | final loss: learned - other | p | metric: learned - other | p |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for res in cells:
+            c = res.cell
+            steps, loss, metric = (res.comparisons[(arm, q)] for q in atlas_stats.MEASURES)
+            lines.append(
+                f"| {c.task} | {c.n_layers} | {'yes' if c.ffn else 'no'} | {c.n_heads} | "
+                f"{res.learned_reached}/{res.seeds} | {_interval(steps)} | {_p(steps)} | "
+                f"{VERDICT_WORDS[res.verdict(arm)]} | {_interval(loss)} | {_p(loss)} | "
+                f"{_interval(metric)} | {_p(metric)} |"
+            )
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,63 @@
+"""The atlas's rows on disk: one JSON line per finished run, keyed by its RunSpec.key.
+
+Lossless and resumable: a row is appended and flushed to disk (fsync) the moment its run
+finishes, so a sweep killed at any point loses only the runs in flight; a line torn by a kill in
+mid-write is skipped on reading (and its run done again). Reading keeps the first row of a key, so
+a run is counted once even if two sweeps wrote it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from tfviz.experiments.atlas_cells import FORMAT
+
+BUNDLED = Path(__file__).resolve().parents[2] / "models" / "atlas" / "runs.jsonl"
+
+
+def read_rows(path: str | Path) -> dict[str, dict]:
+    """Every whole row in the file, by key (first one wins); {} if there is no file."""
+    path = Path(path)
+    rows: dict[str, dict] = {}
+    if not path.is_file():
+        return rows
+    with path.open("rb") as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+                continue  # a line torn by a kill, or not ours: its run is simply not done
+            if isinstance(row, dict) and row.get("format") == FORMAT and "key" in row:
+                rows.setdefault(str(row["key"]), row)
+    return rows
+
+
+class RowWriter:
+    """Appends rows to a JSON-lines file, each on disk before append returns."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = self.path.open("ab")
+        # A file that ends mid-line (a torn write) gets a newline first, so the next row is whole.
+        if self._f.tell() > 0:
+            with self.path.open("rb") as r:
+                r.seek(-1, os.SEEK_END)
+                if r.read(1) != b"\n":
+                    self._f.write(b"\n")
+
+    def append(self, row: dict) -> None:
+        self._f.write(json.dumps(row, allow_nan=False, sort_keys=True).encode() + b"\n")
+        self._f.flush()
+        os.fsync(self._f.fileno())
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> RowWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

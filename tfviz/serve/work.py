@@ -1,0 +1,390 @@
+"""The kinds of work the job manager (tfviz.serve.jobs) runs, each from a spec checked on submit:
+
+- TrainWork trains a model from a JobSpec and saves it under a name (atomically, never over an
+  existing model), with its training timeline beside it;
+- RetrainWoWork retrains W_o alone on a copy of a shared model (RetrainSpec), measuring the task
+  metric along the way (MetricCurve); nothing is saved;
+- ExperimentWork reruns the W_o experiment (tfviz.experiments.experiment: learned against identity
+or
+  block-diagonal) from an ExperimentSpec; its result stays in memory, so the shipped results are
+  never overwritten.
+
+Each reports its progress and how it ended as tfviz.messages.Message values, and refuses bad
+settings with tfviz.messages.Refused (tfviz.serve.checks), for the app to word in the page's
+language.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Hashable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from tfviz.core import modes
+from tfviz.core.config import ModelConfig
+from tfviz.core.model import Encoder
+from tfviz.core.tasks import get_task
+from tfviz.experiments import experiment
+from tfviz.messages import Message, Refused, say
+from tfviz.serve.checks import check_size, one_of, positive_at_most, whole_number
+from tfviz.serve.jobs import JobFailed, Report, Stopped, step_reporter
+from tfviz.settings import (
+    EXPERIMENT_MAX_SEEDS,
+    EXPERIMENT_MAX_STEPS,
+    MAX_SEED,
+    MAX_STEPS,
+    RETRAIN_MAX_STEPS,
+)
+from tfviz.training.checkpoint import safe_model_path, save_checkpoint
+from tfviz.training.evaluate import evaluate
+from tfviz.training.recipes import CLASS_RECIPES, CLASS_SIZES
+from tfviz.training.timeline import MAX_SNAPSHOTS, Timeline, save_timeline, timeline_path
+from tfviz.training.train import (
+    W_O_STARTS,
+    resolve_device,
+    retrain_w_o,
+    train,
+)
+
+TRAIN_W_O = (modes.LEARNED, modes.IDENTITY)  # the W_o a model can be trained with in the app
+EVAL_N = 1000  # fresh examples measured after training; stored in the checkpoint's metrics
+RETRAIN_EVAL_N = 512  # fresh examples behind each point of a W_o retraining's metric curve
+RETRAIN_CURVE_POINTS = 20  # points of that curve after step 0 (about: one every steps // 20)
+# The limits and environment variables of the server are in tfviz.settings; MAX_PARAMS there
+# also caps training: the largest model the Train form offers has about 2.1 M parameters.
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What to train: task, sizes and training settings, and the name to save it under.
+
+    Steps, learning rate and batch size left out are the task's first-run recipe
+    (tfviz.training.recipes.CLASS_RECIPES), the settings measured to learn it in seconds.
+    """
+
+    task: str
+    name: str
+    d_model: int = CLASS_SIZES["d_model"]
+    n_heads: int = CLASS_SIZES["n_heads"]
+    n_layers: int = CLASS_SIZES["n_layers"]
+    d_ff: int = CLASS_SIZES["d_ff"]
+    steps: int | None = None
+    lr: float | None = None
+    seed: int = 0
+    w_o: str = "learned"  # "learned", or "identity": train with no W_o at all
+    batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        recipe = CLASS_RECIPES.get(self.task)  # an unknown task is refused by model_config
+        for field_name in ("steps", "lr", "batch_size"):
+            if getattr(self, field_name) is None and recipe is not None:
+                object.__setattr__(self, field_name, getattr(recipe, field_name))
+
+    def model_config(self) -> ModelConfig:
+        """The model config, or Refused (a ValueError) with a message a student can act on."""
+        task = get_task(self.task)  # first: an unknown task has no default steps to check
+        whole_number(self.steps, "steps", 1, MAX_STEPS, int_only=True)
+        positive_at_most(self.lr, "lr", 1)
+        one_of(self.w_o, "w_o", TRAIN_W_O)
+        whole_number(self.seed, "seed", 0, MAX_SEED, int_only=True)
+        config = task.model_config(
+            d_model=self.d_model,
+            n_heads=self.n_heads,
+            n_layers=self.n_layers,
+            d_ff=self.d_ff,
+            dropout=0.0,  # as the bundled models: tiny models on endless fresh data need none
+        )
+        check_size(config)
+        return config
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """A finished training: where the model was saved and how it scored on fresh examples."""
+
+    path: str
+    metrics: dict
+    timeline: str | None = None  # where the run's kept steps were saved (tfviz.training.timeline)
+
+
+class TrainWork:
+    """Train a model from a JobSpec and save it as folder/<name>.safetensors.
+
+    The name is checked (and claimed) when the job is submitted; the file is written atomically
+    after training, and never over a model that appeared under that name in the meantime.
+    """
+
+    kind = "train"
+    # A running training whose tab closes goes on, saves its model and frees its slot: the model
+    # is in the picker when the student comes back (a reload is a new session), so a closed tab
+    # or a phone's dropped connection loses nothing. A queued one still gives its place up.
+    finishes_without_owner = True
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        folder: Path,
+        reserved: frozenset[str] = frozenset(),
+        device: str = "auto",
+    ):
+        self.spec = spec
+        self.folder = Path(folder)
+        self.reserved = reserved  # names the picker already uses (the bundled models)
+        self.device = device
+        self.config: ModelConfig | None = None
+        self.path: Path | None = None
+        self.result: TrainResult | None = None
+
+    @property
+    def total(self) -> int:
+        return self.spec.steps
+
+    @property
+    def claim(self) -> Path | None:
+        return self.path
+
+    def validate(self, claimed: Collection[Hashable]) -> None:
+        self.config = self.spec.model_config()
+        self.path = safe_model_path(self.folder, self.spec.name, reserved=self.reserved)
+        self.spec = replace(self.spec, name=self.path.stem)
+        if self.path.exists() or self.path in claimed:
+            raise Refused(say("name_taken", name=self.path.stem))
+
+    def run(self, report: Report, should_stop: Callable[[], bool]) -> Message:
+        spec, path = self.spec, self.path
+        report(message=say("training"))
+
+        on_step = step_reporter(report, should_stop)
+        # Snapshots for the timeline slider: about MAX_SNAPSHOTS evenly spread, whatever steps.
+        timeline = Timeline(every=max(1, spec.steps // MAX_SNAPSHOTS))
+        model, history = train(
+            spec.task,
+            self.config,
+            steps=spec.steps,
+            batch_size=spec.batch_size,
+            lr=spec.lr,
+            seed=spec.seed,
+            device=str(resolve_device(self.device)),
+            w_o=spec.w_o,
+            on_step=on_step,
+            timeline=timeline,
+        )
+        if history["cancelled"]:
+            raise Stopped(say("after_steps_not_saved", steps=history["steps_done"]))
+        report(message=say("evaluating", n=EVAL_N))
+        metrics = evaluate(model, spec.task, n=EVAL_N)
+        history["name"] = spec.name
+        try:
+            # Not over an existing file: another server sharing the folder (or someone by hand)
+            # may have saved this name while this one trained.
+            save_checkpoint(path, model, spec.task, history, metrics, overwrite=False)
+        except FileExistsError:
+            raise JobFailed(say("name_appeared", name=path.stem)) from None
+        except OSError as e:  # disk full, folder made read-only... (written atomically)
+            why = e.strerror or str(e)  # the system's own words, shown as they are
+            raise JobFailed(say("save_failed", file=path.name, why=why)) from e
+        try:  # the model is saved; its timeline is a bonus that must not cost it
+            saved = save_timeline(timeline_path(path), timeline)
+        except OSError:
+            saved = None
+        self.result = TrainResult(path=str(path), metrics=metrics, timeline=saved and str(saved))
+        return say("saved", file=path.name)
+
+
+@dataclass(frozen=True)
+class RetrainSpec:
+    """Retrain W_o alone (tfviz.training.train.retrain_w_o) on a copy of a loaded model."""
+
+    task: str
+    start: str = "identity"  # "identity", "zero", "random" or "learned"
+    steps: int = 300
+    lr: float = 3e-3
+    seed: int = 0
+
+    def check(self) -> None:
+        """Refused (a ValueError) with a message a student can act on, for settings out of range."""
+        get_task(self.task)
+        one_of(self.start, "start", W_O_STARTS)
+        whole_number(self.steps, "steps", 1, RETRAIN_MAX_STEPS, int_only=True)
+        positive_at_most(self.lr, "lr", 1)
+
+
+@dataclass(frozen=True)
+class RetrainResult:
+    """W_o retrained alone: the metric with the learned W_o, and over the retraining's steps."""
+
+    metrics_learned: dict
+    curve_steps: list[int]  # steps at which the metric was measured: 0, ..., the last step
+    curve: list[dict]  # tfviz.training.evaluate's output at each of them, on the same examples
+    losses: list[float]
+
+    @property
+    def metrics_start(self) -> dict:
+        return self.curve[0]
+
+    @property
+    def metrics_after(self) -> dict:
+        return self.curve[-1]
+
+
+class MetricCurve:
+    """A tfviz.training.train.Recorder: the task metric of the model being trained at step 0, every
+    `every` steps and at the last step, each time on the same RETRAIN_EVAL_N fresh examples."""
+
+    def __init__(self, task: str, steps: int, every: int, n: int = RETRAIN_EVAL_N):
+        self.task, self.steps, self.every, self.n = task, steps, max(1, every), n
+        self.done: list[int] = []
+        self.metrics: list[dict] = []
+
+    def record(self, step: int, model: Encoder) -> None:
+        if step % self.every and step != self.steps:
+            return
+        model.eval()  # no dropout while measuring; the trainer gets its mode back
+        try:
+            self.metrics.append(evaluate(model, self.task, n=self.n))
+        finally:
+            model.train()
+        self.done.append(step)
+
+
+class RetrainWoWork:
+    """Retrain only W_o of a copy of a shared model, in the one job system; nothing is saved."""
+
+    kind = "retrain_w_o"
+
+    def __init__(self, spec: RetrainSpec, model: Encoder):
+        self.spec = spec
+        self.model = model  # shared: read, never changed (retrain_w_o trains a copy)
+        self.result: RetrainResult | None = None
+
+    @property
+    def total(self) -> int:
+        return self.spec.steps
+
+    @property
+    def claim(self) -> None:
+        return None
+
+    def validate(self, claimed: Collection[Hashable]) -> None:
+        self.spec.check()
+        get_task(self.spec.task).check_config(self.model.config)
+
+    def run(self, report: Report, should_stop: Callable[[], bool]) -> Message:
+        spec = self.spec
+        report(message=say("measuring_learned"))
+        learned = evaluate(self.model, spec.task, n=RETRAIN_EVAL_N)
+        report(message=say("retraining", start=spec.start), new_curve=True)
+        curve = MetricCurve(spec.task, spec.steps, spec.steps // RETRAIN_CURVE_POINTS)
+
+        on_step = step_reporter(report, should_stop)
+        copy, history = retrain_w_o(
+            self.model,
+            spec.task,
+            start=spec.start,
+            steps=spec.steps,
+            lr=spec.lr,
+            seed=spec.seed,
+            on_step=on_step,
+            recorder=curve,
+        )
+        if history["cancelled"]:
+            raise Stopped(say("after_steps", steps=history["steps_done"]))
+        self.result = RetrainResult(learned, curve.done, curve.metrics, history["loss"])
+        return say("retrained", steps=spec.steps)
+
+
+@dataclass(frozen=True)
+class ExperimentSpec:
+    """What to rerun: the task, how many seeds per condition and how many steps per run, and what
+    the learned W_o is compared with (experiment.AGAINST)."""
+
+    task: str
+    seeds: int = 2
+    steps: int = 200
+    against: str = "identity"
+
+    @property
+    def conditions(self) -> tuple[str, str]:
+        return ("learned", self.against)
+
+    def check(self) -> None:
+        """Refused (a ValueError) with a message a student can act on, for settings out of range."""
+        get_task(self.task)  # names the known tasks if unknown
+        experiment.check_against(self.against)
+        whole_number(self.seeds, "seeds", 1, EXPERIMENT_MAX_SEEDS, int_only=True)
+        whole_number(self.steps, "steps", 1, EXPERIMENT_MAX_STEPS, int_only=True)
+
+    @property
+    def runs(self) -> int:
+        return self.seeds * len(self.conditions)
+
+
+class ExperimentWork:
+    """Rerun tfviz.experiments.experiment for one task: every seed trained with the learned W_o and
+    with the one it is compared against (spec.against).
+
+    The result (an ExperimentResult, also when stopped: its finished runs) stays in memory for
+    the caller to keep in its session; nothing is written to disk. The loss curve in job states
+    is that of the first run (all runs train together).
+    """
+
+    kind = "experiment"
+
+    def __init__(self, spec: ExperimentSpec, device: str = "cpu"):
+        self.spec = spec
+        self.device = device  # "cpu" keeps reruns comparable with the shipped results
+        self.result: experiment.ExperimentResult | None = None
+
+    @property
+    def total(self) -> int:
+        return self.spec.runs * self.spec.steps
+
+    @property
+    def claim(self) -> None:
+        return None  # reruns write nothing, so any number may run side by side
+
+    def validate(self, claimed: Collection[Hashable]) -> None:
+        self.spec.check()
+
+    def run(self, report: Report, should_stop: Callable[[], bool]) -> Message:
+        done = 0
+        shown = {"run": 0, "step": 0}  # the run whose loss curve the job states carry
+
+        def on_progress(p: experiment.Progress) -> bool:
+            nonlocal done
+            # One call per step of one run: counting calls stays right however the runs are
+            # scheduled. The curve follows one run; it moves on only to a run that starts after
+            # the shown one has finished (runs trained together keep the first run's curve).
+            done += 1
+            starts_after = p.step == 1 and shown["step"] >= p.steps
+            if p.run != shown["run"] and (shown["run"] == 0 or starts_after):
+                shown["run"] = p.run
+                which = dict(run=p.run, runs=p.runs, seed=p.seed, condition=p.condition)
+                if p.runs == 1:
+                    curve = say("run_curve", **which)
+                else:
+                    curve = say("run_curve_together", **which)
+                report(message=curve, new_curve=True)
+            if p.run == shown["run"]:
+                shown["step"] = p.step
+                report(done=done, step=p.step, loss=p.loss)
+            else:
+                report(done=done)
+            return not should_stop()
+
+        spec = self.spec
+        result = experiment.run_experiment(
+            spec.task,
+            seeds=spec.seeds,
+            steps=spec.steps,
+            device=self.device,
+            on_progress=on_progress,
+            conditions=spec.conditions,
+        )
+        self.result = result
+        finished = len(result.runs)
+        if result.cancelled:
+            if not finished:  # the runs train together: a stop usually comes before any ends
+                raise Stopped(say("no_run_finished", done=done, total=self.total))
+            raise Stopped(say("runs_kept", finished=finished, runs=spec.runs))
+        return say("runs_finished", finished=finished)

@@ -1,0 +1,6 @@
+"""Making and measuring models: the training loop, batched runs, timelines, checkpoints.
+
+train (the loop), ensemble (several runs at once through core's forward), timeline (weights along
+a run, and their replay), recipes (how each bundled model is trained), evaluate (fresh examples),
+checkpoint (safetensors and JSON metadata: no pickle). This file imports nothing.
+"""
