@@ -20,6 +20,7 @@ import streamlit as st
 from tfviz import hf, pretrained, settings
 from tfviz.checkpoint import CheckpointMeta
 from tfviz.ui.i18n import t
+from tfviz.ui.labels import layout_word
 from tfviz.ui.models import ModelEntry
 from tfviz.ui.text import md_escape
 
@@ -191,6 +192,7 @@ def folder_info(meta: CheckpointMeta, task: pretrained.SentenceTask, device: str
     st.caption(md_escape(t(kind)))
     licence = record.get("licence") or t("folder.no_licence")
     origin = "folder.from_server" if record.get("source") == "folder" else "folder.from_upload"
+    norm = layout_word("norm", c.norm)  # "post" -> post-norm, 后归一化
     st.text(
         t(
             "folder.facts",
@@ -205,7 +207,7 @@ def folder_info(meta: CheckpointMeta, task: pretrained.SentenceTask, device: str
     st.text(
         t("sidebar.size", d_model=c.d_model, heads=c.n_heads, layers=c.n_layers, d_ff=c.d_ff)
         + "\n"
-        + t("folder.pieces", norm=c.norm, pieces=task.max_pieces)
+        + t("folder.pieces", norm=norm, pieces=task.max_pieces)
         + "\n"
         + t("sidebar.device", device=device.upper())
     )

@@ -3,6 +3,7 @@ saved to the user models folder with its timeline beside it, and joins every ses
 
 from __future__ import annotations
 
+import functools
 import secrets
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from tfviz.recipes import CLASS_SIZES, class_recipe, learned
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
 from tfviz.ui.jobs import job_text, refusal, session_alive_check
-from tfviz.ui.labels import METRIC_NAMES, metric_text
+from tfviz.ui.labels import METRIC_NAMES, metric_text, task_label
 from tfviz.ui.models import ROOT, SOURCES, bundled_names, user_models_dir
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, View
@@ -77,6 +78,7 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
     task = st.selectbox(
         t("train.task"),
         tasks,
+        format_func=functools.partial(task_label, lang=current()),
         key=state.TRAIN_TASK.name,
         on_change=use_task_defaults,
         args=(folder,),
