@@ -191,6 +191,13 @@ def test_the_catalogue_spaces_latin_words_numbers_and_placeholders_from_han():
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("doc", ZH_DOCS, ids=lambda p: p.name)
+def test_the_chinese_docs_space_latin_words_and_numbers_from_han(doc):
+    text = doc.read_text(encoding="utf-8")
+    problems = [p for line in text.splitlines() for p in spacing_problems(doc.name, line, "")]
+    assert not problems, problems
+
+
 def test_the_spacing_check_finds_a_tight_word_or_placeholder():
     assert spacing_problems("k", "保留W_o", "keep W_o")
     assert spacing_problems("k", "共{n}个头", "{n} heads")
