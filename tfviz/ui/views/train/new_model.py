@@ -258,7 +258,8 @@ def job_result(snap: jobs.JobState) -> None:
         value = snap.result.metrics.get(task.metric)
         # The metric's name from the catalogue: the library's label is English.
         shown = metric_text(task.metric, value) if value is not None else None
-        score = f" ({t(METRIC_NAMES[task.metric])} {shown})" if shown else ""
+        score = t("train.done_score", metric=t(METRIC_NAMES[task.metric]), value=shown)
+        score = score if shown else ""
         seconds = f"{snap.seconds:.0f}"
         listed = md_escape(
             t("sidebar.model_option", name=snap.spec.name, source=t(SOURCES["yours"]))
