@@ -9,7 +9,8 @@ string, so a translation can neither lose a sentence nor a number.
 
 Technical names (W_o, W_q, softmax, concat, d_k) are written the same in every language. The
 Chinese uses one rendering per term: locales/glossary.json lists each term with its rejected
-renderings, and tests/test_glossary.py holds zh.json (and docs/claims.zh.md) to it.
+renderings, and tests/test_glossary.py holds zh.json (and docs/claims.zh.md) to it;
+tests/test_zh_review.py holds the Chinese to its punctuation and spacing (fill_spaced below).
 
 A text may quote another key's text as {@other.key}: help that names a widget's label or option
 then shows that label exactly as the widget does, in the same language, and cannot drift from
