@@ -102,7 +102,6 @@ LATIN_KEPT = set(
 LATIN_KEYS = {  # keys whose Latin words are values the student types or picks, not words
     "share.notice.bad_mode": "the W_o modes a link's w_o_mode takes (learned, identity, ...)",
     "lang.picker": "the language switch names itself in both languages",
-    "folder.pieces": "pending, as sidebar.norm_embed: {norm} is the config's post/pre",
 }
 
 

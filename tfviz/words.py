@@ -9,7 +9,8 @@ string, so a translation can neither lose a sentence nor a number.
 
 Technical names (W_o, W_q, softmax, concat, d_k) are written the same in every language. The
 Chinese uses one rendering per term: locales/glossary.json lists each term with its rejected
-renderings, and tests/test_glossary.py holds zh.json (and docs/claims.zh.md) to it.
+renderings, and tests/test_glossary.py holds zh.json (and docs/claims.zh.md) to it;
+tests/test_zh_review.py holds the Chinese to its punctuation and spacing (fill_spaced below).
 
 A text may quote another key's text as {@other.key}: help that names a widget's label or option
 then shows that label exactly as the widget does, in the same language, and cannot drift from
@@ -83,7 +84,48 @@ def translate(lang: str, key: str, **values) -> str:
     text = catalogue(lang).get(key)
     if text is None:
         return missing(key)
-    return text.format(**values)
+    return fill_spaced(text, values) if lang in SPACED_LANGUAGES else text.format(**values)
+
+
+# Chinese spacing (tests/test_zh_review.py holds the catalogue to it): a Latin word or a number
+# stands one space apart from a Han character, in the catalogue and once its placeholders are
+# filled. Placeholders are spaced like words, except those filled with catalogue words or a
+# job's message ({metric}, {other}, ...: 准确率, 没有 W_o), which sit against the Han text so that
+# Chinese meets Chinese without a gap ("置零后的{metric}变化" -> 置零后的准确率变化). Where such a
+# value begins or ends with a Latin letter or digit (MAE, 块对角 W_o), the space is added here.
+SPACED_LANGUAGES = {"zh"}
+HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+LATIN_EDGE = re.compile(r"[A-Za-z0-9]")
+
+
+def fill_spaced(text: str, values: dict) -> str:
+    """text.format(**values), with a space where a value's Latin or digit edge meets a Han
+    character of the text around it (the values themselves are never changed)."""
+    out = ""
+    pending_value_end = ""  # the last character of the value just placed, if any
+    for literal, name, spec, conversion in string.Formatter().parse(text):
+        if literal:
+            if pending_value_end and _meet(pending_value_end, literal[0]):
+                out += " "
+            out += literal
+        pending_value_end = ""
+        if name is None:
+            continue
+        field = name + ("!" + conversion if conversion else "") + (":" + spec if spec else "")
+        value = ("{" + field + "}").format(**values)
+        if value and out and _meet(out[-1], value[0]):
+            out += " "
+        out += value
+        pending_value_end = value[-1:] if value else ""
+    return out
+
+
+def _meet(left: str, right: str) -> bool:
+    """Whether a Han character and a Latin letter or digit touch (either way round)."""
+    return bool(
+        (HAN.match(left) and LATIN_EDGE.match(right))
+        or (LATIN_EDGE.match(left) and HAN.match(right))
+    )
 
 
 def english(key: str, **values) -> str:

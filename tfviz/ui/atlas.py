@@ -23,6 +23,7 @@ from tfviz.experiments.atlas_store import BUNDLED, read_rows
 from tfviz.plots import atlas as atlas_plots  # tfviz.experiments.atlas is the sweep's own module
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
+from tfviz.ui.labels import task_label
 from tfviz.ui.view import POLL_SECONDS
 from tfviz.ui.widgets import chart
 
@@ -64,7 +65,7 @@ def arch_label(cell: atlas.Cell, varied: set[str], lang: str | None = None) -> s
 
 
 def cell_name(cell: atlas.Cell, varied: set[str], lang: str | None = None) -> str:
-    return f"{cell.task} · {arch_label(cell, varied, lang)}"
+    return f"{task_label(cell.task, lang)} · {arch_label(cell, varied, lang)}"
 
 
 def _varied(cells: list[atlas.Cell]) -> set[str]:
@@ -135,7 +136,7 @@ def grid(rows: dict, results: dict, arm: str, key: str) -> None:
     figure = atlas_plots.atlas_grid(
         effect,
         texts,
-        tasks,
+        [task_label(name) for name in tasks],
         [short_arch(atlas.Cell.from_key("sum/" + a), varied) for a in archs],
         hover,
         title=t("atlas.grid.title", other=t(f"atlas.versus.{arm}")),
@@ -196,7 +197,7 @@ def mechanism_hint_text(results: dict) -> str | None:
     return t(
         "atlas.mechanism.hint",
         cells=len(loss.cells),
-        names=t("atlas.list_sep").join(results[c].cell.task for c in loss.cells),
+        names=t("atlas.list_sep").join(task_label(results[c].cell.task) for c in loss.cells),
         loss_helped=len(loss.helped),
         loss_recovered=len(loss.recovered),
         metric_helped=len(metric.helped),
@@ -387,10 +388,13 @@ def lesson(key: str = "lesson_atlas") -> str | None:
             horizontal=True,
         )
         means = atlas_stats.arm_means(rows, cells, arms, measure)
-        untrained = [results[c].cell.task for c in cells if not results[c].trained]
+        untrained = [task_label(results[c].cell.task) for c in cells if not results[c].trained]
         chart(
             atlas_plots.arm_bars(
-                [results[c].cell.task + ("*" if not results[c].trained else "") for c in cells],
+                [
+                    task_label(results[c].cell.task) + ("" if results[c].trained else "*")
+                    for c in cells
+                ],
                 arms,
                 means.mean,
                 means.half_width,

@@ -21,6 +21,7 @@ from tfviz import hf, settings
 from tfviz.hf import pretrained
 from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui.i18n import t
+from tfviz.ui.labels import layout_word
 from tfviz.ui.models import ModelEntry
 from tfviz.ui.text import md_escape
 
@@ -192,6 +193,7 @@ def folder_info(meta: CheckpointMeta, task: pretrained.SentenceTask, device: str
     st.caption(md_escape(t(kind)))
     licence = record.get("licence") or t("folder.no_licence")
     origin = "folder.from_server" if record.get("source") == "folder" else "folder.from_upload"
+    norm = layout_word("norm", c.norm)  # "post" -> post-norm, 后归一化
     st.text(
         t(
             "folder.facts",
@@ -206,7 +208,7 @@ def folder_info(meta: CheckpointMeta, task: pretrained.SentenceTask, device: str
     st.text(
         t("sidebar.size", d_model=c.d_model, heads=c.n_heads, layers=c.n_layers, d_ff=c.d_ff)
         + "\n"
-        + t("folder.pieces", norm=c.norm, pieces=task.max_pieces)
+        + t("folder.pieces", norm=norm, pieces=task.max_pieces)
         + "\n"
         + t("sidebar.device", device=device.upper())
     )

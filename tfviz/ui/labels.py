@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tfviz.core.interventions import Interventions, head_name
 from tfviz.core.tasks import InputError
-from tfviz.ui.i18n import t
+from tfviz.ui.i18n import catalogue, current, t
 from tfviz.ui.switches import w_o_label
 
 # A task's metric key (tfviz.core.metrics) -> catalogue key of its name.
@@ -16,6 +16,21 @@ METRIC_NAMES = {
     "mae": "sidebar.metric.mae",
     "loss": "sidebar.metric.loss",
 }
+
+
+def task_label(name: str, lang: str | None = None) -> str:
+    """A task's name as the student reads it (task.<name>.name: 数字求和（sum）, 句子嵌入); the
+    library's names are identifiers. A task the catalogue does not know yet keeps its own name."""
+    key = f"task.{name.replace(' ', '_')}.name"
+    return t(key, lang=lang) if key in catalogue(lang or current()) else name
+
+
+def layout_word(field: str, value) -> str:
+    """A config's norm ("post") or embed ("token") in the student's words, from
+    sidebar.<field>.<value>; a value the catalogue does not know is shown as it is (a
+    checkpoint's record is data)."""
+    key = f"sidebar.{field}.{value}"
+    return t(key) if key in catalogue(current()) else str(value)
 
 
 def describe(iv: Interventions) -> str:
@@ -38,7 +53,10 @@ def refusal(error: ValueError) -> str:
     """Why an input was refused, in the page's language: a library InputError through the
     catalogue by its code and values ("input.<code>"); any other error in its own words."""
     if isinstance(error, InputError):
-        return t(f"input.{error.code}", **error.values)
+        values = dict(error.values)
+        if "task" in values:
+            values["task"] = task_label(str(values["task"]))
+        return t(f"input.{error.code}", **values)
     return str(error)
 
 

@@ -17,7 +17,7 @@ from tfviz.hf import pretrained
 from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui import folders, share, state, switches
 from tfviz.ui.i18n import catalogue, current, t
-from tfviz.ui.labels import METRIC_NAMES
+from tfviz.ui.labels import METRIC_NAMES, layout_word, task_label
 from tfviz.ui.models import (
     BUNDLED_DIR,
     DEFAULT_MODEL,
@@ -124,7 +124,7 @@ def model_info(meta: CheckpointMeta, task: Task, device: str) -> None:
         pretrained_info(meta, task, device)
         return
     c, record = meta.config, meta.record
-    st.markdown(t("sidebar.task", name=md_escape(task.name)))
+    st.markdown(t("sidebar.task", name=md_escape(task_label(task.name))))
     st.caption(md_escape(task_description(task)))
     st.text(
         t(
@@ -166,7 +166,7 @@ def pretrained_info(meta: CheckpointMeta, task: Task, device: str) -> None:
         folders.folder_info(meta, task, device)
         return
     c = meta.config
-    st.markdown(t("sidebar.task", name=md_escape(task.name)))
+    st.markdown(t("sidebar.task", name=md_escape(task_label(task.name))))
     st.caption(md_escape(task_description(task)))
     st.text(
         t(
@@ -189,12 +189,7 @@ def layout_words(config) -> dict[str, str]:
     """The config's norm ("post") and embed ("token") in the student's words, from
     sidebar.norm.<value> and sidebar.embed.<value>; a value the catalogue does not know is shown
     as it is (a checkpoint's record is data)."""
-    words = {}
-    for field in ("norm", "embed"):
-        value = getattr(config, field)
-        key = f"sidebar.{field}.{value}"
-        words[field] = t(key) if key in catalogue(current()) else str(value)
-    return words
+    return {field: layout_word(field, getattr(config, field)) for field in ("norm", "embed")}
 
 
 def task_description(task: Task) -> str:

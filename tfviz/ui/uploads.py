@@ -18,6 +18,7 @@ from tfviz.serve import checks
 from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui import folders, state
 from tfviz.ui.i18n import DEFAULT, current, t
+from tfviz.ui.labels import task_label
 from tfviz.ui.models import ModelEntry
 from tfviz.ui.text import cut, md_escape
 
@@ -123,7 +124,7 @@ def on_upload(device: str, limit_mb: int) -> None:
             "uploads.loaded",
             {
                 "name": name,
-                "task": upload.meta.task,
+                "task": task_label(upload.meta.task),
                 "d_model": c.d_model,
                 "heads": c.n_heads,
                 "layers": c.n_layers,

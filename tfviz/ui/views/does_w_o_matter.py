@@ -23,6 +23,7 @@ from tfviz.ui import state
 from tfviz.ui.atlas import render_atlas
 from tfviz.ui.i18n import current, t
 from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check
+from tfviz.ui.labels import task_label
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, TRAINS_TOYS, View, toy_only
 from tfviz.ui.widgets import chart, plot_words
@@ -65,7 +66,7 @@ def render(view: View) -> None:
     try:
         shipped = cached_precomputed(task)
     except ValueError as e:  # a damaged file: say so, and still offer the rerun
-        st.error(t("experiment.shipped_unreadable", task=task, why=md_escape(str(e))))
+        st.error(t("experiment.shipped_unreadable", task=task_label(task), why=md_escape(str(e))))
         shipped = None
     if shipped is not None and not shipped.runs_of(against):
         shipped = None  # a file from before this comparison was shipped
@@ -73,7 +74,7 @@ def render(view: View) -> None:
     sources = {k: v for k, v in sources.items() if v is not None}
     st.caption(t(f"experiment.intro.{against}"))
     if not sources:
-        st.info(t("experiment.no_result", task=task))
+        st.info(t("experiment.no_result", task=task_label(task)))
     else:
         if len(sources) > 1:
             if state.EXPERIMENT_SOURCE.get() not in sources:
@@ -236,7 +237,9 @@ def experiment_form(task: str, against: str) -> None:
             ),
         )
         submitted = st.form_submit_button(
-            t(f"experiment.submit.{against}", task=task), key="exp_submit", type="primary"
+            t(f"experiment.submit.{against}", task=task_label(task)),
+            key="exp_submit",
+            type="primary",
         )
     if not submitted:
         return
@@ -266,7 +269,7 @@ def experiment_progress(job: jobs.Job) -> None:
             snap.fraction,
             text=t(
                 "experiment.progress",
-                task=md_escape(snap.spec.task),
+                task=md_escape(task_label(snap.spec.task)),
                 message=job_text(snap.message),
                 step=snap.step,
                 steps=snap.spec.steps,
@@ -277,7 +280,7 @@ def experiment_progress(job: jobs.Job) -> None:
 
 
 def experiment_outcome(snap: jobs.JobState) -> None:
-    task = md_escape(snap.spec.task)
+    task = md_escape(task_label(snap.spec.task))
     if snap.status == jobs.DONE:
         st.success(
             t(

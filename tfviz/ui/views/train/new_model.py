@@ -3,6 +3,7 @@ saved to the user models folder with its timeline beside it, and joins every ses
 
 from __future__ import annotations
 
+import functools
 import secrets
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from tfviz.training.recipes import CLASS_SIZES, class_recipe, learned
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
 from tfviz.ui.jobs import job_text, refusal, session_alive_check
-from tfviz.ui.labels import METRIC_NAMES, metric_text
+from tfviz.ui.labels import METRIC_NAMES, metric_text, task_label
 from tfviz.ui.models import ROOT, SOURCES, bundled_names, user_models_dir
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, View
@@ -78,6 +79,7 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
     task = st.selectbox(
         t("train.task"),
         tasks,
+        format_func=functools.partial(task_label, lang=current()),
         key=state.TRAIN_TASK.name,
         on_change=use_task_defaults,
         args=(folder,),
@@ -257,7 +259,8 @@ def job_result(snap: jobs.JobState) -> None:
         value = snap.result.metrics.get(task.metric)
         # The metric's name from the catalogue: the library's label is English.
         shown = metric_text(task.metric, value) if value is not None else None
-        score = f" ({t(METRIC_NAMES[task.metric])} {shown})" if shown else ""
+        score = t("train.done_score", metric=t(METRIC_NAMES[task.metric]), value=shown)
+        score = score if shown else ""
         seconds = f"{snap.seconds:.0f}"
         listed = md_escape(
             t("sidebar.model_option", name=snap.spec.name, source=t(SOURCES["yours"]))
