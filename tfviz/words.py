@@ -78,7 +78,7 @@ def placeholders(text: str) -> set[str]:
     }
 
 
-def translate(lang: str, key: str, **values) -> str:
+def translate(lang: str, key: str, /, **values) -> str:
     """The text of key in lang, its {placeholders} filled from values."""
     text = catalogue(lang).get(key)
     if text is None:
