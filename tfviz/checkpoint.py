@@ -25,8 +25,8 @@ from safetensors.torch import save as st_save
 from tfviz.config import ModelConfig
 from tfviz.messages import Refused, say
 from tfviz.model import Encoder
-from tfviz.settings import MAX_CHECKPOINT_BYTES, MAX_PARAMS
 from tfviz.refusal import Refusal
+from tfviz.settings import MAX_CHECKPOINT_BYTES, MAX_PARAMS
 from tfviz.tasks import TASKS, get_task
 
 FORMAT = "tfviz/1"
@@ -259,7 +259,9 @@ def _parse_meta(header: dict) -> CheckpointMeta:
     try:
         task = get_task(meta.get("task"))
     except ValueError:
-        raise CheckpointError("unknown_task", task=repr(meta.get("task")), known=list(TASKS)) from None
+        raise CheckpointError(
+            "unknown_task", task=repr(meta.get("task")), known=list(TASKS)
+        ) from None
     try:
         config = ModelConfig.from_dict(meta.get("config"))
         task.check_config(config)
@@ -306,7 +308,7 @@ def safe_model_path(folder: str | Path, name: str, reserved: set[str] | frozense
     if not stem:
         raise Refused(say("name_empty"))
     if len(stem) > 64:
-        raise Refused(say("name_too_long", n=len(stem)))
+        raise Refused(say("name_too_long", n=str(len(stem))))  # as typed: no separators
     bad = sorted({ch for ch in stem if ch not in _NAME_CHARS})
     if bad:
         raise Refused(say("name_bad_chars", chars=" ".join(repr(ch) for ch in bad[:5])))

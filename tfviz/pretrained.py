@@ -87,7 +87,9 @@ def model_dir() -> Path:
     folder = Path(next(iter(spec.submodule_search_locations))) / "model"
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         if not (folder / name).is_file():
-            raise PretrainedError("minilm_file_missing", file=folder / name, requirement=PIP_REQUIREMENT)
+            raise PretrainedError(
+                "minilm_file_missing", file=folder / name, requirement=PIP_REQUIREMENT
+            )
     return folder
 
 

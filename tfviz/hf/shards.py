@@ -155,13 +155,16 @@ class _Tensors:
         for key, shard in home.items():
             if weights.where and weights.where.get(key) != shard:
                 put = weights.where.get(key)
-                raise WeightsError(
-                    "tensor_elsewhere" if put else "tensor_unindexed",
-                    shard=shard, tensor=key, file=WEIGHTS_INDEX, **({"put": put} if put else {}),
-                )
+                if put:
+                    raise WeightsError(
+                        "tensor_elsewhere", shard=shard, tensor=key, file=WEIGHTS_INDEX, put=put
+                    )
+                raise WeightsError("tensor_unindexed", shard=shard, tensor=key, file=WEIGHTS_INDEX)
         for key, shard in weights.where.items():
             if key not in self._in:
-                raise WeightsError("shard_lacks_tensor", file=WEIGHTS_INDEX, tensor=key, shard=shard)
+                raise WeightsError(
+                    "shard_lacks_tensor", file=WEIGHTS_INDEX, tensor=key, shard=shard
+                )
 
     def keys(self):
         return self._in.keys()

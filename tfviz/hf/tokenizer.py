@@ -102,7 +102,9 @@ class PieceTokenizer:
         ids = {name: full.token_to_id(name) for name in (specials.cls, specials.sep,
                                                          specials.pad, specials.unk)}  # fmt: skip
         if None in ids.values():
-            raise TokenizerError("no_special_piece", pieces=[n for n, i in ids.items() if i is None])
+            raise TokenizerError(
+                "no_special_piece", pieces=[n for n, i in ids.items() if i is None]
+            )
         self.cls_id, self.sep_id, self.pad_id, self.unk_id = ids.values()
         self.mask_id = full.token_to_id(specials.mask)  # None: no masked-LM use
         # Whether the mask token swallows the spaces beside it, as its added-token entry says
