@@ -187,6 +187,21 @@ def test_every_code_has_its_words_in_both_languages_with_the_values_it_is_given(
     assert not unused, sorted(unused)
 
 
+def test_the_sentences_are_written_once_in_the_catalogue():
+    """No module of the library spells a refusal's English (a sentence of its own: its longest
+    stretch between placeholders, 32 characters or more)."""
+    parts = (hf.PretrainedError.PREFIX, CheckpointError.PREFIX)
+    sentences = {k: v for k, v in catalogue("en").items() if k.startswith(parts)}
+    found = []
+    for path in sorted((ROOT / "tfviz").rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        for key, text in sentences.items():
+            fixed = max(re.split(r"\{[^}]*\}", text), key=len)
+            if len(fixed) >= 32 and fixed in source:
+                found.append(f"{path.relative_to(ROOT)} spells {key}")
+    assert not found, "\n".join(found)
+
+
 def test_a_refusal_is_english_for_logs_and_chinese_for_a_chinese_page():
     error = hf.ConfigError("not_object", file="config.json")
     assert str(error) == "config.json is not a JSON object"
