@@ -136,7 +136,9 @@ def _refuse_variants(raw: dict) -> None:
     """BERT-layout configs that switch on something tfviz's Encoder does not compute."""
     position = raw.get("position_embedding_type", "absolute")
     if position != "absolute":
-        raise UnknownFamilyError("relative_positions", value=repr(position))
+        raise UnknownFamilyError(
+            "relative_positions", value=repr(position), absolute=repr("absolute")
+        )
     for key in ("is_decoder", "add_cross_attention"):
         if raw.get(key):
             raise UnknownFamilyError("not_an_encoder", key=key)

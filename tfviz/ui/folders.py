@@ -19,6 +19,7 @@ import streamlit as st
 
 from tfviz import hf, pretrained, settings
 from tfviz.checkpoint import CheckpointMeta
+from tfviz.refusal import Refusal
 from tfviz.ui.i18n import t, why
 from tfviz.ui.models import ModelEntry
 from tfviz.ui.text import md_escape
@@ -154,6 +155,12 @@ def meta_and_task(
     return CheckpointMeta(task=task.name, config=loaded.model.config, record=record), task
 
 
+class Unreadable(Refusal):
+    """A server folder that the file system would not read (key "folder.unreadable")."""
+
+    PREFIX = "folder."
+
+
 @st.cache_resource(show_spinner=False, max_entries=8)
 def load_folder(path: str, digest: str, device: str):
     """(model, meta, task) of a server folder's model, or (None, why, None): why is the refusal
@@ -163,8 +170,8 @@ def load_folder(path: str, digest: str, device: str):
         loaded = hf.open_folder(path, device=device)
     except hf.PretrainedError as e:
         return None, e.detached(), None
-    except OSError as e:
-        return None, t("folder.unreadable", why=e.strerror or e), None
+    except OSError as e:  # worded when shown, in each session's language (catalogue folder.*)
+        return None, Unreadable("unreadable", why=e.strerror or str(e)), None
     meta, task = meta_and_task(loaded, "folder")
     return loaded.model, meta, task
 
