@@ -133,9 +133,8 @@ def loads_json(text: str, name: str, error: type[PretrainedError] = ConfigError)
         data = json.loads(text, object_pairs_hook=no_repeats)
     except RecursionError:  # deeper than the parser goes: deeper than MAX_JSON_DEPTH too
         data = TOO_DEEP
-    except PretrainedError:  # a key written twice
-        raise
-    except ValueError as e:  # the json module's own words say where the text stops being JSON
+    except ValueError as e:  # the json module's words say where the text stops being JSON
+        # (a key written twice raised `error` itself: a RuntimeError, not caught here)
         raise error("not_json", file=name, why=e) from None
     if data is TOO_DEEP or json_depth(data) > MAX_JSON_DEPTH:
         raise error("json_too_deep", file=name, most=MAX_JSON_DEPTH)
