@@ -224,6 +224,29 @@ def test_unreadable_user_model_is_skipped_with_a_warning(tmp_path):
     assert "yours:broken" not in at.selectbox(key="model").options
 
 
+def test_a_chinese_page_says_why_a_checkpoint_is_skipped_in_chinese(tmp_path):
+    """The checkpoint's refusal is a code; the page words it in its language (issue 30), even
+    though the loaded (refused) checkpoint is cached for every session in any language."""
+    from tfviz.training.checkpoint import CheckpointError, load_checkpoint
+    from tfviz.ui.i18n import translate
+    from tfviz.ui.text import md_escape
+
+    folder = tmp_path / "user_models"
+    folder.mkdir()
+    (folder / "broken.safetensors").write_bytes(b"\x80\x04 a pickle, never unpickled")
+    with pytest.raises(CheckpointError) as refused:
+        load_checkpoint(folder / "broken.safetensors")
+    assert refused.value.code == "pickle"
+    english, chinese = start(), start_app(lang="zh")
+    for at, lang in ((english, "en"), (chinese, "zh")):
+        why = refused.value.text(lang)
+        said = md_escape(
+            translate(lang, "sequence.model_skipped", name="broken.safetensors", why=why)
+        )
+        assert said in [w.value for w in at.warning], (lang, [w.value for w in at.warning])
+    assert "`pickle`" in refused.value.text("zh") and "pickle" in str(refused.value)
+
+
 def test_training_through_the_form_makes_a_selectable_model(tmp_path):
     at = start("Train")
     submit_training(at, "tiny20", 20)

@@ -200,6 +200,32 @@ def test_a_zip_with_path_traversal_is_refused_with_the_librarys_message(model_ro
     assert at.selectbox(key="model").value == "bundled:reverse"
 
 
+def test_a_chinese_page_says_why_a_folder_and_a_zip_are_refused_in_chinese(model_root):
+    """The library raises a code; the page words it in its own language (issue 30): the refused
+    folder's warning and a refused zip's error are the catalogue's Chinese, shown inert."""
+    from tfviz.ui.i18n import translate
+    from tfviz.ui.text import md_escape
+
+    at = start_app(lang="zh")
+    with pytest.raises(hf.UnsafeFileError) as folder:
+        hf.describe_folder(model_root / HOSTILE)
+    why = folder.value.text("zh")
+    assert "`pickle`" in why and "pytorch_model.bin" in why  # the code's Chinese, its values
+    said = md_escape(translate("zh", "folder.refused", name=HOSTILE, why=why))
+    assert [w.value for w in at.warning if HOSTILE in w.value] == [said]
+
+    data = zipped(model_root / "bert", {"../evil.txt": b"outside"})
+    with pytest.raises(hf.ZipRefusedError) as refused:
+        hf.open_zip(data)
+    at.file_uploader(key="upload").set_value(("evil.zip", data, MIME)).run()
+    assert not at.exception
+    said = md_escape(
+        translate("zh", "uploads.refused", name="evil.zip", why=refused.value.text("zh"))
+    )
+    assert [e.value for e in at.error] == [said]
+    assert "'..' path" not in unescape(said) and "`'..'`" in unescape(said)  # not the English
+
+
 def test_a_zip_with_a_pickle_only_is_refused(model_root):
     at = start_app()
     data = zipped(model_root / HOSTILE)

@@ -150,7 +150,7 @@ def imports_of_app_or_tests(edges: list[Edge]) -> list[Edge]:
 # from its own layer or a lower one, never a higher one. docs/architecture.md draws the same order.
 LAYERS = (
     ("tfviz.settings", "tfviz.words"),
-    ("tfviz.core", "tfviz.messages"),
+    ("tfviz.core", "tfviz.messages", "tfviz.refusal"),
     ("tfviz.analysis", "tfviz.hf", "tfviz.plots"),
     ("tfviz.training",),
     ("tfviz.experiments",),

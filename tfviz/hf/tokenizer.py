@@ -88,7 +88,7 @@ class PieceTokenizer:
         vocabulary: str = "",
     ):
         if not isinstance(spec, dict):
-            raise TokenizerError("tokenizer.json is not a JSON object")
+            raise TokenizerError("not_object", file="tokenizer.json")
         try:
             full = Tokenizer.from_str(json.dumps(spec))
             # Only the normaliser, the pre-tokeniser and the vocabulary are kept for text: typed
@@ -98,11 +98,13 @@ class PieceTokenizer:
             stripped = dict(spec, added_tokens=[], post_processor=None, truncation=None)
             self._tok = Tokenizer.from_str(json.dumps(dict(stripped, padding=None)))
         except Exception as e:  # the tokenizers library raises its own exception types
-            raise TokenizerError(f"the tokenizer cannot be read ({_clip(str(e), 200)})") from None
+            raise TokenizerError("tokenizer_unreadable", why=e) from None
         ids = {name: full.token_to_id(name) for name in (specials.cls, specials.sep,
                                                          specials.pad, specials.unk)}  # fmt: skip
         if None in ids.values():
-            raise TokenizerError(f"tokenizer lacks a special piece: {ids}")
+            raise TokenizerError(
+                "no_special_piece", pieces=[n for n, i in ids.items() if i is None]
+            )
         self.cls_id, self.sep_id, self.pad_id, self.unk_id = ids.values()
         self.mask_id = full.token_to_id(specials.mask)  # None: no masked-LM use
         # Whether the mask token swallows the spaces beside it, as its added-token entry says
@@ -129,7 +131,7 @@ class PieceTokenizer:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
-            raise TokenizerError(f"{Path(path).name} is not readable text ({e})") from None
+            raise TokenizerError("not_text", file=Path(path).name, why=e) from None
         spec = loads_json(text, Path(path).name, TokenizerError)
         return cls(spec, max_pieces, **kwargs)
 
@@ -149,7 +151,7 @@ class PieceTokenizer:
         try:
             lines = Path(path).read_text(encoding="utf-8").split("\n")
         except (OSError, UnicodeDecodeError) as e:
-            raise TokenizerError(f"{Path(path).name} is not readable text ({e})") from None
+            raise TokenizerError("not_text", file=Path(path).name, why=e) from None
         if lines and lines[-1] == "":
             lines.pop()  # the final newline
         vocab = {}
@@ -157,7 +159,7 @@ class PieceTokenizer:
             vocab[piece.rstrip("\r")] = i  # a repeated line takes its last id, as in transformers
         specials = kwargs.get("specials", BERT_SPECIALS)
         if specials.unk not in vocab:
-            raise TokenizerError(f"{Path(path).name} has no {specials.unk} line")
+            raise TokenizerError("no_unk_line", file=Path(path).name, unk=specials.unk)
         tok = Tokenizer(
             models.WordPiece(vocab, unk_token=specials.unk, max_input_chars_per_word=100)
         )
@@ -222,9 +224,8 @@ class PieceTokenizer:
             )
             spec = json.loads(tok.to_str())
         except Exception as e:  # the tokenizers library raises its own exception types
-            names = f"{Path(vocab_path).name} and {Path(merges_path).name}"
             raise TokenizerError(
-                f"{names} are not a byte-level BPE tokenizer ({_clip(str(e), 200)})"
+                "not_bpe", vocab=Path(vocab_path).name, merges=Path(merges_path).name, why=e
             ) from None
         return cls(spec, max_pieces, **kwargs)
 
@@ -250,7 +251,7 @@ class PieceTokenizer:
             enc = self._tok.encode(text, add_special_tokens=False)
             return list(enc.ids), list(enc.tokens), [tuple(s) for s in enc.offsets]
         if self.mask_id is None:
-            raise TokenizerError(f"this tokenizer has no {self.specials.mask} token")
+            raise TokenizerError("no_mask_token", mask=self.specials.mask)
         ids, pieces, spans = [], [], []
         start = 0
         parts = text.split(mask)

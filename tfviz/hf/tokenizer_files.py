@@ -60,10 +60,8 @@ def load_tokenizer(files: dict[str, Path], family: Family, max_pieces: int) -> P
     )
     for name in TOKENIZER_FILES:
         if name in files and files[name].stat().st_size > MAX_TOKENIZER_BYTES:
-            raise TooLargeError(
-                f"{name} has {files[name].stat().st_size:,} bytes; at most "
-                f"{MAX_TOKENIZER_BYTES:,} are read"
-            )
+            size = files[name].stat().st_size
+            raise TooLargeError("file_too_large", file=name, size=size, most=MAX_TOKENIZER_BYTES)
     if "tokenizer.json" in files:
         return PieceTokenizer.from_file(files["tokenizer.json"], max_pieces, specials=specials)
     if "vocab.txt" in files and family.wordpiece:
@@ -81,10 +79,7 @@ def load_tokenizer(files: dict[str, Path], family: Family, max_pieces: int) -> P
     if family.bpe_files and ("vocab.json" in files or "merges.txt" in files):
         for have, lacks in (("vocab.json", "merges.txt"), ("merges.txt", "vocab.json")):
             if lacks not in files:
-                raise MissingFileError(
-                    f"the folder has {have} but no {lacks}: {family.name}'s byte-level BPE "
-                    "tokenizer needs both (or tokenizer.json)"
-                )
+                raise MissingFileError("bpe_half", have=have, lacks=lacks, family=family.name)
         prefix = settings.get("add_prefix_space")
         trim = settings.get("trim_offsets")
         return PieceTokenizer.from_bpe_files(
@@ -96,12 +91,16 @@ def load_tokenizer(files: dict[str, Path], family: Family, max_pieces: int) -> P
             mask_strip=_strip_of(settings.get("mask_token"), (True, False)),
             specials=specials,
         )
-    wanted = " or ".join(
-        ["tokenizer.json"]
-        + (["vocab.txt"] if family.wordpiece else [])
-        + (["vocab.json + merges.txt"] if family.bpe_files else [])
-    )
-    raise MissingFileError(f"the folder has no tokenizer: {family.name} needs {wanted}")
+    # Which files would do: tokenizer.json always, vocab.txt for WordPiece, vocab.json +
+    # merges.txt for byte-level BPE (the code names the choice, the catalogue words it).
+    wordpiece, bpe = family.wordpiece, family.bpe_files
+    raise MissingFileError(
+        "no_tokenizer_wordpiece_bpe" if wordpiece and bpe
+        else "no_tokenizer_wordpiece" if wordpiece
+        else "no_tokenizer_bpe" if bpe
+        else "no_tokenizer",
+        family=family.name,
+    )  # fmt: skip
 
 
 def model_max_pieces(files: dict[str, Path], config: ModelConfig) -> int:

@@ -49,15 +49,16 @@ def checked(name: str, t: Tensor, shape: tuple, dtypes=FLOAT_DTYPES) -> Tensor:
     WeightsError."""
     if tuple(t.shape) != tuple(shape) or t.dtype not in dtypes:
         allowed = "/".join(str(d).removeprefix("torch.") for d in dtypes)
+        dtype = str(t.dtype).removeprefix("torch.")
         raise WeightsError(
-            f"{name} is {str(t.dtype).removeprefix('torch.')} {tuple(t.shape)}; the config needs "
-            f"{allowed} {tuple(shape)}"
-        )
+            "wrong_tensor", tensor=name, dtype=dtype, found=tuple(t.shape), allowed=allowed,
+            shape=tuple(shape),
+        )  # fmt: skip
     t = t.float()
     # One sum per tensor: NaN or inf anywhere makes it non-finite (weights are far too small to
     # overflow float32), and it costs a fraction of isfinite(t).all().
     if not torch.isfinite(t.sum()):
-        raise WeightsError(f"{name} holds NaN or infinite values")
+        raise WeightsError("not_finite", tensor=name)
     return t
 
 
@@ -77,11 +78,11 @@ def encoder_from_tensors(
     """
     shapes = expected_shapes(config, positions_in_file)
     if set(names) != set(shapes):
-        raise WeightsError(f"no tensor named for {sorted(set(shapes) - set(names))[:3]}")
+        raise WeightsError("unnamed_parameters", names=repr(sorted(set(shapes) - set(names))[:3]))
     state = {}
     for ours, theirs in names.items():
         if theirs not in tensors:
-            raise WeightsError(f"the weights file has no tensor {theirs}")
+            raise WeightsError("no_tensor", tensor=theirs)
         t = checked(theirs, tensors[theirs], shapes[ours], dtypes)
         if ours == "pos":
             # (positions, D) -> (1, max_len, D): the rows real tokens read, in order.

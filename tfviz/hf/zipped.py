@@ -36,23 +36,22 @@ def quoted(name: str, most: int = 80) -> str:
     return repr(name if len(name) <= most else name[: most // 2] + "…" + name[-most // 2 :])
 
 
-def _refuse_name(name: str) -> str | None:
+def _refuse_name(name: str) -> ZipRefusedError | None:
     """Why an entry's name is refused, or None."""
+    entry = quoted(name)
     if "\\" in name or "\x00" in name:
-        return "a backslash or NUL in a name"
+        return ZipRefusedError("entry_backslash", entry=entry)
     path = PurePosixPath(name)
     if path.is_absolute() or (path.parts and path.parts[0].endswith(":")):
-        return "an absolute path"
+        return ZipRefusedError("entry_absolute", entry=entry)
     if ".." in path.parts:
-        return "a '..' path (it would write outside the folder)"
+        return ZipRefusedError("entry_dotdot", entry=entry)
     if len(name.encode("utf-8")) > MAX_PATH_BYTES:
-        return f"a name longer than {MAX_PATH_BYTES} bytes"
+        return ZipRefusedError("entry_path_too_long", entry=entry, most=MAX_PATH_BYTES)
     if any(len(part.encode("utf-8")) > MAX_NAME_BYTES for part in path.parts):
-        return f"a file or folder name longer than {MAX_NAME_BYTES} bytes (the file system's limit)"
+        return ZipRefusedError("entry_name_too_long", entry=entry, most=MAX_NAME_BYTES)
     if len(path.parts) > MAX_DEPTH:
-        return (
-            f"folders nested more than {MAX_DEPTH} deep (a model folder's files are near its top)"
-        )
+        return ZipRefusedError("entry_too_deep", entry=entry, most=MAX_DEPTH)
     return None
 
 
@@ -64,8 +63,7 @@ def _refuse_collision(infos: list[zipfile.ZipInfo]) -> None:
         for parent in PurePosixPath(info.filename.rstrip("/")).parents:
             if str(parent) in files:
                 raise ZipRefusedError(
-                    f"the zip holds {str(parent)!r} both as a file and as the folder of "
-                    f"{quoted(info.filename)}"
+                    "file_and_folder", file=repr(str(parent)), entry=quoted(info.filename)
                 )
 
 
@@ -73,43 +71,33 @@ def check_entries(zf: zipfile.ZipFile, max_bytes: int, max_files: int) -> list[z
     """The zip's file entries, each checked from the central directory; ZipRefusedError else."""
     infos = zf.infolist()
     if len(infos) > max_files:
-        raise ZipRefusedError(
-            f"the zip holds {len(infos):,} entries; at most {max_files} are opened"
-        )
+        raise ZipRefusedError("too_many_entries", n=len(infos), most=max_files)
     total = 0
     seen = set()
     files = []
     for info in infos:
-        why = _refuse_name(info.filename)
-        if why:
-            raise ZipRefusedError(f"the zip entry {quoted(info.filename)} is refused: {why}")
+        refused = _refuse_name(info.filename)
+        if refused:
+            raise refused
         mode = info.external_attr >> 16
         if stat.S_ISLNK(mode):
-            raise ZipRefusedError(
-                f"the zip entry {quoted(info.filename)} is a link; links are refused"
-            )
+            raise ZipRefusedError("entry_link", entry=quoted(info.filename))
         if info.flag_bits & 0x1:
-            raise ZipRefusedError(f"the zip entry {quoted(info.filename)} is encrypted")
+            raise ZipRefusedError("entry_encrypted", entry=quoted(info.filename))
         key = info.filename.rstrip("/").lower()
         if key in seen:
-            raise ZipRefusedError(f"the zip holds {quoted(info.filename)} twice")
+            raise ZipRefusedError("entry_twice", entry=quoted(info.filename))
         seen.add(key)
         if info.is_dir():
             continue
         total += info.file_size
         if total > max_bytes:
-            raise ZipRefusedError(
-                f"the zip unpacks to more than {max_bytes:,} bytes; a model this server opens "
-                "is smaller"
-            )
+            raise ZipRefusedError("unpacks_too_large", most=max_bytes)
         if info.file_size > RATIO_FREE_BYTES and info.file_size > MAX_RATIO * max(
             info.compress_size, 1
         ):
             ratio = info.file_size / max(info.compress_size, 1)
-            raise ZipRefusedError(
-                f"{quoted(info.filename)} is compressed {ratio:,.0f} times (a zip bomb?); model "
-                "weights compress about 1.1 times"
-            )
+            raise ZipRefusedError("compressed_too_much", entry=quoted(info.filename), ratio=ratio)
         files.append(info)
     _refuse_collision(infos)
     return files
@@ -127,7 +115,7 @@ def extract(zip_path: str | Path | bytes, dest: Path, max_bytes: int = MAX_UNPAC
     try:
         zf = zipfile.ZipFile(zip_path)
     except (OSError, zipfile.BadZipFile, EOFError, ValueError) as e:
-        raise ZipRefusedError(f"not a readable zip file ({e})") from None
+        raise ZipRefusedError("not_a_zip", why=e) from None
     with zf:
         files = check_entries(zf, max_bytes, max_files)
         written = 0
@@ -135,9 +123,7 @@ def extract(zip_path: str | Path | bytes, dest: Path, max_bytes: int = MAX_UNPAC
         for info in files:
             target = (dest / info.filename).resolve()
             if root not in target.parents:  # the name checks make this impossible; kept anyway
-                raise ZipRefusedError(
-                    f"the zip entry {quoted(info.filename)} would leave the folder"
-                )
+                raise ZipRefusedError("entry_leaves_folder", entry=quoted(info.filename))
             declared = info.file_size
             count = 0
             try:
@@ -148,8 +134,7 @@ def extract(zip_path: str | Path | bytes, dest: Path, max_bytes: int = MAX_UNPAC
                         written += len(chunk)
                         if count > declared or written > max_bytes:
                             raise ZipRefusedError(
-                                f"{quoted(info.filename)} unpacks to more than its header says "
-                                "(a zip bomb?)"
+                                "unpacks_past_header", entry=quoted(info.filename)
                             )
                         out.write(chunk)
             except (
@@ -158,7 +143,7 @@ def extract(zip_path: str | Path | bytes, dest: Path, max_bytes: int = MAX_UNPAC
                 # The checks above leave only a damaged or lying zip (or a full disk) here.
                 why = getattr(e, "strerror", None) or e
                 raise ZipRefusedError(
-                    f"{quoted(info.filename)} cannot be unpacked ({why})"
+                    "cannot_unpack", entry=quoted(info.filename), why=why
                 ) from None
     tops = {PurePosixPath(i.filename).parts[0] for i in zf.infolist()}
     if len(tops) == 1 and (dest / next(iter(tops))).is_dir():

@@ -24,8 +24,9 @@ from safetensors.torch import save as st_save
 
 from tfviz.core.config import ModelConfig
 from tfviz.core.model import Encoder
-from tfviz.core.tasks import get_task
-from tfviz.messages import say
+from tfviz.core.tasks import TASKS, get_task
+from tfviz.messages import Refused, say
+from tfviz.refusal import Refusal
 from tfviz.settings import MAX_CHECKPOINT_BYTES, MAX_PARAMS
 
 FORMAT = "tfviz/1"
@@ -34,8 +35,11 @@ MAX_HEADER = 1024 * 1024
 MAX_LOSS_POINTS = 500  # loss curve kept in the metadata, averaged down to this many points
 
 
-class CheckpointError(ValueError):
-    """A file that is not a usable tfviz checkpoint; the message says why."""
+class CheckpointError(Refusal, ValueError):
+    """A file that is not a usable tfviz checkpoint (or timeline): a code and values, worded by
+    the catalogue (keys "refusal.checkpoint.<code>"); str() is the English."""
+
+    PREFIX = "refusal.checkpoint."
 
 
 @dataclass(frozen=True)
@@ -159,7 +163,7 @@ def load_checkpoint(
     meta = _parse_meta(header)
     # Checked before anything is built: a small file may name a huge model in its metadata.
     if meta.config.n_params > max_params:
-        raise CheckpointError(str(say("too_big", n=meta.config.n_params, most=max_params)))
+        raise CheckpointError("too_big", n=meta.config.n_params, most=max_params)
     tensors = _load_tensors(data)
     model = Encoder(meta.config)
     check_state(tensors, model.state_dict())
@@ -173,26 +177,26 @@ def check_state(tensors: dict[str, torch.Tensor], expected: dict[str, torch.Tens
     missing = sorted(set(expected) - set(tensors))
     extra = sorted(set(tensors) - set(expected))
     if missing or extra:
-        parts = []
+        values = {}
         if missing:
-            parts.append(
-                f"missing tensors: {', '.join(missing[:5])}" + (" ..." if len(missing) > 5 else "")
-            )
+            values["missing"] = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
         if extra:
-            parts.append(
-                f"unexpected tensors: {', '.join(extra[:5])}" + (" ..." if len(extra) > 5 else "")
-            )
-        raise CheckpointError("tensors do not match the model in the metadata; " + "; ".join(parts))
+            values["extra"] = ", ".join(extra[:5]) + (" ..." if len(extra) > 5 else "")
+        raise CheckpointError(
+            "tensors_missing_extra" if missing and extra
+            else "tensors_missing" if missing else "tensors_extra",
+            **values,
+        )  # fmt: skip
     for name, want in expected.items():
         got = tensors[name]
         if tuple(got.shape) != tuple(want.shape):
             raise CheckpointError(
-                f"tensor {name} has shape {tuple(got.shape)}, the config needs {tuple(want.shape)}"
+                "wrong_shape", tensor=name, found=tuple(got.shape), shape=tuple(want.shape)
             )
         if got.dtype != torch.float32:
-            raise CheckpointError(f"tensor {name} is {got.dtype}; tfviz checkpoints are float32")
+            raise CheckpointError("not_float32", tensor=name, dtype=got.dtype)
         if not torch.isfinite(got).all():
-            raise CheckpointError(f"tensor {name} holds NaN or infinite values")
+            raise CheckpointError("not_finite", tensor=name)
 
 
 def _read(source: str | Path | bytes, max_bytes: int) -> bytes:
@@ -201,48 +205,34 @@ def _read(source: str | Path | bytes, max_bytes: int) -> bytes:
     else:
         path = Path(source)
         if not path.is_file():
-            raise CheckpointError(f"no checkpoint file at {path}")
+            raise CheckpointError("no_file", path=path)
         size = path.stat().st_size
         if size > max_bytes:
-            raise CheckpointError(
-                f"file is {size / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.1f} MB"
-            )
+            raise CheckpointError("too_large", size=size / 1e6, limit=max_bytes / 1e6)
         data = path.read_bytes()
     if len(data) > max_bytes:
-        raise CheckpointError(
-            f"file is {len(data) / 1e6:.1f} MB; the limit is {max_bytes / 1e6:.1f} MB"
-        )
+        raise CheckpointError("too_large", size=len(data) / 1e6, limit=max_bytes / 1e6)
     return data
 
 
 def _parse_header(data: bytes) -> dict:
     if data[:2] == b"PK":
-        raise CheckpointError(
-            "this is a zip archive (what torch.save writes, holding a pickle), "
-            "not safetensors; tfviz never unpickles files: re-save the weights "
-            "with safetensors"
-        )
+        raise CheckpointError("zip_pickle")
     if len(data) < 10:
-        raise CheckpointError(f"file is {len(data)} bytes: too short to be a safetensors file")
+        raise CheckpointError("too_short", size=len(data))
     n = int.from_bytes(data[:8], "little")
     if n > MAX_HEADER or data[8:9] != b"{":
         if data[:1] == b"\x80" and data[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
-            raise CheckpointError(
-                "this is a Python pickle, not safetensors; tfviz never unpickles files"
-            )
-        raise CheckpointError(
-            "not a safetensors file: it does not start with a header length and a JSON header"
-        )
+            raise CheckpointError("pickle")
+        raise CheckpointError("not_safetensors")
     if 8 + n > len(data):
-        raise CheckpointError(
-            f"file is truncated: the header needs {n} bytes, only {len(data) - 8} follow"
-        )
+        raise CheckpointError("truncated_header", n=n, follow=len(data) - 8)
     try:
         header = json.loads(data[8 : 8 + n])
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"the safetensors header is not valid JSON ({e})") from None
+        raise CheckpointError("header_not_json", why=e) from None
     if not isinstance(header, dict):
-        raise CheckpointError("the safetensors header is not a JSON object")
+        raise CheckpointError("header_not_object")
     ends = [
         info.get("data_offsets", [0, 0])[1]
         for key, info in header.items()
@@ -250,41 +240,36 @@ def _parse_header(data: bytes) -> dict:
     ]
     body = len(data) - 8 - n
     if ends and max(ends) > body:
-        raise CheckpointError(
-            f"file is truncated: tensor data needs {max(ends)} bytes, only {body} are there"
-        )
+        raise CheckpointError("truncated_data", n=max(ends), there=body)
     return header
 
 
 def _parse_meta(header: dict) -> CheckpointMeta:
     raw = (header.get("__metadata__") or {}).get(META_KEY)
     if raw is None:
-        raise CheckpointError(
-            "no tfviz metadata: this safetensors file does not say which task "
-            "and model configuration it holds (was it written by tfviz?)"
-        )
+        raise CheckpointError("no_metadata")
     try:
         meta = json.loads(raw)
     except json.JSONDecodeError as e:
-        raise CheckpointError(f"tfviz metadata is not valid JSON ({e})") from None
+        raise CheckpointError("metadata_not_json", why=e) from None
     if not isinstance(meta, dict):
-        raise CheckpointError("tfviz metadata is not a JSON object")
+        raise CheckpointError("metadata_not_object")
     if meta.get("format") != FORMAT:
-        raise CheckpointError(
-            f"unsupported checkpoint format {meta.get('format')!r}; this version reads {FORMAT!r}"
-        )
+        raise CheckpointError("bad_format", found=repr(meta.get("format")), reads=repr(FORMAT))
     try:
         task = get_task(meta.get("task"))
-    except ValueError as e:
-        raise CheckpointError(str(e)) from None
+    except ValueError:
+        raise CheckpointError(
+            "unknown_task", task=repr(meta.get("task")), known=list(TASKS)
+        ) from None
     try:
         config = ModelConfig.from_dict(meta.get("config"))
         task.check_config(config)
     except (TypeError, ValueError) as e:
-        raise CheckpointError(f"invalid model config in metadata: {e}") from None
+        raise CheckpointError("bad_config", why=e) from None
     record, metrics = meta.get("record", {}), meta.get("metrics", {})
     if not isinstance(record, dict) or not isinstance(metrics, dict):
-        raise CheckpointError("record and metrics in the metadata must be JSON objects")
+        raise CheckpointError("record_not_object")
     return CheckpointMeta(task=task.name, config=config, record=record, metrics=metrics)
 
 
@@ -292,7 +277,7 @@ def _load_tensors(data: bytes) -> dict[str, torch.Tensor]:
     try:
         return st_load(data)
     except (SafetensorError, ValueError, RuntimeError) as e:
-        raise CheckpointError(f"tensor data is unreadable: {e}") from None
+        raise CheckpointError("data_unreadable", why=e) from None
 
 
 _NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
@@ -308,33 +293,31 @@ SUFFIX = ".safetensors"
 
 
 def safe_model_path(folder: str | Path, name: str, reserved: set[str] | frozenset = frozenset()):
-    """The path of model `name` inside folder, or a ValueError saying why the name is refused.
+    """The path of model `name` inside folder, or tfviz.messages.Refused (a ValueError) saying
+    why the name is refused.
 
     Names are 1-64 characters of letters, digits, '_', '-' and '.', not starting with '.' or '-',
     not a device name reserved by Windows, not one of `reserved` (e.g. the bundled models), and
     the result always lies directly inside folder: '../x', '/etc/x' and 'a/b' are refused.
     """
     if not isinstance(name, str):
-        raise ValueError("the model name must be text")
+        raise Refused(say("name_not_text"))
     stem = name.strip()
     if stem.lower().endswith(SUFFIX):
         stem = stem[: -len(SUFFIX)]
     if not stem:
-        raise ValueError("the model name is empty: use letters, digits, '_', '-' or '.'")
+        raise Refused(say("name_empty"))
     if len(stem) > 64:
-        raise ValueError(f"the model name is {len(stem)} characters long; at most 64 are allowed")
+        raise Refused(say("name_too_long", n=str(len(stem))))  # as typed: no separators
     bad = sorted({ch for ch in stem if ch not in _NAME_CHARS})
     if bad:
-        shown = " ".join(repr(ch) for ch in bad[:5])
-        raise ValueError(
-            f"the model name may only hold letters, digits, '_', '-' and '.'; found {shown}"
-        )
+        raise Refused(say("name_bad_chars", chars=" ".join(repr(ch) for ch in bad[:5])))
     if stem[0] in ".-" or ".." in stem:
-        raise ValueError("the model name may not start with '.' or '-' nor contain '..'")
+        raise Refused(say("name_bad_dots"))
     if stem.lower().split(".")[0] in _RESERVED or stem.lower() in {r.lower() for r in reserved}:
-        raise ValueError(f"the model name {stem!r} is reserved; choose another")
+        raise Refused(say("name_reserved", name=repr(stem)))
     folder = Path(folder).resolve()
     path = (folder / (stem + SUFFIX)).resolve()
     if path.parent != folder:  # belt and braces: the character rules already forbid this
-        raise ValueError("the model name must not point outside the models folder")
+        raise Refused(say("name_outside"))
     return path

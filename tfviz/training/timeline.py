@@ -88,9 +88,9 @@ def load_timeline(path: str | Path, config: ModelConfig, max_bytes: int = MAX_BY
     """Read a timeline for a model of config; CheckpointError saying what is wrong otherwise."""
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"no timeline at {path}")
+        raise CheckpointError("no_timeline", path=path)
     if path.stat().st_size > max_bytes:
-        raise CheckpointError(f"the timeline is over {max_bytes / 1e6:.0f} MB")
+        raise CheckpointError("timeline_too_large", limit=max_bytes / 1e6)
     data = path.read_bytes()
     try:
         header_len = int.from_bytes(data[:8], "little")
@@ -98,12 +98,12 @@ def load_timeline(path: str | Path, config: ModelConfig, max_bytes: int = MAX_BY
         meta = json.loads(header["__metadata__"][META_KEY])
         tensors = st_load(data)
     except (ValueError, KeyError, TypeError, RuntimeError) as e:
-        raise CheckpointError(f"not a tfviz timeline ({e})") from None
+        raise CheckpointError("not_timeline", why=e) from None
     if meta.get("format") != FORMAT:
-        raise CheckpointError(f"unknown timeline format {meta.get('format')!r}")
+        raise CheckpointError("timeline_format", found=repr(meta.get("format")))
     steps = meta.get("steps")
     if not (isinstance(steps, list) and all(isinstance(s, int) for s in steps)):
-        raise CheckpointError("the timeline's steps must be a list of whole numbers")
+        raise CheckpointError("timeline_steps")
     expected = Encoder(config).state_dict()
     states = []
     for i in range(len(steps)):
@@ -111,7 +111,7 @@ def load_timeline(path: str | Path, config: ModelConfig, max_bytes: int = MAX_BY
         check_state(state, expected)
         states.append(state)
     if sum(len(s) for s in states) != len(tensors):
-        raise CheckpointError("the timeline holds tensors of no listed step")
+        raise CheckpointError("timeline_extra")
     every = meta.get("every", 1)
     return Timeline(every=every, max_snapshots=max(2, len(steps)), steps=list(steps), states=states)
 

@@ -19,8 +19,9 @@ import streamlit as st
 
 from tfviz import hf, settings
 from tfviz.hf import pretrained
+from tfviz.refusal import Refusal
 from tfviz.training.checkpoint import CheckpointMeta
-from tfviz.ui.i18n import t
+from tfviz.ui.i18n import t, why
 from tfviz.ui.labels import layout_word
 from tfviz.ui.models import ModelEntry
 from tfviz.ui.text import md_escape
@@ -109,13 +110,13 @@ def folder_entries(problems: list[str]) -> list[ModelEntry]:
     try:
         found = listed(str(root), sig)
     except hf.PretrainedError as e:  # the folder went away between the check and the listing
-        problems.append(t("folder.bad_setting", why=e))
+        problems.append(t("folder.bad_setting", why=why(e)))
         return []
     entries = []
     stamps = {name: weights for name, _, weights in sig}
     for item in found:
         if isinstance(item, hf.Refused):
-            problems.append(t("folder.refused", name=item.name, why=item.reason))
+            problems.append(t("folder.refused", name=item.name, why=why(item.error)))
             continue
         # The weights files' times and sizes stand for their contents (hashing a 400 MB file on
         # every server's first page would be slow); an edited folder is then a new model.
@@ -156,16 +157,23 @@ def meta_and_task(
     return CheckpointMeta(task=task.name, config=loaded.model.config, record=record), task
 
 
+class Unreadable(Refusal):
+    """A server folder that the file system would not read (key "folder.unreadable")."""
+
+    PREFIX = "folder."
+
+
 @st.cache_resource(show_spinner=False, max_entries=8)
 def load_folder(path: str, digest: str, device: str):
-    """(model, meta, task) of a server folder's model, or (None, why, None). Loaded once per
-    process and shared by every session: never mutate it."""
+    """(model, meta, task) of a server folder's model, or (None, why, None): why is the refusal
+    (each session words it in its own language: tfviz.ui.i18n.why) or the words of an OSError.
+    Loaded once per process and shared by every session: never mutate it."""
     try:
         loaded = hf.open_folder(path, device=device)
     except hf.PretrainedError as e:
-        return None, str(e), None
-    except OSError as e:
-        return None, t("folder.unreadable", why=e.strerror or e), None
+        return None, e.detached(), None
+    except OSError as e:  # worded when shown, in each session's language (catalogue folder.*)
+        return None, Unreadable("unreadable", why=e.strerror or str(e)), None
     meta, task = meta_and_task(loaded, "folder")
     return loaded.model, meta, task
 

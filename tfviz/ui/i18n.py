@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from tfviz.refusal import worded
 from tfviz.ui import state
 from tfviz.words import (  # noqa: F401 - re-exported: the views ask i18n for every word
     DEFAULT,
@@ -44,6 +45,13 @@ def t(key: str, *, lang: str | None = None, **values) -> str:
     "lang" is therefore never a placeholder name.
     """
     return translate(current() if lang is None else lang, key, **values)
+
+
+def why(reason) -> str:
+    """Why the library refused a file, in the current language: a tfviz.refusal.Refusal (a model
+    folder's, a zip's, a checkpoint's) worded by the catalogue from its code and values; anything
+    else (an OSError's own words) as str(). Shown inert by the caller, like every reason."""
+    return worded(reason, current())
 
 
 def language_picker() -> str:

@@ -15,6 +15,7 @@ import streamlit as st
 
 from tfviz import hf
 from tfviz.core.interventions import NONE, Interventions
+from tfviz.core.tasks import InputError
 from tfviz.ui import state
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import describe
@@ -92,9 +93,8 @@ def show(view: View) -> None:
                 view.entry.digest, text, iv if not iv.is_default else NONE, mask,
                 _model=view.model, _head=task.head, _tokenizer=task.tokenizer,
             )  # fmt: skip
-        except ValueError as e:  # the marker is past the model's limit
+        except InputError:  # the marker is past the model's limit (the count is checked above)
             st.warning(md_escape(t("masked.past_limit", mask=mask, n=task.max_pieces - 2)))
-            st.caption(md_escape(str(e)))
             return
         if iv.is_default:
             st.caption(md_escape(t("masked.learned")))

@@ -19,7 +19,7 @@ import streamlit as st
 from tfviz import CheckpointError, load_checkpoint, settings
 from tfviz.hf import pretrained
 from tfviz.training.checkpoint import CheckpointMeta, file_digest
-from tfviz.ui.i18n import t
+from tfviz.ui.i18n import t, why
 
 ROOT = Path(__file__).resolve().parents[2]  # the app's folder: models/, user_models/
 BUNDLED_DIR = ROOT / "models"
@@ -56,10 +56,14 @@ def file_sha256(path: str, mtime_ns: int, size: int) -> str:
 
 @st.cache_resource(show_spinner=False, max_entries=256)
 def load_model(path: str, digest: str, device: str):
-    """(model, meta) for a checkpoint, or (None, why it is unusable). Shared: never mutate it."""
+    """(model, meta) for a checkpoint, or (None, why it is unusable: the CheckpointError, worded
+    in each session's language by tfviz.ui.i18n.why, or an OSError's words). Shared: never
+    mutate it."""
     try:
         return load_checkpoint(path, device=device)
-    except (CheckpointError, OSError) as e:
+    except CheckpointError as e:
+        return None, e.detached()
+    except OSError as e:
         return None, str(e)
 
 
@@ -76,23 +80,25 @@ PRETRAINED = ModelEntry(
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def load_pretrained(device: str):
-    """(model, meta, SentenceTask) of all-MiniLM-L6-v2, or (None, why, None). Shared: never
-    mutate it."""
+    """(model, meta, SentenceTask) of all-MiniLM-L6-v2, or (None, why, None) (why: as
+    load_model's). Shared: never mutate it."""
     try:
         model, tokenizer = pretrained.load_minilm(device)
-    except (pretrained.PretrainedError, OSError) as e:
+    except pretrained.PretrainedError as e:
+        return None, e.detached(), None
+    except OSError as e:
         return None, str(e), None
     record = {"source": pretrained.SOURCE, "licence": pretrained.LICENCE}
     task = pretrained.SentenceTask(tokenizer)
     return model, CheckpointMeta(task=task.name, config=model.config, record=record), task
 
 
-def pretrained_available() -> str | None:
+def pretrained_available() -> pretrained.PretrainedError | None:
     """None when the pretrained model's files are installed, else why it is not offered."""
     try:
         pretrained.model_dir()  # finds the files, loads nothing
     except pretrained.PretrainedError as e:
-        return str(e)
+        return e.detached()
     return None
 
 
@@ -119,7 +125,7 @@ def list_models(device: str) -> tuple[list[ModelEntry], list[str]]:
     if missing is None:
         entries.append(PRETRAINED)
     else:
-        problems.append(t("minilm.not_offered", name=pretrained.NAME, why=missing))
+        problems.append(t("minilm.not_offered", name=pretrained.NAME, why=why(missing)))
     entries += checkpoints_in(user_models_dir(), "yours", device, problems)
     return entries, problems
 
@@ -138,7 +144,7 @@ def checkpoints_in(folder: Path, source: str, device: str, problems: list[str]) 
             continue
         model, meta = load_model(str(path), digest, device)
         if model is None:
-            problems.append(t("sequence.model_skipped", name=path.name, why=meta))
+            problems.append(t("sequence.model_skipped", name=path.name, why=why(meta)))
             continue
         entries.append(ModelEntry(f"{source}:{path.stem}", path.stem, source, str(path), digest))
     return entries

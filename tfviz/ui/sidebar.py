@@ -16,7 +16,7 @@ from tfviz.core.tasks import Task
 from tfviz.hf import pretrained
 from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui import folders, share, state, switches
-from tfviz.ui.i18n import catalogue, current, t
+from tfviz.ui.i18n import catalogue, current, t, why
 from tfviz.ui.labels import METRIC_NAMES, layout_word, task_label
 from tfviz.ui.models import (
     BUNDLED_DIR,
@@ -85,14 +85,14 @@ def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] |
         with st.spinner(md_escape(t("sidebar.loading", name=entry.name))):  # a folder's name
             model, meta, task = folders.load_folder(entry.path, entry.digest, device)
         if model is None:
-            st.error(md_escape(t("sidebar.cannot_load", name=entry.name, why=meta)))
+            st.error(md_escape(t("sidebar.cannot_load", name=entry.name, why=why(meta))))
             return None
         return entry, model, meta, task
     elif entry.source == "pretrained":
         with st.spinner(t("sidebar.loading", name=entry.name)):
             model, meta, task = load_pretrained(device)
         if model is None:
-            st.error(md_escape(t("sidebar.cannot_load", name=entry.name, why=meta)))
+            st.error(md_escape(t("sidebar.cannot_load", name=entry.name, why=why(meta))))
             return None
         return entry, model, meta, task
     else:

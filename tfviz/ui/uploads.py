@@ -14,10 +14,11 @@ import streamlit as st
 
 from tfviz import CheckpointError, settings
 from tfviz.hf import PretrainedError
+from tfviz.refusal import Refusal
 from tfviz.serve import checks
 from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui import folders, state
-from tfviz.ui.i18n import DEFAULT, current, t
+from tfviz.ui.i18n import DEFAULT, current, t, why
 from tfviz.ui.labels import task_label
 from tfviz.ui.models import ModelEntry
 from tfviz.ui.text import cut, md_escape
@@ -27,6 +28,13 @@ SERVER_LIMIT = "server.maxUploadSize"  # Streamlit's own cap on a request body, 
 MAX_UPLOADS = 3  # models one session holds; one more upload drops the oldest
 SHOWN_NAME_CHARS = 60  # an uploaded file's name in the picker is cut to this
 MESSAGE_NAME_CHARS = 120  # and in messages about it
+
+
+class TooLarge(Refusal):
+    """A file over the upload limit, refused before it is read (catalogue key
+    "uploads.too_large"); worded in the page's language when shown, like the library's refusals."""
+
+    PREFIX = "uploads."
 
 
 @dataclass(frozen=True)
@@ -58,9 +66,10 @@ def shown_name(file_name: str) -> str:
 
 
 def read_upload(file, device: str, limit_mb: int) -> Upload:
-    """Check an UploadedFile and build its model; CheckpointError saying what is wrong if not."""
+    """Check an UploadedFile and build its model; TooLarge past the limit, CheckpointError
+    saying what else is wrong."""
     if file.size > limit_mb * MB:
-        raise CheckpointError(t("uploads.too_large", size=f"{file.size / MB:.1f}", limit=limit_mb))
+        raise TooLarge("too_large", size=f"{file.size / MB:.1f}", limit=limit_mb)
     data = file.getvalue()
     digest = hashlib.sha256(data).hexdigest()
     key = f"upload:{digest}"
@@ -73,10 +82,10 @@ def read_upload(file, device: str, limit_mb: int) -> Upload:
 
 
 def read_zip_upload(file, device: str, limit_mb: int) -> Upload:
-    """A zipped Hugging Face model folder (tfviz.ui.folders); CheckpointError for a file over
-    the limit, hf.PretrainedError with the library's reason for a refused zip or folder."""
+    """A zipped Hugging Face model folder (tfviz.ui.folders); TooLarge for a file over the
+    limit, hf.PretrainedError with the library's reason for a refused zip or folder."""
     if file.size > limit_mb * MB:
-        raise CheckpointError(t("uploads.too_large", size=f"{file.size / MB:.1f}", limit=limit_mb))
+        raise TooLarge("too_large", size=f"{file.size / MB:.1f}", limit=limit_mb)
     data = file.getvalue()
     known = session_uploads().get(f"upload:{hashlib.sha256(data).hexdigest()}")
     if known is not None:
@@ -99,8 +108,8 @@ def on_upload(device: str, limit_mb: int) -> None:
             upload = read_zip_upload(file, device, limit_mb)
         else:
             upload = read_upload(file, device, limit_mb)
-    except (CheckpointError, PretrainedError) as e:
-        state.UPLOAD_MESSAGE.set(("error", "uploads.refused", {"name": name, "why": e}))
+    except (TooLarge, CheckpointError, PretrainedError) as e:  # worded when shown (upload_box)
+        state.UPLOAD_MESSAGE.set(("error", "uploads.refused", {"name": name, "why": e.detached()}))
         return
     except Exception as e:  # a hostile file must get a message, never a traceback
         state.UPLOAD_MESSAGE.set(
@@ -188,4 +197,5 @@ def upload_box(device: str) -> None:
     message = state.UPLOAD_MESSAGE.get()
     if message is not None:
         kind, key, values = message
+        values = {k: why(v) if isinstance(v, Refusal) else v for k, v in values.items()}
         (st.error if kind == "error" else st.success)(md_escape(t(key, **values)))

@@ -12,7 +12,7 @@ from tfviz import get_task, plots
 from tfviz.training import timeline as tl
 from tfviz.training.checkpoint import CheckpointError
 from tfviz.ui import state
-from tfviz.ui.i18n import current, t
+from tfviz.ui.i18n import current, t, why
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View
 from tfviz.ui.widgets import chart, plot_words
@@ -25,12 +25,15 @@ TIMELINE_N = 64  # fresh examples behind the head importance at each step of a t
 @st.cache_resource(show_spinner=False, max_entries=16)
 def cached_timeline(
     path: str, mtime_ns: int, size: int, digest: str, _config
-) -> tuple[tl.Timeline | None, str]:
-    """(timeline, "") for a model's timeline file, or (None, why it cannot be read). Shared by
-    every session: read-only (model_at builds a fresh model from it)."""
+) -> tuple[tl.Timeline | None, CheckpointError | str]:
+    """(timeline, "") for a model's timeline file, or (None, why it cannot be read: the
+    CheckpointError, worded in each session's language, or an OSError's words). Shared by every
+    session: read-only (model_at builds a fresh model from it)."""
     try:
         return tl.load_timeline(path, _config), ""
-    except (CheckpointError, OSError) as e:
+    except CheckpointError as e:
+        return None, e.detached()
+    except OSError as e:
         return None, str(e)
 
 
@@ -70,9 +73,9 @@ def timeline_section(view: View) -> None:
         return
     stat = path.stat()
     timeline_key = (str(path), stat.st_mtime_ns, stat.st_size, view.entry.digest)
-    timeline, why = cached_timeline(*timeline_key, _config=view.model.config)
+    timeline, reason = cached_timeline(*timeline_key, _config=view.model.config)
     if timeline is None:
-        st.error(t("train.timeline.unreadable", why=md_escape(why)))
+        st.error(t("train.timeline.unreadable", why=md_escape(why(reason))))
         return
     steps = timeline.steps
     if state.TIMELINE_STEP.get() not in steps:  # another model's step

@@ -1,0 +1,94 @@
+"""Why a file is refused, as a code and values: the catalogue words it, in either language.
+
+A model folder, a zip, a checkpoint or a timeline a student brings is refused for one of many
+reasons ("config.json has 3 keys written twice", "the zip entry '../x' would leave the folder").
+The library raises a `Refusal` subclass with a code and the values its sentence names, e.g.
+`ConfigError("not_object", file="config.json")`; the catalogue (tfviz.words, key PREFIX + code)
+holds the sentence in every language. str(error) is the English (logs, the command line, tests),
+`error.text(lang)` the page's language. The sentence itself is written only in the catalogue.
+
+Values may come from a hostile folder (a file name that is not UTF-8, a 1 MB model_type): each
+text value is made encodable (`shown`) and clipped when the error is made, so no sentence can
+carry a lone surrogate or grow without bound. The page still shows the sentence inert (md_escape).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tfviz.words import DEFAULT, translate
+
+MAX_VALUE = 160  # characters of one text value: a 1 MB model_type is not echoed whole
+MAX_TEXT = 400  # characters of a whole sentence, in any language
+
+
+def shown(text: str) -> str:
+    """text safe to put in a message: a file name that is not UTF-8 comes from the file system
+    with lone surrogates ("\\udcff"), which a web page cannot encode; they are written as
+    escapes ("\\xff") instead."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def kept(value: Any) -> Any:
+    """A value as a refusal keeps it: numbers as they are (the catalogue formats them), another
+    refusal as it is (worded in the same language as its parent), a list as its items joined
+    by commas, anything else (a tensor's shape, a tuple) as its str(): encodable text of at most
+    MAX_VALUE characters."""
+    if isinstance(value, Refusal):
+        return value.detached()
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    if isinstance(value, list):
+        value = ", ".join(map(str, value))
+    text = shown(str(value))
+    return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 1] + "…"
+
+
+def _rebuilt(cls: type, code: str, values: dict) -> Refusal:
+    return cls(code, **values)
+
+
+class Refusal(Exception):
+    """A refusal: `code` names the catalogue key PREFIX + code, `values` fill its placeholders.
+
+    Subclasses set PREFIX (one part of the catalogue per kind of file). A code's sentence and
+    its placeholders are checked against both catalogues by tests/test_refusal_words.py, which
+    reads every raise site, so a typo fails there rather than on a page.
+    """
+
+    PREFIX = "refusal."
+
+    def __init__(self, code: str, **values: Any):
+        self.code = code
+        self.values = {name: kept(value) for name, value in values.items()}
+        super().__init__(self.text(DEFAULT))
+
+    @property
+    def key(self) -> str:
+        return self.PREFIX + self.code
+
+    def text(self, lang: str = DEFAULT) -> str:
+        """The sentence in lang (at most MAX_TEXT characters); a value that is itself a
+        refusal is worded in lang too."""
+        values = {
+            name: value.text(lang) if isinstance(value, Refusal) else value
+            for name, value in self.values.items()
+        }
+        sentence = translate(lang, self.key, **values)
+        return sentence if len(sentence) <= MAX_TEXT else sentence[: MAX_TEXT - 1] + "…"
+
+    def detached(self) -> Refusal:
+        """This refusal without its traceback and the error it was raised while handling: one
+        kept (a cache's answer, a session's message) must not keep their frames alive, and
+        with them the bytes of the file it refused."""
+        self.__traceback__ = self.__context__ = self.__cause__ = None
+        return self
+
+    def __reduce__(self):  # pickled (a worker process) as its code and values, not its text
+        return _rebuilt, (type(self), self.code, self.values)
+
+
+def worded(reason: Any, lang: str = DEFAULT) -> str:
+    """Why something was refused, in lang: a Refusal through the catalogue, anything else (an
+    OSError's own words) as str()."""
+    return reason.text(lang) if isinstance(reason, Refusal) else str(reason)
