@@ -26,7 +26,7 @@ from tfviz.recipes import RECIPES
 from tfviz.ui import atlas as atlas_view
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
-from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check
+from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check, time_left
 from tfviz.ui.models import BUNDLED_DIR, file_sha256, load_model
 from tfviz.ui.standalone import download_button
 from tfviz.ui.text import md_escape
@@ -441,9 +441,8 @@ def lesson_progress(job: jobs.Job) -> None:
     else:
         st.progress(
             snap.fraction,
-            text=t(
-                "lessons.s3.progress", step=snap.done, steps=snap.total, loss=compact(snap.loss)
-            ),
+            text=t("lessons.s3.progress", step=snap.done, steps=snap.total, loss=compact(snap.loss))
+            + time_left(snap),
         )
     st.button(t("lessons.s3.cancel"), key="lesson_cancel", on_click=job.cancel)
 

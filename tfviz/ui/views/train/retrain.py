@@ -14,7 +14,7 @@ from tfviz.messages import CHOICES
 from tfviz.train import W_O_STARTS
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
-from tfviz.ui.jobs import job_text, refusal, session_alive_check
+from tfviz.ui.jobs import job_text, refusal, session_alive_check, time_left
 from tfviz.ui.labels import METRIC_NAMES, metric_text
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, View
@@ -96,7 +96,8 @@ def retrain_progress(job: jobs.Job) -> None:
         loss = t("train.loss_suffix", loss=f"{snap.loss:.4f}") if snap.loss is not None else ""
         st.progress(
             snap.fraction,
-            text=t("train.retrain.progress", step=snap.step, steps=snap.total, loss=loss),
+            text=t("train.retrain.progress", step=snap.step, steps=snap.total, loss=loss)
+            + time_left(snap),
         )
         st.caption(job_text(snap.message))
         if snap.losses:
