@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import page_figures, start_app
 from tfviz import atlas_stats, get_task, jobs, lessons, load_checkpoint
 from tfviz.atlas_store import BUNDLED, read_rows
+from tfviz.metrics import compact
 from tfviz.trace import run_trace
 from tfviz.ui.i18n import translate
 
@@ -88,6 +89,24 @@ def test_steps_1_and_2_show_the_article_s_notation_with_the_shapes_of_the_model_
     go_to(at, 2)
     text = page_text(at).replace("\\", "")
     assert f"({T}, 4, 16)" in text and f"(4, {T}, 16)" in text and "(16, 64)" in text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_step_3_shows_two_inputs_attention_side_by_side_and_how_far_apart_they_are(lang):
+    at = open_lessons(lang)
+    go_to(at, 3)
+    assert at.text_input(key="lesson_digits_b").value == "01234567"
+    titles = [f["layout"]["title"]["text"] for f in page_figures(at) if "title" in f["layout"]]
+    assert "31415926" in titles and "01234567" in titles, titles
+    model, meta = load_checkpoint("models/sum_seed.safetensors")
+    pair = lessons.attention_pair(model, get_task(meta.task), "31415926", "01234567")
+    for layer in range(len(pair.max_diff)):  # each layer's figure, measured on the model
+        at.selectbox(key="lesson_attn_layer").set_value(layer).run()
+        diff = compact(pair.max_diff[layer])
+        said = translate(lang, "lessons.s3.attention_diff", layer=layer, diff=diff)
+        assert said in page_text(at), said
+    at.text_input(key="lesson_digits_b").set_value("0123").run()  # not as long as the first
+    assert [e.value for e in at.error] == [translate(lang, "lessons.s3.bad_digits_b", n=8)]
 
 
 def test_prev_and_next_move_one_step_and_stop_at_the_ends():

@@ -318,3 +318,21 @@ def test_panel_titles_are_wrapped_to_a_phone_panel_and_sit_above_the_head_axis_t
     assert title_band >= plots.DEP_TITLE_LINE_PX * max(len(x) for x in lines)
     assert layout["xaxis"]["domain"][1] <= 0.45 and layout["xaxis2"]["domain"][0] >= 0.55
     assert layout["coloraxis"]["colorbar"]["orientation"] == "h"  # no width taken from the maps
+
+
+def test_attention_is_computed_from_the_input_so_two_inputs_attend_differently():
+    """Seed 002's point, on the bundled sum_seed model: [9]*8 against [0..7]."""
+    model, meta = load_checkpoint(MODELS / "sum_seed.safetensors")
+    task = get_task(meta.task)
+    pair = L.attention_pair(model, task, "99999999", "01234567")
+    L_, H = model.config.n_layers, model.config.n_heads
+    assert [a.shape[:2] for a in pair.attn] == [(L_, H), (L_, H)]
+    for a in pair.attn:  # attention weights: each query's row sums to 1
+        np.testing.assert_allclose(a.sum(axis=-1), 1.0, atol=1e-5)
+    assert pair.max_diff.shape == (L_,) and (pair.max_diff > 1e-3).all()
+    by_hand = np.abs(pair.attn[0][1] - pair.attn[1][1]).max()
+    assert pair.max_diff[1] == pytest.approx(by_hand)
+    same = L.attention_pair(model, task, "31415926", "31415926")
+    np.testing.assert_array_equal(same.max_diff, 0.0)  # the same input: the same routing
+    with pytest.raises(ValueError, match="same length"):
+        L.attention_pair(model, task, "123", "1234")

@@ -40,6 +40,7 @@ from tfviz.model import Encoder
 from tfviz.recipes import RECIPES
 from tfviz.settings import MAX_STEPS
 from tfviz.tasks import Task, get_task
+from tfviz.trace import run_trace
 from tfviz.train import resolve_device, train
 
 # ---- 1. concatenation is not integration -----------------------------------------------------
@@ -378,6 +379,26 @@ def predict(model: Encoder, task: Task, text: str, **switches_) -> tuple[str, st
     """(the model's answer, the right answer) for a typed sequence; ValueError if text is bad."""
     task.validate(text)
     return task.predict(model, text, **switches_), task.solve(text)
+
+
+@dataclass(frozen=True)
+class AttentionPair:
+    """Seed 002's point measured: the same model's attention for two inputs."""
+
+    attn: tuple[np.ndarray, np.ndarray]  # each (L, H, T, T)
+    labels: tuple[list[str], list[str]]  # each input's T position labels
+    max_diff: np.ndarray  # (L,) max |weight a - weight b| over heads and positions, per layer
+
+
+def attention_pair(model: Encoder, task: Task, a: str, b: str) -> AttentionPair:
+    """The attention of two typed sequences of the same length (ValueError otherwise), and how
+    far apart they are: the weights are computed from the input, so they differ with it."""
+    traces = [run_trace(model, task, text) for text in (a, b)]
+    attn = tuple(np.asarray(tr.attn, dtype=np.float64) for tr in traces)
+    if attn[0].shape != attn[1].shape:
+        raise ValueError(f"the two sequences must have the same length, got {len(a)} and {len(b)}")
+    diff = np.abs(attn[0] - attn[1]).reshape(len(attn[0]), -1).max(axis=1)
+    return AttentionPair(attn, (list(traces[0].labels), list(traces[1].labels)), diff)
 
 
 # ---- 4. switch W_o off and watch the outputs change -----------------------------------------

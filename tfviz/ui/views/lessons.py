@@ -53,6 +53,7 @@ Z_KEYS = ("lesson_z0_0", "lesson_z0_1", "lesson_z1_0", "lesson_z1_1")  # head 0,
 EDIT_W = "lesson_edit_w"  # the toggle that shows the table editor
 MAX_LESSON_STEPS = 2000  # training steps a student may ask for (the recipe's own is 500)
 DIGITS_EXAMPLE = "31415926"
+DIGITS_B = "01234567"  # seed 002 compares [0..7] with [9]*8
 MODEL_LABELS = {"bundled": "lessons.s3.model.bundled", "trained": "lessons.s3.model.trained"}
 
 # Seed 004's two ways of computing the heads' queries (shown as code: not translated).
@@ -407,19 +408,44 @@ def step_train(view: View) -> None:
     # No max_chars: a browser drops a longer paste without a word; the check below says why.
     text = st.text_input(t("lessons.s3.digits"), value=DIGITS_EXAMPLE, key="lesson_digits")
     task = get_task(recipe["task"])
-    if not (text.isascii() and text.isdigit() and 1 <= len(text) <= task.max_len):
+    valid = text.isascii() and text.isdigit() and 1 <= len(text) <= task.max_len
+    if not valid:
         st.error(t("lessons.s3.bad_digits", n=task.max_len))
     else:
         predicted, right = lessons.predict(models[choice], task, text)
         st.markdown(t("lessons.s3.prediction", text=text, predicted=predicted, right=right))
         if len(text) != recipe["max_len"]:
             st.caption(t("lessons.s3.other_length", length=recipe["max_len"]))
+    if valid:
+        compare_attention(models[choice], task, text)
     probe = "9" * recipe["max_len"]
     predicted, right = lessons.predict(models[choice], task, probe)
     question(
         "lessons.s3.question",
         t("lessons.s3.answer", text=probe, predicted=predicted, right=right),
     )
+
+
+def compare_attention(model, task, text: str) -> None:
+    """Seed 002's point: attention is computed from the input. The typed digits' attention
+    beside a second sequence's (the article's 01234567 unless the student types another)."""
+    st.markdown(t("lessons.s3.attention_intro"))
+    other = st.text_input(t("lessons.s3.digits_b"), value=DIGITS_B, key="lesson_digits_b")
+    if not (other.isascii() and other.isdigit() and len(other) == len(text)):
+        st.error(t("lessons.s3.bad_digits_b", n=len(text)))
+        return
+    n_layers = len(model.layers)
+    layer = index_picker(t("lessons.layer"), n_layers, key="lesson_attn_layer", prefix="L")
+    pair = lessons.attention_pair(model, task, text, other)
+    for col, side, shown, attn, labels in zip(
+        st.columns(2), "ab", (text, other), pair.attn, pair.labels, strict=True
+    ):
+        with col:
+            figure = plots.attention_grid(
+                attn[[layer]], labels, [layer], title=shown, words=plot_words()
+            )
+            chart(figure, key=f"lesson_attention_{side}")
+    st.markdown(t("lessons.s3.attention_diff", layer=layer, diff=compact(pair.max_diff[layer])))
 
 
 def train_controls(recipe_steps: int) -> None:
