@@ -263,7 +263,13 @@ def test_step_four_switches_w_o_and_states_the_experiment_s_verdict():
     assert f"({len(rows)} runs in {len(results)} cells)" in text
     helped = atlas_stats.verdict_counts(results, "identity")["helps"]
     key = "lessons.s4.answer_some" if helped else "lessons.s4.answer_none"
-    assert translate("en", key) in text and translate("en", "lessons.s4.answer_why")[:60] in text
+    why = "lessons.s4.answer_why_helps" if helped else "lessons.s4.answer_why"
+    assert translate("en", key) in text and translate("en", why)[:60] in text
+    # The largest difference the answer rests on, with its interval and verdict, as measured.
+    c = atlas_stats.largest_difference(results, "identity")
+    low, high = f"{c.interval.low:+.0f}", f"{c.interval.high:+.0f}"
+    assert f"is {c.difference:+.0f} steps" in text and f"interval {low} to {high} steps" in text
+    assert translate("en", f"lessons.s4.largest.{c.verdict}") in text
     titles = [f["layout"]["title"]["text"].replace("<br>", " ") for f in page_figures(at)]
     assert translate("en", "lessons.s4.mechanism_title") in titles
     at.radio(key="lesson_w_o").set_value("zero").run()
