@@ -208,7 +208,7 @@ def model_shapes(view: View) -> None:
     cfg = view.meta.config
     weight = view.model.layers[0].attn.W_o.weight  # nn.Linear: (d_model, h·d_k)
     d_model, width = weight.shape
-    T = len(view.trace.labels) if view.trace is not None else "T"
+    T: int | str = "T"  # no valid sequence typed: the letter stands
     if view.trace is not None:
         T, width = view.trace.concat[0].shape  # (T, h·d_k), as the layer computed it
     st.markdown(
