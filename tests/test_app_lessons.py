@@ -8,6 +8,9 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import page_figures, start_app
+from tfviz import get_task, load_checkpoint
+from tfviz.core.metrics import compact
+from tfviz.core.trace import run_trace
 from tfviz.experiments import atlas_stats
 from tfviz.experiments.atlas_store import BUNDLED, read_rows
 from tfviz.serve import jobs, lessons
@@ -75,6 +78,39 @@ def test_every_step_runs_in_both_languages_without_a_missing_key(lang):
         assert "Concatenation is not integration" not in page_text(at)
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_steps_1_and_2_show_the_article_s_notation_with_the_shapes_of_the_model_on_screen(lang):
+    at = open_lessons(lang)  # the bundled reverse model: D = 64, 4 heads of 16
+    # T: the positions the model reads for the typed sequence (its trace, not the text's length).
+    model, meta = load_checkpoint("models/reverse.safetensors")
+    T = run_trace(model, get_task(meta.task), at.session_state["sequence"]).concat[0].shape[0]
+    text = page_text(at).replace("\\", "")
+    assert "attn_out = concat · W_o" in text
+    assert f"({T}, 4·16) = ({T}, 64)" in text and "(64, 64)" in text, text[:3000]
+    assert "Σ_j concat[j] · W_o[j, d]" in text
+    go_to(at, 2)
+    text = page_text(at).replace("\\", "")
+    assert f"({T}, 4, 16)" in text and f"(4, {T}, 16)" in text and "(16, 64)" in text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_step_3_shows_two_inputs_attention_side_by_side_and_how_far_apart_they_are(lang):
+    at = open_lessons(lang)
+    go_to(at, 3)
+    assert at.text_input(key="lesson_digits_b").value == "01234567"
+    titles = [f["layout"]["title"]["text"] for f in page_figures(at) if "title" in f["layout"]]
+    assert "31415926" in titles and "01234567" in titles, titles
+    model, meta = load_checkpoint("models/sum_seed.safetensors")
+    pair = lessons.attention_pair(model, get_task(meta.task), "31415926", "01234567")
+    for layer in range(len(pair.max_diff)):  # each layer's figure, measured on the model
+        at.selectbox(key="lesson_attn_layer").set_value(layer).run()
+        diff = compact(pair.max_diff[layer])
+        said = translate(lang, "lessons.s3.attention_diff", layer=layer, diff=diff)
+        assert said in page_text(at), said
+    at.text_input(key="lesson_digits_b").set_value("0123").run()  # not as long as the first
+    assert [e.value for e in at.error] == [translate(lang, "lessons.s3.bad_digits_b", n=8)]
+
+
 def test_prev_and_next_move_one_step_and_stop_at_the_ends():
     at = open_lessons()
     assert at.session_state["lesson_step"] == 1
@@ -101,7 +137,7 @@ def test_the_example_shows_1_8_and_follows_an_edited_number():
     assert "**64 of 64**" in page_text(at) and len(at.get("plotly_chart")) == 2
     at.number_input(key="lesson_z1_1").set_value(3.0).run()
     assert not at.exception and not at.error
-    assert "0.5 × 3 (head 1) = **2.3**" in page_text(at)
+    assert "1 (head 0) × 0.8 + 3 (head 1) × 0.5 = **2.3**" in page_text(at)  # concat · W_o
     at.button(key="lesson_reset").click().run()
     assert "= **1.8**" in page_text(at)
 
@@ -112,19 +148,20 @@ def test_w_is_edited_on_request_and_kept_when_the_editor_goes_away():
     assert not at.toggle(key="lesson_edit_w").value  # a plain table until asked for
     at.toggle(key="lesson_edit_w").set_value(True).run()
     assert not at.exception and "= **1.8**" in page_text(at)
-    # What the editor stores after an edit: row 0 now reads head 0's first number twice.
-    w = [list(row) for row in lessons.ARTICLE_W]
+    # What the editor stores after an edit: row 0 (concat[0], head 0's first number) now
+    # gives output 0 twice as much.
+    w = [list(row) for row in lessons.ARTICLE_W_O]
     w[0][0] *= 2
     at.session_state["lesson_w_values"] = w
     at.toggle(key="lesson_edit_w").set_value(False).run()
     assert not at.exception
-    out = w[0][0] * lessons.ARTICLE_Z0[0] + lessons.ARTICLE_W[0][3] * lessons.ARTICLE_Z1[1]
+    out = lessons.ARTICLE_Z0[0] * w[0][0] + lessons.ARTICLE_Z1[1] * lessons.ARTICLE_W_O[3][0]
     assert f"= **{out:.3g}**" in page_text(at) and "= **1.8**" not in page_text(at)
     w[2][1] = float("nan")  # an emptied cell
     at.session_state["lesson_w_values"] = w
     at.run()
     assert [e.value for e in at.error] == [
-        translate("en", "lessons.err.not_finite", where=r"W\[2, 1\]")
+        translate("en", "lessons.err.not_finite", where=r"W\_o\[2, 1\]")
     ]
     at.button(key="lesson_reset").click().run()
     assert "= **1.8**" in page_text(at) and not at.error
@@ -140,8 +177,8 @@ def test_a_bad_number_gets_a_clear_message_in_the_student_s_language(lang):
     expected = translate(lang, "lessons.err.too_large", where=r"z0\[1\]", limit="1e+06")
     assert [e.value for e in at.error] == [expected]
     assert "= **" not in page_text(at)  # no example numbers drawn from the refused input
-    at.number_input(key="lesson_z0_1").set_value(0.5).run()  # row 0 reads it with weight 0.1
-    assert not at.error and "= **1.85**" in page_text(at)
+    at.number_input(key="lesson_z0_1").set_value(0.5).run()  # row 1 of W_o reads it: 0.2
+    assert not at.error and "= **1.9**" in page_text(at)
 
 
 def test_the_projection_step_prints_a_rounding_sized_difference():
@@ -228,7 +265,13 @@ def test_step_four_switches_w_o_and_states_the_experiment_s_verdict():
     assert f"({len(rows)} runs in {len(results)} cells)" in text
     helped = atlas_stats.verdict_counts(results, "identity")["helps"]
     key = "lessons.s4.answer_some" if helped else "lessons.s4.answer_none"
-    assert translate("en", key) in text and translate("en", "lessons.s4.answer_why")[:60] in text
+    why = "lessons.s4.answer_why_helps" if helped else "lessons.s4.answer_why"
+    assert translate("en", key) in text and translate("en", why)[:60] in text
+    # The largest difference the answer rests on, with its interval and verdict, as measured.
+    c = atlas_stats.largest_difference(results, "identity")
+    low, high = f"{c.interval.low:+.0f}", f"{c.interval.high:+.0f}"
+    assert f"is {c.difference:+.0f} steps" in text and f"interval {low} to {high} steps" in text
+    assert translate("en", f"lessons.s4.largest.{c.verdict}") in text
     titles = [f["layout"]["title"]["text"].replace("<br>", " ") for f in page_figures(at)]
     assert translate("en", "lessons.s4.mechanism_title") in titles
     at.radio(key="lesson_w_o").set_value("zero").run()

@@ -47,7 +47,8 @@ def test_the_form_holds_each_tasks_own_defaults_and_says_what_they_reach():
         assert at.number_input(key="train_steps").value == recipe.steps
         assert at.number_input(key="train_lr").value == pytest.approx(recipe.lr)
         said = " ".join(c.value for c in at.caption)
-        assert f"about {recipe.seconds} s" in said, said
+        # No fixed time is promised: it is measured from the run's own first steps.
+        assert " s on one" not in said and "progress bar times its first steps" in said, said
     # The defaults differ between tasks: one set cannot serve them all.
     assert len({(r.steps, r.lr) for r in CLASS_RECIPES.values()}) > 1
 

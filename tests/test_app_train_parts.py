@@ -46,14 +46,14 @@ def titled(at: AppTest, prefix: str) -> dict:
 
 
 def chart_table(proto) -> dict[str, list]:
-    """The data of an st.line_chart as {series: values}, from the Arrow table the page gets
-    (Streamlit sends it melted: one row per series and x)."""
+    """The data of the retraining's chart as {series: values}, from the Arrow table the page
+    gets (long form: one row per series and step)."""
     import pyarrow as pa
 
     (dataset,) = proto.datasets
     table = pa.ipc.open_stream(dataset.data.data).read_all().to_pydict()
     series: dict[str, list] = {}
-    names, values = (table[f"{c} -- streamlit-generated"] for c in ("color", "value"))
+    names, values = table["line"], table["value"]
     for name, value in zip(names, values, strict=True):
         series.setdefault(name, []).append(value)
     return series
@@ -104,10 +104,16 @@ def test_retraining_w_o_alone_runs_as_a_job_and_shows_accuracy_coming_back():
     assert result.curve_steps == list(range(0, 41, 2))
     sort_model, _ = load_checkpoint(MODELS / "sort.safetensors")
     assert evaluate(sort_model, "sort", n=work.RETRAIN_EVAL_N) == result.metrics_learned
-    (line,) = at.get("vega_lite_chart")  # st.line_chart: the curve and the learned W_o's level
+    (line,) = at.get("vega_lite_chart")  # the curve and the learned W_o's level
     drawn = chart_table(line.proto)
     assert drawn["W_o retrained alone"] == [m["token_accuracy"] for m in result.curve]
     assert drawn["learned W_o"] == [learned] * len(result.curve)
+    # Both axes' domains are given (Vega-Lite's first draw, before the data, would otherwise warn
+    # of an infinite extent): the steps' whole range, and every value shown inside the y one.
+    spec = json.loads(line.proto.spec)["encoding"]
+    assert spec["x"]["scale"]["domain"] == [0, 40]
+    low, high = spec["y"]["scale"]["domain"]
+    assert low < min(drawn["W_o retrained alone"]) and high > max(drawn["learned W_o"])
 
 
 @pytest.mark.parametrize(

@@ -245,6 +245,26 @@ def test_a_cell_is_read_only_when_trained_and_verdicts_follow_holm():
     assert censored.censored == 9 and censored.other == (1000.0,) * 5
 
 
+def test_the_largest_difference_is_the_trained_cells_largest_in_size_with_its_interval():
+    fast, slow, untrained = (
+        "sort/L1/noffn/H4/D64/post",
+        "reverse/L1/noffn/H4/D64/post",
+        "sum/L1/noffn/H4/D64/post",
+    )
+    rows = []
+    for s in range(5):
+        rows += [_row(fast, "learned", s, 200 + s), _row(fast, "identity", s, 400 + 3 * s)]
+        rows += [_row(slow, "learned", s, 300 + 5 * s), _row(slow, "identity", s, 310 - 5 * s)]
+        # Untrained: a huge gap, but not a finding (its learned arm did not all reach the target).
+        rows += [_row(untrained, "learned", s, None), _row(untrained, "identity", s, 100)]
+    res = atlas_stats.analyse(rows)
+    c = atlas_stats.largest_difference(res, "identity")
+    assert c.cell == fast and c.difference == pytest.approx(np.mean(range(200, 205)) - 406)
+    assert c.interval.low <= c.difference <= c.interval.high
+    assert atlas_stats.largest_difference(res, "identity", task="reverse").cell == slow
+    assert atlas_stats.largest_difference(res, "identity", task="sum") is None
+
+
 # ---- the bundled atlas ---------------------------------------------------------------------------
 def test_the_bundled_rows_are_whole_and_their_cells_are_in_the_plan():
     rows = read_rows(BUNDLED)

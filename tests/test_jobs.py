@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -181,6 +182,67 @@ def test_a_claim_is_held_by_one_active_job_at_a_time(manager):
     again = Gate(claim="x")
     again.open.set()
     assert manager.submit(again).wait(5)  # released once the job ended
+
+
+class Steps:
+    """A Work whose steps each take `seconds` (a sleep): the time left is measured from them."""
+
+    kind, spec, result = "steps", {"steps": True}, None
+
+    def __init__(self, steps: int, seconds: float):
+        self.steps, self.seconds = steps, seconds
+        self.halfway = threading.Event()
+        self.go_on = threading.Event()
+
+    @property
+    def total(self) -> int:
+        return self.steps
+
+    claim = None
+
+    def validate(self, claimed) -> None:
+        pass
+
+    def run(self, report, should_stop):
+        for step in range(1, self.steps + 1):
+            time.sleep(self.seconds)
+            report(done=step, step=step, loss=1.0)
+            if step == self.steps // 2:
+                self.halfway.set()
+                self.go_on.wait(30)  # the test reads the state here
+            if should_stop():
+                raise jobs.Stopped(say("after_steps", steps=step))
+        return say("saved", file="steps")
+
+
+def test_the_time_left_is_measured_from_the_runs_own_first_steps():
+    m = jobs.JobManager(max_jobs=1, max_queue=1)
+    work = Steps(steps=80, seconds=0.03)
+    job = m.submit(work)
+    try:
+        assert work.halfway.wait(30)
+        snap = job.state()
+        assert snap.done == 40 and snap.seconds_left is not None
+        # 40 steps of ~0.03 s are left: ~1.2 s (sleep overshoots; a loaded machine more).
+        assert 0.9 < snap.seconds_left < 4.0, snap.seconds_left
+    finally:
+        work.go_on.set()
+        assert job.wait(30)
+    assert job.state().status == jobs.DONE and job.state().seconds_left is None
+
+
+def test_no_time_left_is_said_before_enough_steps_and_seconds_are_timed():
+    first = (100.0, 1)  # the clock and the steps done at the first reported step
+    assert jobs.estimate_left(None, 50, 100, 200.0) is None  # no step reported yet
+    few = 1 + jobs.ESTIMATE_AFTER_STEPS - 1
+    assert jobs.estimate_left(first, few, 100, 160.0) is None  # too few steps, however long
+    quick = first[0] + jobs.ESTIMATE_AFTER_S / 2
+    assert jobs.estimate_left(first, 51, 100, quick) is None  # too short a time
+    # 50 steps in 10 s after the first: 50 more take 10 s more, whatever a recipe promised.
+    assert jobs.estimate_left(first, 51, 101, 110.0) == pytest.approx(10.0)
+    # A run that slowed down is seen to: the same steps over twice the time.
+    assert jobs.estimate_left(first, 51, 101, 120.0) == pytest.approx(20.0)
+    assert jobs.estimate_left(first, 101, 101, 120.0) == 0.0  # all steps done: evaluating
 
 
 def test_limits_come_from_the_environment(monkeypatch):

@@ -17,8 +17,8 @@ from tfviz.serve import lessons as L
 from tfviz.training.recipes import RECIPES
 from tfviz.training.train import train
 
-# The matrix exactly as seed 000 prints it, read as the article's arithmetic reads it (row d
-# gives output feature d: 1.0*0.8 + 0.0*0.1 + 0.0*0.0 + 2.0*0.5 = 1.8, then 0.2).
+# The matrix exactly as seed 000 prints it, read as its formula reads it: output[i] =
+# sum_j concat[j] · W[j, i], attn_out = concat · W_o (column i gives output feature i).
 ARTICLE_PRINTED_W = [
     [0.8, 0.1, 0.0, 0.5],
     [0.2, 0.9, 0.5, 0.0],
@@ -31,24 +31,27 @@ ARTICLE_PRINTED_W = [
 
 
 def test_the_article_example_gives_1_8_for_output_feature_0_drawing_on_both_heads():
-    ex = L.two_head_example()  # head outputs [1, 0] and [0, 2], the lessons' W
+    ex = L.two_head_example()  # head outputs [1, 0] and [0, 2], the lessons' W_o
     np.testing.assert_array_equal(ex.concat, [1.0, 0.0, 0.0, 2.0])
     assert ex.output[0] == pytest.approx(1.8)
-    # By hand: head 0 gives 0.8 * 1.0 and head 1 gives 0.5 * 2.0 to feature 0.
+    # By hand: head 0 gives 1.0 * 0.8 and head 1 gives 2.0 * 0.5 to feature 0.
     np.testing.assert_allclose(ex.contributions[:, 0], [0.8, 1.0])
-    # Every row by hand: W[d, 0] * 1 + W[d, 3] * 2.
-    np.testing.assert_allclose(ex.output, [1.8, 0.2 + 0.6, 0.4 + 0.4, 0.5 + 1.6])
+    # Every column by hand, concat · W_o: concat[0] * W_o[0, d] + concat[3] * W_o[3, d].
+    np.testing.assert_allclose(ex.output, [1.8, 0.1 + 0.6, 0.4 + 0.4, 0.5 + 1.6])
     np.testing.assert_allclose(ex.contributions.sum(axis=0), ex.output)  # the terms add up
     np.testing.assert_array_equal(ex.heads_drawn_on, [2, 2, 2, 2])
 
 
-def test_the_article_s_own_w_gives_1_8_and_0_2_but_leaves_some_outputs_to_one_head():
-    """Why the lesson's W differs from the printed one in two entries (stated in the lesson)."""
+def test_the_article_s_own_w_gives_1_8_but_leaves_some_outputs_to_one_head():
+    """Why the lesson's W_o differs from the printed one in two entries (stated in the lesson),
+    and that by its formula the article's feature 1 is 0.1 (its worked 0.2 reads rows)."""
     ex = L.two_head_example(L.ARTICLE_Z0, L.ARTICLE_Z1, ARTICLE_PRINTED_W)
-    assert ex.output[0] == pytest.approx(1.8) and ex.output[1] == pytest.approx(0.2)
+    assert ex.output[0] == pytest.approx(1.8) and ex.output[1] == pytest.approx(0.1)
     np.testing.assert_array_equal(ex.heads_drawn_on, [2, 1, 1, 2])
-    changed = np.argwhere(np.array(ARTICLE_PRINTED_W) != np.array(L.ARTICLE_W)).tolist()
-    assert changed == [[1, 3], [2, 0]]
+    changed = np.argwhere(np.array(ARTICLE_PRINTED_W) != np.array(L.ARTICLE_W_O)).tolist()
+    assert changed == [[0, 2], [3, 1]]
+    # Row by row (nn.Linear's layout read as the article's arithmetic does) gives 0.2 instead.
+    assert (np.array(ARTICLE_PRINTED_W) @ ex.concat)[1] == pytest.approx(0.2)
 
 
 def test_without_w_o_each_output_dimension_depends_on_its_own_head_only():
@@ -72,19 +75,19 @@ def test_without_w_o_each_output_dimension_depends_on_its_own_head_only():
 @pytest.mark.parametrize(
     "z0, z1, W, code, field, index",
     [
-        ([1.0, float("nan")], [0.0, 2.0], L.ARTICLE_W, "not_finite", "z0", (1,)),
-        ([1.0, 0.0], [0.0, 2.0, 3.0], L.ARTICLE_W, "shape", "z1", ()),
-        ([1.0, 0.0], [0.0, 2.0], np.eye(3), "shape", "W", ()),
+        ([1.0, float("nan")], [0.0, 2.0], L.ARTICLE_W_O, "not_finite", "z0", (1,)),
+        ([1.0, 0.0], [0.0, 2.0, 3.0], L.ARTICLE_W_O, "shape", "z1", ()),
+        ([1.0, 0.0], [0.0, 2.0], np.eye(3), "shape", "W_o", ()),
         (
             [1.0, 0.0],
             [0.0, 2.0],
             [[0, 0, 0, 0]] * 3 + [[0, 0, float("inf"), 0]],
             "not_finite",
-            "W",
+            "W_o",
             (3, 2),
         ),
-        ([1e7, 0.0], [0.0, 2.0], L.ARTICLE_W, "too_large", "z0", (0,)),
-        (["one", 0.0], [0.0, 2.0], L.ARTICLE_W, "not_finite", "z0", ()),
+        ([1e7, 0.0], [0.0, 2.0], L.ARTICLE_W_O, "too_large", "z0", (0,)),
+        (["one", 0.0], [0.0, 2.0], L.ARTICLE_W_O, "not_finite", "z0", ()),
         ([], [], np.zeros((0, 0)), "shape", "z0", ()),
     ],
 )
@@ -317,3 +320,21 @@ def test_panel_titles_are_wrapped_to_a_phone_panel_and_sit_above_the_head_axis_t
     assert title_band >= plots.DEP_TITLE_LINE_PX * max(len(x) for x in lines)
     assert layout["xaxis"]["domain"][1] <= 0.45 and layout["xaxis2"]["domain"][0] >= 0.55
     assert layout["coloraxis"]["colorbar"]["orientation"] == "h"  # no width taken from the maps
+
+
+def test_attention_is_computed_from_the_input_so_two_inputs_attend_differently():
+    """Seed 002's point, on the bundled sum_seed model: [9]*8 against [0..7]."""
+    model, meta = load_checkpoint(MODELS / "sum_seed.safetensors")
+    task = get_task(meta.task)
+    pair = L.attention_pair(model, task, "99999999", "01234567")
+    L_, H = model.config.n_layers, model.config.n_heads
+    assert [a.shape[:2] for a in pair.attn] == [(L_, H), (L_, H)]
+    for a in pair.attn:  # attention weights: each query's row sums to 1
+        np.testing.assert_allclose(a.sum(axis=-1), 1.0, atol=1e-5)
+    assert pair.max_diff.shape == (L_,) and (pair.max_diff > 1e-3).all()
+    by_hand = np.abs(pair.attn[0][1] - pair.attn[1][1]).max()
+    assert pair.max_diff[1] == pytest.approx(by_hand)
+    same = L.attention_pair(model, task, "31415926", "31415926")
+    np.testing.assert_array_equal(same.max_diff, 0.0)  # the same input: the same routing
+    with pytest.raises(ValueError, match="same length"):
+        L.attention_pair(model, task, "123", "1234")

@@ -24,7 +24,7 @@ from tfviz.serve import lessons, standalone
 from tfviz.ui import heads
 from tfviz.ui.i18n import translate
 from tfviz.ui.standalone import build_page
-from tfviz.ui.views import attention
+from tfviz.ui.views import attention, w_o_off
 from tfviz.ui.widgets import plot_words
 
 LABEL = "standalone.button"
@@ -83,7 +83,18 @@ def exported(trace) -> list[tuple[str, go.Figure]]:
         ),
         ("pair", plots.dependency_pair(ex.dependency_identity, ex.dependency, titles=("a", "b"))),
     ]
+    out += w_o_off_figures(trace)
     return out
+
+
+def w_o_off_figures(trace, layers=(1,)) -> list[tuple[str, go.Figure]]:
+    """The W_o off view's page: layer 0's W_o switched off, against the learned model."""
+    model, meta = load_checkpoint("models/reverse.safetensors")
+    switched = run_trace(model, get_task(meta.task), "abcdef", w_o=[(0, "identity")])
+    names = ("learned W_o", "switched")
+    return w_o_off.exported_figures(
+        trace, switched, list(layers), names, captions=("later", "drift"), words=plot_words("en")
+    )
 
 
 def test_plotly_js_is_inlined_once_for_several_figures(trace):
@@ -161,6 +172,30 @@ def test_the_views_offer_the_page_in_the_student_s_language(view, lang):
     buttons = [b for b in at.get("download_button") if b.proto.label == translate(lang, LABEL)]
     assert len(buttons) == 1
     assert buttons[0].proto.help == translate(lang, "standalone.help")
+
+
+@pytest.mark.usefixtures("fresh_app")
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_w_o_off_view_offers_its_page_once_something_is_switched(lang):
+    at = start_app(translate(lang, "app.view.w_o_off"), lang=lang)
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert translate(lang, LABEL) not in labels  # nothing switched: nothing compared
+    at.radio(key="w_o_mode").set_value("identity").run()
+    assert not at.exception
+    buttons = [b for b in at.get("download_button") if b.proto.label == translate(lang, LABEL)]
+    assert len(buttons) == 1 and buttons[0].proto.help == translate(lang, "standalone.help")
+
+
+def test_the_w_o_off_page_holds_both_models_attention_the_residual_stream_and_the_drift(trace):
+    shown = w_o_off_figures(trace)
+    page = build_page("T", shown, {"W_o": "switched"}, "en")
+    charts = drawn(page)
+    assert len(charts) == len(shown) == 4  # layer 1 learned and switched, residual, drift
+    titles = [c["figure"]["layout"]["title"]["text"] for c in charts[:2]]
+    assert titles == ["learned W_o", "switched"]
+    # The switch reaches layer 1: its attention differs between the two models' charts.
+    z = [json.dumps(c["figure"]["data"][0]["z"], sort_keys=True) for c in charts[:2]]
+    assert z[0] != z[1]
 
 
 def test_another_plotly_bundle_replaces_the_installed_one_and_is_kept_well_formed(trace):

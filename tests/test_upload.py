@@ -261,3 +261,16 @@ def test_odd_file_names_are_cut_and_shown_literally():
     assert "a\tb\n# c `d` $e$ (uploaded)" in at.selectbox(key="model").options
     upload(at, ".safetensors", b"junk" * 10)
     assert plain(at.error[0].value).startswith(".safetensors was not loaded: not a safetensors")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_upload_label_names_every_kind_of_file_the_uploader_takes(lang):
+    from tfviz.ui.i18n import translate
+    from tfviz.ui.uploads import UPLOAD_TYPES
+
+    label = translate(lang, "uploads.label")
+    assert len(UPLOAD_TYPES) > 1
+    for kind in UPLOAD_TYPES:
+        assert f".{kind}" in label, (kind, label)
+    # A zip is a model folder: the label says so, not only the extension.
+    assert {"en": "folder", "zh": "文件夹"}[lang] in label, label

@@ -141,7 +141,7 @@ def test_a_name_being_trained_is_taken(manager, tmp_path):
         (dict(steps=settings.MAX_STEPS + 1), "(?i)steps must be a whole number from 1 to 20,000"),
         (dict(steps=0), "(?i)steps must be"),
         (dict(lr=0.0), "learning rate"),
-        (dict(w_o="zero"), "W_o must be one of learned, identity; got 'zero'"),
+        (dict(w_o="rank:2"), "W_o must be one of learned, identity, zero, block_diagonal; got"),
         (dict(d_model=30, n_heads=4), "divisible by n_heads"),
         (dict(task="nope"), "unknown task"),
     ],

@@ -250,6 +250,22 @@ def verdict_counts(results: dict[str, CellResult], arm: str, **where) -> dict[st
     return counts
 
 
+def largest_difference(
+    results: dict[str, CellResult], arm: str, measure: str = HEADLINE, **where
+) -> Comparison | None:
+    """Among the trained cells (whose Cell fields equal `where`) with an interval for the learned
+    W_o against arm: the comparison whose difference is largest in size, what a lesson quotes
+    with its interval and Holm-adjusted p; None when there is none."""
+    found = [
+        c
+        for res in results.values()
+        if res.trained and all(getattr(res.cell, k) == v for k, v in where.items())
+        for c in [res.comparisons.get((arm, measure))]
+        if c is not None and c.interval is not None
+    ]
+    return max(found, key=lambda c: abs(c.difference), default=None)
+
+
 @dataclass(frozen=True)
 class Hint:
     """The mechanism run in the cells that did not train (partly trained models): what their

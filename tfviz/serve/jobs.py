@@ -46,6 +46,13 @@ from tfviz.settings import (
 
 LOSS_POINTS = 400  # points of the live loss curve a state carries
 CUT_OFF_WAIT_S = 10  # a cancelled job stops at its next step: milliseconds, seconds at worst
+# The time left is measured, never assumed: a step's cost depends on the model, the batch and how
+# busy the server is (a run of "about 15 s" took 112 s on a busy 2-core machine). The clock starts
+# at the job's first reported step (so model building and the first, slow step are not counted)
+# and the time left is said once this many steps and seconds have been timed, then updated as
+# the run goes on.
+ESTIMATE_AFTER_STEPS = 10
+ESTIMATE_AFTER_S = 1.0
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 FINAL = (DONE, FAILED, CANCELLED)
@@ -116,6 +123,24 @@ def alive_with_grace(
             return now - dead_since < grace_s
 
     return check
+
+
+def estimate_left(
+    timed_from: tuple[float, int] | None, done: int, total: int, now: float
+) -> float | None:
+    """Seconds the job's remaining steps should take at the speed measured so far, or None
+    before ESTIMATE_AFTER_STEPS steps and ESTIMATE_AFTER_S seconds have been timed.
+
+    timed_from: (clock, steps done) at the first reported step; the speed is the steps done since
+    then over the time since then, up to now, so a run that slows down (or stalls) is seen to.
+    """
+    if timed_from is None:
+        return None
+    start, done_then = timed_from
+    timed, spent = done - done_then, now - start
+    if timed < ESTIMATE_AFTER_STEPS or spent < ESTIMATE_AFTER_S:
+        return None
+    return max(0, total - done) * spent / timed
 
 
 def step_reporter(report: Report, should_stop: Callable[[], bool]) -> Callable[[Any], bool]:
@@ -201,6 +226,7 @@ class JobState:
     position: int | None = None  # 1-based place in the queue while queued
     result: Any = None  # TrainResult / ExperimentResult, once there is one
     seconds: float = 0.0  # since it started running
+    seconds_left: float | None = None  # the remaining steps at the measured speed (estimate_left)
 
     @property
     def active(self) -> bool:
@@ -235,6 +261,7 @@ class Job:
         self._result: Any = None
         self._started: float | None = None
         self._ended: float | None = None
+        self._timed_from: tuple[float, int] | None = None  # (clock, done) at the first step
 
     @property
     def kind(self) -> str:
@@ -253,7 +280,13 @@ class Job:
                 sum(self._losses[i : i + every]) / len(self._losses[i : i + every])
                 for i in range(0, len(self._losses), every)
             ]
-            end = self._ended or time.monotonic()
+            now = time.monotonic()
+            end = self._ended or now
+            left = (
+                estimate_left(self._timed_from, self._done, self.work.total, now)
+                if self._status == RUNNING
+                else None
+            )
             return JobState(
                 id=self.id,
                 kind=self.work.kind,
@@ -269,6 +302,7 @@ class Job:
                 position=position,
                 result=self._result,
                 seconds=0.0 if self._started is None else end - self._started,
+                seconds_left=left,
             )
 
     @property
@@ -325,6 +359,8 @@ class Job:
                 self._message = message
             if done is not None:
                 self._done = done
+                if self._timed_from is None:
+                    self._timed_from = (time.monotonic(), done)
             if step is not None:
                 self._step = step
             if loss is not None:

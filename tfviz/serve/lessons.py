@@ -4,9 +4,10 @@ The Lessons tab (tfviz/ui/views/lessons.py) walks a student through the three ar
 module computes what each step shows, without Streamlit, so every number is tested here:
 
 1. Concatenation is not integration (seed 000). `two_head_example` runs the article's 2-head
-   example (head outputs [1, 0] and [0, 2], a 4x4 W) through W and through the identity ("no
-   W_o") and says which heads each output dimension draws on; `weight_dependency` gives the same
-   map for a trained model's real W_o, from its weights alone.
+   example (head outputs [1, 0] and [0, 2], a 4x4 W_o, attn_out = concat · W_o as the article
+   writes it) through W_o and through the identity ("no W_o") and says which heads each output
+   dimension draws on; `weight_dependency` gives the same map for a trained model's real W_o,
+   from its weights alone.
 2. One big projection then view/transpose equals H per-head projections (seed 004):
    `projection_equivalence` computes both on a live model and returns the largest difference.
 3. The digit-sum model in its original setting (seed 002): `RecipeWork` trains a bundled recipe
@@ -33,6 +34,7 @@ from tfviz.core import wo
 from tfviz.core.interventions import switches
 from tfviz.core.model import Encoder
 from tfviz.core.tasks import Task, get_task
+from tfviz.core.trace import run_trace
 from tfviz.messages import Message, say
 from tfviz.serve.checks import whole_number
 from tfviz.serve.jobs import Stopped, step_reporter
@@ -46,17 +48,20 @@ from tfviz.training.train import resolve_device, train
 # Seed 000's example: two heads with d_k = 2.
 ARTICLE_Z0 = (1.0, 0.0)  # head 0's output
 ARTICLE_Z1 = (0.0, 2.0)  # head 1's output
-# The W used by the lessons, in nn.Linear layout (out, in): output = W @ concat, so row d is
-# output dimension d and columns 0-1 read head 0, columns 2-3 head 1. It is the article's matrix
-# with two entries changed (row 1, column 3: 0.0 -> 0.3; row 2, column 0: 0.0 -> 0.4): with the
-# article's own W, output dimensions 1 and 2 happen to read one head only for these head outputs,
-# and the lesson's point is that a W_o lets every output dimension read every head. Row 0 is the
-# article's, so output feature 0 is still 1.0 * 0.8 + 2.0 * 0.5 = 1.8, drawing on both heads.
-ARTICLE_W = (
-    (0.8, 0.1, 0.0, 0.5),
-    (0.2, 0.9, 0.5, 0.3),
-    (0.4, 0.1, 1.0, 0.2),
-    (0.5, 0.0, 0.2, 0.8),
+# The W_o used by the lessons, in the article's notation: attn_out = concat · W_o, W_o of shape
+# (h·d_k, d_model), so row j reads concat dimension j (rows 0-1 are head 0's slice, rows 2-3 head
+# 1's) and column d builds output dimension d: attn_out[d] = sum_j concat[j] · W_o[j, d], the
+# article's own formula. It is the article's printed matrix with two entries changed (row 0,
+# column 2: 0.0 -> 0.4; row 3, column 1: 0.0 -> 0.3): with the printed one, output dimensions 1
+# and 2 happen to read one head only for these head outputs, and the lesson's point is that W_o
+# lets every output dimension read every head. Column 0 is the article's, so output feature 0 is
+# still 1.0 · 0.8 + 2.0 · 0.5 = 1.8, drawing on both heads. (The article's worked feature 1, 0.2,
+# reads the matrix by rows, against its formula; by the formula it is 0.1.)
+ARTICLE_W_O = (
+    (0.8, 0.1, 0.4, 0.5),
+    (0.2, 0.9, 0.5, 0.0),
+    (0.0, 0.1, 1.0, 0.2),
+    (0.5, 0.3, 0.2, 0.8),
 )
 MAX_ABS = 1e6  # a typed number beyond this is refused: products would lose every digit shown
 # A head counts as "drawn on" by an output dimension when its share is at least this fraction of
@@ -68,7 +73,7 @@ class LessonInputError(ValueError):
     """A lesson input refused, with where and why as data, so the app can say it in any language.
 
     code: "shape" (wrong size), "not_finite" (NaN, inf or empty), "too_large" (|x| > MAX_ABS);
-    field: "z0", "z1" or "W"; index: the entry's position in that field (() for a shape error).
+    field: "z0", "z1" or "W_o"; index: the entry's position in that field (() for a shape error).
     """
 
     def __init__(self, code: str, field: str, index: tuple[int, ...], message: str):
@@ -78,12 +83,13 @@ class LessonInputError(ValueError):
 
 @dataclass(frozen=True)
 class HeadExample:
-    """The numbers of one small example: H heads of d_k numbers each, one W of (D, D)."""
+    """The numbers of one small example at one token: H heads of d_k numbers each, one W_o of
+    shape (H·d_k, d_model), in the article's notation attn_out = concat · W_o."""
 
     z: np.ndarray  # (H, d_k) each head's output at one token
-    W: np.ndarray  # (D, D) the output projection, nn.Linear layout (out, in)
-    concat: np.ndarray  # (D,) the heads side by side: what W_o reads
-    output: np.ndarray  # (D,) W @ concat: with W_o
+    W_o: np.ndarray  # (H·d_k, d_model) row j reads concat[j], column d builds attn_out[d]
+    concat: np.ndarray  # (H·d_k,) the heads side by side: what W_o reads
+    output: np.ndarray  # (d_model,) attn_out = concat · W_o
     output_identity: np.ndarray  # (D,) the identity applied: without W_o (= concat)
     contributions: np.ndarray  # (H, D) z_h @ W_O^h: head h's term in each output dimension
     dependency: np.ndarray  # (D, H) |contribution| of head h to output dimension d, with W
@@ -91,14 +97,14 @@ class HeadExample:
 
     @property
     def reach(self) -> np.ndarray:
-        """(D, H) which heads can reach each output dimension through W, whatever z is
-        (weight_dependency of W): every head, for a W with no zero block."""
-        return weight_dependency(self.W, len(self.z))
+        """(D, H) which heads can reach each output dimension through W_o, whatever z is
+        (weight_dependency of W_o): every head, for a W_o with no zero block."""
+        return weight_dependency(self.W_o.T, len(self.z))
 
     @property
     def reach_identity(self) -> np.ndarray:
         """(D, H) the same for the identity: each output dimension is reached by one head."""
-        return weight_dependency(np.eye(len(self.W)), len(self.z))
+        return weight_dependency(np.eye(len(self.W_o)), len(self.z))
 
     @property
     def heads_drawn_on(self) -> np.ndarray:
@@ -140,12 +146,12 @@ def _checked(values, field: str, shape: tuple[int, ...] | None, ndim: int) -> np
     return array
 
 
-def head_example(z, W) -> HeadExample:
-    """Run H heads' outputs at one token through W and through the identity.
+def head_example(z, W_o) -> HeadExample:
+    """Run H heads' outputs at one token through W_o and through the identity.
 
     Args:
         z: (H, d_k) each head's output; H >= 1, d_k >= 1.
-        W: (D, D) with D = H * d_k, nn.Linear layout (out, in): output = W @ concat.
+        W_o: (D, D) with D = H * d_k, the article's layout (in, out): attn_out = concat · W_o.
     Returns:
         HeadExample (float64 arrays).
     Raises:
@@ -154,16 +160,17 @@ def head_example(z, W) -> HeadExample:
     z = _checked(z, "z", None, ndim=2)  # (H, d_k)
     H, d_k = z.shape
     D = H * d_k
-    W = _checked(W, "W", (D, D), ndim=2)  # (D, D)
+    W_o = _checked(W_o, "W_o", (D, D), ndim=2)  # (D, D), (in, out)
     per_token = z[:, None, :]  # (H, T=1, d_k): head_contributions' layout
-    contributions = wo.head_contributions(per_token, W)[:, 0]  # (H, D)
+    # tfviz.core.wo keeps nn.Linear's layout (out, in): the article's W_o transposed.
+    contributions = wo.head_contributions(per_token, W_o.T)[:, 0]  # (H, D)
     identity = wo.head_contributions(per_token, np.eye(D))[:, 0]  # (H, D)
     concat = z.reshape(D)  # heads side by side
     return HeadExample(
         z=z,
-        W=W,
+        W_o=W_o,
         concat=concat,
-        output=W @ concat,
+        output=concat @ W_o,
         output_identity=concat.copy(),
         contributions=contributions,
         dependency=np.abs(contributions).T,
@@ -171,15 +178,15 @@ def head_example(z, W) -> HeadExample:
     )
 
 
-def two_head_example(z0=ARTICLE_Z0, z1=ARTICLE_Z1, W=ARTICLE_W) -> HeadExample:
-    """Seed 000's example: two heads' outputs z0, z1 (d_k numbers each) and a (2 d_k)^2 W.
+def two_head_example(z0=ARTICLE_Z0, z1=ARTICLE_Z1, W_o=ARTICLE_W_O) -> HeadExample:
+    """Seed 000's example: two heads' outputs z0, z1 (d_k numbers each) and a (2 d_k)^2 W_o.
 
-    The defaults are the article's head outputs and the lessons' W (ARTICLE_W), so
+    The defaults are the article's head outputs and the lessons' W_o (ARTICLE_W_O), so
     two_head_example().output[0] == 1.8, drawn from both heads.
     """
     z0 = _checked(z0, "z0", None, ndim=1)
     z1 = _checked(z1, "z1", z0.shape, ndim=1)
-    return head_example(np.stack([z0, z1]), _checked(W, "W", None, ndim=2))
+    return head_example(np.stack([z0, z1]), _checked(W_o, "W_o", None, ndim=2))
 
 
 def heads_drawn_on(dependency: np.ndarray, share: float = DRAWN_ON) -> np.ndarray:
@@ -373,6 +380,26 @@ def predict(model: Encoder, task: Task, text: str, **switches_) -> tuple[str, st
     """(the model's answer, the right answer) for a typed sequence; ValueError if text is bad."""
     task.validate(text)
     return task.predict(model, text, **switches_), task.solve(text)
+
+
+@dataclass(frozen=True)
+class AttentionPair:
+    """Seed 002's point measured: the same model's attention for two inputs."""
+
+    attn: tuple[np.ndarray, np.ndarray]  # each (L, H, T, T)
+    labels: tuple[list[str], list[str]]  # each input's T position labels
+    max_diff: np.ndarray  # (L,) max |weight a - weight b| over heads and positions, per layer
+
+
+def attention_pair(model: Encoder, task: Task, a: str, b: str) -> AttentionPair:
+    """The attention of two typed sequences of the same length (ValueError otherwise), and how
+    far apart they are: the weights are computed from the input, so they differ with it."""
+    traces = [run_trace(model, task, text) for text in (a, b)]
+    attn = tuple(np.asarray(tr.attn, dtype=np.float64) for tr in traces)
+    if attn[0].shape != attn[1].shape:
+        raise ValueError(f"the two sequences must have the same length, got {len(a)} and {len(b)}")
+    diff = np.abs(attn[0] - attn[1]).reshape(len(attn[0]), -1).max(axis=1)
+    return AttentionPair(attn, (list(traces[0].labels), list(traces[1].labels)), diff)
 
 
 # ---- 4. switch W_o off and watch the outputs change -----------------------------------------

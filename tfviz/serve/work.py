@@ -46,7 +46,7 @@ from tfviz.training.train import (
     train,
 )
 
-TRAIN_W_O = (modes.LEARNED, modes.IDENTITY)  # the W_o a model can be trained with in the app
+TRAIN_W_O = modes.TRAINING  # the W_o a model can be trained with in the app: every training mode
 EVAL_N = 1000  # fresh examples measured after training; stored in the checkpoint's metrics
 RETRAIN_EVAL_N = 512  # fresh examples behind each point of a W_o retraining's metric curve
 RETRAIN_CURVE_POINTS = 20  # points of that curve after step 0 (about: one every steps // 20)
@@ -71,7 +71,8 @@ class JobSpec:
     steps: int | None = None
     lr: float | None = None
     seed: int = 0
-    w_o: str = "learned"  # "learned", or "identity": train with no W_o at all
+    # a training mode (tfviz.core.modes.TRAINING): "identity" trains with no W_o
+    w_o: str = "learned"
     batch_size: int | None = None
 
     def __post_init__(self) -> None:

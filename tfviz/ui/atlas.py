@@ -427,4 +427,28 @@ def lesson(key: str = "lesson_atlas") -> str | None:
     )
     helped = without["helps"] + with_ffn["helps"]
     verdict = t("lessons.s4.answer_some" if helped else "lessons.s4.answer_none")
-    return " ".join((counts, verdict, t("lessons.s4.answer_why")))
+    return " ".join(part for part in (counts, largest_text(results), verdict, why(helped)) if part)
+
+
+def largest_text(results: dict) -> str:
+    """The largest measured difference the answer rests on, with its interval, as the atlas
+    report gives it (learned W_o minus none, steps to the target, trained cells only)."""
+    c = atlas_stats.largest_difference(results, "identity")
+    if c is None:
+        return ""
+    return t(
+        "lessons.s4.answer_largest",
+        cell=cell_name(results[c.cell].cell, _varied([r.cell for r in results.values()])),
+        diff=f"{c.difference:+.0f}",
+        low=f"{c.interval.low:+.0f}",
+        high=f"{c.interval.high:+.0f}",
+        p="-" if c.p_holm is None else f"{c.p_holm:.2g}",
+        seeds=len(c.learned),
+        verdict=t(f"lessons.s4.largest.{c.verdict}"),
+    )
+
+
+def why(helped: int) -> str:
+    """Why W_o matters where the atlas says it does, and why not elsewhere: the mechanism's
+    reading where it helped, the other maps that can mix heads where it did not."""
+    return t("lessons.s4.answer_why_helps" if helped else "lessons.s4.answer_why")

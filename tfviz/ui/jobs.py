@@ -60,6 +60,24 @@ def job_text(message: Message, lang: str | None = None) -> str:
     return message.text(current() if lang is None else lang, name=md_escape)
 
 
+def time_left(snap: jobs.JobState, lang: str | None = None) -> str:
+    """The progress bar's ending: the time the job's remaining steps take at the speed measured
+    on its own first steps (tfviz.serve.jobs.estimate_left), or that it is being measured."""
+    if snap.seconds_left is None:
+        return t("jobs.left.measuring", lang=lang)
+    # Rounded as a clock would not be: to 5 s above 20 s, where the estimate is no finer.
+    seconds = round(snap.seconds_left)
+    if seconds > 20:
+        seconds = 5 * round(seconds / 5)
+    minutes, seconds = divmod(seconds, 60)
+    left = (
+        t("jobs.left.minutes", m=minutes, s=seconds, lang=lang)
+        if minutes
+        else t("jobs.left.seconds", s=seconds, lang=lang)
+    )
+    return t("jobs.left.about", left=left, lang=lang)
+
+
 def session_alive_check() -> Callable[[], bool] | None:
     """For the training worker: is the browser session that submitted the job still there?
 
@@ -89,6 +107,23 @@ def training_in_progress() -> str | None:
     if job is None or not job.state().active:
         return None
     return job.spec.name
+
+
+def claim_training(job: jobs.Job) -> None:
+    """This session trains job's model: the picker says it is theirs (trained_here)."""
+    names = state.TRAINED_HERE.setdefault([])
+    if job.spec.name not in names:
+        names.append(job.spec.name)
+
+
+def trained_here() -> frozenset[str]:
+    """The names of the models this session trained (or is training): its own, "yours" in the
+    picker. A model another visitor trained is in the same folder, but not theirs."""
+    names = set(state.TRAINED_HERE.get([]))
+    job = state.TRAIN_JOB.get()
+    if job is not None:  # also a training taken back after a reload (resume)
+        names.add(job.spec.name)
+    return frozenset(names)
 
 
 def resume(name: str) -> None:

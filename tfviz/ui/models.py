@@ -33,6 +33,16 @@ SOURCES = {
     "yours": "sidebar.source.yours",
     "uploaded": "sidebar.source.uploaded",
 }
+CLASS_SOURCE = "sidebar.source.class"  # a model in the user models folder that another trained
+
+
+def source_key(entry: ModelEntry, mine: frozenset[str]) -> str:
+    """The catalogue key of where entry comes from, as this session says it: a model in the user
+    models folder is "yours" only when this session trained it (mine: tfviz.ui.jobs.trained_here);
+    for everyone else it is a class model (the folder is listed for every visitor)."""
+    if entry.source == "yours":
+        return SOURCES["yours"] if entry.name in mine else CLASS_SOURCE
+    return SOURCES.get(entry.source, CLASS_SOURCE)
 
 
 @dataclass(frozen=True)

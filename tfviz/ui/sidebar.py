@@ -17,15 +17,16 @@ from tfviz.hf import pretrained
 from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui import folders, share, state, switches
 from tfviz.ui.i18n import catalogue, current, t, why
+from tfviz.ui.jobs import trained_here
 from tfviz.ui.labels import METRIC_NAMES, layout_word, task_label
 from tfviz.ui.models import (
     BUNDLED_DIR,
     DEFAULT_MODEL,
-    SOURCES,
     ModelEntry,
     list_models,
     load_model,
     load_pretrained,
+    source_key,
 )
 from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import md_escape
@@ -59,6 +60,7 @@ def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] |
     keys = list(by_key)
     default = by_key.get(f"bundled:{DEFAULT_MODEL}", entries[0]).key
     lang = current()  # for the option labels: see tfviz.ui.i18n.t
+    mine = trained_here()
     key = st.selectbox(
         t("sidebar.model"),
         keys,
@@ -67,7 +69,7 @@ def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] |
             "sidebar.model_option",
             name=by_key[k].name,
             source=folders.option_source(by_key[k], lang)
-            or t(SOURCES.get(by_key[k].source, "sidebar.source.yours"), lang=lang),
+            or t(source_key(by_key[k], mine), lang=lang),
             lang=lang,
         ),
         key=state.MODEL.name,

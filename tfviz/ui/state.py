@@ -113,6 +113,9 @@ TRAIN_TASK: Key[str] = Key("train_task")
 TRAIN_NAME: Key[str] = Key("train_name")
 TRAIN_STEPS: Key[float] = Key("train_steps")
 TRAIN_LR: Key[float] = Key("train_lr")
+# The names of the models this session submitted for training: the picker calls those "yours"
+# and every other model in the user models folder a class model (it is listed for everyone).
+TRAINED_HERE: Key[list] = Key("_trained_here")
 # The training timeline's slider: a step of the shown model's timeline.
 TIMELINE_STEP: Key[int] = Key("timeline_step")
 

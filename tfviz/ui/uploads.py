@@ -28,6 +28,9 @@ SERVER_LIMIT = "server.maxUploadSize"  # Streamlit's own cap on a request body, 
 MAX_UPLOADS = 3  # models one session holds; one more upload drops the oldest
 SHOWN_NAME_CHARS = 60  # an uploaded file's name in the picker is cut to this
 MESSAGE_NAME_CHARS = 120  # and in messages about it
+# What the uploader takes: a tfviz checkpoint, or a model folder in the Hugging Face layout
+# zipped (a browser cannot send a folder through one file box). Its label names each of them.
+UPLOAD_TYPES = ("safetensors", "zip")
 
 
 class TooLarge(Refusal):
@@ -171,7 +174,8 @@ def uploader_words(limit_mb: int) -> None:
     if current() == DEFAULT:
         return
     button = css_string(t("uploads.button"))
-    limit = css_string(t("uploads.limit", limit=limit_mb, types="SAFETENSORS, ZIP"))
+    types = ", ".join(kind.upper() for kind in UPLOAD_TYPES)
+    limit = css_string(t("uploads.limit", limit=limit_mb, types=types))
     st.html(UPLOADER_CSS.format(button=button, limit=limit))
 
 
@@ -185,7 +189,7 @@ def upload_box(device: str) -> None:
     uploader_words(limit_mb)
     st.file_uploader(
         t("uploads.label"),
-        type=["safetensors", "zip"],  # a zip: a model folder in the Hugging Face layout
+        type=list(UPLOAD_TYPES),
         key=state.UPLOAD_FILE.name,
         max_upload_size=limit_mb,
         on_change=on_upload,

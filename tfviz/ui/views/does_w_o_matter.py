@@ -22,7 +22,7 @@ from tfviz.serve import jobs, work
 from tfviz.ui import state
 from tfviz.ui.atlas import render_atlas
 from tfviz.ui.i18n import current, t
-from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check
+from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check, time_left
 from tfviz.ui.labels import task_label
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, TRAINS_TOYS, View, toy_only
@@ -274,7 +274,8 @@ def experiment_progress(job: jobs.Job) -> None:
                 step=snap.step,
                 steps=snap.spec.steps,
                 loss=loss,
-            ),
+            )
+            + time_left(snap),
         )
     st.button(t("experiment.cancel"), key="cancel_experiment", on_click=job.cancel)
 

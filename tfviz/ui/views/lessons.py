@@ -28,7 +28,7 @@ from tfviz.training.recipes import RECIPES
 from tfviz.ui import atlas as atlas_view
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
-from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check
+from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check, time_left
 from tfviz.ui.models import BUNDLED_DIR, file_sha256, load_model
 from tfviz.ui.standalone import download_button
 from tfviz.ui.text import md_escape
@@ -55,6 +55,7 @@ Z_KEYS = ("lesson_z0_0", "lesson_z0_1", "lesson_z1_0", "lesson_z1_1")  # head 0,
 EDIT_W = "lesson_edit_w"  # the toggle that shows the table editor
 MAX_LESSON_STEPS = 2000  # training steps a student may ask for (the recipe's own is 500)
 DIGITS_EXAMPLE = "31415926"
+DIGITS_B = "01234567"  # seed 002 compares [0..7] with [9]*8
 MODEL_LABELS = {"bundled": "lessons.s3.model.bundled", "trained": "lessons.s3.model.trained"}
 
 # Seed 004's two ways of computing the heads' queries (shown as code: not translated).
@@ -124,7 +125,7 @@ def input_message(error: LessonInputError) -> str:
 
 
 def example_inputs() -> tuple[list[float], np.ndarray]:
-    """The head outputs (4 numbers) and W (4 x 4) as the student edited them."""
+    """The head outputs (4 numbers) and W_o (4 x 4, the article's layout) as edited."""
     st.markdown(t("lessons.s1.heads_label"))
     defaults = lessons.ARTICLE_Z0 + lessons.ARTICLE_Z1
     labels = ("lessons.s1.z0_0", "lessons.s1.z0_1", "lessons.s1.z1_0", "lessons.s1.z1_1")
@@ -134,9 +135,11 @@ def example_inputs() -> tuple[list[float], np.ndarray]:
         # message from the check below instead of Streamlit silently restoring the default.
         z.append(col.number_input(t(label), value=value, step=0.1, format="%g", key=key))
     st.markdown(t("lessons.s1.w_label"))
-    W = np.array(state.LESSON_W_VALUES.get(lessons.ARTICLE_W), dtype=np.float64)
-    names = [t("lessons.s1.w_column", j=j, h=j // 2) for j in range(4)]
-    import pandas as pd  # only this step draws a table of W
+    # The article's layout: row j reads concat[j], column d builds attn_out[d].
+    W = np.array(state.LESSON_W_VALUES.get(lessons.ARTICLE_W_O), dtype=np.float64)
+    rows = [t("lessons.s1.w_column", j=j, h=j // 2) for j in range(4)]
+    names = [t("lessons.s1.w_out", d=d) for d in range(4)]
+    import pandas as pd  # only this step draws a table of W_o
 
     # A table editor takes the browser about 400 ms to draw, most of a step change
     # (bench/ui_latency.py --lesson-steps): it is drawn on request, a plain table otherwise.
@@ -146,19 +149,21 @@ def example_inputs() -> tuple[list[float], np.ndarray]:
             c: st.column_config.NumberColumn(name, format="%g")
             for c, name in zip(columns, names, strict=True)
         }
-        frame = pd.DataFrame(W, columns=columns)
+        frame = pd.DataFrame(W, columns=columns, index=rows)
         edited = st.data_editor(
             frame, key=state.LESSON_W_EDITOR.name, column_config=config, num_rows="fixed"
         )
         W = edited.to_numpy(dtype=np.float64, na_value=np.nan)
         state.LESSON_W_VALUES.set(W.tolist())
     else:
-        st.table(pd.DataFrame([[compact(x) for x in row] for row in W], columns=names))
+        shown = [[compact(x) for x in row] for row in W]
+        st.table(pd.DataFrame(shown, columns=names, index=rows))
     return z, W
 
 
 def step_concat(view: View) -> None:
     st.markdown(t("lessons.s1.intro"))
+    model_shapes(view)
     st.info(t("lessons.s1.look"))
     st.markdown(t("lessons.s1.w_note"))
     z, W = example_inputs()
@@ -187,6 +192,40 @@ def step_concat(view: View) -> None:
     )
 
 
+def feature0_terms(ex: lessons.HeadExample) -> str:
+    """attn_out[0] = sum_j concat[j] · W_o[j, 0], written out: every term whose concat number is
+    not 0 (the article's 1.0 × 0.8 + 2.0 × 0.5), each with the head it comes from."""
+    d_k = ex.z.shape[1]
+    terms = [
+        t("lessons.s1.term", z=compact(x), h=j // d_k, w=compact(ex.W_o[j, 0]))
+        for j, x in enumerate(ex.concat)
+        if x != 0
+    ]
+    return " + ".join(terms) or "0"
+
+
+def model_shapes(view: View) -> None:
+    """The article's shapes with the numbers of the model on screen: concat (T, h·d_k) times
+    W_o (h·d_k, d_model) is attn_out (T, d_model), read from the layer's tensors themselves."""
+    cfg = view.meta.config
+    weight = view.model.layers[0].attn.W_o.weight  # nn.Linear: (d_model, h·d_k)
+    d_model, width = weight.shape
+    T: int | str = "T"  # no valid sequence typed: the letter stands
+    if view.trace is not None:
+        T, width = view.trace.concat[0].shape  # (T, h·d_k), as the layer computed it
+    st.markdown(
+        t(
+            "lessons.s1.shapes",
+            name=md_escape(view.entry.name),
+            T=T,
+            H=cfg.n_heads,
+            d_k=width // cfg.n_heads,
+            width=width,
+            d_model=d_model,
+        )
+    )
+
+
 def show_example(ex: lessons.HeadExample) -> go.Figure:
     """The example's table and its two maps; returns the maps' figure (drawn)."""
     rows = []
@@ -207,10 +246,7 @@ def show_example(ex: lessons.HeadExample) -> go.Figure:
     st.markdown(
         t(
             "lessons.s1.feature0",
-            w0=compact(ex.W[0, 0]),
-            w3=compact(ex.W[0, 3]),
-            z00=compact(ex.z[0, 0]),
-            z11=compact(ex.z[1, 1]),
+            terms=feature0_terms(ex),
             out=compact(ex.output[0]),
         )
     )
@@ -279,6 +315,8 @@ def step_projection(view: View) -> None:
     st.markdown(
         t("lessons.s2.sequence", text=md_escape(view.text), T=T, H=H, d_k=d_k, D=cfg.d_model)
     )
+    # The shapes of the tensors just computed (check.shape), not the config's promise of them.
+    st.markdown(t("lessons.s2.shapes", T=T, H=H, d_k=d_k, D=H * d_k))
     for col, (role, diff) in zip(st.columns(3), check.max_diff.items(), strict=True):
         col.metric(t("lessons.s2.diff", role=role), difference_text(diff))
     n = min(d_k, 8)
@@ -372,19 +410,44 @@ def step_train(view: View) -> None:
     # No max_chars: a browser drops a longer paste without a word; the check below says why.
     text = st.text_input(t("lessons.s3.digits"), value=DIGITS_EXAMPLE, key="lesson_digits")
     task = get_task(recipe["task"])
-    if not (text.isascii() and text.isdigit() and 1 <= len(text) <= task.max_len):
+    valid = text.isascii() and text.isdigit() and 1 <= len(text) <= task.max_len
+    if not valid:
         st.error(t("lessons.s3.bad_digits", n=task.max_len))
     else:
         predicted, right = lessons.predict(models[choice], task, text)
         st.markdown(t("lessons.s3.prediction", text=text, predicted=predicted, right=right))
         if len(text) != recipe["max_len"]:
             st.caption(t("lessons.s3.other_length", length=recipe["max_len"]))
+    if valid:
+        compare_attention(models[choice], task, text)
     probe = "9" * recipe["max_len"]
     predicted, right = lessons.predict(models[choice], task, probe)
     question(
         "lessons.s3.question",
         t("lessons.s3.answer", text=probe, predicted=predicted, right=right),
     )
+
+
+def compare_attention(model, task, text: str) -> None:
+    """Seed 002's point: attention is computed from the input. The typed digits' attention
+    beside a second sequence's (the article's 01234567 unless the student types another)."""
+    st.markdown(t("lessons.s3.attention_intro"))
+    other = st.text_input(t("lessons.s3.digits_b"), value=DIGITS_B, key="lesson_digits_b")
+    if not (other.isascii() and other.isdigit() and len(other) == len(text)):
+        st.error(t("lessons.s3.bad_digits_b", n=len(text)))
+        return
+    n_layers = len(model.layers)
+    layer = index_picker(t("lessons.layer"), n_layers, key="lesson_attn_layer", prefix="L")
+    pair = lessons.attention_pair(model, task, text, other)
+    for col, side, shown, attn, labels in zip(
+        st.columns(2), "ab", (text, other), pair.attn, pair.labels, strict=True
+    ):
+        with col:
+            figure = plots.attention_grid(
+                attn[[layer]], labels, [layer], title=shown, words=plot_words()
+            )
+            chart(figure, key=f"lesson_attention_{side}")
+    st.markdown(t("lessons.s3.attention_diff", layer=layer, diff=compact(pair.max_diff[layer])))
 
 
 def train_controls(recipe_steps: int) -> None:
@@ -443,9 +506,8 @@ def lesson_progress(job: jobs.Job) -> None:
     else:
         st.progress(
             snap.fraction,
-            text=t(
-                "lessons.s3.progress", step=snap.done, steps=snap.total, loss=compact(snap.loss)
-            ),
+            text=t("lessons.s3.progress", step=snap.done, steps=snap.total, loss=compact(snap.loss))
+            + time_left(snap),
         )
     st.button(t("lessons.s3.cancel"), key="lesson_cancel", on_click=job.cancel)
 

@@ -10,6 +10,8 @@ layer's attention at a time.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import streamlit as st
 
@@ -23,6 +25,7 @@ from tfviz.ui.heads import MAX_GRID_HEADS, head_columns
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import describe, metric_delta
 from tfviz.ui.sequence import show_similarity
+from tfviz.ui.standalone import download_button
 from tfviz.ui.text import changed_tokens, md_escape, prediction_table
 from tfviz.ui.view import ACCURACY_N, View, accuracy_for, per_model
 from tfviz.ui.widgets import chart, plot_words
@@ -42,7 +45,7 @@ def render(view: View) -> None:
         st.caption(t("w_o_off.sentences_caption"))
     else:
         toy_comparison(view)
-    later_attention(view)
+    shown_layers = later_attention(view)
     names = (t("w_o_off.learned"), t("w_o_off.switched"))
     chart(
         plots.residual_pair(
@@ -67,6 +70,38 @@ def render(view: View) -> None:
         chart(plots.drift_bars(drift_per_layer(base, sw), words=plot_words()), key="drift")
         st.caption(t("w_o_off.drift_caption"))
     download_comparison(view)
+    download_button(
+        view,
+        t("standalone.title.w_o_off", model=view.entry.name, switched=describe(iv)),
+        # Drawn on click (a keystroke pays nothing); the words now, in the page's language.
+        functools.partial(
+            exported_figures,
+            base,
+            sw,
+            shown_layers,
+            names,
+            captions=(t("w_o_off.later_caption"), t("w_o_off.drift_caption")),
+            words=plot_words(),
+        ),
+        key="w_o_off",
+    )
+
+
+def exported_figures(base, sw, layers: list[int], names, captions, words) -> list:
+    """The web page's charts, as the view draws them: the attention of the layers shown above
+    the first switch (learned, then switched), the residual stream side by side, the drift."""
+    attention_caption, drift_caption = captions
+    out = []
+    if layers:
+        for name, trace in zip(names, (base, sw), strict=True):
+            grid = plots.attention_grid(
+                trace.attn[layers], trace.labels, layers, title=name, words=words
+            )
+            out.append((attention_caption, grid))
+    pair = plots.residual_pair(base.resid_out, sw.resid_out, base.labels, names=names, words=words)
+    out.append(("", pair))
+    out.append((drift_caption, plots.drift_bars(drift_per_layer(base, sw), words=words)))
+    return out
 
 
 def toy_comparison(view: View) -> None:
@@ -109,8 +144,9 @@ def toy_comparison(view: View) -> None:
     )
 
 
-def later_attention(view: View) -> None:
-    """Attention of the layers above the first switch, learned above switched."""
+def later_attention(view: View) -> list[int]:
+    """Attention of the layers above the first switch, learned above switched; returns the
+    layers drawn (the web page holds the same)."""
     base, sw = view.base, view.trace
     later = view.interventions.downstream_layers(sw.n_layers)
     if later:
@@ -132,7 +168,7 @@ def later_attention(view: View) -> None:
             ):
                 st.markdown(f"**{md_escape(name)}**")
                 head_columns(trace.attn[layer], trace.labels, layer, key=key)
-            return
+            return [layer]
         # Full width, one above the other: side by side the cells are too small to label.
         chart(
             plots.attention_grid(
@@ -146,5 +182,6 @@ def later_attention(view: View) -> None:
             ),
             key="compare_attention_switched",
         )
-    else:
-        st.caption(t("w_o_off.last_layer"))
+        return list(later)
+    st.caption(t("w_o_off.last_layer"))
+    return []

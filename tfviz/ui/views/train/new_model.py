@@ -16,7 +16,7 @@ from tfviz.training.checkpoint import safe_model_path
 from tfviz.training.recipes import CLASS_SIZES, class_recipe, learned
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
-from tfviz.ui.jobs import job_text, refusal, session_alive_check
+from tfviz.ui.jobs import claim_training, job_text, refusal, session_alive_check, time_left
 from tfviz.ui.labels import METRIC_NAMES, metric_text, task_label
 from tfviz.ui.models import ROOT, SOURCES, bundled_names, user_models_dir
 from tfviz.ui.text import md_escape
@@ -92,7 +92,6 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
     st.caption(
         t(
             "train.expect",
-            seconds=recipe.seconds,
             level=metric_text(metric_key, recipe.expected),
             metric=t(METRIC_NAMES[metric_key]),
         )
@@ -169,10 +168,12 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
     )
     try:
         training = work.TrainWork(spec, folder, reserved=bundled_names())
-        state.TRAIN_JOB.set(manager.submit(training, is_alive=session_alive_check()))
+        job = manager.submit(training, is_alive=session_alive_check())
     except (ValueError, jobs.QueueFull) as e:
         st.error(refusal(e))
         return
+    state.TRAIN_JOB.set(job)
+    claim_training(job)
     # The name is taken now: the next run of the form proposes another free one (this run's
     # name field is drawn already and cannot be changed).
     state.TRAIN_NAME_USED.set(True)
@@ -240,10 +241,8 @@ def job_progress(job: jobs.Job) -> None:
         st.info(t("train.queued", name=name, position=snap.position))
     else:
         loss = t("train.loss_suffix", loss=f"{snap.losses[-1]:.4f}") if snap.losses else ""
-        st.progress(
-            snap.step / snap.spec.steps,
-            text=t("train.progress", name=name, step=snap.step, steps=snap.spec.steps, loss=loss),
-        )
+        said = t("train.progress", name=name, step=snap.step, steps=snap.spec.steps, loss=loss)
+        st.progress(snap.fraction, text=said + time_left(snap))
         st.caption(job_text(snap.message))
         if snap.losses:
             loss_chart(snap.losses, snap.loss_every, snap.spec.steps, "live_loss")

@@ -15,7 +15,7 @@ from tfviz.serve import checks, jobs, work
 from tfviz.training.train import W_O_STARTS
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
-from tfviz.ui.jobs import job_text, refusal, session_alive_check
+from tfviz.ui.jobs import job_text, refusal, session_alive_check, time_left
 from tfviz.ui.labels import METRIC_NAMES, metric_text
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, View
@@ -97,7 +97,8 @@ def retrain_progress(job: jobs.Job) -> None:
         loss = t("train.loss_suffix", loss=f"{snap.loss:.4f}") if snap.loss is not None else ""
         st.progress(
             snap.fraction,
-            text=t("train.retrain.progress", step=snap.step, steps=snap.total, loss=loss),
+            text=t("train.retrain.progress", step=snap.step, steps=snap.total, loss=loss)
+            + time_left(snap),
         )
         st.caption(job_text(snap.message))
         if snap.losses:
@@ -132,13 +133,41 @@ def retrain_result(snap: jobs.JobState, model_name: str) -> None:
     a.metric(t("train.retrain.learned"), metric_text(key, learned[key]))
     b.metric(t("train.retrain.at_start", start=start_label), metric_text(key, start[key]))
     c.metric(t("train.retrain.after", steps=spec.steps), metric_text(key, after[key]))
-    retrained = t("train.retrain.col.retrained")
-    curve = pd.DataFrame(
-        {
-            retrained: [m[key] for m in result.curve],
-            t("train.retrain.col.learned"): [learned[key]] * len(result.curve),
-        },
-        index=pd.Index(result.curve_steps, name=t("train.retrain.step")),
-    )
-    st.line_chart(curve, x_label=t("train.retrain.step"), y_label=label)
+    accuracy_chart(result, key, label, spec.steps, learned[key])
     st.caption(t("train.retrain.caption", n=work.RETRAIN_EVAL_N, metric=label))
+
+
+def accuracy_chart(result: work.RetrainResult, key: str, label: str, steps: int, learned) -> None:
+    """The metric over the retraining's steps and the learned W_o's level, as a line each.
+
+    Both axes get their domain here: Vega-Lite otherwise computes it from the data, and its first
+    draw, before the data has arrived, warns of an "Infinite extent" in the browser's console.
+    """
+    import altair as alt  # as st.line_chart would: only this chart needs it
+
+    retrained, learned_name = t("train.retrain.col.retrained"), t("train.retrain.col.learned")
+    curve = [m[key] for m in result.curve]
+    # Plain column names: a catalogue word may hold "." or ":", which Vega-Lite would parse.
+    frame = pd.DataFrame(
+        {
+            "step": list(result.curve_steps) * 2,
+            "value": curve + [learned] * len(curve),
+            "line": [retrained] * len(curve) + [learned_name] * len(curve),
+        }
+    )
+    low, high = min(*curve, learned), max(*curve, learned)
+    pad = (high - low) * 0.05 or 0.01
+    chart = (
+        alt.Chart(frame)
+        .mark_line()
+        .encode(
+            x=alt.X(
+                "step:Q",
+                scale=alt.Scale(domain=[0, max(steps, 1)]),
+                title=t("train.retrain.step"),
+            ),
+            y=alt.Y("value:Q", scale=alt.Scale(domain=[low - pad, high + pad]), title=label),
+            color=alt.Color("line:N", title=None, legend=alt.Legend(orient="bottom")),
+        )
+    )
+    st.altair_chart(chart, width="stretch")
