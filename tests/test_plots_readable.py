@@ -59,3 +59,98 @@ def test_reference_lines_apart_keep_one_width():
     assert len(widths) == 1
 
 
+
+
+# ---- hover: query, key, head and weight each on a line of their own ----------------------------
+
+LABELS = ["BOS", "a·1", "b·2", "c·3"]
+
+
+def attn(L=2, H=3, T=4, seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    w = rng.random((L, H, T, T))
+    return w / w.sum(-1, keepdims=True)
+
+
+def hover_lines(fig, row: int, col: int) -> list[str]:
+    """The hover of cell (row, col) of a figure's heatmap as plotly fills it, line by line."""
+    trace = fig.data[0]
+    text = trace.hovertemplate.replace("<extra></extra>", "")
+    text = text.replace("%{y}", trace.y[row]).replace("%{x}", trace.x[col])
+    return text.split("<br>")
+
+
+def test_the_grid_hover_puts_query_key_head_and_weight_on_lines_of_their_own():
+    fig = plots.attention_grid(attn(), LABELS)
+    # Layer 1 (rows 6..9), head 2 (columns 10..13): query a·1 (row 7), key b·2 (column 12).
+    assert hover_lines(fig, 7, 12) == [
+        "layer L1",
+        "query a·1",
+        "key b·2",
+        "head H2",
+        "weight %{z:.3f}",
+    ]
+
+
+def test_a_column_hover_names_the_head_on_its_own_line():
+    a = attn(L=1, H=12, T=4)[0]
+    fig = plots.attention_column(a, LABELS, layer=3, heads=[10, 11])
+    # Block 1 (head 11) starts at row 4 + 2 gap rows.
+    assert hover_lines(fig, 6 + 1, 2) == ["head L3 H11", "query a·1", "key b·2", "weight %{z:.3f}"]
+
+
+# ---- the weights' colour scale: 0..1, fitted, log ----------------------------------------------
+
+
+def near_uniform(T=6, H=3, L=2) -> np.ndarray:
+    """A random model's attention: every weight near 1/T."""
+    rng = np.random.default_rng(1)
+    w = 1.0 + 0.2 * rng.random((L, H, T, T))
+    return w / w.sum(-1, keepdims=True)
+
+
+def test_the_fixed_scale_is_the_default_and_runs_from_0_to_1():
+    fig = plots.attention_grid(near_uniform(), [f"t{i}" for i in range(6)])
+    axis = fig.layout.coloraxis
+    assert (axis.cmin, axis.cmax) == (0.0, 1.0)
+    assert axis.colorbar.title.text == "weight"
+
+
+def test_the_fitted_scale_spans_the_weights_shown_and_says_so():
+    a = near_uniform()
+    labels = [f"t{i}" for i in range(6)]
+    fig = plots.attention_grid(a, labels, with_mean=True, scale=plots.FITTED)
+    axis = fig.layout.coloraxis
+    assert axis.cmin == pytest.approx(a.min(), rel=1e-5)
+    assert axis.cmax == pytest.approx(a.max(), rel=1e-5)
+    assert axis.cmax - axis.cmin < 0.1  # what 0..1 squeezed into one shade
+    assert axis.colorbar.title.text == plots.english("chart.scale.fitted")
+    # A layer's columns share the layer's range: the same whichever heads a column shows.
+    first = plots.attention_column(a[0], labels, 0, [0], scale=plots.FITTED)
+    last = plots.attention_column(a[0], labels, 0, [2], with_mean=True, scale=plots.FITTED)
+    assert first.layout.coloraxis.cmin == last.layout.coloraxis.cmin
+    assert first.layout.coloraxis.cmax == last.layout.coloraxis.cmax
+    assert first.layout.coloraxis.cmin == pytest.approx(a[0].min(), rel=1e-5)
+
+
+def test_the_log_scale_colours_decades_and_hovers_the_weight_itself():
+    a = np.full((1, 1, 3, 3), 1e-5, dtype=np.float32)
+    a[..., 0] = 1 - 2e-5  # a decoder-like head: the first token takes nearly everything
+    fig = plots.attention_grid(a, ["x", "y", "z"], scale=plots.LOG)
+    heatmap, axis = fig.data[0], fig.layout.coloraxis
+    z = np.asarray(heatmap.z, dtype=np.float64)
+    assert z[0, 1] == pytest.approx(np.log10(plots.LOG_FLOOR))  # 1e-5 drawn as the floor
+    assert z[0, 0] == pytest.approx(np.log10(1 - 2e-5), abs=1e-6)
+    np.testing.assert_allclose(np.asarray(heatmap.customdata, dtype=np.float64), a[0, 0], rtol=1e-6)
+    assert "%{customdata:.3f}" in heatmap.hovertemplate and "%{z" not in heatmap.hovertemplate
+    assert (axis.cmin, axis.cmax) == (-3, 0)
+    assert list(axis.colorbar.ticktext) == ["≤ 0.001", "0.01", "0.1", "1"]
+    assert axis.colorbar.title.text == plots.english("chart.scale.log")
+
+
+def test_an_enlarged_head_takes_the_scale_too_and_an_unknown_scale_is_refused():
+    w = near_uniform()[0, 0]
+    fig = plots.attention_map(w, [f"t{i}" for i in range(6)], scale=plots.FITTED)
+    assert fig.layout.coloraxis.cmax == pytest.approx(w.max(), rel=1e-5)
+    with pytest.raises(ValueError, match="weight scale"):
+        plots.attention_map(w, [f"t{i}" for i in range(6)], scale="rainbow")

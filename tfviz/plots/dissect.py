@@ -218,6 +218,7 @@ def attention_diff_grid(
         hover=_hover(words, "query", "key", "delta_weight"),
         coloraxis=_diverging(diff),
         title=_escape(title),
+        block_words=_hover(words, "layer", "head"),
     )
 
 

@@ -72,7 +72,7 @@ def render(view: View) -> None:
 def toy_comparison(view: View) -> None:
     """The answers and the task metric on random examples, learned beside switched."""
     iv, base, sw = view.interventions, view.base, view.trace
-    st.caption(md_escape(t("w_o_off.left_right", switched=describe(iv))))
+    st.caption(md_escape(t("w_o_off.which_is_which", switched=describe(iv))))
     left, right = st.columns(2)
     acc_base = accuracy_for(view, NONE)
     acc_sw = accuracy_for(view, iv)
