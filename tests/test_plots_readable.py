@@ -59,8 +59,6 @@ def test_reference_lines_apart_keep_one_width():
     assert len(widths) == 1
 
 
-
-
 # ---- hover: query, key, head and weight each on a line of their own ----------------------------
 
 LABELS = ["BOS", "a·1", "b·2", "c·3"]

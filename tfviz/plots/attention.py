@@ -234,7 +234,9 @@ def attention_grid_column(
         title=title,
         block_word=words("chart.word.head"),
     )
-    return _weight_scale(fig, np.concatenate([attn, attn.mean(axis=1, keepdims=True)], 1), scale, words)
+    return _weight_scale(
+        fig, np.concatenate([attn, attn.mean(axis=1, keepdims=True)], 1), scale, words
+    )
 
 
 def norm_attention_column(

@@ -155,7 +155,9 @@ def _rank_axis(ranks: np.ndarray, x_range: list[float], title: str) -> dict:
     ticks = [10**e for e in range(len(str(top))) if 10**e <= top]
     if top >= 2 * ticks[-1]:  # far enough from the last decade not to touch its label
         ticks.append(top)
-    return dict(axis, type="log", tickmode="array", tickvals=ticks, ticktext=[str(v) for v in ticks])
+    return dict(
+        axis, type="log", tickmode="array", tickvals=ticks, ticktext=[str(v) for v in ticks]
+    )
 
 
 def w_o_spectrum_plot(
