@@ -152,3 +152,19 @@ def test_an_enlarged_head_takes_the_scale_too_and_an_unknown_scale_is_refused():
     assert fig.layout.coloraxis.cmax == pytest.approx(w.max(), rel=1e-5)
     with pytest.raises(ValueError, match="weight scale"):
         plots.attention_map(w, [f"t{i}" for i in range(6)], scale="rainbow")
+
+
+# ---- the residual stream's block titles stay over their blocks ---------------------------------
+
+
+def test_ringed_residual_cells_do_not_move_the_cells_away_from_their_titles():
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(2, 3, 64)).astype(np.float32)
+    base[0, 0, 9] = 40.0  # an outlier: a ring on its cell (a scatter trace)
+    fig = plots.residual_pair(base, base * 0.5, ["a", "b", "c"])
+    assert len(fig.data) == 3  # cells, block titles, rings
+    rows, cols = np.shape(fig.data[0].z)
+    # The cells' axes span exactly the cells, as the titles' axes do: no autorange padding.
+    assert list(fig.layout.xaxis.range) == list(fig.layout.xaxis2.range) == [-0.5, cols - 0.5]
+    assert list(fig.layout.yaxis.range) == list(fig.layout.yaxis2.range) == [rows - 0.5, -0.5]
+    assert fig.layout.yaxis.autorange is None
