@@ -168,3 +168,49 @@ def test_ringed_residual_cells_do_not_move_the_cells_away_from_their_titles():
     assert list(fig.layout.xaxis.range) == list(fig.layout.xaxis2.range) == [-0.5, cols - 0.5]
     assert list(fig.layout.yaxis.range) == list(fig.layout.yaxis2.range) == [rows - 0.5, -0.5]
     assert fig.layout.yaxis.autorange is None
+
+
+# ---- many word-pieces: labels thinned to what fits; byte-level pieces shown as characters -------
+
+
+def test_a_row_of_twelve_heads_labels_every_kth_piece_so_labels_never_smear():
+    T, H = 40, 12
+    labels = [f"p{i}" for i in range(T)]
+    rng = np.random.default_rng(0)
+    fig = plots.attention_diff_grid(rng.normal(size=(H, T, T)) * 0.1, labels, layer=0)
+    names = list(fig.data[0].x)
+    px_per_cell = plots.MOSAIC_PX / len(names)
+    ticks = [names.index(v) for v in fig.layout.xaxis.tickvals]
+    gaps = np.diff(ticks) * px_per_cell
+    assert len(ticks) > 1 and gaps.min() >= 14  # every k-th, at least 14 px apart
+    assert len(ticks) < T  # thinned: all 40 had 1.8 px each
+    assert list(fig.layout.xaxis.ticktext) == [labels[i] for i in ticks]
+
+
+def byte_pieces(text: str, cuts: list[int]) -> list[str]:
+    """text's UTF-8 cut into pieces at the given byte offsets, spelled in the byte alphabet as a
+    byte-level BPE vocabulary spells them ("中" is "ä¸Ń")."""
+    from tfviz.hf import tokenizer
+
+    letter = {b: c for c, b in tokenizer._BYTE_OF.items()}
+    data = text.encode("utf-8")
+    ends = [0, *cuts, len(data)]
+    return ["".join(letter[b] for b in data[a:b]) for a, b in zip(ends, ends[1:], strict=False)]
+
+
+def test_byte_pieces_show_each_character_once_and_continuations_as_a_marker():
+    from tfviz.hf import tokenizer
+
+    # 中文好: three 3-byte characters, cut inside 中 and 好 as byte-level BPE cuts them.
+    pieces = byte_pieces("中文好", [2, 3, 6, 8])
+    assert len(pieces) == 5
+    shown = tokenizer.shown_pieces(pieces, None, list(range(len(pieces))))
+    mark = tokenizer.CONTINUED
+    assert shown == ["中", mark, "文", "好", mark]
+    # Read left to right, the labels spell the text once, with no byte pieces left in.
+    assert "".join(shown).replace(mark, "") == "中文好"
+    labels = tokenizer.unique_labels(tuple(shown))
+    assert labels == ("中", f"{mark} (1)", "文", "好", f"{mark} (4)")
+    # A chart takes them as they are (unique, escaped), ticks and hover alike.
+    fig = plots.attention_column(np.full((1, 5, 5), 0.2), list(labels), 0, [0])
+    assert list(fig.layout.yaxis.ticktext) == list(labels)

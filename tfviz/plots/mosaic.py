@@ -9,6 +9,7 @@ and a keystroke redraws it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -17,6 +18,7 @@ import plotly.graph_objects as go
 from tfviz.plots.style import _figure_of, _heatmap, escape_labels
 
 MOSAIC_PX = 900  # width the mosaic's cells are sized for (the wide layout's main column)
+LABEL_PX = 14  # the least room a column's label gets (a 10-11 px font's line, rotated)
 
 
 def _mosaic(
@@ -56,6 +58,9 @@ def _mosaic(
     y_ticks, x_ticks = escape_labels(y_labels), escape_labels(x_labels)
     gap_y, gap_x = 2, 1  # empty rows leave room for the block titles
     z = np.full((R * (ny + gap_y) - gap_y, C * (nx + gap_x) - gap_x), np.nan, dtype=np.float32)
+    # Labels at least LABEL_PX apart at the width drawn for: 12 heads of 40 word-pieces in one
+    # row left each column 1.8 px, and every label drawn smeared into the next.
+    x_tick_every = max(x_tick_every, math.ceil(LABEL_PX * z.shape[1] / width_px))
     for r in range(R):
         for c in range(C):
             y0, x0 = r * (ny + gap_y), c * (nx + gap_x)
