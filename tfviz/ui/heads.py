@@ -79,8 +79,7 @@ def block_columns(H: int, figure, key: str) -> None:
     figure(heads, with_last_block, show_scale) draws one column (tfviz.plots.attention_column,
     norm_attention_column); key: the element's key.
     """
-    figures = [figure(heads, last, c == 0) for c, heads, last in column_blocks(H)]
-    canvas_charts(figures, key=key, columns=HEAD_COLUMNS)
+    canvas_charts(column_figures(H, figure), key=key, columns=HEAD_COLUMNS)
 
 
 def grid_figures(
@@ -105,13 +104,24 @@ def grid_figures(
 
 def grid_columns(attn, labels, layer_ids, key: str, scale: str = plots.FIXED) -> None:
     """A few layers' heads (a toy model's every layer) readable at any width: grid_figures in
-    st.columns, plotly charts keyed key_0, key_1..., inside a container keyed key."""
-    figures = grid_figures(attn, labels, list(layer_ids), plot_words(), scale)
+    plotly_columns."""
+    plotly_columns(grid_figures(attn, labels, list(layer_ids), plot_words(), scale), key)
+
+
+def plotly_columns(figures: list, key: str) -> None:
+    """Columns of heads (figures, at most HEAD_COLUMNS) as plotly charts in st.columns, keyed
+    key_0, key_1..., inside a container keyed key: the layout of block_columns, on the toy
+    models' renderer."""
     with st.container(key=key):
         slots = st.columns(HEAD_COLUMNS)
         for c, figure in enumerate(figures):
             with slots[c]:
                 chart(figure, key=f"{key}_{c}")
+
+
+def column_figures(H: int, figure) -> list:
+    """figure(heads, with_last_block, show_scale) for each of column_blocks(H)'s columns."""
+    return [figure(heads, last, c == 0) for c, heads, last in column_blocks(H)]
 
 
 def many_heads(n_layers: int, n_heads: int) -> bool:
