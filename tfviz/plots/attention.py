@@ -338,7 +338,9 @@ def _square_column(
     )
     # Margins sized here from the longest label instead of plotly's automargin, which measures
     # every tick label and lays the chart out again: three columns of them on every keystroke.
-    room = 12 + 6 * max(sum(2 if _is_wide(c) else 1 for c in label) for label in labels)
+    # 7 px a letter at the 10 px font, and the tick and its gap: plotly's SVG text (a toy
+    # model's columns) needs that much; 6 px a letter let its "BOS" stick out at the bottom.
+    room = 16 + 7 * max(sum(2 if _is_wide(c) else 1 for c in label) for label in labels)
     fig.layout.margin.update(t=COLUMN_TOP_PX, l=room + 4, b=room)
     fig.layout.xaxis.automargin = False
     fig.layout.yaxis.automargin = False
