@@ -12,8 +12,8 @@ boxed from its axes, and
 Checked for a toy model (reverse) and the pretrained all-MiniLM-L6-v2 (installed from
 requirements-minilm.txt; skipped without it, as tests/test_browser_minilm.py is), on the
 Attention tab and "W_o off: compare". Screenshots of each go to the folder in the environment
-variable TFVIZ_SCREENSHOTS (default: a temporary folder of this test run), named
-readable_<model>_<view>_<screen>.png.
+variable TFVIZ_SCREENSHOTS (default: tfviz_screens in the temporary folder), named
+readable_<model>_<view>_<lang>_<screen>.png (the Attention tab in English and Chinese).
 
 The server and browser are tests/test_browser.py's (its skip rules: skipped without Chromium at
 /usr/bin/chromium, except under CI=true).
@@ -166,8 +166,8 @@ def titles_on_data(charts: list[dict]) -> list:
     return found
 
 
-def link(model: str, view: str) -> str:
-    values = {"view": view}
+def link(model: str, view: str, lang: str = "en") -> str:
+    values = {"view": view, "lang": lang}
     if view == "w_o_off":
         values["w_o_mode"] = "identity"
     if model == "minilm":
@@ -175,20 +175,61 @@ def link(model: str, view: str) -> str:
     return urlencode(values)
 
 
-@pytest.mark.parametrize("screen", SCREENS)
-@pytest.mark.parametrize("view", ["attention", "w_o_off"])
-@pytest.mark.parametrize("model", ["toy", "minilm"])
-def test_every_head_is_wide_enough_and_no_title_sits_on_data(browser, server, model, view, screen):
+def opened(browser, server, model: str, view: str, screen: str, lang: str = "en"):
+    """The app on model's view, drawn (opened_app; MiniLM's page starts with its similarity)."""
     first = {}
     if model == "minilm":
         pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
         first = dict(first=".st-key-similarity", first_timeout_ms=4 * TIMEOUT_MS)
-    url = f"{server}/?{link(model, view)}"
-    with opened_app(browser, url, SCREENS[screen], **first) as page:
+    url = f"{server}/?{link(model, view, lang)}"
+    return opened_app(browser, url, SCREENS[screen], **first)
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+@pytest.mark.parametrize(
+    "view, lang", [("attention", "en"), ("attention", "zh"), ("w_o_off", "en")]
+)
+@pytest.mark.parametrize("model", ["toy", "minilm"])
+def test_every_head_is_wide_enough_and_no_title_sits_on_data(
+    browser, server, model, view, lang, screen
+):
+    with opened(browser, server, model, view, screen, lang) as page:
         charts = measure(page)
-        shot(page, f"readable_{model}_{view}_{screen}.png")
+        shot(page, f"readable_{model}_{view}_{lang}_{screen}.png")
         heads = [c for c in charts if "attention" in c["key"]]
         assert heads, f"no attention chart measured: {[c['key'] for c in charts]}"
         assert all(c["blocks"] for c in heads), heads
         assert narrow_heads(charts) == [], f"heads narrower than {MIN_HEAD_PX} px"
         assert titles_on_data(charts) == [], "block titles drawn over the data"
+
+
+HOVER_JS = """
+([row, col]) => {
+  const div = document.querySelector('.tfviz-chart[data-drawn]');
+  const [x, y] = window.tfvizChart.cellAt(div, 0, row, col);
+  return window.tfvizChart.hoverAt(div, x, y);
+}
+"""
+
+
+def test_minilm_on_the_log_scale_draws_decades_and_hovers_the_weight(browser, server):
+    """The canvas charts (MiniLM's columns of heads) take the log scale as plotly would: the
+    colour bar's decades, and the hover's weight itself, not its logarithm."""
+    from tests.test_browser import rerun
+    from tfviz.trace import run_trace
+
+    with opened(browser, server, "minilm", "attention", "projector") as page:
+        radio = page.locator(".st-key-attn_weight_scale")
+        done = "() => document.body.innerText.includes('0.001 or less')"
+        rerun(page, lambda: radio.get_by_text("log scale", exact=True).click(), done)
+        measure(page)
+        shot(page, "readable_minilm_attention_log_projector.png")
+        drawn = page.evaluate(
+            "() => document.querySelector('.tfviz-chart[data-drawn]').__texts.map((t) => t.text)"
+        )
+        assert "≤ 0.001" in drawn and "0.1" in drawn, drawn  # the colour bar's decades
+        model, tokenizer = pretrained.load_minilm()
+        tr = run_trace(model, pretrained.SentenceTask(tokenizer), SENTENCE)
+        T = len(tr.labels)
+        lines = page.evaluate(HOVER_JS, [(T + 2) * 1 + 3, 5])  # head 1, query 3, key 5
+        assert lines[-1] == f"weight {tr.attn[0, 1, 3, 5]:.3f}", lines
