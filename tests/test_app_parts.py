@@ -15,8 +15,8 @@ from tests.conftest import APP, wait_until
 from tests.test_app import array
 from tests.test_app_lessons import page_text
 from tfviz import dissect, get_task, pretrained
-from tfviz.ui.i18n import translate
 from tfviz.ui.heads import HEAD_COLUMNS
+from tfviz.ui.i18n import translate
 from tfviz.ui.models import list_models
 from tfviz.ui.view import accuracy_cache
 

@@ -214,3 +214,54 @@ def test_byte_pieces_show_each_character_once_and_continuations_as_a_marker():
     # A chart takes them as they are (unique, escaped), ticks and hover alike.
     fig = plots.attention_column(np.full((1, 5, 5), 0.2), list(labels), 0, [0])
     assert list(fig.layout.yaxis.ticktext) == list(labels)
+
+
+def test_a_decoded_byte_piece_keeps_its_exact_spelling_in_the_hover_not_on_the_axis():
+    import pickle
+
+    from tfviz.hf import tokenizer
+
+    pieces = byte_pieces("中文好", [2, 3, 6, 8])
+    shown = tokenizer.shown_pieces(pieces, None, list(range(len(pieces))))
+    labels = tokenizer.unique_labels(tuple(shown), tuple(pieces))
+    assert labels == ("中", "… (1)", "文", "好", "… (4)")  # as strings, as before
+    assert [label.spelled for label in labels] == pieces  # each keeps its exact piece
+    assert pickle.loads(pickle.dumps(labels[0])).spelled == pieces[0]  # the trace cache's copy
+    fig = plots.attention_column(np.full((1, 5, 5), 0.2), list(labels), 0, [0])
+    assert list(fig.layout.yaxis.ticktext) == list(labels)  # the axis: the characters
+    assert fig.data[0].x[0] == f"key 中 [{pieces[0]}]"  # the hover: and the piece itself
+    big = plots.attention_map(np.full((5, 5), 0.2), list(labels))
+    assert list(big.layout.xaxis.ticktext) == list(labels)
+    assert big.data[0].x[1] == f"… (1) [{pieces[1]}]"
+    # Pieces spelled as shown (WordPiece, or a byte piece that is plain ASCII) add nothing.
+    plain = tokenizer.unique_labels(("a", "b"), ("a", "b"))
+    assert plots.attention_map(np.full((2, 2), 0.5), list(plain)).data[0].x[0] == "a"
+
+
+# A real byte-level BPE tokenizer: tests/test_hf_bpe_files.py's RoBERTa folder (built with
+# transformers, which that module skips without).
+from tests import test_hf_bpe_files as bpe_files  # noqa: E402
+
+roberta, opened = bpe_files.roberta, bpe_files.opened
+
+
+def test_a_roberta_folder_labels_chinese_as_characters_and_hovers_its_pieces(opened):
+    tokenizer = opened[0].tokenizer
+    assert tokenizer.byte_level
+    got = tokenizer.encode("中文 好 cats")
+    labels, shown = got.labels[1:-1], got.pieces[1:-1]
+    spelled = [tokenizer.piece(i) for i in got.ids[1:-1]]
+    # Each character once, on its first piece; "…" on the pieces that continue it.
+    assert "…" in shown
+    assert "".join(shown).replace("…", "").replace("▁", " ") == "中文 好 cats"
+    # A label shown otherwise than spelled keeps the exact piece; the others are as spelled.
+    assert all(
+        getattr(label, "spelled", piece) == exact
+        for label, piece, exact in zip(labels, shown, spelled, strict=True)
+    )
+    T = len(got.labels)
+    fig = plots.attention_column(np.full((1, T, T), 1 / T), list(got.labels), 0, [0])
+    ticks = list(fig.layout.yaxis.ticktext)  # the axis: what they stand for (HTML-escaped)
+    assert ticks[1:-1] == list(labels) and ticks[0] == "&lt;s&gt;"
+    for name, piece, exact in zip(fig.data[0].x[1:-1], shown, spelled, strict=True):
+        assert name.endswith(f" [{exact}]") == (piece != exact), name  # the hover: exact pieces

@@ -23,6 +23,7 @@ from tfviz.plots.style import (
     _token_square,
     english,
     escape_labels,
+    hover_labels,
 )
 
 
@@ -363,10 +364,10 @@ def attention_map(
     """One head's attention, enlarged: (T, T) weights, queries on rows, keys on columns; scale:
     how they are coloured (WEIGHT_SCALES)."""
     weights = _attention(weights, labels, ndim=2)
-    ticks = escape_labels(labels)
+    ticks, names = escape_labels(labels), hover_labels(labels)  # shown; hovered (exact pieces)
     query, key, weight = _hover(words, "query", "key", "weight")
     trace = _heatmap(
-        weights, ticks, ticks, f"{query} %{{y}}<br>{key} %{{x}}<br>{weight} %{{z:.3f}}"
+        weights, names, names, f"{query} %{{y}}<br>{key} %{{x}}<br>{weight} %{{z:.3f}}"
     )
     T = len(labels)
     # Rows of 24 px up to MAP_MAX_PX in all; a longer input (hundreds of word-pieces) keeps the
@@ -374,7 +375,7 @@ def attention_map(
     rows_px = min(24 * T, MAP_MAX_PX)
     shown = _every(T, MIN_LABEL_PX / (rows_px / T))
     axis = dict(
-        type="category", tickvals=[ticks[i] for i in shown], ticktext=[ticks[i] for i in shown]
+        type="category", tickvals=[names[i] for i in shown], ticktext=[ticks[i] for i in shown]
     )
     layout = dict(
         title=dict(text=title),

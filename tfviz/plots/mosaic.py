@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from tfviz.plots.style import _figure_of, _heatmap, escape_labels
+from tfviz.plots.style import _figure_of, _heatmap, escape_labels, hover_labels
 
 MOSAIC_PX = 900  # width the mosaic's cells are sized for (the wide layout's main column)
 LABEL_PX = 14  # the least room a column's label gets (a 10-11 px font's line, rotated)
@@ -65,13 +65,15 @@ def _mosaic(
         for c in range(C):
             y0, x0 = r * (ny + gap_y), c * (nx + gap_x)
             z[y0 : y0 + ny, x0 : x0 + nx] = blocks[r, c]
+    # The cells' names, which the hover shows: the labels, with any exact piece (hover_labels).
+    y_hovers, x_hovers = hover_labels(y_labels), hover_labels(x_labels)
     if block_words is None:
-        y_names = _axis_names(rows, y_ticks, gap_y)
-        x_names = _axis_names(cols, x_ticks, gap_x)
+        y_names = _axis_names(rows, y_hovers, gap_y)
+        x_names = _axis_names(cols, x_hovers, gap_x)
         template = f"{hover[0]} %{{y}}<br>{hover[1]} %{{x}}<br>{hover[2]} %{{z:.3f}}"
     else:
-        y_names = _line_names(rows, y_ticks, gap_y, hover[0], block_words[0], block_first=True)
-        x_names = _line_names(cols, x_ticks, gap_x, hover[1], block_words[1], block_first=False)
+        y_names = _line_names(rows, y_hovers, gap_y, hover[0], block_words[0], block_first=True)
+        x_names = _line_names(cols, x_hovers, gap_x, hover[1], block_words[1], block_first=False)
         template = f"%{{y}}<br>%{{x}}<br>{hover[2]} %{{z:.3f}}"
     y_rows = range(0, ny, y_tick_every)
     y_tickvals = [y_names[r * (ny + gap_y) + i] for r in range(R) for i in y_rows]
