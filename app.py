@@ -61,15 +61,9 @@ VIEWS: list[tuple[str, str, bool]] = [
 OWN_FRAGMENT = frozenset({"attention", "before_after", "w_o_off", "dissect", "analysis"})
 # Phones: the tab strip wraps onto a second line instead of scrolling sideways (at 390 px the
 # eight tabs need about three screen widths; checked at 390 x 844 by tests/test_browser_share.py).
-# The toy grid's key labels (under its first square) get about 6 px each on a phone, where they
-# pile up: there they are hidden. The rows are labelled with the same tokens in the same order,
-# and the hover names every key (tests/test_browser_layout.py measures the overlap).
-PHONE_CSS = (
-    "<style>"
-    '[role="tablist"] { flex-wrap: wrap; row-gap: 0.25rem; }'
-    "@media (max-width: 640px) { .st-key-attention_grid .xtick text { display: none; } }"
-    "</style>"
-)
+# (The toy grid's key labels were hidden here too: one mosaic left them 6 px each. Its heads are
+# now columns of squares, each the phone's width: tests/test_browser_readable.py.)
+PHONE_CSS = '<style>[role="tablist"] { flex-wrap: wrap; row-gap: 0.25rem; }</style>'
 
 
 def first_paint() -> tuple[DeltaGenerator, DeltaGenerator | None]:

@@ -19,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import start_app, submit_training
 from tfviz import get_task, plots
 from tfviz.serve import jobs, work
+from tfviz.ui.heads import HEAD_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -57,10 +58,15 @@ def test_starts_on_a_bundled_model_with_its_first_example():
     table = prediction(at)
     assert "right answer" in table and " ".join(reversed(example)) in table
     figures = charts(at)
-    assert len(figures) == 1  # the grid (heads and their mean); a head is enlarged on request
-    titles = plots.block_titles(figures[0])
-    assert titles == [f"L{lay} {h}" for lay in range(2) for h in ("H0", "H1", "H2", "H3", "mean")]
-    assert figures[0]["data"][0]["x"][0] == "H0 BOS"
+    # The grid (heads and their means) in HEAD_COLUMNS columns of squares, readable on a phone
+    # (issue 31); a head is enlarged on request.
+    assert len(figures) == HEAD_COLUMNS
+    titles = [title for figure in figures for title in plots.block_titles(figure)]
+    assert sorted(titles) == sorted(
+        f"L{lay} {h}" for lay in range(2) for h in ("H0", "H1", "H2", "H3", "mean")
+    )
+    assert plots.block_titles(figures[0]) == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"]
+    assert figures[0]["data"][0]["x"][0] == "key BOS"
     # The device the models run on here, from what torch finds (the rule the sidebar states:
     # CUDA where there is a GPU, then Apple's MPS, else the CPU).
     mps = getattr(torch.backends, "mps", None)
@@ -160,7 +166,8 @@ def test_compare_tab_shows_accuracy_with_and_without_the_switch():
     learned, switched = (float(m.value.rstrip("%")) for m in accuracy)
     assert learned > 95 and switched < learned
     titles = [f["layout"]["title"]["text"] for f in charts(at)]
-    assert "learned W_o" in titles and "switched" in titles
+    headings = [m.value for m in at.markdown]
+    assert "**learned W\\_o**" in headings and "**switched**" in headings  # the two grids'
     assert "Residual stream after each layer" in titles
 
 
@@ -265,7 +272,7 @@ def test_training_through_the_form_makes_a_selectable_model(tmp_path):
     at.session_state["view"] = "Attention"
     at.run()
     assert not at.exception and not at.error
-    titles = plots.block_titles(charts(at)[0])
+    titles = [title for figure in charts(at) for title in plots.block_titles(figure)]
     assert titles == ["L0 H0", "L0 H1", "L0 mean"]  # the new model: 1 layer, 2 heads
 
 
@@ -279,6 +286,7 @@ class SavesWhenAsked:
     def __init__(self, folder: Path, name: str) -> None:
         self.id = 10_001
         self.folder, self.name = folder, name
+        self.spec = SimpleNamespace(name=name, task="sort", steps=20)  # as a real Job's
 
     def state(self) -> SimpleNamespace:
         path = self.folder / f"{self.name}.safetensors"
@@ -286,7 +294,7 @@ class SavesWhenAsked:
             self.folder.mkdir(parents=True, exist_ok=True)
             path.write_bytes((Path(APP).parent / "models" / "sort.safetensors").read_bytes())
         return SimpleNamespace(
-            spec=SimpleNamespace(name=self.name, task="sort", steps=20),
+            spec=self.spec,
             status=jobs.DONE,
             active=False,
             result=work.TrainResult(path=str(path), metrics={}),
@@ -368,12 +376,12 @@ def test_a_bad_job_limit_setting_is_reported_not_raised(monkeypatch):
 
 def test_one_head_is_enlarged_on_choice():
     at = start()
-    assert len(charts(at)) == 1  # only the grid until a head is asked for
+    assert len(charts(at)) == HEAD_COLUMNS  # only the grid until a head is asked for
     at.toggle(key="attn_enlarge").set_value(True).run()
     at.selectbox(key="attn_layer").set_value(1).run()
     at.selectbox(key="attn_head").set_value(2).run()
     assert not at.exception
-    big = charts(at)[1]
+    big = charts(at)[HEAD_COLUMNS]
     assert big["layout"]["title"]["text"] == "L1 H2"
     grid_weights = array(big["data"][0]["z"])
     assert grid_weights.shape[0] == len(at.text_input(key="sequence").value) + 1  # BOS + tokens

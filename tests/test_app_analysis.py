@@ -80,10 +80,12 @@ def test_every_analysis_section_draws_its_charts(model):
     cfg = dict(L=2, H=4)
 
     show(at, "Norm-based attention")
-    raw, norm = titled(at, "Raw attention"), titled(at, "Norm-based attention")
-    names = plots.block_titles(norm)
-    assert names == [f"L0 H{h}" for h in range(cfg["H"])] + ["L0 all heads"]
-    assert plots.block_titles(raw)[-1] == "L0 mean"
+    # Raw and norm-based attention, each in columns of heads headed by name (issue 31).
+    headings = " ".join(m.value for m in at.markdown).replace("\\", "")
+    assert "Raw attention" in headings and "Norm-based attention" in headings
+    names = [name for figure in charts(at) for name in plots.block_titles(figure)]
+    assert names.count("L0 all heads") == 1 and names.count("L0 mean") == 1
+    assert all(names.count(f"L0 H{h}") == 2 for h in range(cfg["H"]))  # raw and norm-based
     assert at.expander  # "What is this?" with the paper's explanation
 
     show(at, "Attention rollout")
@@ -118,14 +120,25 @@ def test_every_analysis_section_draws_its_charts(model):
 
 def test_norm_based_attention_follows_the_w_o_switch_and_raw_attention_does_not():
     at = show(start(ANALYSIS), "Norm-based attention")
-    raw = array(titled(at, "Raw attention")["data"][0]["z"])
-    norm = array(titled(at, "Norm-based attention")["data"][0]["z"])
+    raw, norm = cells(at, "weight"), cells(at, "norm")
     assert np.nanmax(norm) > 0
     at.radio(key="w_o_mode").set_value("zero").run()
     assert not at.exception
     # W_o is part of f(x): zeroed, nothing is written, though layer 0 still looks the same way.
-    np.testing.assert_array_equal(array(titled(at, "Raw attention")["data"][0]["z"]), raw)
-    assert np.nanmax(array(titled(at, "Norm-based attention")["data"][0]["z"])) == 0
+    np.testing.assert_array_equal(cells(at, "weight"), raw)
+    assert np.nanmax(cells(at, "norm")) == 0
+
+
+def cells(at: AppTest, value: str) -> np.ndarray:
+    """The cells of every column of heads whose hover calls a cell's value `value` ("weight":
+    raw attention, "norm": norm-based), one column after another."""
+    found = [
+        array(f["data"][0]["z"]).ravel()
+        for f in charts(at)
+        if f["data"] and f"<br>{value} %{{z" in f["data"][0].get("hovertemplate", "")
+    ]
+    assert found, "no such chart"
+    return np.concatenate(found)
 
 
 def test_the_importance_slider_reads_the_curve_without_recomputing(monkeypatch):

@@ -116,8 +116,10 @@ def assert_hover_names_a_cell(page, model, task) -> None:
     page.mouse.move(box["x"] + x, box["y"] + y)
     hover = column.locator(".tfviz-hover")
     hover.wait_for(state="visible")
+    # Each on a line of its own (issue 31: the head's name shared the query's line).
     assert hover.inner_text().splitlines() == [
-        f"query L0 H1 {tr.labels[3]}",
+        "head L0 H1",
+        f"query {tr.labels[3]}",
         f"key {tr.labels[5]}",
         f"weight {tr.attn[0, 1, 3, 5]:.3f}",
     ]

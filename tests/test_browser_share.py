@@ -142,7 +142,7 @@ def test_the_chart_toolbar_downloads_png_and_svg(browser, server, fmt):
         with page.expect_download() as download:
             camera.click()
         name = download.value.suggested_filename
-        assert name == f"tfviz_reverse_attention_grid.{fmt}", name
+        assert name == f"tfviz_reverse_attention_grid_0.{fmt}", name  # the grid's first column
         path = download.value.path()
         head = path.read_bytes()[:200]
         if fmt == "png":

@@ -135,7 +135,10 @@ FIGURES = {
     "attention_grid": lambda w: plots.attention_grid(
         rand(2, 2, 3, 3), TOKENS, with_mean=True, words=w
     ),
-    "attention_map": lambda w: plots.attention_map(rand(3, 3), TOKENS, words=w),
+    "attention_map": lambda w: plots.attention_map(rand(3, 3), TOKENS, words=w, scale=plots.FITTED),
+    "attention_grid_column": lambda w: plots.attention_grid_column(
+        rand(2, 3, 3, 3), TOKENS, [0, 1], [0, 1], True, words=w, scale=plots.LOG
+    ),
     "attention_column": lambda w: plots.attention_column(
         rand(3, 3, 3), TOKENS, 0, [0, 1], True, words=w
     ),

@@ -21,10 +21,18 @@ def attn(L=2, H=3, T=4, seed=0) -> np.ndarray:
 def block(fig, row: str, col: str) -> np.ndarray:
     """The block of a mosaic figure whose cell names start with row and col (e.g. L1, H2)."""
     trace = fig.data[0]
-    y_prefix, x_prefix = f"{row} ", f"{col} "
-    ys = [i for i, name in enumerate(trace.y) if name.startswith(y_prefix)]
-    xs = [i for i, name in enumerate(trace.x) if name.startswith(x_prefix)]
+    ys = [i for i, name in enumerate(trace.y) if in_block(name, row)]
+    xs = [i for i, name in enumerate(trace.x) if in_block(name, col)]
     return np.asarray(trace.z, dtype=np.float64)[np.ix_(ys, xs)]
+
+
+def in_block(name: str, block: str) -> bool:
+    """A mosaic's cell name is in block: "L1 a·1", or one of its hover lines is "<word> L1"
+    ("layer L1<br>query a·1", "key b·2<br>head H2")."""
+    lines = name.split("<br>")
+    return name.startswith(f"{block} ") or any(
+        len(lines) > 1 and line.split(" ", 1)[-1] == block for line in lines
+    )
 
 
 def rings_of(fig):
@@ -60,9 +68,10 @@ def test_attention_grid_is_one_mosaic_of_every_layer_and_head():
     # L1 H2's title: centred over its 4 columns (10..13), its foot on the top edge of row 6.
     assert (text.x[5], text.y[5]) == (11.5, 5.5)
     assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (0.0, 1.0)
-    # Hover says query and key, then the cell's layer, head and token; ticks show the token.
-    assert fig.data[0].y[1] == "L0 a·1" and fig.data[0].x[5] == "H1 BOS"
-    assert fig.data[0].hovertemplate.startswith("query %{y}<br>key %{x}<br>")
+    # Hover gives layer, query, key, head and weight each on a line of its own (issue 31: it
+    # read "key H1 BOS"); ticks show the token.
+    assert fig.data[0].y[1] == "layer L0<br>query a·1" and fig.data[0].x[5] == "key BOS<br>head H1"
+    assert fig.data[0].hovertemplate.startswith("%{y}<br>%{x}<br>weight %{z")
     assert list(fig.layout.xaxis.ticktext) == LABELS  # under the first block column only
     assert list(fig.layout.yaxis.ticktext) == LABELS * 2
     assert "weight %{z" in fig.data[0].hovertemplate and fig.data[0].hoverongaps is False
@@ -75,7 +84,8 @@ def test_attention_column_stacks_some_heads_of_a_layer_each_titled_and_labelled(
     assert plots.block_titles(fig) == ["L3 H10", "L3 H11", "L3 mean"]
     z = np.asarray(fig.data[0].z, dtype=np.float64)
     np.testing.assert_allclose(z[14:26], a[11], rtol=1e-6)
-    assert fig.data[0].y[14] == "L3 H11 w0" and fig.data[0].x[0] == "w0"  # the hover's names
+    assert fig.data[0].y[14] == "head L3 H11<br>query w0"  # the hover's lines
+    assert fig.data[0].x[0] == "key w0"
     assert z.shape == (3 * 12 + 2 * 2, 12)  # one block per row, two empty rows between
     np.testing.assert_allclose(z[28:40], a.mean(axis=0), rtol=1e-6)  # the mean of all 12
     # Every column of 12 word-pieces is labelled, upright, and at least MIN_LABEL_PX apart.
@@ -123,7 +133,7 @@ def test_attention_is_sent_as_float32():
 def test_attention_grid_titles_a_slice_of_layers():
     fig = plots.attention_grid(attn(L=1), LABELS, layer_ids=[3])
     assert plots.block_titles(fig)[0] == "L3 H0"
-    assert fig.data[0].y[0] == "L3 BOS"
+    assert fig.data[0].y[0] == "layer L3<br>query BOS"
     with pytest.raises(ValueError, match="1 layers but 2 layer ids"):
         plots.attention_grid(attn(L=1), LABELS, layer_ids=[0, 1])
 
@@ -165,7 +175,7 @@ def test_markup_tokens_are_shown_literally():
     ticks = list(fig.layout.xaxis.ticktext)
     assert ticks[0] == "&lt;b&gt;x&lt;/b&gt;"
     assert ticks[1] == "&amp;amp;"
-    assert fig.data[0].x[0] == "H0 &lt;b&gt;x&lt;/b&gt;"
+    assert fig.data[0].x[0] == "key &lt;b&gt;x&lt;/b&gt;<br>head H0"
     assert "<b>" not in fig.to_json()
     one = plots.attention_map(np.eye(3), labels)
     assert list(one.data[0].y)[0] == "&lt;b&gt;x&lt;/b&gt;"

@@ -27,7 +27,8 @@ def test_norm_attention_grid_has_every_head_and_the_layer_total():
     norms, summed = rng.random((3, 4, 4)) * 5, rng.random((4, 4)) * 7
     fig = plots.norm_attention_grid(norms, summed, LABELS, layer=1, title="L1")
     assert fig.data[0].type == "heatmap"
-    assert fig.data[0].hovertemplate.startswith("query %{y}<br>key %{x}")
+    assert fig.data[0].hovertemplate.startswith("%{y}<br>%{x}<br>norm")
+    assert fig.data[0].y[0] == "layer L1<br>query BOS"
     for h in range(3):
         np.testing.assert_allclose(block(fig, "L1", f"H{h}"), norms[h], rtol=1e-6)
     np.testing.assert_allclose(block(fig, "L1", "all heads"), summed, rtol=1e-6)

@@ -296,6 +296,7 @@ class PieceTokenizer:
         except UnicodeEncodeError:
             raise InputError("not_unicode") from None
         all_ids, all_pieces, all_spans = self._split(text, mask)
+        spelled = all_pieces  # as the vocabulary spells them, for the charts' hover
         if self.byte_level:
             # Decoded over the whole text before any cut: a character split across pieces is
             # shown by the piece holding its first byte, whatever is cut after it.
@@ -336,12 +337,13 @@ class PieceTokenizer:
         masked = tuple(n + 1 for n, i in enumerate(ids) if mask is not None and i == self.mask_id)
         ids = (self.cls_id, *ids, self.sep_id)
         pieces = (sp.cls, *pieces, sp.sep)
+        spelled = (sp.cls, *spelled[:room], sp.sep)
         spans = ((0, 0), *(tuple(s) for s in spans), (0, 0))
         return Pieces(
             text=text,
             ids=ids,
             pieces=pieces,
-            labels=unique_labels(pieces),
+            labels=unique_labels(pieces, spelled),
             spans=spans,
             cut_at=cut_at,
             n_unknown=n_unknown,
@@ -486,13 +488,36 @@ def _visible(c: str) -> str:
     return c.encode("unicode_escape").decode("ascii")
 
 
-def unique_labels(pieces: tuple[str, ...]) -> tuple[str, ...]:
+class PieceLabel(str):
+    """An axis label (a str, shown as it is) of a piece shown otherwise than the vocabulary
+    spells it: a byte-level piece decoded ("中" for "ä¸", "…" for "Ń"). `spelled` keeps the
+    exact piece, which tfviz.plots adds to a cell's hover (the tick shows the label only)."""
+
+    spelled: str
+
+    def __new__(cls, text: str, spelled: str = "") -> PieceLabel:
+        label = super().__new__(cls, text)
+        label.spelled = spelled
+        return label
+
+
+def unique_labels(
+    pieces: tuple[str, ...], spelled: tuple[str, ...] | None = None
+) -> tuple[str, ...]:
     """Axis labels: a piece that occurs more than once gets its position, "the (3)".
 
     Word-pieces never contain a space, so a label with " (" can't collide with a piece.
+    spelled: the pieces as the vocabulary spells them; a label whose piece is shown otherwise
+    (byte-level, decoded) is a PieceLabel that keeps it.
     """
     counts = Counter(pieces)
-    return tuple(p if counts[p] == 1 else f"{p} ({i})" for i, p in enumerate(pieces))
+    labels = [p if counts[p] == 1 else f"{p} ({i})" for i, p in enumerate(pieces)]
+    if spelled is not None:
+        labels = [
+            PieceLabel(label, exact) if exact != piece else label
+            for label, piece, exact in zip(labels, pieces, spelled, strict=True)
+        ]
+    return tuple(labels)
 
 
 def _clip(text: str, n: int) -> str:

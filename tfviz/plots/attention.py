@@ -23,6 +23,7 @@ from tfviz.plots.style import (
     _token_square,
     english,
     escape_labels,
+    hover_labels,
 )
 
 
@@ -40,6 +41,59 @@ def _attention_axis(words: Words) -> dict:
     )
 
 
+# How attention weights are coloured, the attention views' choice (tfviz.ui.state.WEIGHT_SCALE):
+# FIXED from 0 to 1, the same for every model and input (the default: colours compare across
+# charts); FITTED from the smallest to the largest weight shown, for a random or weakly trained
+# model whose weights all lie near 1/T and look uniform on 0..1; LOG, decades from LOG_FLOOR to
+# 1, for a model that gives one token (a decoder's first) most of every row, which leaves every
+# other cell white on 0..1. The colour bar's title says which is on.
+FIXED, FITTED, LOG = "fixed", "fitted", "log"
+WEIGHT_SCALES = (FIXED, FITTED, LOG)
+LOG_FLOOR = 1e-3  # weights below it are drawn as it (the colour bar's "≤ 0.001")
+FITTED_MIN_SPAN = 1e-6  # all weights equal (one token): still a valid range
+
+
+def weight_range(values: np.ndarray, scale: str) -> tuple[float, float]:
+    """The weights the colours span under scale: (0, 1) fixed, the values' (min, max) fitted
+    (gaps' NaN left out), (LOG_FLOOR, 1) log."""
+    if scale == FIXED:
+        return 0.0, 1.0
+    if scale == LOG:
+        return LOG_FLOOR, 1.0
+    if scale != FITTED:
+        raise ValueError(f"a weight scale is one of {WEIGHT_SCALES}, not {scale!r}")
+    values = np.asarray(values, dtype=np.float32)
+    low, high = float(np.nanmin(values)), float(np.nanmax(values))
+    return low, max(high, low + FITTED_MIN_SPAN)
+
+
+def _weight_scale(fig: go.Figure, values: np.ndarray, scale: str, words: Words) -> go.Figure:
+    """fig's weights (its first trace, a heatmap on the colour axis) coloured under scale, the
+    colour bar titled with it. values: every weight the chart's scale must span (a layer's, when
+    its heads are several charts: they share one range). LOG draws log10 of each weight and keeps
+    the weight itself in customdata for the hover."""
+    low, high = weight_range(values, scale)
+    bar = fig.layout.coloraxis.colorbar
+    if scale == FIXED:
+        return fig
+    if scale == FITTED:
+        fig.layout.coloraxis.update(cmin=low, cmax=high)
+        bar.title.text = words("chart.scale.fitted")
+        return fig
+    heatmap = fig.data[0]
+    weights = np.asarray(heatmap.z, dtype=np.float32)
+    with np.errstate(invalid="ignore"):
+        heatmap.z = np.log10(np.maximum(weights, LOG_FLOOR))  # NaN gaps stay NaN
+    heatmap.customdata = weights
+    heatmap.hovertemplate = heatmap.hovertemplate.replace("%{z:", "%{customdata:")
+    decades = list(range(int(round(np.log10(LOG_FLOOR))), 1))
+    fig.layout.coloraxis.update(cmin=decades[0], cmax=0)
+    bar.update(tickvals=decades, ticktext=[f"{10.0**d:g}" for d in decades])
+    bar.ticktext = ["≤ " + bar.ticktext[0], *bar.ticktext[1:]]
+    bar.title.text = words("chart.scale.log")
+    return fig
+
+
 def attention_grid(
     attn: np.ndarray,
     labels: Sequence[str],
@@ -48,6 +102,7 @@ def attention_grid(
     with_mean: bool = False,
     *,
     words: Words = english,
+    scale: str = FIXED,
 ) -> go.Figure:
     """Every layer x head as a heatmap: rows are layers, columns heads, colours 0..1.
 
@@ -59,6 +114,7 @@ def attention_grid(
         with_mean: add a last column with the mean of each layer's heads (what one big head
             averaging them would look like).
         words: the figure's own words (tfviz.plots.style); English by default.
+        scale: how the weights are coloured, one of WEIGHT_SCALES (FIXED: 0..1).
     """
     attn = _attention(attn, labels, ndim=4)
     L, H = attn.shape[:2]
@@ -69,7 +125,7 @@ def attention_grid(
     if with_mean:
         attn = np.concatenate([attn, attn.mean(axis=1, keepdims=True)], axis=1)  # (L, H+1, T, T)
         cols.append(words("chart.block.mean"))
-    return _mosaic(
+    fig = _mosaic(
         attn,
         labels,
         labels,
@@ -78,7 +134,9 @@ def attention_grid(
         hover=_hover(words, "query", "key", "weight"),
         coloraxis=_attention_axis(words),
         title=title,
+        block_words=_hover(words, "layer", "head"),
     )
+    return _weight_scale(fig, attn, scale, words)
 
 
 # A layer of a many-headed model (MiniLM: 12 heads and their mean) is drawn as a few columns of
@@ -108,6 +166,7 @@ def attention_column(
     title: str = "",
     *,
     words: Words = english,
+    scale: str = FIXED,
 ) -> go.Figure:
     """Some heads of one layer, one above the other, each titled ("L0 H3") and readable.
 
@@ -121,23 +180,63 @@ def attention_column(
             the others keep its place empty so that their blocks line up.
         title: figure title (none by default: the page titles the layer once).
         words: the figure's own words (tfviz.plots.style); English by default.
+        scale: how the weights are coloured, one of WEIGHT_SCALES; a fitted range spans the
+            whole layer (attn), so that the layer's columns share it.
     """
     attn = _token_square(attn, labels, "attention", "(heads, queries, keys)")
-    heads = _column_heads(attn.shape[0], heads, with_mean)
-    blocks = [attn[h] for h in heads]
-    names = [f"H{h}" for h in heads]
-    if with_mean:
-        blocks.append(attn.mean(axis=0))
-        names.append(words("chart.block.mean"))
-    return _square_column(
+    return attention_grid_column(
+        attn[None], labels, [layer], heads, with_mean, show_scale, title, words=words, scale=scale
+    )
+
+
+def attention_grid_column(
+    attn: np.ndarray,
+    labels: Sequence[str],
+    layer_ids: Sequence[int],
+    heads: Sequence[int],
+    with_mean: bool = False,
+    show_scale: bool = True,
+    title: str = "",
+    *,
+    words: Words = english,
+    scale: str = FIXED,
+) -> go.Figure:
+    """Some heads of every layer given, one above the other ("L0 H0", "L0 H1", "L1 H0"...): a
+    column of a layout that puts a few such columns side by side on a wide screen and one under
+    the other on a phone (tfviz.ui.heads), where one mosaic of every head (attention_grid)
+    left each head a sliver.
+
+    Args:
+        attn: (L, H, T, T) attention weights of the layers shown.
+        layer_ids: the layer number of each of attn's layers.
+        heads, with_mean, show_scale, title, words, scale: as attention_column (with_mean: each
+            layer's mean of all its heads after its heads; a fitted scale spans all of attn).
+    """
+    attn = _token_square(attn, labels, "attention", "(layers, heads, queries, keys)")
+    layer_ids = list(layer_ids)
+    if len(layer_ids) != attn.shape[0]:
+        raise ValueError(f"attention has {attn.shape[0]} layers but {len(layer_ids)} layer ids")
+    heads = _column_heads(attn.shape[1], heads, with_mean)
+    blocks, names = [], []
+    for i, layer in enumerate(layer_ids):
+        blocks += [attn[i, h] for h in heads]
+        names += [f"L{layer} H{h}" for h in heads]
+        if with_mean:
+            blocks.append(attn[i].mean(axis=0))
+            names.append(f"L{layer} {words('chart.block.mean')}")
+    fig = _square_column(
         np.stack(blocks),
         labels,
-        [f"L{layer} {name}" for name in names],
+        names,
         hover=_hover(words, "query", "key", "weight"),
         coloraxis=_attention_axis(words),
         scale_title=words("chart.word.weight"),
         show_scale=show_scale,
         title=title,
+        block_word=words("chart.word.head"),
+    )
+    return _weight_scale(
+        fig, np.concatenate([attn, attn.mean(axis=1, keepdims=True)], 1), scale, words
     )
 
 
@@ -178,6 +277,7 @@ def norm_attention_column(
         scale_title="‖αf(x)‖",
         show_scale=show_scale,
         title="",
+        block_word=words("chart.word.head"),
     )
 
 
@@ -200,8 +300,10 @@ def _square_column(
     scale_title: str,
     show_scale: bool,
     title: str,
+    block_word: str,
 ) -> go.Figure:
-    """(N, T, T) blocks one above the other, titled by names, sized for COLUMN_PX."""
+    """(N, T, T) blocks one above the other, titled by names, sized for COLUMN_PX; block_word:
+    what a block is ("head"), for the hover's line that names it."""
     T = len(labels)
     every = max(1, math.ceil(MIN_LABEL_PX / (COLUMN_PX / T)))
     every_row = max(1, math.ceil(T / MAX_ROW_LABELS))
@@ -233,10 +335,13 @@ def _square_column(
         width_px=COLUMN_PX,
         row_px=COLUMN_ROW_PX if every_row == 1 else MIN_LABEL_PX / every_row + 6,
         y_tick_every=every_row,
+        block_words=(block_word, ""),
     )
     # Margins sized here from the longest label instead of plotly's automargin, which measures
     # every tick label and lays the chart out again: three columns of them on every keystroke.
-    room = 12 + 6 * max(sum(2 if _is_wide(c) else 1 for c in label) for label in labels)
+    # 7 px a letter at the 10 px font, and the tick and its gap: plotly's SVG text (a toy
+    # model's columns) needs that much; 6 px a letter let its "BOS" stick out at the bottom.
+    room = 16 + 7 * max(sum(2 if _is_wide(c) else 1 for c in label) for label in labels)
     fig.layout.margin.update(t=COLUMN_TOP_PX, l=room + 4, b=room)
     fig.layout.xaxis.automargin = False
     fig.layout.yaxis.automargin = False
@@ -249,14 +354,20 @@ def _square_column(
 
 
 def attention_map(
-    weights: np.ndarray, labels: Sequence[str], title: str = "", *, words: Words = english
+    weights: np.ndarray,
+    labels: Sequence[str],
+    title: str = "",
+    *,
+    words: Words = english,
+    scale: str = FIXED,
 ) -> go.Figure:
-    """One head's attention, enlarged: (T, T) weights, queries on rows, keys on columns."""
+    """One head's attention, enlarged: (T, T) weights, queries on rows, keys on columns; scale:
+    how they are coloured (WEIGHT_SCALES)."""
     weights = _attention(weights, labels, ndim=2)
-    ticks = escape_labels(labels)
+    ticks, names = escape_labels(labels), hover_labels(labels)  # shown; hovered (exact pieces)
     query, key, weight = _hover(words, "query", "key", "weight")
     trace = _heatmap(
-        weights, ticks, ticks, f"{query} %{{y}}<br>{key} %{{x}}<br>{weight} %{{z:.3f}}"
+        weights, names, names, f"{query} %{{y}}<br>{key} %{{x}}<br>{weight} %{{z:.3f}}"
     )
     T = len(labels)
     # Rows of 24 px up to MAP_MAX_PX in all; a longer input (hundreds of word-pieces) keeps the
@@ -264,7 +375,7 @@ def attention_map(
     rows_px = min(24 * T, MAP_MAX_PX)
     shown = _every(T, MIN_LABEL_PX / (rows_px / T))
     axis = dict(
-        type="category", tickvals=[ticks[i] for i in shown], ticktext=[ticks[i] for i in shown]
+        type="category", tickvals=[names[i] for i in shown], ticktext=[ticks[i] for i in shown]
     )
     layout = dict(
         title=dict(text=title),
@@ -274,7 +385,7 @@ def attention_map(
         xaxis=axis,
         yaxis=dict(axis, autorange="reversed"),
     )
-    return _figure(trace, layout)
+    return _weight_scale(_figure(trace, layout), weights, scale, words)
 
 
 MAP_MAX_PX = 900  # the tallest an enlarged attention map is drawn (a long input's whole map)
@@ -323,6 +434,7 @@ def norm_attention_grid(
             colorscale=NORM_SCALE, cmin=0.0, cmax=top, colorbar=dict(title=dict(text="‖αf(x)‖"))
         ),
         title=title,
+        block_words=_hover(words, "layer", "head"),
     )
 
 

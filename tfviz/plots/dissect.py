@@ -65,6 +65,7 @@ def mode_sweep_plot(
         raise ValueError("mode-sweep values must be finite")
     x_range = [0.5, float(ranks.max()) + 0.5]
     traces = []
+    widths = _line_widths(whole, numbers)
     for mode, value in whole.items():
         rgb = MODE_COLOURS.get(mode, "99, 99, 99")
         name = _escape(names[mode])
@@ -75,7 +76,9 @@ def mode_sweep_plot(
                 y=[value, value],
                 mode="lines",
                 name=f"{name}: {value:.3g}",
-                line=dict(color=f"rgb({rgb})", dash=MODE_DASHES.get(mode, "dash"), width=2),
+                line=dict(
+                    color=f"rgb({rgb})", dash=MODE_DASHES.get(mode, "dash"), width=widths[mode]
+                ),
                 hovertemplate=f"{name}<br>%{{y:.4g}}<extra></extra>",
             )
         )
@@ -112,14 +115,49 @@ def mode_sweep_plot(
         margin=LEGEND_MARGIN,
         legend=BOTTOM_LEGEND,
         shapes=shapes,
-        xaxis=dict(
-            title=dict(text=_escape(x_title)),
-            type="log" if ranks.max() > 32 else "linear",
-            range=None if ranks.max() > 32 else x_range,
-        ),
+        xaxis=_rank_axis(ranks, x_range, x_title),
         yaxis=dict(title=dict(text=_escape(y_title))),
     )
     return _figure_of(traces, layout)
+
+
+LINE_PX = 2  # a reference line's width when no other line shares its value
+LINE_STEP_PX = 4  # how much wider a line is than the one drawn over it at the same value
+SAME_VALUE = 0.01  # two values this share of the plot's span apart are drawn on one height
+
+
+def _line_widths(whole: dict[str, float], numbers: np.ndarray) -> dict[str, float]:
+    """Each reference line's width: LINE_PX, wider by LINE_STEP_PX for every later line at (about)
+    its value. Lines are drawn in whole's order, so a later one lies on top: the identity line
+    hid under the zero line where both were 0 (a model that needs W_o). Wider below, each shows
+    as a band around the next, the top one in its own dash."""
+    span = float(numbers.max() - numbers.min()) or 1.0
+    modes = list(whole)
+    return {
+        mode: LINE_PX
+        + LINE_STEP_PX
+        * sum(abs(whole[later] - whole[mode]) <= SAME_VALUE * span for later in modes[i + 1 :])
+        for i, mode in enumerate(modes)
+    }
+
+
+LOG_RANKS = 32  # a sweep to a larger rank is drawn on a log axis
+
+
+def _rank_axis(ranks: np.ndarray, x_range: list[float], title: str) -> dict:
+    """The k axis: linear up to LOG_RANKS; beyond, logarithmic with a tick at each power of ten
+    and at the largest rank only. plotly's own log ticks label 2 and 5 between decades too,
+    with the decade's digit alone ("5 1 2 5 10 2 5"), which read as a jumble of numbers."""
+    axis = dict(title=dict(text=_escape(title)))
+    top = int(ranks.max())
+    if top <= LOG_RANKS:
+        return dict(axis, type="linear", range=x_range)
+    ticks = [10**e for e in range(len(str(top))) if 10**e <= top]
+    if top >= 2 * ticks[-1]:  # far enough from the last decade not to touch its label
+        ticks.append(top)
+    return dict(
+        axis, type="log", tickmode="array", tickvals=ticks, ticktext=[str(v) for v in ticks]
+    )
 
 
 def w_o_spectrum_plot(
@@ -182,6 +220,7 @@ def attention_diff_grid(
         hover=_hover(words, "query", "key", "delta_weight"),
         coloraxis=_diverging(diff),
         title=_escape(title),
+        block_words=_hover(words, "layer", "head"),
     )
 
 

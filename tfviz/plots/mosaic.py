@@ -9,14 +9,16 @@ and a keystroke redraws it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from tfviz.plots.style import _figure_of, _heatmap, escape_labels
+from tfviz.plots.style import _figure_of, _heatmap, escape_labels, hover_labels
 
 MOSAIC_PX = 900  # width the mosaic's cells are sized for (the wide layout's main column)
+LABEL_PX = 14  # the least room a column's label gets (a 10-11 px font's line, rotated)
 
 
 def _mosaic(
@@ -32,6 +34,7 @@ def _mosaic(
     width_px: float = MOSAIC_PX,
     row_px: float | None = None,
     y_tick_every: int = 1,
+    block_words: tuple[str, str] | None = None,
 ) -> go.Figure:
     """A grid of (R, C, ny, nx) blocks as one heatmap, blocks titled "row col".
 
@@ -47,24 +50,37 @@ def _mosaic(
         width_px: the width the chart is drawn at, which sizes its cells.
         row_px: the height of a row of cells (default: a cell's width, at least 14 px).
         y_tick_every: label every k-th row of a block only.
+        block_words: what the block rows and columns are ("layer", "head", in the figure's
+            words): the hover then gives each on a line of its own ("layer L0", "query a·1",
+            "key b·2", "head H2", "weight 0.25"), where it read "key H2 b·2" (see _line_names).
     """
     R, C, ny, nx = blocks.shape
     y_ticks, x_ticks = escape_labels(y_labels), escape_labels(x_labels)
     gap_y, gap_x = 2, 1  # empty rows leave room for the block titles
     z = np.full((R * (ny + gap_y) - gap_y, C * (nx + gap_x) - gap_x), np.nan, dtype=np.float32)
+    # Labels at least LABEL_PX apart at the width drawn for: 12 heads of 40 word-pieces in one
+    # row left each column 1.8 px, and every label drawn smeared into the next.
+    x_tick_every = max(x_tick_every, math.ceil(LABEL_PX * z.shape[1] / width_px))
     for r in range(R):
         for c in range(C):
             y0, x0 = r * (ny + gap_y), c * (nx + gap_x)
             z[y0 : y0 + ny, x0 : x0 + nx] = blocks[r, c]
-    y_names = _axis_names(rows, y_ticks, gap_y)
-    x_names = _axis_names(cols, x_ticks, gap_x)
+    # The cells' names, which the hover shows: the labels, with any exact piece (hover_labels).
+    y_hovers, x_hovers = hover_labels(y_labels), hover_labels(x_labels)
+    if block_words is None:
+        y_names = _axis_names(rows, y_hovers, gap_y)
+        x_names = _axis_names(cols, x_hovers, gap_x)
+        template = f"{hover[0]} %{{y}}<br>{hover[1]} %{{x}}<br>{hover[2]} %{{z:.3f}}"
+    else:
+        y_names = _line_names(rows, y_hovers, gap_y, hover[0], block_words[0], block_first=True)
+        x_names = _line_names(cols, x_hovers, gap_x, hover[1], block_words[1], block_first=False)
+        template = f"%{{y}}<br>%{{x}}<br>{hover[2]} %{{z:.3f}}"
     y_rows = range(0, ny, y_tick_every)
     y_tickvals = [y_names[r * (ny + gap_y) + i] for r in range(R) for i in y_rows]
     # Every block has its columns in the same order, so only the first block column is ticked:
     # each tick label costs the browser a text measurement on every redraw (about 65 ms for the
     # 85 of a 2 x 5 grid at T=17), and the hover names each cell anyway.
     x_tickvals = [x_names[i] for i in range(0, nx, x_tick_every)]
-    template = f"{hover[0]} %{{y}}<br>{hover[1]} %{{x}}<br>{hover[2]} %{{z:.3f}}"
     trace = _heatmap(z, x_names, y_names, template)
     trace["hoverongaps"] = False
     cell = max(5.0, min(30.0, width_px / z.shape[1]))
@@ -113,6 +129,28 @@ def _axis_names(blocks: list[str], ticks: list[str], gap: int) -> list[str]:
     names: list[str] = []
     for b, block in enumerate(blocks):
         names += [f"{block} {t}".strip() for t in ticks]
+        if b < len(blocks) - 1:
+            names += [f"gap {b}.{i}" for i in range(gap)]
+    return names
+
+
+def _line_names(
+    blocks: list[str], ticks: list[str], gap: int, what: str, block_word: str, block_first: bool
+) -> list[str]:
+    """Category names along one mosaic axis that the hover shows as lines of their own: the
+    token after what it is ("query a·1"), and the block after what it is ("head L0 H3") on its
+    own line, before the token on the rows' axis and after it on the columns' (the hover reads
+    rows, then columns); a nameless block adds no line. Unique as _axis_names' are."""
+    names: list[str] = []
+    for b, block in enumerate(blocks):
+        for t in ticks:
+            token = f"{what} {t}"
+            if not block:
+                names.append(token)
+            elif block_first:
+                names.append(f"{block_word} {block}<br>{token}")
+            else:
+                names.append(f"{token}<br>{block_word} {block}")
         if b < len(blocks) - 1:
             names += [f"gap {b}.{i}" for i in range(gap)]
     return names

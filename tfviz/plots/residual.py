@@ -59,6 +59,12 @@ def residual_pair(
     )
     if clipped_at is not None:
         fig.add_trace(_clipped_cells(fig.data[0], clipped_at, words))
+        # The rings are a scatter trace, and plotly pads a scatter's autorange by 5% each side:
+        # the cells then slid away from the block titles, which are placed in cells on axes of
+        # their own, and MiniLM's "L1 out" titles sat on the data. The heatmap's range, pinned.
+        rows, cols = np.shape(fig.data[0].z)
+        fig.layout.xaxis.range = [-0.5, cols - 0.5]
+        fig.layout.yaxis.update(autorange=None, range=[rows - 0.5, -0.5])
     return fig
 
 

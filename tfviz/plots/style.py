@@ -102,6 +102,18 @@ LEGEND_MARGIN = dict(MARGIN, b=120)
 TITLE_UNITS = 40  # a chart title's line: about a phone's width at plotly's 17 px title font
 
 
+def hover_labels(labels: Sequence[str]) -> list[str]:
+    """Labels as a cell's hover names them: escape_labels', and after a label that stands for a
+    piece spelled otherwise (a byte-level piece decoded: tfviz.hf.tokenizer.PieceLabel, read
+    here by its `spelled` alone) that exact piece in brackets, "中 [ä¸]"."""
+    out = escape_labels(labels)
+    for n, label in enumerate(labels):
+        exact = getattr(label, "spelled", "")
+        if exact:
+            out[n] += f" [{html.escape(str(exact), quote=False)}]"
+    return out
+
+
 def escape_labels(labels: Sequence[str]) -> list[str]:
     """Labels made safe for plotly: HTML-escaped, and refused if two would merge on an axis."""
     out = [html.escape(str(label), quote=False) for label in labels]

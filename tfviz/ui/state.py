@@ -151,6 +151,10 @@ LESSON_MODEL_CHOICE: Key[str] = Key("lesson_model_choice")
 # asked, or "done").
 PARTS_GUESSES: Key[dict] = Key("parts_guesses")
 PARTS_RESET_STEP: Key[str] = Key("parts_reset_step")
+# How attention weights are coloured on every attention view (tfviz.plots.WEIGHT_SCALES: 0..1,
+# fitted, log), kept here apart from its widgets: each view draws its own picker, and Streamlit
+# drops a widget's value on a run that does not draw it (another tab).
+WEIGHT_SCALE: Key[str] = Key("weight_scale")
 # "W_o off": the layer compared, above the switched one.
 COMPARE_LAYER: Key[int] = Key("compare_layer")
 # Analysis: how many top heads are kept.

@@ -20,7 +20,14 @@ from tfviz import get_task, plots
 from tfviz.core import dissect
 from tfviz.core.interventions import Interventions, head_name
 from tfviz.ui import state
-from tfviz.ui.heads import block_columns, head_columns, many_heads
+from tfviz.ui.heads import (
+    block_columns,
+    column_figures,
+    grid_columns,
+    head_columns,
+    many_heads,
+    plotly_columns,
+)
 from tfviz.ui.help import HELP
 from tfviz.ui.i18n import current, t
 from tfviz.ui.labels import describe, metric_delta, metric_text
@@ -231,27 +238,21 @@ def norm_attention_section(view: View) -> None:
             key="norm_attention",
         )
     else:
-        chart(
-            plots.attention_grid(
-                tr.attn[layer : layer + 1],
-                tr.labels,
-                [layer],
-                title=t("analysis.norm.raw_title", layer=layer),
-                with_mean=True,
-                words=plot_words(),
+        # A toy model's few heads in the same columns, as plotly charts: in one row, a phone
+        # left each head about 70 px.
+        st.markdown(f"**{md_escape(t('analysis.norm.raw_title', layer=layer))}**")
+        grid_columns(tr.attn[layer : layer + 1], tr.labels, [layer], "raw_attention_layer")
+        st.markdown(f"**{md_escape(t('analysis.norm.title', layer=layer))}**")
+        top = max(float(norms.max(initial=0.0)), float(summed.max(initial=0.0)))
+        words = plot_words()
+        plotly_columns(
+            column_figures(
+                tr.n_heads,
+                lambda heads, last, scale: plots.norm_attention_column(
+                    norms, summed, tr.labels, layer, heads, last, top, show_scale=scale, words=words
+                ),
             ),
-            key="raw_attention_layer",
-        )
-        chart(
-            plots.norm_attention_grid(
-                norms,
-                summed,
-                tr.labels,
-                layer,
-                title=t("analysis.norm.title", layer=layer),
-                words=plot_words(),
-            ),
-            key="norm_attention",
+            "norm_attention",
         )
     what_is_this("norm_attention", "norm_attention_summed")
 

@@ -21,7 +21,15 @@ import streamlit as st
 
 from tfviz import plots
 from tfviz.serve.export import attention_csv
-from tfviz.ui.heads import attention_columns, head_columns, many_heads
+from tfviz.ui import state
+from tfviz.ui.heads import (
+    attention_columns,
+    grid_columns,
+    head_columns,
+    many_heads,
+    weight_scale,
+    weight_scale_caption,
+)
 from tfviz.ui.i18n import current, t
 from tfviz.ui.standalone import download_button
 from tfviz.ui.text import md_escape
@@ -82,7 +90,8 @@ def whole_layer(tr, layer: int) -> None:
     # more than everything else the view sends.
     if st.toggle(t("attention.whole", n=T), key="attn_whole"):
         title = t("attention.whole_title", layer=layer, n=T)
-        figure = plots.attention_map(mean, tr.labels, title=title, words=plot_words())
+        scale = state.WEIGHT_SCALE.get(plots.FIXED)
+        figure = plots.attention_map(mean, tr.labels, title=title, words=plot_words(), scale=scale)
         chart(figure, "attention_whole")
     drop_stale_index("attn_rank_query", T)
     drop_stale_index("attn_rank_head", H + 1)
@@ -120,21 +129,14 @@ def whole_layer(tr, layer: int) -> None:
 def render(view: View) -> None:
     tr = view.trace
     st.caption(t("attention.intro"))
+    scale = weight_scale("attn_weight_scale")
     layer_shown = None  # every layer in one grid
     window = slice(None)  # the word-pieces the squares show: all of a short input
     if not many_heads(tr.n_layers, tr.n_heads):
         layers = list(range(tr.n_layers))
-        chart(
-            plots.attention_grid(
-                tr.attn,
-                tr.labels,
-                layers,
-                title=t("attention.grid_title"),
-                with_mean=True,
-                words=plot_words(),
-            ),
-            key="attention_grid",
-        )
+        st.markdown(f"**{md_escape(t('attention.grid_title'))}**")
+        grid_columns(tr.attn, tr.labels, layers, "attention_grid", scale)
+        weight_scale_caption(scale, tr.attn)
     else:
         layer = index_picker(
             t("attention.layer_shown"),
@@ -145,7 +147,9 @@ def render(view: View) -> None:
         )
         st.markdown(f"**{md_escape(t('attention.layer_title', layer=layer))}**")
         window = zoom(tr.labels)
-        head_columns(tr.attn[layer][:, window, window], tr.labels[window], layer, "attention_grid")
+        shown = tr.attn[layer][:, window, window]
+        head_columns(shown, tr.labels[window], layer, "attention_grid", scale)
+        weight_scale_caption(scale, shown)
         layer_shown = layer
         if len(tr.labels) > LONG_PIECES:
             whole_layer(tr, layer)
@@ -173,6 +177,7 @@ def render(view: View) -> None:
                     tr.labels,
                     title=layer_head_label(layer, head),
                     words=plot_words(),
+                    scale=scale,
                 ),
                 key="attention_head",
             )
@@ -201,6 +206,7 @@ def render(view: View) -> None:
                 if layer_shown is None
                 else t("attention.layer_title", layer=layer_shown),
                 words=plot_words(),
+                scale=scale,
             ),
             key="attention",
         )
@@ -213,28 +219,37 @@ def exported_figures(
     caption: str,
     words: plots.Words = plots.english,
     window: slice = slice(None),
+    scale: str = plots.FIXED,
 ) -> list:
     """The charts render() drew, as (caption, figure) for the web page (tfviz.ui.standalone):
     the grid (or the shown layer's columns of heads) and the enlarged head, if any. words: the
     charts' words, bound while the script ran (this runs on click, outside it); window: the
-    word-pieces the squares showed (a long input's)."""
+    word-pieces the squares showed (a long input's); scale: how their weights were coloured."""
     if layer_shown is None:
         layers = list(range(tr.n_layers))
         figures = [
             (
                 caption,
                 plots.attention_grid(
-                    tr.attn, tr.labels, layers, title=caption, with_mean=True, words=words
+                    tr.attn,
+                    tr.labels,
+                    layers,
+                    title=caption,
+                    with_mean=True,
+                    words=words,
+                    scale=scale,
                 ),
             )
         ]
     else:
         attn, labels = tr.attn[layer_shown][:, window, window], tr.labels[window]
-        columns = attention_columns(attn, labels, layer_shown, words)
+        columns = attention_columns(attn, labels, layer_shown, words, scale)
         figures = [(caption, figure) for figure in columns]
     if enlarged is not None:
         layer, head = enlarged
         title = layer_head_label(layer, head)
-        figure = plots.attention_map(tr.attn[layer, head], tr.labels, title=title, words=words)
+        figure = plots.attention_map(
+            tr.attn[layer, head], tr.labels, title=title, words=words, scale=scale
+        )
         figures.append((title, figure))
     return figures

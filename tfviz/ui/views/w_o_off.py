@@ -21,7 +21,13 @@ from tfviz.core.metrics import metric
 from tfviz.core.trace import drift_per_layer
 from tfviz.ui import state
 from tfviz.ui.downloads import download_comparison
-from tfviz.ui.heads import MAX_GRID_HEADS, head_columns
+from tfviz.ui.heads import (
+    MAX_GRID_HEADS,
+    grid_columns,
+    head_columns,
+    weight_scale,
+    weight_scale_caption,
+)
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import describe, metric_delta
 from tfviz.ui.sequence import show_similarity
@@ -107,7 +113,7 @@ def exported_figures(base, sw, layers: list[int], names, captions, words) -> lis
 def toy_comparison(view: View) -> None:
     """The answers and the task metric on random examples, learned beside switched."""
     iv, base, sw = view.interventions, view.base, view.trace
-    st.caption(md_escape(t("w_o_off.left_right", switched=describe(iv))))
+    st.caption(md_escape(t("w_o_off.which_is_which", switched=describe(iv))))
     left, right = st.columns(2)
     acc_base = accuracy_for(view, NONE)
     acc_sw = accuracy_for(view, iv)
@@ -151,6 +157,7 @@ def later_attention(view: View) -> list[int]:
     later = view.interventions.downstream_layers(sw.n_layers)
     if later:
         st.caption(t("w_o_off.later_caption"))
+        scale = weight_scale("compare_weight_scale")
         if len(later) * sw.n_heads > MAX_GRID_HEADS:  # too many squares: one layer at a time
             if state.COMPARE_LAYER.get() not in (None, *later):
                 state.COMPARE_LAYER.pop()  # another switch: that layer is not above
@@ -167,21 +174,18 @@ def later_attention(view: View) -> list[int]:
                 (t("w_o_off.switched"), sw, "compare_attention_switched"),
             ):
                 st.markdown(f"**{md_escape(name)}**")
-                head_columns(trace.attn[layer], trace.labels, layer, key=key)
+                head_columns(trace.attn[layer], trace.labels, layer, key=key, scale=scale)
+                weight_scale_caption(scale, trace.attn[layer])  # a fitted range is each one's
             return [layer]
-        # Full width, one above the other: side by side the cells are too small to label.
-        chart(
-            plots.attention_grid(
-                base.attn[later], base.labels, later, title=t("w_o_off.learned"), words=plot_words()
-            ),
-            key="compare_attention_base",
-        )
-        chart(
-            plots.attention_grid(
-                sw.attn[later], sw.labels, later, title=t("w_o_off.switched"), words=plot_words()
-            ),
-            key="compare_attention_switched",
-        )
+        # One above the other, each in columns of heads (stacked on a phone): side by side the
+        # cells are too small to label.
+        for name, trace, key in (
+            (t("w_o_off.learned"), base, "compare_attention_base"),
+            (t("w_o_off.switched"), sw, "compare_attention_switched"),
+        ):
+            st.markdown(f"**{md_escape(name)}**")
+            grid_columns(trace.attn[later], trace.labels, later, key, scale)
+            weight_scale_caption(scale, trace.attn[later])
         return list(later)
     st.caption(t("w_o_off.last_layer"))
     return []

@@ -1,0 +1,236 @@
+"""Browser test: every head readable on a phone and a projector (issue 31, "Charts").
+
+A teacher projects the app at 1280x720 and students open it on 390 px phones. Toy heatmaps were
+squeezed to slivers at phone width (one mosaic of every head), and MiniLM's residual-stream block
+titles sat on the data. What is measured is what is drawn: every block of a mosaic chart (a
+head's squares, a layer's residual stream; plotly's SVG charts and the canvas charts alike) is
+boxed from its axes, and
+
+- every attention head's plot area is at least MIN_HEAD_PX wide;
+- no block title's box overlaps any block's plot area.
+
+Checked for a toy model (reverse) and the pretrained all-MiniLM-L6-v2 (installed from
+requirements-minilm.txt; skipped without it, as tests/test_browser_minilm.py is), on the
+Attention tab and "W_o off: compare". Screenshots of each go to the folder in the environment
+variable TFVIZ_SCREENSHOTS (default: tfviz_screens in the temporary folder), named
+readable_<model>_<view>_<lang>_<screen>.png (the Attention tab in English and Chinese).
+
+The server and browser are tests/test_browser.py's (its skip rules: skipped without Chromium at
+/usr/bin/chromium, except under CI=true).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlencode
+
+import pytest
+
+from tests import test_browser as shared
+from tests.conftest import opened_app
+from tests.test_browser import TIMEOUT_MS, assert_charts_drawn
+from tfviz import plots
+from tfviz.hf import pretrained
+
+pytestmark = pytest.mark.browser
+app_exists, browser, server = shared.app_exists, shared.browser, shared.server
+
+PHONE = {"width": 390, "height": 844}
+PROJECTOR = {"width": 1280, "height": 720}
+SCREENS = {"phone": PHONE, "projector": PROJECTOR}
+MIN_HEAD_PX = 150  # a head's plot area at least this wide: 10 px a token at 15 word-pieces
+MINILM = f"pretrained:{pretrained.NAME}"
+SENTENCE = "A woman is playing the violin on the stage."  # 12 word-pieces
+
+# Every mosaic chart on the page (one with a block-titles trace: tfviz.plots.mosaic), as
+# {chart, key, blocks: [box], titles: [box]} in page pixels. A block is a run of named rows by a
+# run of named columns (the empty rows and columns between blocks are named "gap ..."), boxed
+# from the chart's own axes: plotly's (_fullLayout's axes), or the canvas charts' cell centres
+# (tfvizChart.cellAt). Titles are the block-titles trace's texts: plotly's SVG text boxes, or
+# the boxes a canvas chart noted for the texts it drew.
+MEASURE_JS = """
+(meta) => {
+  const runs = (names) => {
+    const out = []; let start = null;
+    names.forEach((n, i) => {
+      const gap = String(n).startsWith('gap ');
+      if (gap && start !== null) { out.push([start, i - 1]); start = null; }
+      if (!gap && start === null) start = i;
+    });
+    if (start !== null) out.push([start, names.length - 1]);
+    return out;
+  };
+  const keyOf = (el) => {
+    const m = el.closest('[class*="st-key-"]')?.className.match(/st-key-(\\S+)/);
+    return m ? m[1] : '';
+  };
+  const found = [];
+  document.querySelectorAll('.js-plotly-plot').forEach((gd, i) => {
+    const data = gd._fullData || [];
+    const heat = data.find((t) => t.type === 'heatmap');
+    if (!heat || !data.some((t) => t.meta === meta)) return;
+    const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+    const svg = gd.querySelector('.main-svg').getBoundingClientRect();
+    const px = (ax, v) => ax._offset + ax.l2p(v);
+    const blocks = [];
+    for (const [r0, r1] of runs(heat.y)) for (const [c0, c1] of runs(heat.x)) {
+      const xs = [px(xa, c0 - 0.5), px(xa, c1 + 0.5)], ys = [px(ya, r0 - 0.5), px(ya, r1 + 0.5)];
+      blocks.push({x0: svg.left + Math.min(...xs), x1: svg.left + Math.max(...xs),
+                   y0: svg.top + Math.min(...ys), y1: svg.top + Math.max(...ys)});
+    }
+    const titles = [...gd.querySelectorAll('.scatterlayer .textpoint text')].map((el) => {
+      const r = el.getBoundingClientRect();
+      return {text: el.textContent, x0: r.left, x1: r.right, y0: r.top, y1: r.bottom};
+    });
+    found.push({chart: 'plotly ' + i, key: keyOf(gd), blocks, titles});
+  });
+  document.querySelectorAll('.tfviz-chart[data-drawn]').forEach((div, i) => {
+    const fig = div.__figure, heat = fig.data[0];
+    const named = fig.data.find((t) => t.meta === meta);
+    if (!heat || heat.type !== 'heatmap' || !named) return;
+    const canvas = div.querySelector('canvas').getBoundingClientRect();
+    const at = (r, c) => window.tfvizChart.cellAt(div, 0, r, c);
+    const pitchX = heat.x.length > 1 ? Math.abs(at(0, 1)[0] - at(0, 0)[0]) : 0;
+    const pitchY = heat.y.length > 1 ? Math.abs(at(1, 0)[1] - at(0, 0)[1]) : 0;
+    const blocks = [];
+    for (const [r0, r1] of runs(heat.y)) for (const [c0, c1] of runs(heat.x)) {
+      const a = at(r0, c0), b = at(r1, c1);
+      blocks.push({x0: canvas.left + Math.min(a[0], b[0]) - pitchX / 2,
+                   x1: canvas.left + Math.max(a[0], b[0]) + pitchX / 2,
+                   y0: canvas.top + Math.min(a[1], b[1]) - pitchY / 2,
+                   y1: canvas.top + Math.max(a[1], b[1]) + pitchY / 2});
+    }
+    const names = new Set(named.text);
+    const titles = (div.__texts || []).filter((t) => names.has(t.text)).map((t) => ({
+      text: t.text, x0: canvas.left + t.x0, x1: canvas.left + t.x1,
+      y0: canvas.top + t.y0, y1: canvas.top + t.y1}));
+    found.push({chart: 'canvas ' + i, key: keyOf(div), blocks, titles});
+  });
+  return found;
+}
+"""
+
+
+def screenshots() -> Path:
+    """The folder screenshots go to: TFVIZ_SCREENSHOTS, or a temporary one."""
+    folder = os.environ.get("TFVIZ_SCREENSHOTS")
+    path = Path(folder) if folder else Path(os.environ.get("TMPDIR", "/tmp")) / "tfviz_screens"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def shot(page, name: str) -> Path:
+    """A full-page screenshot: the main area scrolls inside itself, so grow the viewport."""
+    height = page.evaluate(
+        """() => document.querySelector('[data-testid="stMain"]').scrollHeight"""
+    )
+    size = page.viewport_size
+    page.set_viewport_size({"width": size["width"], "height": min(max(height, 600), 12000)})
+    try:
+        page.wait_for_timeout(500)  # plotly relayouts on resize
+        path = screenshots() / name
+        page.screenshot(path=path, full_page=True)
+    finally:
+        page.set_viewport_size(size)
+        page.wait_for_timeout(500)
+    return path
+
+
+def measure(page) -> list[dict]:
+    assert_charts_drawn(page, at_least=1)
+    page.wait_for_timeout(500)  # a chart relayouts once after its first draw
+    return page.evaluate(MEASURE_JS, plots.TITLES_META)
+
+
+def narrow_heads(charts: list[dict]) -> list:
+    """(chart, key, width) of every attention head narrower than MIN_HEAD_PX."""
+    return [
+        (c["chart"], c["key"], round(b["x1"] - b["x0"]))
+        for c in charts
+        if "attention" in c["key"]
+        for b in c["blocks"]
+        if b["x1"] - b["x0"] < MIN_HEAD_PX
+    ]
+
+
+def titles_on_data(charts: list[dict]) -> list:
+    """(chart, title, block) of every block title whose box overlaps a block's plot area."""
+    found = []
+    for c in charts:
+        for t in c["titles"]:
+            for b in c["blocks"]:
+                dx = min(t["x1"], b["x1"]) - max(t["x0"], b["x0"])
+                dy = min(t["y1"], b["y1"]) - max(t["y0"], b["y0"])
+                if dx > 1 and dy > 1:
+                    found.append((c["chart"], c["key"], t["text"], b))
+    return found
+
+
+def link(model: str, view: str, lang: str = "en") -> str:
+    values = {"view": view, "lang": lang}
+    if view == "w_o_off":
+        values["w_o_mode"] = "identity"
+    if model == "minilm":
+        values.update(model=MINILM, sequence=SENTENCE)
+    return urlencode(values)
+
+
+def opened(browser, server, model: str, view: str, screen: str, lang: str = "en"):
+    """The app on model's view, drawn (opened_app; MiniLM's page starts with its similarity)."""
+    first = {}
+    if model == "minilm":
+        pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
+        first = dict(first=".st-key-similarity", first_timeout_ms=4 * TIMEOUT_MS)
+    url = f"{server}/?{link(model, view, lang)}"
+    return opened_app(browser, url, SCREENS[screen], **first)
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+@pytest.mark.parametrize(
+    "view, lang", [("attention", "en"), ("attention", "zh"), ("w_o_off", "en")]
+)
+@pytest.mark.parametrize("model", ["toy", "minilm"])
+def test_every_head_is_wide_enough_and_no_title_sits_on_data(
+    browser, server, model, view, lang, screen
+):
+    with opened(browser, server, model, view, screen, lang) as page:
+        charts = measure(page)
+        shot(page, f"readable_{model}_{view}_{lang}_{screen}.png")
+        heads = [c for c in charts if "attention" in c["key"]]
+        assert heads, f"no attention chart measured: {[c['key'] for c in charts]}"
+        assert all(c["blocks"] for c in heads), heads
+        assert narrow_heads(charts) == [], f"heads narrower than {MIN_HEAD_PX} px"
+        assert titles_on_data(charts) == [], "block titles drawn over the data"
+
+
+HOVER_JS = """
+([row, col]) => {
+  const div = document.querySelector('.tfviz-chart[data-drawn]');
+  const [x, y] = window.tfvizChart.cellAt(div, 0, row, col);
+  return window.tfvizChart.hoverAt(div, x, y);
+}
+"""
+
+
+def test_minilm_on_the_log_scale_draws_decades_and_hovers_the_weight(browser, server):
+    """The canvas charts (MiniLM's columns of heads) take the log scale as plotly would: the
+    colour bar's decades, and the hover's weight itself, not its logarithm."""
+    from tests.test_browser import rerun
+    from tfviz.core.trace import run_trace
+
+    with opened(browser, server, "minilm", "attention", "projector") as page:
+        radio = page.locator(".st-key-attn_weight_scale")
+        done = "() => document.body.innerText.includes('0.001 or less')"
+        rerun(page, lambda: radio.get_by_text("log scale", exact=True).click(), done)
+        measure(page)
+        shot(page, "readable_minilm_attention_log_projector.png")
+        drawn = page.evaluate(
+            "() => document.querySelector('.tfviz-chart[data-drawn]').__texts.map((t) => t.text)"
+        )
+        assert "≤ 0.001" in drawn and "0.1" in drawn, drawn  # the colour bar's decades
+        model, tokenizer = pretrained.load_minilm()
+        tr = run_trace(model, pretrained.SentenceTask(tokenizer), SENTENCE)
+        T = len(tr.labels)
+        lines = page.evaluate(HOVER_JS, [(T + 2) * 1 + 3, 5])  # head 1, query 3, key 5
+        assert lines[-1] == f"weight {tr.attn[0, 1, 3, 5]:.3f}", lines
