@@ -16,7 +16,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import start_app, submit_training
+from tests.conftest import page_figures, start_app, submit_training
 from tfviz import get_task, jobs, plots, work
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,7 +32,8 @@ def prediction(at: AppTest) -> str:
 
 
 def charts(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    """Every chart of the page, plotly's and the canvas charts' (the Attention grid), in order."""
+    return page_figures(at)
 
 
 def array(value) -> np.ndarray:

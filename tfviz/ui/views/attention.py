@@ -26,7 +26,7 @@ from tfviz.ui.i18n import current, t
 from tfviz.ui.standalone import download_button
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, per_model
-from tfviz.ui.widgets import chart, drop_stale_index, index_picker, plot_words
+from tfviz.ui.widgets import canvas_charts, chart, drop_stale_index, index_picker, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = per_model(
@@ -124,17 +124,17 @@ def render(view: View) -> None:
     window = slice(None)  # the word-pieces the squares show: all of a short input
     if not many_heads(tr.n_layers, tr.n_heads):
         layers = list(range(tr.n_layers))
-        chart(
-            plots.attention_grid(
-                tr.attn,
-                tr.labels,
-                layers,
-                title=t("attention.grid_title"),
-                with_mean=True,
-                words=plot_words(),
-            ),
-            key="attention_grid",
+        # On a canvas, as a many-headed layer's columns: the page's first view then loads no
+        # plotly.js (Streamlit's 4.7 MB chunk), and a keystroke redraws it in a few ms.
+        grid = plots.attention_grid(
+            tr.attn,
+            tr.labels,
+            layers,
+            title=t("attention.grid_title"),
+            with_mean=True,
+            words=plot_words(),
         )
+        canvas_charts([grid], key="attention_grid", columns=1)
     else:
         layer = index_picker(
             t("attention.layer_shown"),
