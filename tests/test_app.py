@@ -182,7 +182,7 @@ def test_bad_input_shows_an_error_and_no_chart(text, expected):
     message = at.error[0].value.replace("\\", "")  # markdown escapes
     assert expected in message
     assert "abcdefghij" in message and "1 to 16" in message
-    assert not at.get("plotly_chart")
+    assert not charts(at)  # plotly's or the canvas grid
     assert not at.code  # no prediction either
 
 
