@@ -59,6 +59,10 @@ VIEWS: list[tuple[str, str, bool]] = [
 # left in the main area's run: their buttons change the link (a training in progress, the lesson
 # step), which only a main-area run writes, and they poll with fragments of their own.
 OWN_FRAGMENT = frozenset({"attention", "before_after", "w_o_off", "dissect", "analysis"})
+# Views whose first look draws no plotly chart, only canvas charts (widgets.canvas_charts): a
+# page opening on one is not sent first_paint's plotly warm-up, whose 4.7 MB chunk the browser
+# would fetch and compile while it draws the view (tests/test_browser_pagespeed.py).
+CANVAS_VIEWS = frozenset({"attention"})
 # Phones: the tab strip wraps onto a second line instead of scrolling sideways (at 390 px the
 # eight tabs need about three screen widths; checked at 390 x 844 by tests/test_browser_share.py).
 # (The toy grid's key labels were hidden here too: one mosaic left them 6 px each. Its heads are
@@ -73,7 +77,8 @@ def first_paint() -> tuple[DeltaGenerator, DeltaGenerator | None]:
     and the browser would sit idle through it, then fetch and compile its chart and code-block
     components (4.7 MB of plotly.js) only once the data arrived. A tiny chart and code block,
     sent now and removed once the imports are done, make it do that work meanwhile: the first
-    complete page came about 1.5 s sooner (bench/ui_latency.py --compare-app). Returns the
+    complete page came about 1.5 s sooner (bench/ui_latency.py --compare-app). The chart only
+    for a view that draws plotly charts (CANVAS_VIEWS draw none). Returns the
     title's slot, written with the other imports (the page's language comes with the sidebar's
     modules), and the slot to clear once the imports are done, or None when there is nothing
     to clear.
@@ -83,8 +88,13 @@ def first_paint() -> tuple[DeltaGenerator, DeltaGenerator | None]:
     if state.BROWSER_WARMED.get():
         return heading, None
     state.BROWSER_WARMED.set(True)
+    # The tab a link opens (tfviz.ui.share reads the rest later), else the first one.
+    opened = st.query_params.get(state.VIEW.name, VIEWS[0][0].removeprefix("app.view."))
     with slot.container():
         st.caption("…")  # something moves; the words come with the catalogue
+        st.code(" ", language=None)  # the prediction's code block, on every view
+        if opened in CANVAS_VIEWS:
+            return heading, slot
         # A transparent 10 x 10 px heatmap: drawn, but nothing to see.
         heatmap = {"type": "heatmap", "z": [[0]], "opacity": 0, "showscale": False}
         clear = "rgba(0,0,0,0)"
@@ -101,7 +111,6 @@ def first_paint() -> tuple[DeltaGenerator, DeltaGenerator | None]:
         st.plotly_chart(
             figure, width="content", theme=None, config={"staticPlot": True}, key="warm_up_chart"
         )
-        st.code(" ", language=None)
     return heading, slot
 
 

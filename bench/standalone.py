@@ -187,7 +187,8 @@ def bertviz_page(trace) -> str | None:
         from bertviz import head_view
     except ImportError:
         return None
-    attention_layers = tuple(torch.from_numpy(trace.attn[layer][None]) for layer in range(6))
+    layers = range(trace.attn.shape[0])
+    attention_layers = tuple(torch.from_numpy(trace.attn[layer][None]) for layer in layers)
     html_text = head_view(attention_layers, list(trace.labels), html_action="return").data
     for url, local in REWRITES.items():
         assert url in html_text, f"bertviz's page no longer asks for {url}"
@@ -195,6 +196,20 @@ def bertviz_page(trace) -> str | None:
     return (
         f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>{html_text}</body></html>'
     )
+
+
+def bertviz_file(trace, folder: Path) -> tuple[Path, str] | None:
+    """bertviz's head_view page for trace's attention written into folder with its libraries,
+    and the condition that holds once every head is drawn; None without bertviz or npm."""
+    html_text = bertviz_page(trace)
+    if html_text is None or not fetch_libraries():
+        return None
+    for _, _, _, name in LIBRARIES:
+        (folder / name).write_bytes((CACHE / name).read_bytes())
+    path = folder / "bertviz_head_view.html"
+    path.write_text(html_text, encoding="utf-8")
+    H, T = trace.attn.shape[1], trace.attn.shape[2]
+    return path, BERTVIZ_DONE % (H * T * T)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -216,18 +231,14 @@ def main() -> None:
         path = folder / (name.replace(" ", "_") + ".html")
         path.write_text(html_text, encoding="utf-8")
         pages[name] = (path, TFVIZ_DONE % n_charts)
-    bertviz_html = bertviz_page(trace)
-    if bertviz_html is None:
-        print("bertviz not installed (pip install bertviz==1.4.1): tfviz's pages only")
-    elif not fetch_libraries():
-        print("bertviz's libraries could not be fetched from the npm registry: tfviz's pages only")
+    bertviz = bertviz_file(trace, folder)
+    if bertviz is None:
+        print(
+            "bertviz (pip install bertviz==1.4.1) or its libraries from the npm registry are "
+            "missing: tfviz's pages only"
+        )
     else:
-        for _, _, _, name in LIBRARIES:
-            (folder / name).write_bytes((CACHE / name).read_bytes())
-        path = folder / "bertviz_head_view.html"
-        path.write_text(bertviz_html, encoding="utf-8")
-        H, T = trace.attn.shape[1], trace.attn.shape[2]
-        pages["bertviz MiniLM"] = (path, BERTVIZ_DONE % (H * T * T))
+        pages["bertviz MiniLM"] = bertviz
     T = len(trace.labels)
     print(f"MiniLM at {T} word-pieces; {args.n} opens per page, interleaved, from file://")
     for name, (path, _) in pages.items():

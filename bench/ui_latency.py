@@ -49,7 +49,10 @@ attention page (the same text box, the input shown, ONE plain heatmap of the cel
 Attention view draws, the model run on every edit), and the ratio of their p95 is printed (issue
 18's target: <= 1.25). --navigations N adds N page opens of each, by turns, each in a fresh
 browser context on a warm server: navigation start -> the input and every chart drawn (the app
-opened by a link to the model and the Attention tab).
+opened by a link to the model and the Attention tab). --bertviz adds, in the same turns, bertviz's
+head_view page of the same attention opened from file:// (bench/standalone.py's page and timing),
+and prints the app's median / bertviz's (issue 31's target: <= 3); --compare-app OTHER/app.py
+adds that app's page, served beside this one (a before/after figure from one run).
 
 Targets (2 CPU cores): p95 under 300 ms at T=16; first render under 5 s. Met / not met is printed;
 the exit status is 0 either way (a benchmark, not a test) unless nothing could be measured.
@@ -60,6 +63,7 @@ Usage: python -m bench.ui_latency [--edits 30] [--warmup 3] [--starts 3] [--json
        python -m bench.ui_latency --first-render-only --starts 5 [--compare-app OLD/app.py]
        python -m bench.ui_latency --models reverse,minilm [--pieces 32] --starts 0
        python -m bench.ui_latency --floor --models reverse,minilm --starts 0 --navigations 10
+           [--bertviz]
        python -m bench.ui_latency --models minilm:32 --families bert,roberta,distilbert
            [--pieces 32] --starts 0 --edits 15 --no-server-only
 """
@@ -322,6 +326,8 @@ class Config:
     failures: list[str] = field(default_factory=list)
     floor: Config | None = None  # with --floor: the same edits on bench/floor_app.py
     navigations: list[float] = field(default_factory=list)  # with --navigations: ms each
+    bertviz: list[float] = field(default_factory=list)  # with --bertviz: its page's opens, ms
+    other: Config | None = None  # with --navigations and --compare-app: the other app's opens
 
     @property
     def name(self) -> str:
@@ -569,6 +575,8 @@ def measure_edits(page, cfg: Config, n: int, warmup: int, seed: int) -> list[str
 
 FLOOR_APP = ROOT / "bench" / "floor_app.py"
 TARGET_FLOOR_RATIO = 1.25  # the app's p95 / the floor page's p95, both from one run (issue 18)
+# The app's page opened / bertviz's head_view page opened (medians, one run; issue 31).
+TARGET_BERTVIZ_RATIO = 3.0
 
 
 def floor_server(workdir: Path, cfg: Config, server_args: list[str]) -> Server:
@@ -627,16 +635,78 @@ def app_link(cfg: Config) -> str:
     return f"/?model={'pretrained' if cfg.minilm else 'bundled'}:{cfg.model}&view=attention"
 
 
+def first_example_trace(cfg: Config):
+    """The trace of what the app's link to cfg's model shows: its task's first example."""
+    from tfviz import get_task, load_checkpoint
+    from tfviz.core.trace import run_trace
+    from tfviz.hf import pretrained
+
+    if cfg.minilm:
+        model, tokenizer = pretrained.load_minilm("cpu")
+        task = pretrained.SentenceTask(tokenizer)
+    else:
+        model, meta = load_checkpoint(MODELS / f"{cfg.model}.safetensors")
+        task = get_task(meta.task)
+    return run_trace(model, task, task.examples[0])
+
+
+def bertviz_target(workdir: Path, cfg: Config) -> tuple[str, str] | None:
+    """bertviz's head_view page (bench/standalone.py) of the attention the app's link shows
+    (every layer; it draws layer 0's heads), as (file URL, its drawn condition); None without
+    bertviz or its libraries."""
+    from bench.standalone import bertviz_file
+
+    folder = workdir / f"bertviz_{cfg.model}"
+    folder.mkdir(exist_ok=True)
+    found = bertviz_file(first_example_trace(cfg), folder)
+    return None if found is None else (found[0].as_uri(), found[1])
+
+
+def open_file_page(browser, url: str, done: str) -> float:
+    """ms from navigation start to the first frame after done() holds (bench/standalone.py's
+    timing), in a fresh browser context with every request outside file:// aborted."""
+    from bench.standalone import WATCH, cut_network
+
+    context = browser.new_context(viewport=VIEWPORT)
+    try:
+        cut_network(context, [])
+        context.add_init_script(WATCH % done)
+        page = context.new_page()
+        page.goto(url, wait_until="commit")
+        page.wait_for_function("window.__done !== undefined", timeout=60_000)
+        return page.evaluate("window.__done")
+    finally:
+        context.close()
+
+
 def measure_navigations(browser, workdir: Path, cfg: Config, server: Server, args) -> None:
     """Open the app (a link to the model) and the floor page by turns, each in a fresh browser
     context (nothing cached), timing navigation start -> the input and every chart drawn. The
-    first of each is not timed (it warms the servers' caches)."""
+    first of each is not timed (it warms the servers' caches). With --bertviz, bertviz's
+    head_view page of the same attention (from file://, no server) takes its turn too."""
     floor = floor_server(workdir, cfg, args.server_arg)
+    bertviz = bertviz_target(workdir, cfg) if args.bertviz else None
+    if args.bertviz and bertviz is None:
+        cfg.failures.append("bertviz or its libraries (bench/standalone.py) are missing")
+    other = None
+    if args.compare_app:
+        other = Server(workdir, args.server_arg, args.compare_app.resolve())
+        cfg.other = Config(f"{cfg.model} (other app)", cfg.T, None, source=cfg.source)
     try:
         floor.wait_healthy()
         targets = [(server.url + app_link(cfg), cfg), (floor.url, cfg.floor)]
+        if other is not None:
+            other.wait_healthy()
+            targets.append((other.url + app_link(cfg), cfg.other))
+        if bertviz is not None:
+            targets.append((bertviz[0], None))
         for j in range(args.navigations + 1):
             for url, c in targets if j % 2 == 0 else targets[::-1]:
+                if c is None:
+                    shown_ms = open_file_page(browser, url, bertviz[1])
+                    if j > 0:
+                        cfg.bertviz.append(shown_ms)
+                    continue
                 context = browser.new_context(viewport=VIEWPORT)
                 try:
                     page = context.new_page()
@@ -650,6 +720,8 @@ def measure_navigations(browser, workdir: Path, cfg: Config, server: Server, arg
                     context.close()
     finally:
         floor.stop()
+        if other is not None:
+            other.stop()
     print(f"measured {cfg.name}: {len(cfg.navigations)} navigations", flush=True)
 
 
@@ -677,8 +749,26 @@ def report_floor(configs: list[Config]) -> None:
                 f"<= {TARGET_FLOOR_RATIO}: {verdict(ratio <= TARGET_FLOOR_RATIO)} "
                 f"(medians {median(app) / median(floor):.2f}; n={len(app)}/{len(floor)})"
             )
-    for _, f in pairs:
-        for failure in f.failures:
+    for c, f in pairs:
+        if c.other is not None and c.other.navigations:
+            app, other = median(c.navigations), median(c.other.navigations)
+            print(
+                f"{c.name + ': navigation / --compare-app':<34} {app:7.0f} "
+                f"{percentile(c.navigations, 95):6.0f} {other:9.0f} "
+                f"{percentile(c.other.navigations, 95):6.0f}  medians {app / other:.2f}"
+            )
+        if c.bertviz:
+            app, other = median(c.navigations), median(c.bertviz)
+            p95s = percentile(c.navigations, 95), percentile(c.bertviz, 95)
+            print(
+                f"{c.name + ': navigation / bertviz head_view':<34} {app:7.0f} "
+                f"{p95s[0]:6.0f} {other:9.0f} {p95s[1]:6.0f}"
+                f"  medians {app / other:.2f}  <= {TARGET_BERTVIZ_RATIO}: "
+                f"{verdict(app / other <= TARGET_BERTVIZ_RATIO)} "
+                f"(floor / bertviz {median(f.navigations) / other:.2f})"
+            )
+    for c, f in pairs:
+        for failure in f.failures + (c.other.failures if c.other else []):
             print(f"FAILED ({f.name}): {failure}")
 
 
@@ -929,7 +1019,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--compare-app",
         type=Path,
-        help="another checkout's app.py: first renders alternate with it, and the ratio is printed",
+        help="another checkout's app.py: first renders (and with --floor, navigations) "
+        "alternate with it, and the ratio is printed",
     )
     p.add_argument(
         "--models",
@@ -967,6 +1058,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         default=0,
         help="with --floor: also open the app and the floor page this many times each, by turns",
+    )
+    p.add_argument(
+        "--bertviz",
+        action="store_true",
+        help="with --navigations: also open bertviz's head_view page of the same attention "
+        "(bench/standalone.py) by turns, and print the app / bertviz ratio (issue 31)",
     )
     p.add_argument("--no-server-only", action="store_true", help="skip the websocket-only timing")
     p.add_argument("--json", type=Path, help="also write every figure here")

@@ -16,7 +16,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import start_app, submit_training
+from tests.conftest import page_figures, start_app, submit_training
 from tfviz import get_task, plots
 from tfviz.serve import jobs, work
 from tfviz.ui.heads import HEAD_COLUMNS
@@ -34,7 +34,8 @@ def prediction(at: AppTest) -> str:
 
 
 def charts(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    """Every chart of the page, plotly's and the canvas charts' (the Attention grid), in order."""
+    return page_figures(at)
 
 
 def array(value) -> np.ndarray:
@@ -189,7 +190,7 @@ def test_bad_input_shows_an_error_and_no_chart(text, expected):
     message = at.error[0].value.replace("\\", "")  # markdown escapes
     assert expected in message
     assert "abcdefghij" in message and "1 to 16" in message
-    assert not at.get("plotly_chart")
+    assert not charts(at)  # plotly's or the canvas grid
     assert not at.code  # no prediction either
 
 

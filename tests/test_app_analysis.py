@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import json
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,7 +12,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import start_app
+from tests.conftest import page_figures, start_app
 from tfviz import Encoder, analysis, get_task, plots, save_checkpoint
 from tfviz.core.metrics import compact
 from tfviz.experiments import experiment
@@ -45,7 +44,8 @@ def show(at: AppTest, section: str) -> AppTest:
 
 
 def charts(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    """Every chart of the page, plotly's and the canvas charts' (heads in columns), in order."""
+    return page_figures(at)
 
 
 def titled(at: AppTest, start_of_title: str) -> dict:

@@ -4,14 +4,13 @@ control. Each test opens app.py on the view's tab (and a section), as a student'
 
 from __future__ import annotations
 
-import json
 import re
 
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import APP, wait_until
+from tests.conftest import APP, page_figures, wait_until
 from tests.test_app import array
 from tests.test_app_lessons import page_text
 from tfviz import get_task
@@ -44,7 +43,8 @@ def open_parts(section: str = "modes", model: str = "bundled:reverse", **state) 
 
 
 def figures(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    """Every chart of the page, plotly's and the canvas charts' (heads in columns), in order."""
+    return page_figures(at)
 
 
 def plain(text: str) -> str:

@@ -14,14 +14,13 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
-import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.conftest import start_app
+from tests.conftest import page_figures, start_app
 from tfviz import plots
 from tfviz.ui.i18n import catalogue, translate
 from tfviz.ui.widgets import plot_words
@@ -277,7 +276,7 @@ def test_the_attention_and_w_o_tabs_draw_their_charts_in_chinese():
         if tab == "app.view.w_o_off":  # the tab compares only once something is switched
             at.radio(key="w_o_mode").set_value("identity").run()
             assert not at.exception, at.exception
-        specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+        specs = page_figures(at)  # plotly's and the canvas charts' (the Attention grid)
         assert specs, f"{tab}: no chart drawn"
         for spec in specs:
             layout = spec["layout"]

@@ -438,7 +438,7 @@ def test_keys_a_link_cannot_set_get_a_note_and_leave_the_address(lang):
 
 @pytest.mark.usefixtures("fresh_app")
 def test_every_chart_saves_png_or_svg_named_after_model_and_chart():
-    at = open_link(model="bundled:sort")
+    at = open_link(model="bundled:sort", view="w_o")  # plotly charts (Attention's: a canvas)
     configs = [json.loads(c.proto.config) for c in at.get("plotly_chart")]
     assert configs
     for config in configs:

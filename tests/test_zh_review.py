@@ -283,7 +283,7 @@ def shown_texts(node, out: list[str]) -> list[str]:
                 out.append(value)
             elif isinstance(value, (list, tuple)):
                 out += [v for v in value if isinstance(v, str)]
-            elif hasattr(value, "columns"):  # a table: its column names and text cells
+            elif getattr(value, "columns", None) is not None:  # a table: names and text cells
                 out += [str(c) for c in value.columns]
                 out += [v for v in value.to_numpy().ravel().tolist() if isinstance(v, str)]
     children = getattr(node, "children", None)

@@ -196,30 +196,28 @@
     if (spec.visible === false || spec.showticklabels === false) return [];
     if (spec.tickvals) {
       var text = spec.ticktext || spec.tickvals.map(String);
-      return spec.tickvals
-        .map(function (v, i) {
-          return [value(axis, v), lines(text[i]).join(" ")];
-        })
-        .filter(function (t) {
-          return t[0] !== undefined;
-        });
+      return thinned(
+        axis,
+        spec.tickvals
+          .map(function (v, i) {
+            return [value(axis, v), lines(text[i]).join(" ")];
+          })
+          .filter(function (t) {
+            return t[0] !== undefined;
+          }),
+        ctx,
+        size
+      );
     }
     if (axis.category) {
-      var spacing = Math.abs(toPx(axis, 1) - toPx(axis, 0));
-      var every = Math.max(1, Math.ceil((size + 2) / Math.max(spacing, 1e-6)));
-      if (axis.letter === "x") {
-        var widest = Math.max.apply(null, axis.categories.map(function (c) {
-          return ctx.measureText(lines(c).join(" ")).width;
-        }).concat([0]));
-        if (widest + 4 < spacing) every = 1;
-      }
-      return axis.categories
-        .map(function (c, i) {
+      return thinned(
+        axis,
+        axis.categories.map(function (c, i) {
           return [i, lines(c).join(" ")];
-        })
-        .filter(function (_, i) {
-          return i % every === 0;
-        });
+        }),
+        ctx,
+        size
+      );
     }
     var length = axis.letter === "x" ? axis.px1 - axis.px0 : axis.px1 - axis.px0;
     return niceTicks(axis.range[0], axis.range[1], axis.letter === "x" ? 70 : 30, length).map(
@@ -227,6 +225,29 @@
         return [v, format(v, Math.abs(v) > 0 && Math.abs(v) < 1e-3 ? ".1e" : "")];
       }
     );
+  }
+
+  /* Every k-th of a category axis's ticks (given or its own), k the least that leaves a line of
+   * text room between two: a phone's width gives a toy grid's keys ~4 px each, and drawn all
+   * they were one smear (plotly draws every given tick; the app hid them on phones). Lines
+   * size - 1 px apart still leave the glyphs apart (MiniLM's 34 pieces, 11 px, at ~10 px keep
+   * every label). An x axis keeps all whose labels fit side by side unrotated. */
+  function thinned(axis, list, ctx, size) {
+    if (list.length < 2) return list;
+    var spacing = Infinity;
+    for (var i = 1; i < list.length; i++) {
+      spacing = Math.min(spacing, Math.abs(toPx(axis, list[i][0]) - toPx(axis, list[i - 1][0])));
+    }
+    var every = Math.max(1, Math.ceil((size - 1) / Math.max(spacing, 1e-6)));
+    if (axis.letter === "x") {
+      var widest = Math.max.apply(null, list.map(function (t) {
+        return ctx.measureText(t[1]).width;
+      }));
+      if (widest + 4 < spacing) every = 1;
+    }
+    return list.filter(function (_, i) {
+      return i % every === 0;
+    });
   }
 
   function rotated(axis, tickList, ctx) {

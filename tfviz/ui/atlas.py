@@ -23,7 +23,7 @@ from tfviz.experiments.atlas_store import BUNDLED, read_rows
 from tfviz.plots import atlas as atlas_plots  # tfviz.experiments.atlas is the sweep's own module
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
-from tfviz.ui.labels import task_label
+from tfviz.ui.labels import task_label, task_short
 from tfviz.ui.view import POLL_SECONDS
 from tfviz.ui.widgets import chart
 
@@ -136,7 +136,7 @@ def grid(rows: dict, results: dict, arm: str, key: str) -> None:
     figure = atlas_plots.atlas_grid(
         effect,
         texts,
-        [task_label(name) for name in tasks],
+        [task_short(name) for name in tasks],  # full names are in the hover
         [short_arch(atlas.Cell.from_key("sum/" + a), varied) for a in archs],
         hover,
         title=t("atlas.grid.title", other=t(f"atlas.versus.{arm}")),

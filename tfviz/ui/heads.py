@@ -5,7 +5,7 @@ Shared by the Attention, "W_o off" and Analysis views (a view imports nothing fr
 a model with many heads (MiniLM: 6 layers x 12 heads) shows one layer's heads at a time, laid out
 in HEAD_COLUMNS columns, drawn on canvases. In one row, 13 squares left about 5 px per
 word-piece, and their labels an illegible pile. A toy model's every layer (grid_columns) is laid
-out the same way, in plotly charts: as one mosaic of every head, a phone's 390 px left each of
+out the same way, on canvases too: as one mosaic of every head, a phone's 390 px left each of
 its ten squares about 60 px.
 """
 
@@ -104,8 +104,10 @@ def grid_figures(
 
 def grid_columns(attn, labels, layer_ids, key: str, scale: str = plots.FIXED) -> None:
     """A few layers' heads (a toy model's every layer) readable at any width: grid_figures in
-    plotly_columns."""
-    plotly_columns(grid_figures(attn, labels, list(layer_ids), plot_words(), scale), key)
+    columns, on canvases as a many-headed layer's are (a page that opens on them then fetches no
+    plotly.js, and a keystroke redraws them in a few ms: tests/test_browser_pagespeed.py)."""
+    figures = grid_figures(attn, labels, list(layer_ids), plot_words(), scale)
+    canvas_charts(figures, key=key, columns=HEAD_COLUMNS)
 
 
 def plotly_columns(figures: list, key: str) -> None:

@@ -25,6 +25,13 @@ def task_label(name: str, lang: str | None = None) -> str:
     return t(key, lang=lang) if key in catalogue(lang or current()) else name
 
 
+def task_short(name: str, lang: str | None = None) -> str:
+    """A task's short name (task.<name>.short: 求和, sum), for a chart's row labels on a phone,
+    where 数字求和（sum） would take the columns' room; task_label where there is none."""
+    key = f"task.{name}.short"
+    return t(key, lang=lang) if key in catalogue(lang or current()) else task_label(name, lang)
+
+
 def layout_word(field: str, value) -> str:
     """A config's norm ("post") or embed ("token") in the student's words, from
     sidebar.<field>.<value>; a value the catalogue does not know is shown as it is (a

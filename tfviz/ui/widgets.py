@@ -67,7 +67,9 @@ def chart(figure, key: str) -> None:
 # floor page's. They are drawn instead by tfviz's standalone.js, the exported web page's
 # drawing (tfviz/serve/standalone.py), from the same plotly figures, all in one element: its script
 # arrives once per run, not once per chart. It lays them out in `columns` columns, one under the
-# other below Streamlit's own breakpoint for st.columns (640 px), as st.columns did.
+# other below Streamlit's own breakpoint for st.columns (640 px), as st.columns did. The toy
+# models' Attention grid is drawn so too: a page of canvas charts alone fetches no plotly.js
+# (Streamlit's 4.7 MB chunk; bench/README.md, issue 31).
 CANVAS_JS = (
     standalone.chart_js_compact()
     + """
@@ -99,11 +101,11 @@ _canvas_charts = st.components.v2.component(
 
 
 def canvas_charts(figures: Sequence, key: str, columns: int) -> None:
-    """figures (plotly figures that standalone.js draws: tfviz.plots' columns of squares) side
-    by side in `columns` columns, drawn on canvases with their hover, in one element (see
-    CANVAS_JS), each with a button that saves it as a PNG named as chart() names its files
-    (key_0, key_1...; PNG whatever the sidebar's format: a canvas has no SVG). A figure
-    standalone.js does not draw sends them all to plotly, in st.columns."""
+    """figures (plotly figures that standalone.js draws: tfviz.plots' grids and columns of
+    squares) side by side in `columns` columns, drawn on canvases with their hover, in one
+    element (see CANVAS_JS), each with a button that saves it as a PNG named as chart() names
+    its files (key_0, key_1...; PNG whatever the sidebar's format: a canvas has no SVG). A
+    figure standalone.js does not draw sends them all to plotly, in st.columns."""
     shown = [standalone.figure_data(figure) for figure in figures]
     if any(standalone.unsupported(data) for data in shown):
         slots = st.columns(columns)
