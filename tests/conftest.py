@@ -128,7 +128,9 @@ def page_figures(at) -> list[dict]:
 
 # ---- the browser tests' one way to open the app (tests/test_browser*.py) ----------------------
 
-TIMEOUT_MS = 30_000  # one action on 2 shared cores; a healthy run takes well under a second
+# One action on 2 cores shared by two test workers (pytest-xdist) and a server each; a healthy run
+# takes well under a second.
+TIMEOUT_MS = 60_000
 APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
 CODE = '.st-key-prediction [data-testid="stCode"]'  # st.container(key="prediction")
 EXCEPTION = '[data-testid="stException"]'
