@@ -44,7 +44,9 @@ def test_forty_sessions_at_once_on_five_cold_starts_all_see_a_prediction_and_no_
         assert r.failures == 0, where  # no timeout, no closed socket
         assert r.log_tracebacks == 0 and r.log_problems == 0, where
         assert r.predictions == SESSIONS, where
-        assert r.connect_spread_s < 1.0, where  # the sessions did come at once
+        # The sessions did come at once: well inside the first page's imports (seconds on a
+        # cold server), the window of the race; 2 s leaves room for the suite's other worker.
+        assert r.connect_spread_s < 2.0, where
 
 
 # A stand-in app, fast to start: of every five sessions one raises, one draws the prediction's
