@@ -187,6 +187,11 @@ def main() -> None:
         # the link's language from session_state (a widget's value can be set only before it).
         share.read_link(tab_labels())
         i18n.language_picker()
+        # A reloaded page that was training: what became of it. Before the model picker, which
+        # then lists a model finished meanwhile as this session's own.
+        asked = share.training_asked()
+        if asked is not None:
+            resume(asked)
         st.title(t("sidebar.title"))
         picked = sidebar.pick_model(device)
         if picked is None:
@@ -197,9 +202,6 @@ def main() -> None:
         sidebar.model_info(meta, task, device)
         iv = switches.controls(meta.config).interventions
         sidebar.chart_format_picker()
-    asked = share.training_asked()  # a reloaded page that was training: what became of it
-    if asked is not None:
-        resume(asked)
     main_area(View(entry=entry, model=model, meta=meta, task=task, interventions=iv))
 
 

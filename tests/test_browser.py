@@ -311,9 +311,18 @@ def assert_charts_drawn(page: Page, at_least: int = 1, heatmaps: bool = False) -
     return plots
 
 
+def screenshots() -> Path:
+    """Where the browser tests' screenshots go: $TFVIZ_SCREENSHOTS, else artifacts/."""
+    folder = os.environ.get("TFVIZ_SCREENSHOTS")
+    path = Path(folder) if folder else ARTIFACTS
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def screenshot(page: Page, name: str) -> Path:
-    """A full-page PNG in artifacts/: the main area scrolls inside itself, so grow the viewport."""
-    ARTIFACTS.mkdir(exist_ok=True)
+    """A full-page PNG in screenshots(): the main area scrolls inside itself, so grow the
+    viewport."""
+    folder = screenshots()
     height = page.evaluate(
         """() => Math.max(...['stMain', 'stSidebarContent'].map((id) => {
               const el = document.querySelector(`[data-testid="${id}"]`);
@@ -324,7 +333,7 @@ def screenshot(page: Page, name: str) -> Path:
     page.set_viewport_size({"width": size["width"], "height": min(max(height, 600), 8000)})
     try:
         page.wait_for_timeout(300)  # plotly relayouts on resize
-        path = ARTIFACTS / name
+        path = folder / name
         page.screenshot(path=path, full_page=True)
     finally:
         page.set_viewport_size(size)

@@ -9,9 +9,13 @@ in its environment.
 
 from __future__ import annotations
 
+import re
+from urllib.parse import urlencode
+
 import pytest
 
 from tests import test_browser as shared
+from tests.conftest import opened_app
 from tests.test_browser import (
     assert_charts_drawn,
     assert_no_exception,
@@ -104,3 +108,38 @@ def test_a_bert_from_the_models_folder_shows_attention_and_fill_mask_answers(pag
     assert_charts_drawn(page, at_least=1, heatmaps=True)
     assert_no_exception(page)
     screenshot(page, "browser_folder_bert_fill_mask.png")
+
+
+# A Chinese sentence through RoBERTa's byte-level BPE: each Han character is three byte pieces,
+# which the charts once labelled with Latin-1 look-alikes ("æĪ", "ä¸"). The issue's screenshot
+# set has this model on a desktop, a projector and a phone, in Chinese.
+CHINESE = "我爱北京<mask>。"
+SCREENS = {
+    "desktop": {"width": 1600, "height": 1000},
+    "projector": {"width": 1280, "height": 720},
+    "phone": {"width": 390, "height": 844},
+}
+# The canvas charts' key names (the figures' x categories, the hover's) and the texts they drew
+# (thinned to what fits: standalone.js notes each text it draws).
+LABELS_JS = """() => [...document.querySelectorAll('.tfviz-chart[data-drawn]')]
+    .flatMap((div) => div.__figure.data[0].x || [])"""
+DRAWN_TEXTS_JS = """() => [...document.querySelectorAll('.tfviz-chart[data-drawn]')]
+    .flatMap((div) => (div.__texts || []).map((t) => t.text))"""
+BYTE_LOOK_ALIKES = re.compile(r"[\u00a0-\u017f]")  # byte-level BPE's stand-ins for bytes
+
+
+@pytest.mark.parametrize("screen", SCREENS)
+def test_a_roberta_shows_chinese_as_characters_on_every_screen(browser, server, screen):
+    query = urlencode(
+        {"model": "folder:roberta", "sequence": CHINESE, "lang": "zh", "view": "attention"}
+    )
+    with opened_app(browser, f"{server}/?{query}", SCREENS[screen], first=FILL_MASK) as page:
+        assert_charts_drawn(page, at_least=1, heatmaps=True)
+        labels = " ".join(page.evaluate(LABELS_JS))
+        for character in "我爱北京":  # each once, as the text its three byte pieces stand for
+            assert character in labels, (character, labels)
+        drawn = " ".join(page.evaluate(DRAWN_TEXTS_JS))
+        assert any(character in drawn for character in "我爱北京"), drawn
+        # The exact pieces stay in the hover's names ("我 [æ]"), never on the chart itself.
+        assert BYTE_LOOK_ALIKES.findall(drawn) == [], drawn
+        screenshot(page, f"readable_roberta_attention_zh_{screen}.png")

@@ -111,9 +111,13 @@ def training_in_progress() -> str | None:
 
 def claim_training(job: jobs.Job) -> None:
     """This session trains job's model: the picker says it is theirs (trained_here)."""
+    claim_model(job.spec.name)
+
+
+def claim_model(name: str) -> None:
     names = state.TRAINED_HERE.setdefault([])
-    if job.spec.name not in names:
-        names.append(job.spec.name)
+    if name not in names:
+        names.append(name)
 
 
 def trained_here() -> frozenset[str]:
@@ -138,6 +142,8 @@ def resume(name: str) -> None:
         state.TRAIN_JOB.set(job)
         reason = "training_running"
     elif (user_models_dir() / f"{name}.safetensors").is_file():
+        # Its trainer's own address (a shared link carries no training): the model is theirs.
+        claim_model(name)
         reason = "training_done"
     else:
         reason = "training_lost"
