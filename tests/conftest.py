@@ -18,6 +18,29 @@ ROOT = Path(__file__).resolve().parent.parent
 MODELS = ROOT / "models"
 
 
+# The files that take longest, collected first. Whole files go to a worker (pyproject's
+# --dist loadfile), in collection order: a long file collected last (test_work.py, alphabetical)
+# ran alone at the end while the other worker sat idle. From the longest down (per-file sums of
+# a CI=true run's --durations on 2 cores); the order within a file is kept.
+SLOW_FIRST = (
+    "test_work.py",
+    "test_tasks.py",
+    "test_train_defaults.py",
+    "test_atlas.py",
+    "test_browser_layout.py",
+    "test_browser_readable.py",
+    "test_browser_inert.py",
+    "test_app_parts.py",
+    "test_browser_folders.py",
+    "test_browser_share.py",
+)
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # sort() is stable
+
+
 def make_model(seed: int = 0, **sizes) -> Encoder:
     """A randomly initialised encoder in eval mode (no dropout), deterministic for a seed."""
     cfg = dict(

@@ -139,7 +139,10 @@ def test_a_roberta_shows_chinese_as_characters_on_every_screen(browser, server, 
         for character in "我爱北京":  # each once, as the text its three byte pieces stand for
             assert character in labels, (character, labels)
         drawn = " ".join(page.evaluate(DRAWN_TEXTS_JS))
-        assert any(character in drawn for character in "我爱北京"), drawn
+        # Thinned to fit, the labels keep the characters, not the pieces' continuation marks.
+        missing = [character for character in "我爱北京" if character not in drawn]
+        assert len(missing) <= 1, drawn  # one may give way to its neighbour <s>
+        assert not missing or "…" not in drawn, drawn
         # The exact pieces stay in the hover's names ("我 [æ]"), never on the chart itself.
         assert BYTE_LOOK_ALIKES.findall(drawn) == [], drawn
         screenshot(page, f"readable_roberta_attention_zh_{screen}.png")

@@ -265,3 +265,16 @@ def test_a_roberta_folder_labels_chinese_as_characters_and_hovers_its_pieces(ope
     assert ticks[1:-1] == list(labels) and ticks[0] == "&lt;s&gt;"
     for name, piece, exact in zip(fig.data[0].x[1:-1], shown, spelled, strict=True):
         assert name.endswith(f" [{exact}]") == (piece != exact), name  # the hover: exact pieces
+
+
+def test_thinned_labels_keep_whole_tokens_and_drop_continuation_marks():
+    from tfviz.plots.mosaic import labelled
+
+    plain = [f"t{i}" for i in range(10)]
+    assert labelled(plain, 1) == list(range(10))
+    assert labelled(plain, 3) == [0, 3, 6, 9]  # as by position when no piece continues
+    # "我爱" in byte-level BPE: three pieces a character, the last two shown as marks.
+    pieces = ["<s>", "我", "… (2)", "… (3)", "爱", "… (5)", "… (6)", "</s>"]
+    assert labelled(pieces, 1) == list(range(8))
+    assert labelled(pieces, 2) == [0, 4, 7]  # 我 gives way to <s>, and no mark is shown
+    assert labelled(pieces[1:], 2) == [0, 3, 6]  # 我, 爱, </s>

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from tfviz.plots.mosaic import _mosaic
+from tfviz.plots.mosaic import _mosaic, labelled
 from tfviz.plots.style import (
     ATTENTION_SCALE,
     MARGIN,
@@ -373,7 +373,7 @@ def attention_map(
     # Rows of 24 px up to MAP_MAX_PX in all; a longer input (hundreds of word-pieces) keeps the
     # map that tall, one image, and labels every k-th token on both axes (the hover names each).
     rows_px = min(24 * T, MAP_MAX_PX)
-    shown = _every(T, MIN_LABEL_PX / (rows_px / T))
+    shown = labelled(ticks, math.ceil(MIN_LABEL_PX / (rows_px / T)))
     axis = dict(
         type="category", tickvals=[names[i] for i in shown], ticktext=[ticks[i] for i in shown]
     )
@@ -389,11 +389,6 @@ def attention_map(
 
 
 MAP_MAX_PX = 900  # the tallest an enlarged attention map is drawn (a long input's whole map)
-
-
-def _every(n: int, cells_per_label: float) -> range:
-    """Which of n positions get a label when one label needs cells_per_label cells."""
-    return range(0, n, max(1, math.ceil(cells_per_label)))
 
 
 def norm_attention_grid(

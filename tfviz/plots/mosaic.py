@@ -21,6 +21,25 @@ MOSAIC_PX = 900  # width the mosaic's cells are sized for (the wide layout's mai
 LABEL_PX = 14  # the least room a column's label gets (a 10-11 px font's line, rotated)
 
 
+
+CONTINUATION = "\u2026"  # how a byte piece that continues a character is labelled (tfviz.hf)
+
+
+def labelled(labels: Sequence[str], every: int) -> list[int]:
+    """The positions that get a tick label, at least `every` apart: all of them when every is
+    1, else whole labels only, first come first served. A byte piece's continuation mark gives
+    way: thinned by position alone, a Chinese sentence's pieces (three a character) kept the
+    marks and dropped the characters."""
+    if every <= 1:
+        return list(range(len(labels)))
+    shown, last = [], -every
+    for i, label in enumerate(labels):
+        if not str(label).startswith(CONTINUATION) and i - last >= every:
+            shown.append(i)
+            last = i
+    return shown
+
+
 def _mosaic(
     blocks: np.ndarray,
     y_labels: Sequence[str],
@@ -75,12 +94,13 @@ def _mosaic(
         y_names = _line_names(rows, y_hovers, gap_y, hover[0], block_words[0], block_first=True)
         x_names = _line_names(cols, x_hovers, gap_x, hover[1], block_words[1], block_first=False)
         template = f"%{{y}}<br>%{{x}}<br>{hover[2]} %{{z:.3f}}"
-    y_rows = range(0, ny, y_tick_every)
+    y_rows = labelled(y_labels, y_tick_every)
     y_tickvals = [y_names[r * (ny + gap_y) + i] for r in range(R) for i in y_rows]
     # Every block has its columns in the same order, so only the first block column is ticked:
     # each tick label costs the browser a text measurement on every redraw (about 65 ms for the
     # 85 of a 2 x 5 grid at T=17), and the hover names each cell anyway.
-    x_tickvals = [x_names[i] for i in range(0, nx, x_tick_every)]
+    x_cols = labelled(x_labels, x_tick_every)
+    x_tickvals = [x_names[i] for i in x_cols]
     trace = _heatmap(z, x_names, y_names, template)
     trace["hoverongaps"] = False
     cell = max(5.0, min(30.0, width_px / z.shape[1]))
@@ -96,7 +116,7 @@ def _mosaic(
         xaxis=dict(
             type="category",
             tickvals=x_tickvals,
-            ticktext=[x_ticks[i] for i in range(0, nx, x_tick_every)],
+            ticktext=[x_ticks[i] for i in x_cols],
             tickfont=tick_font,
             showgrid=False,
         ),

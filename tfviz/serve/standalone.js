@@ -245,8 +245,15 @@
       }));
       if (widest + 4 < spacing) every = 1;
     }
-    return list.filter(function (_, i) {
-      return i % every === 0;
+    if (every === 1) return list;
+    // Whole labels only, every-th apart at least: a byte piece's continuation mark ("…",
+    // tfviz.hf.tokenizer) gives way. Thinned by position alone, a Chinese sentence's pieces
+    // kept the marks and dropped the characters (tfviz.plots.mosaic.labelled does the same).
+    var last = -Infinity;
+    return list.filter(function (t, i) {
+      if (String(t[1]).charAt(0) === "\u2026" || i - last < every) return false;
+      last = i;
+      return true;
     });
   }
 
