@@ -67,8 +67,10 @@ def test_the_atlas_opens_and_a_cell_opens_its_curves(page, server, lang, width):
     option = options.last if options.last.inner_text() != shown else options.nth(-2)
     name = option.inner_text()
     task = name.split(" · ")[0]
-    option.scroll_into_view_if_needed()  # a phone's list scrolls; click the option itself
-    option.click()
+    # Typed, not clicked: on a phone the list scrolls under the pointer, and a click picked a
+    # neighbouring cell now and then. The picker filters by what is typed; Enter takes the match.
+    page.keyboard.type(name)
+    page.keyboard.press("Enter")
     try:
         page.wait_for_function(NEW_CURVES_JS, arg=[before, task], timeout=PICK_TIMEOUT_MS)
     except Exception as e:  # say what the page showed instead
