@@ -109,12 +109,9 @@ def training_in_progress() -> str | None:
     return job.spec.name
 
 
-def claim_training(job: jobs.Job) -> None:
-    """This session trains job's model: the picker says it is theirs (trained_here)."""
-    claim_model(job.spec.name)
-
-
 def claim_model(name: str) -> None:
+    """This session trains (or trained) the model `name`: the picker says it is theirs
+    (trained_here)."""
     names = state.TRAINED_HERE.setdefault([])
     if name not in names:
         names.append(name)

@@ -16,7 +16,7 @@ from tfviz.training.checkpoint import safe_model_path
 from tfviz.training.recipes import CLASS_SIZES, class_recipe, learned
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
-from tfviz.ui.jobs import claim_training, job_text, refusal, session_alive_check, time_left
+from tfviz.ui.jobs import claim_model, job_text, refusal, session_alive_check, time_left
 from tfviz.ui.labels import METRIC_NAMES, metric_text, task_label
 from tfviz.ui.models import ROOT, SOURCES, bundled_names, user_models_dir
 from tfviz.ui.text import md_escape
@@ -173,7 +173,7 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
         st.error(refusal(e))
         return
     state.TRAIN_JOB.set(job)
-    claim_training(job)
+    claim_model(job.spec.name)
     # The name is taken now: the next run of the form proposes another free one (this run's
     # name field is drawn already and cannot be changed).
     state.TRAIN_NAME_USED.set(True)
