@@ -4,6 +4,8 @@ tests' way to open the app (opened_app)."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -193,6 +195,33 @@ window.WebSocket = class extends OrigWS {
 """
 QUIET_MS = 300  # no DOM change for this long after a run: it is drawn
 
+# The browser tests' servers, by address: a first page that never draws is reported with what
+# its server was doing (every thread's stack, written by faulthandler on SIGUSR1, and its log).
+SERVERS: dict[str, tuple[subprocess.Popen, Path]] = {}
+
+
+def server_state(url: str) -> str:
+    """The tail of the log of the server behind url, after asking it for its threads' stacks."""
+    for address, (proc, log_path) in SERVERS.items():
+        if url.startswith(address) and proc.poll() is None:
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(1.0)  # faulthandler writes from its own thread
+            return log_path.read_text(errors="replace")[-12_000:]
+    return "(no running server known for this address)"
+
+
+def page_state(page) -> str:
+    """What a page shows, for a failure message: its script state and its visible text."""
+    try:
+        state = page.evaluate(
+            """() => document.querySelector('[data-testid="stApp"]')
+                       ?.getAttribute('data-test-script-state')"""
+        )
+        text = page.evaluate("() => document.body.innerText")
+    except Exception as e:  # noqa: BLE001  (the page itself may be what broke)
+        return f"(the page could not be read: {e})"
+    return f"script state {state!r}; text:\n{text[:3000]}"
+
 
 def quiet(page) -> None:
     """Wait until the app is idle and the page has not changed for QUIET_MS."""
@@ -233,12 +262,19 @@ def opened_app(
     page.page_errors = []
     page.on("pageerror", lambda e: page.page_errors.append(str(e)))
     try:
-        page.goto(url)
-        page.wait_for_selector(first, timeout=first_timeout_ms)
-        page.wait_for_selector(APP_IDLE, timeout=first_timeout_ms)
-        page.wait_for_selector(CHART_DRAWN)
-        if settle:
-            quiet(page)
+        try:
+            page.goto(url)
+            page.wait_for_selector(first, timeout=first_timeout_ms)
+            page.wait_for_selector(APP_IDLE, timeout=first_timeout_ms)
+            page.wait_for_selector(CHART_DRAWN)
+            if settle:
+                quiet(page)
+        except Exception as e:  # noqa: BLE001  (a timeout, reported with its circumstances)
+            raise AssertionError(
+                f"{url}: the first page was not drawn ({e.__class__.__name__}: "
+                f"{str(e).splitlines()[0]})\n--- the page: {page_state(page)}"
+                f"\n--- the server: {server_state(url)}"
+            ) from e
         yield page
         if no_exception:
             assert page.locator(EXCEPTION).count() == 0

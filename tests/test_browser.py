@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -26,6 +27,7 @@ import pytest
 from bench.server import free_port, healthy, streamlit_command
 from tests.conftest import (  # noqa: F401  (re-exported: the other browser modules import them here)
     APP_IDLE,
+    SERVERS,
     CHART_DRAWN,
     CODE,
     EXCEPTION,
@@ -155,6 +157,14 @@ def server(tmp_path_factory):
     yield from app_server(tmp_path_factory)
 
 
+# `python -m streamlit`, able to write every thread's stack to its log on SIGUSR1
+# (conftest.server_state): a stuck first page is then reported with what the server was doing.
+DUMPABLE = (
+    "import faulthandler, signal, sys; faulthandler.register(signal.SIGUSR1, all_threads=True); "
+    "from streamlit.web.cli import main; sys.argv[0] = 'streamlit'; sys.exit(main())"
+)
+
+
 def app_server(tmp_path_factory, environ: dict[str, str] | None = None):
     """The server fixture's body, with more environment for modules that need it: yields the
     address of a healthy server and stops it after."""
@@ -168,7 +178,7 @@ def app_server(tmp_path_factory, environ: dict[str, str] | None = None):
         url = f"http://127.0.0.1:{port}"
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                streamlit_command(APP, port),
+                [sys.executable, "-c", DUMPABLE, *streamlit_command(APP, port)[3:]],
                 cwd=ROOT,
                 env=env,
                 stdout=log,
@@ -185,9 +195,11 @@ def app_server(tmp_path_factory, environ: dict[str, str] | None = None):
         stop(proc)
         if not taken or attempt == 2:
             pytest.fail(f"the server did not come up:\n{log_path.read_text()[-3000:]}")
+    SERVERS[url] = (proc, log_path)
     try:
         yield url
     finally:
+        del SERVERS[url]
         stop(proc)
 
 

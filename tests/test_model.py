@@ -8,6 +8,7 @@ from torch import nn
 
 from tests.conftest import make_model
 from tfviz import ModelConfig
+from tfviz.core.config import LIMITS
 from tfviz.core.interventions import LayerSwitches
 from tfviz.core.model import EncoderLayer, MultiHeadAttention
 
@@ -234,6 +235,12 @@ def test_zeroing_after_w_o_differs_from_ablating_the_head(model, ids):
 BERT_LIKE = dict(
     activation="gelu", norm_eps=1e-12, type_vocab_size=2, embed_norm=True, n_out=0, pool="mean"
 )
+# The decoders' switches (tfviz.hf.families' GPT-2 and Llama-style families).
+GPT2_LIKE = dict(causal=True, norm="pre", activation="gelu_tanh", n_out=12, tie_head=True)
+LLAMA_LIKE = dict(
+    causal=True, norm="pre", positions="rotary", norm_type="rms", mlp="gated",
+    activation="silu", n_kv_heads=2, n_out=12,
+)  # fmt: skip
 
 
 def test_an_old_config_dict_builds_the_old_model():
@@ -323,7 +330,14 @@ def test_bert_like_model_takes_the_fused_path_with_the_same_result(ids):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{}, BERT_LIKE, dict(norm="pre", embed="value", type_vocab_size=3), dict(n_out=0)],
+    [
+        {},
+        BERT_LIKE,
+        dict(norm="pre", embed="value", type_vocab_size=3),
+        dict(n_out=0),
+        GPT2_LIKE,
+        LLAMA_LIKE,
+    ],
 )
 def test_n_params_counts_every_parameter_of_each_kind(kwargs):
     model = make_model(**kwargs)
@@ -340,7 +354,13 @@ def test_n_params_counts_every_parameter_of_each_kind(kwargs):
         (dict(type_vocab_size=17), r"type_vocab_size must be between 0 and 16, got 17 \(0: no"),
         (dict(type_vocab_size=-1), "type_vocab_size must be between 0"),
         (dict(embed_norm="yes"), "embed_norm must be true or false"),
-        (dict(n_out=-1), "n_out must be between 0 and 1024"),
+        (dict(n_out=-1), f"n_out must be between 0 and {LIMITS['n_out']}"),
+        (dict(n_heads=4, d_model=16, n_kv_heads=3), "must be a multiple of n_kv_heads"),
+        (dict(rope_theta=0.5), "rope_theta must be a number above 1"),
+        (dict(positions="rotary", d_model=6, n_heads=2), r"d_k \(3\) must be even"),
+        (dict(tie_head=True), "a tied head reads out with the token embedding"),
+        (dict(norm_type="batch"), "norm_type must be one of"),
+        (dict(mlp="moe"), "mlp must be one of"),
         (dict(vocab_size=300_000), "vocab_size must be between 1 and 262144"),
     ],
 )

@@ -13,7 +13,15 @@ POOLS = ("none", "mean", "first")
 EMBEDS = ("token", "value")
 # "gelu" is the exact (erf) GELU, as BERT uses; "gelu_tanh" its tanh approximation, which some
 # checkpoints were trained with (transformers' "gelu_new" / "gelu_pytorch_tanh").
-ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu")
+# Where a token's position enters: "learned", a table added to the embedding (seed 002, BERT,
+# GPT-2); "rotary", q and k rotated by an angle that grows with the position (RoPE: Llama, Qwen2).
+POSITIONS = ("learned", "rotary")
+# "layer": LayerNorm (mean and variance, weight and bias); "rms": RMSNorm (root mean square only,
+# weight only), as Llama-family models have.
+NORM_TYPES = ("layer", "rms")
+# The feed-forward net: "plain" fc2(act(fc1 x)); "gated" (SwiGLU) fc2(act(fc1 x) * up(x)).
+MLPS = ("plain", "gated")
 
 # Upper bounds keep an uploaded or hand-made config from asking for a model that would not fit a
 # classroom server; they are far above every bundled model. vocab_size admits a multilingual
@@ -22,16 +30,21 @@ ACTIVATIONS = ("relu", "gelu", "gelu_tanh")
 # from n_params below; tfviz.hf.shards.MAX_PARAMS for pretrained folders).
 LIMITS = {
     "vocab_size": 262_144,
-    "n_out": 1024,
+    "n_out": 262_144,  # a decoder's head reads out a whole vocabulary
     "d_model": 1024,
     "n_heads": 64,
-    "d_ff": 4096,
-    "n_layers": 12,
-    "max_len": 512,
+    "n_kv_heads": 64,
+    "d_ff": 8192,  # Qwen2-0.5B: 4,864
+    "n_layers": 48,  # SmolLM-135M: 30, Qwen2-0.5B: 24
+    "max_len": 1024,  # GPT-2 reads 1,024 positions
     "type_vocab_size": 16,  # BERT uses 2 (sentence A / B)
 }
 # Fields where 0 is allowed and means "none".
-ZERO_MEANS_NONE = {"n_out": "no output head", "type_vocab_size": "no token-type embedding"}
+ZERO_MEANS_NONE = {
+    "n_out": "no output head",
+    "type_vocab_size": "no token-type embedding",
+    "n_kv_heads": "one key/value head per query head",
+}
 
 
 @dataclass(frozen=True)
@@ -62,6 +75,19 @@ class ModelConfig:
     # atlas's "FFN off" cells (tfviz.experiments.atlas), where W_o is the last linear map before the
     # head.
     ffn: bool = True
+    # Decoders (tfviz.hf.families' GPT-2 and Llama-style families, and the trainer's causal toy
+    # models). Every default is what an encoder has, so every older checkpoint loads unchanged.
+    causal: bool = False  # a query reads only keys at or before its position
+    # Grouped-query attention: this many key/value heads, each shared by n_heads / n_kv_heads
+    # query heads; 0: as many as query heads (multi-head attention).
+    n_kv_heads: int = 0
+    positions: str = "learned"  # tfviz.core.config.POSITIONS
+    rope_theta: float = 10_000.0  # the rotary angle's base (rotary positions only)
+    norm_type: str = "layer"  # tfviz.core.config.NORM_TYPES
+    mlp: str = "plain"  # tfviz.core.config.MLPS
+    # The head reads out with the token embedding's own matrix (GPT-2, most small Llama-style
+    # models): n_out must equal vocab_size. The head's bias is then zero.
+    tie_head: bool = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -86,7 +112,30 @@ class ModelConfig:
             )
         if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
             raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
-        choices = (("norm", NORMS), ("pool", POOLS), ("embed", EMBEDS), ("activation", ACTIVATIONS))
+        if self.n_kv_heads and self.n_heads % self.n_kv_heads:
+            raise ValueError(
+                f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads}): "
+                f"each key/value head serves the same number of query heads"
+            )
+        theta = self.rope_theta
+        if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 1:
+            raise ValueError(f"rope_theta must be a number above 1, got {theta!r}")
+        if self.positions == "rotary" and self.d_k % 2:
+            raise ValueError(f"rotary positions turn pairs of dimensions: d_k ({self.d_k}) must be even")
+        if self.tie_head and (self.n_out != self.vocab_size or self.embed != "token"):
+            raise ValueError(
+                "a tied head reads out with the token embedding: it needs embed 'token' and "
+                f"n_out = vocab_size ({self.vocab_size}), got n_out {self.n_out}"
+            )
+        choices = (
+            ("norm", NORMS),
+            ("pool", POOLS),
+            ("embed", EMBEDS),
+            ("activation", ACTIVATIONS),
+            ("positions", POSITIONS),
+            ("norm_type", NORM_TYPES),
+            ("mlp", MLPS),
+        )
         for name, allowed in choices:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
@@ -102,22 +151,36 @@ class ModelConfig:
         def linear(n_in: int, n_out: int) -> int:
             return n_in * n_out + n_out  # weight + bias
 
-        D, F = self.d_model, self.d_ff
-        norm = 2 * D  # LayerNorm: weight + bias
+        D, F, KV = self.d_model, self.d_ff, self.kv_heads * self.d_k
+        norm = 2 * D if self.norm_type == "layer" else D  # LayerNorm: weight + bias; RMSNorm: weight
         embed = self.vocab_size * D if self.embed == "token" else linear(1, D)
-        embed += self.max_len * D + self.type_vocab_size * D  # positions, token types
+        embed += self.max_len * D if self.positions == "learned" else 0
+        embed += self.type_vocab_size * D  # token types
         embed += norm if self.embed_norm else 0
-        layer = 4 * linear(D, D) + norm  # W_q, W_k, W_v, W_o; the attention's LayerNorm
+        # W_q, W_k, W_v, W_o; the attention's norm
+        layer = 2 * linear(D, D) + 2 * linear(D, KV) + norm
         if self.ffn:
-            layer += linear(D, F) + linear(F, D) + norm  # the feed-forward net and its LayerNorm
+            gated = linear(D, F) if self.mlp == "gated" else 0
+            layer += linear(D, F) + gated + linear(F, D) + norm  # the feed-forward net, its norm
         final_norm = norm if self.norm == "pre" else 0
-        head = linear(D, self.n_out) if self.n_out else 0
+        # A tied head's matrix is the embedding's: only its bias is its own.
+        head = (self.n_out if self.tie_head else linear(D, self.n_out)) if self.n_out else 0
         return embed + self.n_layers * layer + final_norm + head
 
     @property
     def d_k(self) -> int:
         """Width of one head."""
         return self.d_model // self.n_heads
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads: n_kv_heads, or n_heads when it is 0."""
+        return self.n_kv_heads or self.n_heads
+
+    def kv_head(self, head: int) -> int:
+        """The key/value head query head `head` reads (grouped-query attention: consecutive
+        query heads share one, as transformers' repeat_kv arranges them)."""
+        return head // (self.n_heads // self.kv_heads)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -93,15 +93,23 @@ class MultiHeadAttention(nn.Module):
         super().__init__()
         D = config.d_model
         self.n_heads, self.d_k = config.n_heads, config.d_k
+        self.n_kv = config.kv_heads
+        self.causal = config.causal
         # One big D x D projection per role; seed 004 shows this equals H separate D x d_k ones.
+        # With grouped-query attention W_k and W_v make only n_kv heads (n_kv * d_k outputs).
         self.W_q = nn.Linear(D, D)
-        self.W_k = nn.Linear(D, D)
-        self.W_v = nn.Linear(D, D)
+        self.W_k = nn.Linear(D, self.n_kv * self.d_k)
+        self.W_v = nn.Linear(D, self.n_kv * self.d_k)
         self.W_o = nn.Linear(D, D)
         self.dropout = config.dropout
 
     def forward(
-        self, x: Tensor, pad_mask: Tensor | Packing | None, sw: LayerSwitches, trace: bool
+        self,
+        x: Tensor,
+        pad_mask: Tensor | Packing | None,
+        sw: LayerSwitches,
+        trace: bool,
+        rotary: tuple[Tensor, Tensor] | None = None,
     ) -> tuple[Tensor, dict | None]:
         H, d_k = self.n_heads, self.d_k
         packed = pad_mask if isinstance(pad_mask, Packing) else None
@@ -109,19 +117,27 @@ class MultiHeadAttention(nn.Module):
             B, T, D = x.shape
 
             def heads(t: Tensor) -> Tensor:
-                return t.view(B, T, H, d_k).transpose(1, 2)  # (B, H, T, d_k)
+                return t.view(B, T, -1, d_k).transpose(1, 2)  # (B, H or n_kv, T, d_k)
         else:
             # Packed runs: x is (R, M, D); heads go onto the (R*B, T) grid of all runs' batches.
             pad_mask = packed.pad_mask
 
             def heads(t: Tensor) -> Tensor:
-                return to_grid(packed, t, H)  # (R*B, H, T, d_k)
+                return to_grid(packed, t, t.shape[-1] // d_k)  # (R*B, H, T, d_k)
 
         q = heads(linear(x, self.W_q))
         k = heads(linear(x, self.W_k))
         v = heads(linear(x, self.W_v))
+        if rotary is not None:
+            q, k = rotate(q, *rotary), rotate(k, *rotary)
+        if self.n_kv != H:
+            # Grouped-query attention: each key/value head serves H / n_kv consecutive query
+            # heads. Repeated here, every later step (the trace's v included) sees H heads.
+            k = k.repeat_interleave(H // self.n_kv, dim=1)
+            v = v.repeat_interleave(H // self.n_kv, dim=1)
         p = self.dropout if self.training else 0.0
         attn = None
+        T_grid = q.shape[-2]
         # Packed runs take the plain path too: for small heads (d_k 8, T ~ 17) torch's fused CPU
         # kernel spends far more time per (sequence, head), above all backward, than two matmuls.
         if trace or sw.patterns or packed is not None:
@@ -131,15 +147,21 @@ class MultiHeadAttention(nn.Module):
                 # costs backward nothing, where a fill masks the gradient again.
                 key_bias = torch.zeros(pad_mask.shape, dtype=scores.dtype, device=scores.device)
                 scores = scores + key_bias.masked_fill_(pad_mask, float("-inf"))[:, None, None]
+            if self.causal:
+                scores = scores + causal_bias(T_grid, scores.dtype, scores.device)
             attn = F.softmax(scores, dim=-1)
             if pad_mask is not None and packed is None:  # (a packing's examples all have a key)
                 attn = attn.nan_to_num(0.0)  # a query with every key padded attends to nothing
             if sw.patterns:
-                attn = override_patterns(attn, sw.patterns, pad_mask)
+                attn = override_patterns(attn, sw.patterns, pad_mask, self.causal)
             z = F.dropout(attn, p, self.training) @ v  # (B, H, T, d_k)
         else:
             keep = None if pad_mask is None else ~pad_mask[:, None, None, :]  # (B, 1, 1, T)
-            z = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)
+            if self.causal and keep is not None:
+                keep = keep & torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            z = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=keep, dropout_p=p, is_causal=self.causal and keep is None
+            )
             if pad_mask is not None:
                 z = z.nan_to_num(0.0)
         if sw.gate is not None:
@@ -190,17 +212,24 @@ class MultiHeadAttention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward net: fc2(dropout(act(fc1(x)))), act = ReLU (seed 002) or GELU."""
+    """Position-wise feed-forward net: fc2(dropout(act(fc1(x)))), act = ReLU (seed 002) or GELU;
+    gated (SwiGLU, Llama): fc2(dropout(act(fc1(x)) * up(x))), fc1 being the gate."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.fc1 = nn.Linear(config.d_model, config.d_ff)
+        if config.mlp == "gated":
+            self.up = nn.Linear(config.d_model, config.d_ff)
+        self.gated = config.mlp == "gated"
         self.fc2 = nn.Linear(config.d_ff, config.d_model)
         self.dropout = nn.Dropout(config.dropout)
         self.act = activation_function(config.activation)
 
     def forward(self, x: Tensor) -> Tensor:
-        return linear(self.dropout(self.act(linear(x, self.fc1))), self.fc2)
+        hidden = self.act(linear(x, self.fc1))
+        if self.gated:
+            hidden = hidden * linear(x, self.up)
+        return linear(self.dropout(hidden), self.fc2)
 
 
 def activation_function(name: str):
@@ -210,7 +239,42 @@ def activation_function(name: str):
     if name == "gelu_tanh":
         # The tanh approximation (transformers' "gelu_new"); within 1e-6 of its Python formula.
         return functools.partial(F.gelu, approximate="tanh")
+    if name == "silu":
+        return F.silu  # SwiGLU's gate (Llama, Qwen2)
     return F.relu
+
+
+def make_norm(config: ModelConfig) -> nn.Module:
+    """The config's norm over d_model: LayerNorm, or RMSNorm (Llama-style)."""
+    if config.norm_type == "rms":
+        return nn.RMSNorm(config.d_model, eps=config.norm_eps)
+    return nn.LayerNorm(config.d_model, eps=config.norm_eps)
+
+
+def causal_bias(T: int, dtype: torch.dtype, device) -> Tensor:
+    """(T, T) 0 where query i may read key j (j <= i), -inf above the diagonal."""
+    return torch.full((T, T), float("-inf"), dtype=dtype, device=device).triu(1)
+
+
+def rotary_angles(
+    positions: Tensor, d_k: int, theta: float, dtype: torch.dtype
+) -> tuple[Tensor, Tensor]:
+    """cos and sin (B, 1, T, d_k) of the rotary angles at positions (B, T).
+
+    Dimension pair (i, i + d_k/2) turns by position * theta^(-2i/d_k), the split-halves layout
+    of Llama-family checkpoints (transformers' rotate_half).
+    """
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d_k, 2, dtype=torch.float32) / d_k))
+    angles = positions.float()[..., None] * inv_freq.to(positions.device)  # (B, T, d_k/2)
+    angles = torch.cat((angles, angles), dim=-1)[:, None]  # (B, 1, T, d_k)
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """x (B, H, T, d_k) turned by the rotary angles: each pair of dimensions rotated."""
+    half = x.shape[-1] // 2
+    turned = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos + turned * sin
 
 
 class EncoderLayer(nn.Module):
@@ -219,29 +283,34 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: ModelConfig):
         super().__init__()
         self.attn = MultiHeadAttention(config)
-        self.norm1 = nn.LayerNorm(config.d_model, eps=config.norm_eps)
+        self.norm1 = make_norm(config)
         # Without a feed-forward net (config.ffn False) the layer ends after attention's add.
         # (Registered after norm1 since then: model.parameters() lists attn, norm1, ff, norm2,
         # the order the bundled atlas was trained in; the weights' names are unchanged.)
         if config.ffn:
             self.ff = FeedForward(config)
-            self.norm2 = nn.LayerNorm(config.d_model, eps=config.norm_eps)
+            self.norm2 = make_norm(config)
         self.has_ffn = config.ffn
         self.dropout = nn.Dropout(config.dropout)
         self.pre_norm = config.norm == "pre"
 
     def forward(
-        self, x: Tensor, pad_mask: Tensor | Packing | None, sw: LayerSwitches, trace: bool
+        self,
+        x: Tensor,
+        pad_mask: Tensor | Packing | None,
+        sw: LayerSwitches,
+        trace: bool,
+        rotary: tuple[Tensor, Tensor] | None = None,
     ) -> tuple[Tensor, LayerTrace | None]:
         resid_pre = x
         if self.pre_norm:
-            a, parts = self.attn(layer_norm(x, self.norm1), pad_mask, sw, trace)
+            a, parts = self.attn(layer_norm(x, self.norm1), pad_mask, sw, trace, rotary)
             x = x + self.dropout(a)
             resid_mid = x
             if self.has_ffn:
                 x = x + self.dropout(self.ff(layer_norm(x, self.norm2)))
         else:
-            a, parts = self.attn(x, pad_mask, sw, trace)
+            a, parts = self.attn(x, pad_mask, sw, trace, rotary)
             x = layer_norm(x + self.dropout(a), self.norm1)
             resid_mid = x
             if self.has_ffn:
@@ -270,9 +339,8 @@ class Encoder(nn.Module):
         self.embed = (
             nn.Embedding(config.vocab_size, D) if config.embed == "token" else nn.Linear(1, D)
         )
-        self.pos = nn.Parameter(
-            torch.randn(1, config.max_len, D) * 0.02
-        )  # learned positions (seed 002)
+        if config.positions == "learned":  # (rotary positions turn q and k instead)
+            self.pos = nn.Parameter(torch.randn(1, config.max_len, D) * 0.02)  # (seed 002)
         # BERT's segment embedding (sentence A / B) and the LayerNorm over the embedding sum.
         # Absent unless asked for, so the state dict of every model trained here is unchanged.
         if config.type_vocab_size:
@@ -281,15 +349,29 @@ class Encoder(nn.Module):
             self.embed_norm = nn.LayerNorm(D, eps=config.norm_eps)
         self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.n_layers))
         # Pre-norm leaves the residual stream unnormalised, so it needs a final LayerNorm.
-        self.norm_f = (
-            nn.LayerNorm(D, eps=config.norm_eps) if config.norm == "pre" else nn.Identity()
-        )
+        self.norm_f = make_norm(config) if config.norm == "pre" else nn.Identity()
         # n_out=0: no head; a pretrained encoder's output is its hidden states.
         self.head = nn.Linear(D, config.n_out) if config.n_out else nn.Identity()
+        if config.tie_head:
+            # One matrix embeds a token and reads it out (GPT-2, most small Llama-style models).
+            self.head.weight = self.embed.weight
+            nn.init.zeros_(self.head.bias)
 
     @property
     def device(self) -> torch.device:
-        return self.pos.device
+        return self.embed.weight.device
+
+    def positions_of(self, pad_mask: Tensor | None, B: int, T: int) -> Tensor | None:
+        """(B, T) each token's position, or None where it is its index (0..T-1) in every row.
+
+        A causal model's batch is padded on the left, as transformers pads decoders, so that
+        every sequence's next token sits in the last column; its positions then count real
+        tokens only (padding takes position 0), so that a sequence reads the same alone or in
+        a batch.
+        """
+        if not self.config.causal or pad_mask is None:
+            return None
+        return ((~pad_mask).long().cumsum(-1) - 1).clamp_min(0)
 
     def forward(
         self,
@@ -345,7 +427,14 @@ class Encoder(nn.Module):
         if pad_mask is not None and not pad_mask.any():
             pad_mask = None  # nothing padded: take the unmasked (faster) attention path
         iv = Interventions.of(interventions, **switches)
-        x = self.embed_ids(ids) + self.pos[:, :T]  # (B, T, D)
+        positions = self.positions_of(pad_mask, B, T)
+        x = self.embed_ids(ids)  # (B, T, D)
+        rotary = None
+        if cfg.positions == "learned":
+            x = x + (self.pos[:, :T] if positions is None else self.pos[0, positions])
+        else:
+            at = torch.arange(T, device=ids.device).expand(B, T) if positions is None else positions
+            rotary = rotary_angles(at, cfg.d_k, cfg.rope_theta, x.dtype)
         if cfg.type_vocab_size:
             # One sentence is segment 0 throughout: add row 0 without building an ids tensor.
             x = x + (
@@ -354,7 +443,7 @@ class Encoder(nn.Module):
         if cfg.embed_norm:
             x = self.embed_norm(x)
         embed = x
-        x, layer_traces = self.run_layers(x, pad_mask, iv, trace)
+        x, layer_traces = self.run_layers(x, pad_mask, iv, trace, rotary)
         if cfg.pool == "mean":
             if pad_mask is None:
                 x = x.mean(dim=1)
@@ -380,7 +469,12 @@ class Encoder(nn.Module):
         return embedding(ids, self.embed.weight)
 
     def run_layers(
-        self, x: Tensor, pad_mask: Tensor | Packing | None, iv: Interventions, trace: bool
+        self,
+        x: Tensor,
+        pad_mask: Tensor | Packing | None,
+        iv: Interventions,
+        trace: bool,
+        rotary: tuple[Tensor, Tensor] | None = None,
     ) -> tuple[Tensor, list[LayerTrace | None]]:
         """Every encoder layer under the pass's switches, then the final norm (pre-norm)."""
         plan = iv.resolve(
@@ -390,7 +484,7 @@ class Encoder(nn.Module):
         )
         layer_traces = []
         for layer, sw in zip(self.layers, plan.layers, strict=True):
-            x, lt = layer(x, pad_mask, sw, trace)
+            x, lt = layer(x, pad_mask, sw, trace, rotary)
             layer_traces.append(lt)
         return layer_norm(x, self.norm_f), layer_traces
 
@@ -399,8 +493,11 @@ class Encoder(nn.Module):
         cfg = self.config
         if pad_mask is not None or trace or token_types is not None:
             raise ValueError("a packed pass takes its padding from the Packing and keeps no trace")
-        if cfg.type_vocab_size or cfg.embed_norm:
-            raise ValueError("a packed pass runs models without token types or embedding norm")
+        if cfg.type_vocab_size or cfg.embed_norm or cfg.positions != "learned":
+            raise ValueError(
+                "a packed pass runs models with learned positions, without token types or "
+                "embedding norm"
+            )
         R, M = packing.ids.shape
         positions = self.pos.view(R, cfg.max_len, cfg.d_model)  # each run's own table
         x = self.embed_ids(packing.ids) + embedding(packing.pos.view(R, M), positions)
@@ -421,7 +518,10 @@ def linear(x: Tensor, lin: nn.Linear | Tensor, bias: Tensor | None = None) -> Te
 
 
 def layer_norm(x: Tensor, norm: nn.Module) -> Tensor:
-    """nn.LayerNorm's map (nn.Identity passes x); stacked weights (R, D): run r's own on x[r]."""
+    """nn.LayerNorm's map (nn.RMSNorm's, nn.Identity passes x); stacked weights (R, D): run r's
+    own on x[r]."""
+    if isinstance(norm, nn.RMSNorm):
+        return F.rms_norm(x, norm.normalized_shape, norm.weight, norm.eps)
     if not isinstance(norm, nn.LayerNorm):
         return x
     w, b = norm.weight, norm.bias
@@ -446,7 +546,10 @@ def layer_modes(w_o: str | Mapping[int, str], n_layers: int) -> list[str]:
 
 
 def override_patterns(
-    attn: Tensor, patterns: tuple[tuple[int, str], ...], pad_mask: Tensor | None
+    attn: Tensor,
+    patterns: tuple[tuple[int, str], ...],
+    pad_mask: Tensor | None,
+    causal: bool = False,
 ) -> Tensor:
     """attn (B, H, T, T) with some heads' patterns replaced (tfviz.core.interventions.PATTERNS).
 
@@ -464,11 +567,17 @@ def override_patterns(
     n = real.sum(-1).clamp_min(1.0)  # (B,) real tokens
     i = torch.arange(T, device=attn.device)
     new = attn.clone()
+    if causal and any(p == "anti_diagonal" for _, p in patterns):
+        raise ValueError("a causal model's query cannot read a later token (anti_diagonal)")
     for head, pattern in patterns:
         if pattern.startswith(COPY_PREFIX):
             new[:, head] = attn[:, int(pattern[len(COPY_PREFIX) :])]
             continue
-        if pattern == "uniform":
+        if pattern == "uniform" and causal:
+            # Each query spreads over the real keys at or before it.
+            seen = real[:, None, :] * torch.ones(T, T, dtype=attn.dtype, device=attn.device).tril()
+            rows = seen / seen.sum(-1, keepdim=True).clamp_min(1.0)  # (B, T, T)
+        elif pattern == "uniform":
             rows = real[:, None, :] / n[:, None, None]  # (B, 1, T) -> every query alike
             rows = rows.expand(B, T, T)
         else:
