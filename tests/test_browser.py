@@ -27,11 +27,11 @@ import pytest
 from bench.server import free_port, healthy, streamlit_command
 from tests.conftest import (  # noqa: F401  (re-exported: the other browser modules import them here)
     APP_IDLE,
-    SERVERS,
     CHART_DRAWN,
     CODE,
     EXCEPTION,
     QUIET_MS,
+    SERVERS,
     TIMEOUT_MS,
     WATCH_JS,
     go_to,

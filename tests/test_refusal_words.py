@@ -45,6 +45,8 @@ INTERNAL = {
     ("timeline", "__post_init__"): "the training code's own recorder settings",
     ("timeline", "_check_index"): "the slider offers only the kept steps",
     ("timeline", "scores"): "a timeline is shown only once it holds a step",
+    ("causal_lm", "next_tokens"): "the app passes one sequence's logits",
+    ("causal_lm", "_check"): "the app continues only a decoder, from its typed text",
 }
 # Whose catalogue part a refusal's code is looked up in, by the name called.
 PREFIXES = {

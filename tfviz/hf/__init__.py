@@ -1,6 +1,7 @@
-"""Bring your own encoder: BERT, RoBERTa / XLM-R and DistilBERT folders in the Hugging Face layout,
-opened into tfviz's own Encoder (every W_o switch and trace site works on them), with their
-masked-LM head when they have one, and hostile folders and zips refused before anything runs.
+"""Bring your own model: BERT, RoBERTa / XLM-R and DistilBERT encoders, GPT-2, Llama, Mistral and
+Qwen2 decoders, folders in the Hugging Face layout, opened into tfviz's own Encoder (every W_o
+switch and trace site works on them; a decoder runs it causally), with their masked-LM head when
+they have one, and hostile folders and zips refused before anything runs.
 
     for found in list_folder(os.environ["TFVIZ_PRETRAINED_DIR"]):  # nothing loaded
         print(found)                             # FolderInfo, or Refused with its reason
@@ -11,10 +12,19 @@ masked-LM head when they have one, and hostile folders and zips refused before a
 transformers is not used at runtime: weights are read with safetensors, the tokenizer with
 `tokenizers`. Modules: families (the key map and config reader of each family), files (which files
 a folder holds, JSON read safely), shards (the weights, checked from their headers), weights
-(tensors into an Encoder, checked), tokenizer, tokenizer_files (which tokenizer a folder has), mlm
-(the head and fill-in-the-mask), folder (open, describe, list), zipped, errors.
+(tensors into an Encoder, checked), decoders and decoder_weights (the decoder families and their
+reader), causal_lm (next tokens, greedy continuation), tokenizer, tokenizer_files (which tokenizer
+a folder has), mlm (the head and fill-in-the-mask), folder (open, describe, list), zipped, errors.
 """
 
+from tfviz.hf.causal_lm import (
+    MAX_NEW_TOKENS,
+    NextTokens,
+    continue_greedily,
+    greedy_continuation,
+    next_tokens,
+)
+from tfviz.hf.decoders import DECODER_FAMILIES, GPT2, LLAMA, QWEN2, DecoderFamily
 from tfviz.hf.errors import (
     ConfigError,
     MissingFileError,
@@ -42,6 +52,16 @@ from tfviz.hf.tokenizer import PieceTokenizer
 from tfviz.hf.zipped import open_zip, unpacked
 
 __all__ = [
+    "DECODER_FAMILIES",
+    "GPT2",
+    "LLAMA",
+    "MAX_NEW_TOKENS",
+    "QWEN2",
+    "DecoderFamily",
+    "NextTokens",
+    "continue_greedily",
+    "greedy_continuation",
+    "next_tokens",
     "BERT",
     "DISTILBERT",
     "FAMILIES",

@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from tfviz.hf.decoders import DECODER_FAMILIES
 from tfviz.hf.errors import ConfigError, UnknownFamilyError
 
 # transformers' activation names -> tfviz.core.config.ACTIVATIONS. "gelu" is the exact erf form;
@@ -334,5 +335,5 @@ def family_of(raw: dict) -> Family:
     for family in FAMILIES:
         if model_type in family.model_types:
             return family
-    known = [t for f in FAMILIES for t in f.model_types]
+    known = [t for f in (*FAMILIES, *DECODER_FAMILIES) for t in f.model_types]
     raise UnknownFamilyError("unknown_model_type", value=repr(model_type), known=known)

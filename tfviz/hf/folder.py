@@ -23,6 +23,8 @@ import torch
 
 from tfviz.core.config import ModelConfig
 from tfviz.core.model import Encoder
+from tfviz.hf.decoder_weights import MAX_DECODER_PARAMS, load_decoder, plan_decoder
+from tfviz.hf.decoders import DecoderArchitecture, DecoderFamily, decoder_family_of
 from tfviz.hf.errors import ConfigError, MissingFileError, PretrainedError, TokenizerError
 from tfviz.hf.families import Architecture, Family, family_of
 from tfviz.hf.files import (
@@ -37,7 +39,12 @@ from tfviz.hf.files import (
 from tfviz.hf.mlm import MaskedLMHead
 from tfviz.hf.shards import MAX_PARAMS, load_weights, plan_weights, weight_files
 from tfviz.hf.tokenizer import PieceTokenizer
-from tfviz.hf.tokenizer_files import has_tokenizer, load_tokenizer, model_max_pieces
+from tfviz.hf.tokenizer_files import (
+    has_tokenizer,
+    load_decoder_tokenizer,
+    load_tokenizer,
+    model_max_pieces,
+)
 
 
 @dataclass(frozen=True)
@@ -45,9 +52,11 @@ class LoadedEncoder:
     """A pretrained encoder opened from a folder, ready for every view."""
 
     name: str  # the folder's name
-    family: str  # "BERT", "RoBERTa" or "DistilBERT"
+    family: str  # "BERT", "RoBERTa", "DistilBERT"; "GPT-2", "Llama", "Qwen2" (decoders)
     model_type: str  # config.json's model_type
-    model: Encoder  # eval mode, gradients off; pooled "mean" without a masked-LM head
+    # eval mode, gradients off; pooled "mean" without a masked-LM head; a decoder: causal, its
+    # head reading out the next token at every position
+    model: Encoder
     tokenizer: PieceTokenizer
     head: MaskedLMHead | None  # the masked-LM head, when the checkpoint has one
     max_pieces: int  # word-pieces read per text, specials included (the model's own limit)
@@ -56,10 +65,12 @@ class LoadedEncoder:
     ignored: tuple[tuple[str, str], ...]  # (tensor name, why it is not used)
 
 
-def _read_config(files: dict[str, Path]) -> tuple[dict, Family, Architecture]:
+def _read_config(
+    files: dict[str, Path],
+) -> tuple[dict, Family | DecoderFamily, Architecture | DecoderArchitecture]:
     raw = read_json(files["config.json"])
     refuse_remote_code(raw, "config.json")
-    family = family_of(raw)
+    family = decoder_family_of(raw) or family_of(raw)
     try:
         arch = family.read(raw)
     except PretrainedError:
@@ -80,10 +91,17 @@ def open_folder(
 def _open_folder(folder: Path, device, max_params: int) -> LoadedEncoder:
     files = scan(folder)
     raw, family, arch = _read_config(files)
-    model, head, ignored = load_weights(weight_files(folder, files), family, arch, max_params)
+    weights = weight_files(folder, files)
+    if isinstance(family, DecoderFamily):
+        model, ignored = load_decoder(weights, family, arch, max(max_params, MAX_DECODER_PARAMS))
+        head = None  # the model's own head gives the next token's logits
+        max_pieces = model_max_pieces(files, model.config)
+        tokenizer = load_decoder_tokenizer(files, family, max_pieces, arch.add_bos)
+    else:
+        model, head, ignored = load_weights(weights, family, arch, max_params)
+        max_pieces = model_max_pieces(files, model.config)
+        tokenizer = load_tokenizer(files, family, max_pieces)
     config = model.config
-    max_pieces = model_max_pieces(files, config)
-    tokenizer = load_tokenizer(files, family, max_pieces)
     if tokenizer.vocab_size > config.vocab_size:
         raise TokenizerError(
             "more_pieces_than_model", pieces=tokenizer.vocab_size, model=config.vocab_size
@@ -117,6 +135,7 @@ class FolderInfo:
     max_pieces: int  # word-pieces it reads per text, specials included
     licence: str | None
     weights_bytes: int  # size of model.safetensors, or of all its shards
+    causal_lm: bool = False  # a decoder (GPT-2, Llama, Qwen2): it reads out the next token
 
 
 def describe_folder(folder: str | Path, max_params: int = MAX_PARAMS) -> FolderInfo:
@@ -130,9 +149,15 @@ def _describe_folder(folder: Path, max_params: int) -> FolderInfo:
     files = scan(folder)
     raw, family, arch = _read_config(files)
     weights = weight_files(folder, files)
-    plan = plan_weights(weights, family, arch, max_params)
-    if not has_tokenizer(files, family):
-        load_tokenizer(files, family, 3)  # raises MissingFileError, saying which file
+    causal_lm = isinstance(family, DecoderFamily)
+    if causal_lm:
+        plan = plan_decoder(weights, family, arch, max(max_params, MAX_DECODER_PARAMS))
+        if "tokenizer.json" not in files:
+            raise MissingFileError("no_tokenizer", family=family.name)
+    else:
+        plan = plan_weights(weights, family, arch, max_params)
+        if not has_tokenizer(files, family):
+            load_tokenizer(files, family, 3)  # raises MissingFileError, saying which file
     return FolderInfo(
         name=shown(folder.name),
         path=folder,
@@ -140,7 +165,8 @@ def _describe_folder(folder: Path, max_params: int) -> FolderInfo:
         model_type=raw["model_type"],
         config=plan.config,
         n_params=plan.config.n_params,
-        masked_lm=bool(plan.head_names),
+        masked_lm=not causal_lm and bool(plan.head_names),
+        causal_lm=causal_lm,
         max_pieces=model_max_pieces(files, plan.config),
         licence=licence_of(files),
         weights_bytes=weights.size,

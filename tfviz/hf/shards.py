@@ -130,7 +130,7 @@ def _shard_path(shard, files: dict[str, Path], root: Path) -> Path:
 
 
 @contextmanager
-def _open_weights(weights: WeightFiles) -> Iterator[_Tensors]:
+def open_weights(weights: WeightFiles) -> Iterator[_Tensors]:
     """Every shard's header read (no tensor data), as one mapping of tensor name -> shard."""
     with ExitStack() as stack:
         opened = {
@@ -205,7 +205,7 @@ def plan_weights(
             "shards_too_large" if weights.where else "weights_too_large",
             file=weights.name, size=size, most=honest,
         )  # fmt: skip
-    with _open_weights(weights) as f:
+    with open_weights(weights) as f:
         names = set(f.keys())
         prefix = _prefix(family, names)
         key_map = family.key_map(guess.n_layers, prefix)
@@ -239,7 +239,7 @@ def load_weights(
     read."""
     plan = plan_weights(weights, family, arch, max_params)
     config = plan.config
-    with _open_weights(weights) as f:
+    with open_weights(weights) as f:
 
         class Lazy(dict):  # each tensor read from the file when asked for, not kept here
             def __missing__(self, key):

@@ -86,6 +86,8 @@ class PieceTokenizer:
         max_pieces: int = 128,
         specials: Specials = BERT_SPECIALS,
         vocabulary: str = "",
+        causal: bool = False,
+        add_bos: bool = False,
     ):
         if not isinstance(spec, dict):
             raise TokenizerError("not_object", file="tokenizer.json")
@@ -99,13 +101,23 @@ class PieceTokenizer:
             self._tok = Tokenizer.from_str(json.dumps(dict(stripped, padding=None)))
         except Exception as e:  # the tokenizers library raises its own exception types
             raise TokenizerError("tokenizer_unreadable", why=e) from None
-        ids = {name: full.token_to_id(name) for name in (specials.cls, specials.sep,
-                                                         specials.pad, specials.unk)}  # fmt: skip
+        # A decoder's text is framed by at most a beginning-of-sequence token (causal: cls
+        # names it, sep its end-of-text token), padded on the left, and its byte-level
+        # vocabulary may have no unknown piece at all.
+        needed = (specials.cls, specials.sep, specials.pad, specials.unk)
+        if causal:
+            needed = (specials.cls,) * add_bos + (specials.sep, specials.pad)
+        ids = {name: full.token_to_id(name) for name in needed}
         if None in ids.values():
             raise TokenizerError(
                 "no_special_piece", pieces=[n for n, i in ids.items() if i is None]
             )
-        self.cls_id, self.sep_id, self.pad_id, self.unk_id = ids.values()
+        self.cls_id, self.sep_id = full.token_to_id(specials.cls), full.token_to_id(specials.sep)
+        self.pad_id, self.unk_id = full.token_to_id(specials.pad), full.token_to_id(specials.unk)
+        self.causal = causal
+        # The ids around a text, and their names as the charts show them.
+        self.before = (self.cls_id,) if not causal or add_bos else ()
+        self.after = () if causal else (self.sep_id,)
         self.mask_id = full.token_to_id(specials.mask)  # None: no masked-LM use
         # Whether the mask token swallows the spaces beside it, as its added-token entry says
         # (RoBERTa's "<mask>" has lstrip: "the <mask>" is "the", "<mask>", not "the", "Ġ", ...).
@@ -122,7 +134,7 @@ class PieceTokenizer:
         self.vocab_size = max(full.get_vocab(with_added_tokens=True).values(), default=-1) + 1
         self._full = full
         self.byte_level = _is_byte_level(spec)
-        if max_pieces < 3:
+        if max_pieces < len(self.before) + len(self.after) + 1:
             raise ValueError("max_pieces must leave room for [CLS], one piece and [SEP]")
         self.max_pieces = max_pieces
 
@@ -304,7 +316,7 @@ class PieceTokenizer:
         if not all_ids:
             raise InputError("no_pieces")
         sp = self.specials
-        room = self.max_pieces - 2  # [CLS] and [SEP] always fit
+        room = self.max_pieces - len(self.before) - len(self.after)  # [CLS] and [SEP] always fit
         ids, pieces, spans = all_ids[:room], all_pieces[:room], all_spans[:room]
         notes = []
         cut_at = None
@@ -316,7 +328,7 @@ class PieceTokenizer:
                 f"{sp.cls} and {sp.sep}), so it was cut after word-piece {room} ({pieces[-1]!r}), "
                 f"at character {cut_at} of {len(text)}. Not read: {_clip(rest, 40)!r}."
             )
-        n_unknown = sum(i == self.unk_id for i in ids)
+        n_unknown = 0 if self.unk_id is None else sum(i == self.unk_id for i in ids)
         if n_unknown:
             unknown = dict.fromkeys(  # each unknown stretch of text once, in order
                 text[a:b] for i, (a, b) in zip(ids, spans, strict=True) if i == self.unk_id
@@ -327,18 +339,23 @@ class PieceTokenizer:
                 f"{what} has no piece for {_clip(' '.join(unknown), 40)}."
             )
         upper = text.upper() if mask is None else text.replace(mask, " ").upper()
-        typed = [name for name in sp.names if name.upper() in upper]
+        typed = [name for name in sp.names if name and name.upper() in upper]
         if typed:
             notes.append(
                 f"{', '.join(typed)} in the text is read as plain characters (brackets and "
                 "letters), not as the model's special token: only the "
                 f"{sp.cls} and {sp.sep} around the text are special."
             )
-        masked = tuple(n + 1 for n, i in enumerate(ids) if mask is not None and i == self.mask_id)
-        ids = (self.cls_id, *ids, self.sep_id)
-        pieces = (sp.cls, *pieces, sp.sep)
-        spelled = (sp.cls, *spelled[:room], sp.sep)
-        spans = ((0, 0), *(tuple(s) for s in spans), (0, 0))
+        first = len(self.before)
+        masked = tuple(
+            n + first for n, i in enumerate(ids) if mask is not None and i == self.mask_id
+        )
+        before = (sp.cls,) * first
+        after = (sp.sep,) * len(self.after)
+        ids = (*self.before, *ids, *self.after)
+        pieces = (*before, *pieces, *after)
+        spelled = (*before, *spelled[:room], *after)
+        spans = (*((0, 0),) * first, *(tuple(s) for s in spans), *((0, 0),) * len(after))
         return Pieces(
             text=text,
             ids=ids,
@@ -366,13 +383,16 @@ class PieceTokenizer:
         return self.pad(items, device)
 
     def pad(self, items: list[Pieces], device: str | torch.device = "cpu") -> Batch:
-        """Already encoded texts padded with [PAD] to the longest, as one Batch."""
+        """Already encoded texts padded with [PAD] to the longest, as one Batch: on the right,
+        or for a decoder on the left, as transformers pads one, so that every text's next token
+        is read in the last column."""
         T = max(len(p.ids) for p in items)
         ids = torch.full((len(items), T), self.pad_id, dtype=torch.long)
         pad_mask = torch.ones(len(items), T, dtype=torch.bool)
         for b, p in enumerate(items):
-            ids[b, : len(p.ids)] = torch.tensor(p.ids)
-            pad_mask[b, : len(p.ids)] = False
+            at = slice(T - len(p.ids), T) if self.causal else slice(0, len(p.ids))
+            ids[b, at] = torch.tensor(p.ids)
+            pad_mask[b, at] = False
         return Batch(ids=ids.to(device), pad_mask=pad_mask.to(device), items=tuple(items))
 
 

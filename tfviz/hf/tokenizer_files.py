@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfviz.core.config import ModelConfig
+from tfviz.hf.decoders import DecoderFamily
 from tfviz.hf.errors import MissingFileError, TooLargeError
 from tfviz.hf.families import Family, Specials
 from tfviz.hf.files import read_json, refuse_remote_code
@@ -101,6 +102,37 @@ def load_tokenizer(files: dict[str, Path], family: Family, max_pieces: int) -> P
         else "no_tokenizer",
         family=family.name,
     )  # fmt: skip
+
+
+def load_decoder_tokenizer(
+    files: dict[str, Path], family: DecoderFamily, max_pieces: int, add_bos: bool
+) -> PieceTokenizer:
+    """A decoder's tokenizer.json, with the beginning, end and padding tokens
+    tokenizer_config.json names (padding: the end-of-text token when it names none, as is
+    usual for GPT-2 and Llama); a BOS token before each text where the family or
+    tokenizer_config.json's add_bos_token says so."""
+    settings = {}
+    for name in ("special_tokens_map.json", "tokenizer_config.json"):
+        if name in files:
+            data = read_json(files[name])
+            refuse_remote_code(data, name)
+            settings.update(data)
+    if "tokenizer.json" not in files:
+        raise MissingFileError("no_tokenizer", family=family.name)
+    size = files["tokenizer.json"].stat().st_size
+    if size > MAX_TOKENIZER_BYTES:
+        raise TooLargeError("file_too_large", file="tokenizer.json", size=size,
+                            most=MAX_TOKENIZER_BYTES)  # fmt: skip
+    bos = _token_name(settings.get("bos_token")) or family.bos
+    eos = _token_name(settings.get("eos_token")) or family.eos
+    pad = _token_name(settings.get("pad_token")) or eos
+    unk = _token_name(settings.get("unk_token")) or family.unk or ""
+    if isinstance(settings.get("add_bos_token"), bool):
+        add_bos = settings["add_bos_token"]
+    specials = Specials(cls=bos, sep=eos, pad=pad, unk=unk, mask="")
+    return PieceTokenizer.from_file(
+        files["tokenizer.json"], max_pieces, specials=specials, causal=True, add_bos=add_bos
+    )
 
 
 def model_max_pieces(files: dict[str, Path], config: ModelConfig) -> int:

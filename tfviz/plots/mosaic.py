@@ -21,7 +21,6 @@ MOSAIC_PX = 900  # width the mosaic's cells are sized for (the wide layout's mai
 LABEL_PX = 14  # the least room a column's label gets (a 10-11 px font's line, rotated)
 
 
-
 CONTINUATION = "\u2026"  # how a byte piece that continues a character is labelled (tfviz.hf)
 
 

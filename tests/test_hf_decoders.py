@@ -1,0 +1,251 @@
+"""Bring-your-own decoders (tfviz.hf.decoders): GPT-2, Llama (grouped-query attention) and Qwen2
+(q, k, v biases) equal transformers' own models.
+
+For each family a tiny random model is built with transformers (2 layers, 4 query heads, D = 32),
+every parameter perturbed so that a dropped or misplaced bias or a transposed matrix shows, saved
+with save_pretrained as safetensors beside a small byte-level BPE tokenizer.json. tfviz opens the
+folder and must match transformers' hidden states, attention weights and next-token logits to
+1e-4 on a left-padded batch (positions counting real tokens, as generate() gives them), and its
+greedy continuation token for token. transformers is the oracle only: without it these tests
+skip, except under CI=true.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from tfviz import hf
+from tfviz.core import wo
+from tfviz.core.interventions import Interventions
+from tfviz.hf import decoder_weights
+from tfviz.hf.errors import PretrainedError
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+try:
+    import transformers
+except ImportError:  # pragma: no cover - the oracle is a test-only dependency
+    if IN_CI:
+        raise
+    pytest.skip("transformers (the oracle) is not installed", allow_module_level=True)
+
+TOL = 1e-4
+TEXTS = ["the cat sat on the mat .", "a dog ran", "the quick brown fox jumps over the lazy dog"]
+WORDS = "the a cat dog sat ran on mat quick brown fox jumps over lazy and is 中 文".split()
+KINDS = ("gpt2", "gpt2-untied", "llama", "qwen2", "mistral")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the CPUs are shared; put back for the tests after this module
+    yield
+    torch.set_num_threads(threads)
+
+
+def _tokenizer(folder: Path, specials: list[str]) -> int:
+    """A byte-level BPE tokenizer.json with these special tokens first; returns its size."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300, special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
+    )  # fmt: skip
+    tok.train_from_iterator([" ".join(WORDS)] * 5 + TEXTS * 5, trainer)
+    tok.save(str(folder / "tokenizer.json"))
+    return tok.get_vocab_size()
+
+
+def build(kind: str, folder: Path):
+    """A tiny transformers decoder of this kind saved in folder; returns it (eval mode)."""
+    T = transformers
+    folder.mkdir(parents=True)
+    common = dict(attn_implementation="eager")
+    if kind.startswith("gpt2"):
+        V = _tokenizer(folder, ["<|endoftext|>"])
+        cfg = T.GPT2Config(
+            vocab_size=V, n_embd=32, n_layer=2, n_head=4, n_positions=64,
+            bos_token_id=0, eos_token_id=0, tie_word_embeddings=kind == "gpt2", **common,
+        )  # fmt: skip
+        cls = T.GPT2LMHeadModel
+    else:
+        V = _tokenizer(folder, ["<unk>", "<s>", "</s>"])
+        sizes = dict(
+            vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, intermediate_size=64, max_position_embeddings=64,
+            bos_token_id=1, eos_token_id=2, rms_norm_eps=1e-6,
+        )  # fmt: skip
+        rope = {"rope_type": "default", "rope_theta": 500.0}
+        if kind == "llama":
+            cfg = T.LlamaConfig(**sizes, rope_parameters=rope, **common)
+            cls = T.LlamaForCausalLM
+        elif kind == "qwen2":  # Qwen2's q, k, v have biases; its head tied
+            cfg = T.Qwen2Config(**sizes, rope_parameters=rope, tie_word_embeddings=True, **common)
+            cls = T.Qwen2ForCausalLM
+        else:
+            cfg = T.MistralConfig(**sizes, sliding_window=None, **common)
+            cls = T.MistralForCausalLM
+        tok_cfg = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
+        (folder / "tokenizer_config.json").write_text(json.dumps(tok_cfg))
+    torch.manual_seed(0)
+    model = cls(cfg).eval()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():  # away from tidy initial values (ones, zeros)
+            p.add_(torch.randn(p.shape, generator=g) * 0.1)
+    model.save_pretrained(folder, safe_serialization=True)
+    return model
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("decoders")
+    return {kind: (build(kind, root / kind), root / kind) for kind in KINDS}
+
+
+def left_padded(loaded, texts=TEXTS):
+    batch = loaded.tokenizer.batch(texts)
+    real = ~batch.pad_mask
+    positions = (real.long().cumsum(-1) - 1).clamp_min(0)
+    return batch, real, positions
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_decoder_equals_transformers_on_a_left_padded_batch(built, kind):
+    theirs, folder = built[kind]
+    loaded = hf.open_folder(folder)
+    assert loaded.model.config.causal and loaded.head is None
+    batch, real, positions = left_padded(loaded)
+    assert batch.pad_mask[:, 0].any() and not batch.pad_mask[:, -1].any()  # padded on the left
+    with torch.no_grad():
+        ref = theirs(
+            input_ids=batch.ids, attention_mask=real.long(), position_ids=positions,
+            output_hidden_states=True, output_attentions=True,
+        )  # fmt: skip
+        out = loaded.model(batch.ids, batch.pad_mask)
+    keep = real[..., None]
+    assert torch.allclose(out.logits * keep, ref.logits * keep, atol=TOL)
+    for i, layer in enumerate(out.trace.layers):
+        # transformers' hidden_states[i] is layer i's input (the embedding for i = 0)
+        assert torch.allclose(layer.resid_pre * keep, ref.hidden_states[i] * keep, atol=TOL), i
+        rows = real[:, None, :, None] & real[:, None, None, :]
+        assert torch.allclose(layer.attn * rows, ref.attentions[i] * rows, atol=TOL), i
+        # above the diagonal: exactly no weight
+        assert (layer.attn.triu(1) == 0).all()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_greedy_continuation_is_transformers_token_for_token(built, kind):
+    theirs, folder = built[kind]
+    loaded = hf.open_folder(folder)
+    ids = torch.tensor([loaded.tokenizer.encode(TEXTS[0]).ids])
+    with torch.no_grad():
+        ref = theirs.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=12, do_sample=False,
+            pad_token_id=0, eos_token_id=None,
+        )[0, ids.shape[1] :].tolist()  # fmt: skip
+    ours = hf.greedy_continuation(loaded.model, ids[0].tolist(), 12)
+    assert ours == ref
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_w_o_identities_hold_for_every_family(built, kind):
+    loaded = hf.open_folder(built[kind][1])
+    cfg = loaded.model.config
+    batch, real, _ = left_padded(loaded)
+    with torch.no_grad():
+        for mode in ("learned", "identity", "block_diagonal", "rank:3", "zero"):
+            tr = loaded.model(batch.ids, batch.pad_mask, w_o=mode).trace
+            for layer in tr.layers:
+                total = layer.head_contributions().sum(1) + layer.b_o
+                assert torch.allclose(total, layer.attn_out, atol=1e-5), mode
+                if mode == "identity":
+                    assert torch.equal(layer.attn_out, layer.concat)
+        ablated = loaded.model(batch.ids, batch.pad_mask, ablate_heads=[(0, 1)]).trace
+        assert (ablated.layers[0].z[:, 1] == 0).all()
+    if cfg.n_kv_heads:  # grouped-query: consecutive query heads read one key/value head
+        assert [cfg.kv_head(h) for h in range(cfg.n_heads)] == [0, 0, 1, 1]
+    # W_o's bias: GPT-2's is learned; a Llama-style checkpoint has none (zero here)
+    b_o = loaded.model.layers[0].attn.W_o.bias
+    assert (b_o != 0).any() if kind.startswith("gpt2") else (b_o == 0).all()
+    assert wo.W_O_MODES  # every mode the app offers is one of tfviz.core.wo's
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_parameter_shapes_are_the_models_own(built, kind):
+    loaded = hf.open_folder(built[kind][1])
+    model = loaded.model
+    shapes = decoder_weights.parameter_shapes(model.config)
+    assert shapes == {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    unique = {id(p): p.numel() for p in model.parameters()}
+    assert model.config.n_params == sum(unique.values())
+    assert (model.head.weight is model.embed.weight) == model.config.tie_head
+
+
+def test_a_folder_is_described_without_loading(built):
+    info = hf.describe_folder(built["llama"][1])
+    assert info.causal_lm and not info.masked_lm and info.family == "Llama"
+    assert info.config.n_kv_heads == 2 and info.config.positions == "rotary"
+    info = hf.describe_folder(built["gpt2"][1])
+    assert info.causal_lm and info.family == "GPT-2" and info.config.tie_head
+
+
+def _copy_with_config(src: Path, dst: Path, **changes) -> Path:
+    dst.mkdir()
+    for f in src.iterdir():
+        (dst / f.name).write_bytes(f.read_bytes())
+    raw = json.loads((src / "config.json").read_text())
+    raw.update(changes)
+    (dst / "config.json").write_text(json.dumps(raw))
+    return dst
+
+
+@pytest.mark.parametrize(
+    "kind, changes, words",
+    [
+        ("llama", {"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 4.0}},
+         "'yarn'"),
+        ("llama", {"rope_scaling": {"type": "linear", "factor": 2.0}}, "'linear'"),
+        ("llama", {"head_dim": 4}, "head_dim=4"),
+        ("llama", {"hidden_act": "gelu"}, "hidden_act"),
+        ("gpt2", {"scale_attn_by_inverse_layer_idx": True}, "scale_attn_by_inverse_layer_idx"),
+        ("gpt2", {"n_head": 3}, "divisible"),
+        ("qwen2", {"num_key_value_heads": 3}, "n_kv_heads"),
+        ("gpt2", {"n_layer": 1000}, "n_layers must be between"),
+    ],
+)  # fmt: skip
+def test_a_variant_tfviz_does_not_compute_is_refused_by_name(built, tmp_path, kind, changes, words):
+    folder = _copy_with_config(built[kind][1], tmp_path / "variant", **changes)
+    with pytest.raises(PretrainedError, match=words):
+        hf.describe_folder(folder)
+    with pytest.raises(PretrainedError, match=words):
+        hf.open_folder(folder)
+
+
+def test_a_decoder_in_a_pickle_is_refused_and_one_beside_safetensors_never_read(built, tmp_path):
+    folder = _copy_with_config(built["gpt2"][1], tmp_path / "pickled")
+    (folder / "model.safetensors").rename(folder / "pytorch_model.bin")
+    with pytest.raises(hf.UnsafeFileError, match="pickle.*pytorch_model.bin"):
+        hf.open_folder(folder)
+    beside = _copy_with_config(built["gpt2"][1], tmp_path / "beside")
+    (beside / "pytorch_model.bin").write_bytes(b"\x80\x04 not read: unpickling it would fail")
+    assert hf.open_folder(beside).model.config.causal
+
+
+def test_a_left_padded_sequence_reads_as_it_does_alone(built):
+    loaded = hf.open_folder(built["llama"][1])
+    batch, real, _ = left_padded(loaded)
+    with torch.no_grad():
+        together = loaded.model(batch.ids, batch.pad_mask, trace=False).logits
+        for b, text in enumerate(TEXTS):
+            alone = loaded.model(torch.tensor([loaded.tokenizer.encode(text).ids])).logits[0]
+            assert torch.allclose(together[b, real[b]], alone, atol=1e-5)
+    fast = Interventions()
+    assert fast.w_o_modes(2) == ["learned", "learned"]

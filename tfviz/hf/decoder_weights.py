@@ -1,0 +1,187 @@
+"""A decoder folder's weights into tfviz's Encoder run causally: every name, shape and the size
+checked from the safetensors headers against config.json before a tensor is read, then each
+tensor read, split or transposed where the family stores it so (tfviz.hf.decoders.Source).
+
+The encoders' loader (tfviz.hf.shards) maps one checkpoint tensor to one parameter; a decoder's
+may be a third of a fused matrix, or stored transposed, so it has this reader of its own, on the
+same files, limits and refusals.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from tfviz.core.config import ModelConfig
+from tfviz.core.model import Encoder
+from tfviz.hf.decoders import DecoderArchitecture, DecoderFamily, Source
+from tfviz.hf.errors import ConfigError, TooLargeError, WeightsError
+from tfviz.hf.shards import WeightFiles, open_weights
+from tfviz.hf.weights import checked
+
+# Decoders are larger than the encoders a class opens: Qwen2-0.5B has 494 M parameters (2 GB in
+# float32), SmolLM-360M 362 M. tfviz.core.config.LIMITS bounds each size before this is reached.
+MAX_DECODER_PARAMS = 600_000_000
+
+
+def decoder_config(arch: DecoderArchitecture, max_params: int) -> ModelConfig:
+    """tfviz's config for the architecture; TooLargeError or ConfigError before allocation."""
+    try:
+        config = ModelConfig(
+            **arch.fields,
+            n_out=arch.fields["vocab_size"],  # the head reads out the next token
+            dropout=0.0,
+            pool="none",
+            embed="token",
+        )
+    except ValueError as e:
+        limited = re.match(r"(\w+) must be between", str(e))
+        kind = TooLargeError if limited else ConfigError
+        raise kind("config_invalid", why=e) from None
+    if config.n_params > max_params:
+        raise TooLargeError("too_many_params", n=config.n_params, most=max_params)
+    return config
+
+
+def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every Encoder parameter of a decoder config and its shape, from the config alone.
+    tests/test_hf_decoders.py checks it against real Encoders of every family."""
+    V, D, F = config.vocab_size, config.d_model, config.d_ff
+    KV = config.kv_heads * config.d_k
+    norm = ("weight", "bias") if config.norm_type == "layer" else ("weight",)
+    shapes: dict[str, tuple[int, ...]] = {"embed.weight": (V, D)}
+    if config.positions == "learned":
+        shapes["pos"] = (1, config.max_len, D)
+    for i in range(config.n_layers):
+        a, ff = f"layers.{i}.attn.", f"layers.{i}.ff."
+        for role, out in (("W_q", D), ("W_k", KV), ("W_v", KV), ("W_o", D)):
+            shapes[f"{a}{role}.weight"], shapes[f"{a}{role}.bias"] = (out, D), (out,)
+        hidden = ("fc1", "up") if config.mlp == "gated" else ("fc1",)
+        for name in hidden:
+            shapes[f"{ff}{name}.weight"], shapes[f"{ff}{name}.bias"] = (F, D), (F,)
+        shapes[f"{ff}fc2.weight"], shapes[f"{ff}fc2.bias"] = (D, F), (D,)
+        for n in ("norm1", "norm2"):
+            for part in norm:
+                shapes[f"layers.{i}.{n}.{part}"] = (D,)
+    for part in norm:
+        shapes[f"norm_f.{part}"] = (D,)
+    shapes["head.weight"], shapes["head.bias"] = (V, D), (V,)
+    return shapes
+
+
+def file_shape(source: Source, ours: tuple[int, ...], positions_in_file: int) -> tuple:
+    """The shape the checkpoint tensor behind `source` must have for a parameter of shape ours."""
+    if len(ours) == 3:  # the position table: (1, max_len, D) here, (positions, D) in the file
+        return (positions_in_file, ours[-1])
+    shape = tuple(reversed(ours)) if source.transpose else ours
+    return shape[:-1] + (shape[-1] * source.parts,)
+
+
+@dataclass(frozen=True)
+class DecoderPlan:
+    """What the weights hold, checked from the headers: nothing read, nothing allocated."""
+
+    config: ModelConfig
+    sources: dict[str, Source]  # Encoder parameter -> where it comes from
+    ignored: tuple[tuple[str, str], ...]  # (tensor name, why it is not used)
+
+
+def _prefix(family: DecoderFamily, names) -> str:
+    return family.prefix if family.prefix + family.embedding in names else ""
+
+
+def plan_decoder(
+    weights: WeightFiles, family: DecoderFamily, arch: DecoderArchitecture, max_params: int
+) -> DecoderPlan:
+    """Every check that needs no tensor data, each before anything larger is read: the config
+    against the limits, the files' size against the config, the names in the headers against
+    the family's, each tensor's shape against the config."""
+    config = decoder_config(arch, max_params)
+    V, D = config.vocab_size, config.d_model
+    # Largest honest file: every parameter and an untied head in float32, plus the header.
+    honest = 4 * (config.n_params + V * D + (arch.positions_in_file + 64) * D) + (4 << 20)
+    if weights.size > honest:
+        raise TooLargeError(
+            "shards_too_large" if weights.where else "weights_too_large",
+            file=weights.name, size=weights.size, most=honest,
+        )  # fmt: skip
+    shapes = parameter_shapes(config)
+    with open_weights(weights) as f:
+        names = set(f.keys())
+        prefix = _prefix(family, names)
+        sources = family.sources(config, arch, prefix)
+        if set(sources) != set(shapes):
+            missing = sorted(set(shapes) - set(sources))[:3]
+            raise WeightsError("unnamed_parameters", names=repr(missing))
+        used = {s.name for s in sources.values() if s.name is not None}
+        missing = sorted(used - names)
+        unexpected, ignored = [], []
+        for name in sorted(names - used):
+            why = family.why_ignored(name, prefix)
+            (ignored.append((name, why)) if why else unexpected.append(name))
+        if missing or unexpected:
+            values = {"missing": missing[:3]} if missing else {}
+            values |= {"unexpected": unexpected[:3]} if unexpected else {}
+            raise WeightsError(
+                "wrong_tensors_missing_unexpected" if missing and unexpected
+                else "wrong_tensors_missing" if missing else "wrong_tensors_unexpected",
+                file=weights.name, family=family.name, **values,
+            )  # fmt: skip
+        for ours, source in sources.items():
+            if source.name is None:
+                continue
+            want = file_shape(source, shapes[ours], arch.positions_in_file)
+            found = tuple(f.get_slice(source.name).get_shape())
+            if found != want:
+                raise WeightsError("wrong_shape", tensor=source.name, found=found, shape=want)
+    return DecoderPlan(config, sources, tuple(ignored))
+
+
+def _read(f, source: Source, shape: tuple, max_len: int) -> Tensor:
+    """The parameter of this shape from the file: a part of the tensor's last axis, transposed,
+    or the first max_len rows of a position table; dtype and values checked."""
+    if len(shape) == 3:  # the position table: the rows real tokens read
+        rows = f.get_slice(source.name)[:max_len]
+        return checked(source.name, rows, (max_len, shape[-1])).unsqueeze(0).contiguous()
+    if source.parts > 1:
+        n = (shape[0] if source.transpose else shape[-1]) if len(shape) == 2 else shape[0]
+        lo, hi = source.part * n, (source.part + 1) * n
+        piece = f.get_slice(source.name)
+        t = piece[:, lo:hi] if len(shape) == 2 else piece[lo:hi]
+    else:
+        t = f.get_tensor(source.name)
+    want = tuple(reversed(shape)) if source.transpose else shape
+    t = checked(source.name, t, want)
+    return t.T.contiguous() if source.transpose else t
+
+
+def load_decoder(
+    weights: WeightFiles, family: DecoderFamily, arch: DecoderArchitecture, max_params: int
+) -> tuple[Encoder, tuple[tuple[str, str], ...]]:
+    """The decoder (CPU, eval mode, no gradients) and the tensors left out, after plan_decoder's
+    checks."""
+    plan = plan_decoder(weights, family, arch, max_params)
+    config = plan.config
+    shapes = parameter_shapes(config)
+    state: dict[str, Tensor] = {}
+    with open_weights(weights) as f:
+        for ours, source in plan.sources.items():
+            if source.name is None:
+                continue
+            state[ours] = _read(f, source, shapes[ours], config.max_len)
+    for ours, source in plan.sources.items():
+        if source.name is None:
+            # A tied head reads out with the token embedding (the very tensor); any other
+            # absent tensor is a bias the family does not have: zero adds nothing.
+            tied = ours == "head.weight"
+            state[ours] = state["embed.weight"] if tied else torch.zeros(shapes[ours])
+    # Built on the CPU and its random weights then replaced (assign=True: no copy), as the
+    # encoders' loader does (tfviz.hf.weights.encoder_from_tensors).
+    model = Encoder(config)
+    model.load_state_dict(state, strict=True, assign=True)
+    if config.tie_head:
+        model.head.weight = model.embed.weight  # one Parameter, as transformers ties them
+    return model.eval().requires_grad_(False), plan.ignored
