@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import time
+import warnings
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -255,13 +256,14 @@ def opened_app(
     no_exception: on leaving, no exception element on the page. Uncaught page errors are kept in
     page.page_errors and must be none on leaving. options: more for browser.new_context.
     """
-    context = browser.new_context(viewport=viewport, **options)
-    context.set_default_timeout(TIMEOUT_MS)
-    context.add_init_script(WATCH_JS)
-    page = context.new_page()
-    page.page_errors = []
-    page.on("pageerror", lambda e: page.page_errors.append(str(e)))
-    try:
+    failed = ""
+    for attempt in (1, 2):
+        context = browser.new_context(viewport=viewport, **options)
+        context.set_default_timeout(TIMEOUT_MS)
+        context.add_init_script(WATCH_JS)
+        page = context.new_page()
+        page.page_errors = []
+        page.on("pageerror", lambda e, page=page: page.page_errors.append(str(e)))
         try:
             page.goto(url)
             page.wait_for_selector(first, timeout=first_timeout_ms)
@@ -269,12 +271,22 @@ def opened_app(
             page.wait_for_selector(CHART_DRAWN)
             if settle:
                 quiet(page)
+            break
         except Exception as e:  # noqa: BLE001  (a timeout, reported with its circumstances)
-            raise AssertionError(
-                f"{url}: the first page was not drawn ({e.__class__.__name__}: "
-                f"{str(e).splitlines()[0]})\n--- the page: {page_state(page)}"
-                f"\n--- the server: {server_state(url)}"
-            ) from e
+            failed += (
+                f"\n=== attempt {attempt}: {url}: the first page was not drawn "
+                f"({e.__class__.__name__}: {str(e).splitlines()[0]})\n--- the page: "
+                f"{page_state(page)}\n--- the server: {server_state(url)}"
+            )
+            context.close()
+    else:
+        raise AssertionError(failed)
+    if failed:
+        # Seen twice in ~10 full CI runs, never alone: a fresh session's first page not drawn
+        # within a minute while the other test worker loaded the machine. A second session is
+        # opened once; what the first showed, and the server's threads, stay in the report.
+        warnings.warn(f"a first page was opened again:{failed}", stacklevel=2)
+    try:
         yield page
         if no_exception:
             assert page.locator(EXCEPTION).count() == 0
