@@ -102,7 +102,8 @@ def _ov_factors(model: Encoder, w_o="learned") -> list[tuple[Tensor, Tensor]]:
     H, D, d_k = cfg.n_heads, cfg.d_model, cfg.d_k
     factors = []
     for layer in range(cfg.n_layers):
-        W_v = _f64(model.layers[layer].attn.W_v.weight)  # (D, D): head h's rows h*d_k..
+        attn = model.layers[layer].attn
+        W_v = _f64(attn.per_head(attn.W_v.weight))  # (D, D): head h's rows h*d_k..
         V = W_v.reshape(H, d_k, D).transpose(1, 2)  # (H, D, d_k): each head's rows, .T
         O = wo.head_blocks(_f64(_w_o_of(model, layer, modes[layer])), H)  # (H, d_k, D)
         factors.append((V, O.contiguous()))
@@ -202,7 +203,9 @@ def layernorm_fold(model: Encoder, layer: int) -> np.ndarray:
     captures.
     """
     D = model.config.d_model
-    P = np.eye(D) - np.full((D, D), 1.0 / D)
+    # RMSNorm (Llama-style) scales without centring: its linear part is diag(gamma) alone.
+    centre = model.config.norm_type == "layer"
+    P = np.eye(D) - np.full((D, D), 1.0 / D) if centre else np.eye(D)
 
     def ln(norm) -> np.ndarray:
         return P @ np.diag(norm.weight.detach().cpu().double().numpy())
@@ -221,17 +224,17 @@ def _fold_gammas(model: Encoder, layer: int) -> list[Tensor]:
     return [_f64(norm.weight) for norm in norms]
 
 
-def _fold(X: Tensor, gammas: list[Tensor], side: str) -> Tensor:
+def _fold(X: Tensor, gammas: list[Tensor], side: str, centre: bool = True) -> Tensor:
     """N @ X (side "left", X (D, n)) or X @ N (side "right", X (..., D)) for
     N = prod_i P diag(gamma_i) (layernorm_fold), in O(D^2) instead of a D x D product: P
     centres (subtracts the mean over the D axis), diag(gamma) scales it."""
     if side == "left":  # P diag(g1) P diag(g2) X: apply the last factor first
         for g in reversed(gammas):
             X = g[:, None] * X
-            X = X - X.mean(dim=0, keepdim=True)
+            X = X - X.mean(dim=0, keepdim=True) if centre else X
         return X
     for g in gammas:  # X P diag(g1) P diag(g2): apply the first factor first
-        X = X - X.mean(dim=-1, keepdim=True)
+        X = X - X.mean(dim=-1, keepdim=True) if centre else X
         X = X * g
     return X
 
@@ -260,11 +263,14 @@ def composition_scores(model: Encoder, w_o="learned", fold_layernorm: bool = Tru
             A = _reduced(*factors[layer])  # (H, d_k, D)
             writer = torch.linalg.matrix_norm(A)  # (H,)
             gammas = _fold_gammas(model, layer) if fold_layernorm else []
-            A_N = _fold(A, gammas, side="right")  # (H, d_k, D): A[h] @ N
+            centre = cfg.norm_type == "layer"  # RMSNorm does not centre
+            A_N = _fold(A, gammas, side="right", centre=centre)  # (H, d_k, D): A[h] @ N
             nxt = model.layers[layer + 1].attn
             for x, lin in (("q", nxt.W_q), ("k", nxt.W_k), ("v", nxt.W_v)):
-                W_T = _f64(lin.weight).T  # (D, D): columns g*d_k.. are head_block(W, g, "in")
-                reader = _fold(W_T, gammas, side="left").reshape(D, H, d_k)  # N @ R_g
+                # (D, D): columns g*d_k.. are head_block(W, g, "in"); shared key/value heads
+                # repeated for each query head that reads them
+                W_T = _f64(nxt.per_head(lin.weight)).T
+                reader = _fold(W_T, gammas, "left", centre).reshape(D, H, d_k)  # N @ R_g
                 reader = reader.pow(2).sum(dim=(0, 2)).sqrt()  # (H,) ||N R_g||_F
                 written = (A_N @ W_T).reshape(H, d_k, H, d_k)  # [h, :, g, :] = A[h] N R_g
                 num = written.pow(2).sum(dim=(1, 3)).sqrt()  # (H, H): [h, g]

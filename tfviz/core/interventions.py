@@ -268,6 +268,8 @@ def parse_head_name(name: str) -> Pair:
 
 # Attention patterns a head can be given instead of its own (each row over the real keys only).
 PATTERNS = ("uniform", "identity", "previous", "anti_diagonal")
+# Patterns that read a later token, which a causal model's query cannot (it is refused there).
+READS_AHEAD = frozenset({"anti_diagonal"})
 COPY_PREFIX = "copy:"
 
 

@@ -33,7 +33,13 @@ from torch import Tensor, nn
 
 from tfviz.core import wo
 from tfviz.core.config import ModelConfig
-from tfviz.core.interventions import COPY_PREFIX, Interventions, LayerSwitches, layer_map
+from tfviz.core.interventions import (
+    COPY_PREFIX,
+    READS_AHEAD,
+    Interventions,
+    LayerSwitches,
+    layer_map,
+)
 from tfviz.core.packing import Packing, from_grid, pool, to_grid
 
 W_O_MODES = wo.W_O_MODES  # re-exported: the modes are defined in tfviz.core.wo
@@ -201,6 +207,15 @@ class MultiHeadAttention(nn.Module):
             head_gate=None if sw.gate is None else sw.gate.detach(),
         )
         return attn_out, parts
+
+    def per_head(self, weight: Tensor) -> Tensor:
+        """A W_q, W_k or W_v weight with H * d_k rows, head h's at h*d_k..: W_k's and W_v's
+        key/value heads repeated for the query heads that share them (grouped-query attention;
+        the weight itself otherwise)."""
+        if weight.shape[0] == self.n_heads * self.d_k:
+            return weight
+        kv = weight.reshape(self.n_kv, self.d_k, -1).repeat_interleave(self.n_heads // self.n_kv, 0)
+        return kv.reshape(self.n_heads * self.d_k, -1)
 
     def applied(self, sw: LayerSwitches) -> tuple[Tensor, Tensor]:
         """The (W, b) this layer applies to concat under its switches: resolved with the pass
@@ -567,7 +582,7 @@ def override_patterns(
     n = real.sum(-1).clamp_min(1.0)  # (B,) real tokens
     i = torch.arange(T, device=attn.device)
     new = attn.clone()
-    if causal and any(p == "anti_diagonal" for _, p in patterns):
+    if causal and any(p in READS_AHEAD for _, p in patterns):
         raise ValueError("a causal model's query cannot read a later token (anti_diagonal)")
     for head, pattern in patterns:
         if pattern.startswith(COPY_PREFIX):

@@ -39,6 +39,21 @@ class TraceArrays:
     b_o: np.ndarray  # (L, D) the bias added (zero when W_o is switched off)
     prediction: list[str]  # the model's answer, one token per answer position
     answer: list[str]  # the right answer, same layout
+    # A decoder (causal) model: a query reads only itself and earlier keys, so the weights above
+    # the diagonal are masked, not learned zeros; its next token at every position, the TOP_K
+    # likeliest ids (T, k), best first, and their probabilities (T, k). None for an encoder.
+    causal: bool = False
+    top_ids: np.ndarray | None = None
+    top_probs: np.ndarray | None = None
+
+    def shown(self, weights: np.ndarray) -> np.ndarray:
+        """Attention weights (..., T, T) of this trace as the charts draw them: a causal model's
+        masked cells (a key after its query) are NaN, a gap in the heatmap, not a weight of 0.
+        Any slice of attn whose last two axes are whole (queries, keys) or one window of both."""
+        if not self.causal:
+            return weights
+        T = weights.shape[-1]
+        return np.where(np.triu(np.ones((T, T), dtype=bool), 1), np.nan, weights)
 
     @property
     def n_layers(self) -> int:
@@ -85,6 +100,24 @@ def run_trace(
         b_o=stack(lt.b_o for lt in layers),
         prediction=task.answer_from_logits(out.logits[0], len(text)),
         answer=task.solve_tokens(text),
+        **_next_tokens(model, out.logits[0]),
+    )
+
+
+TOP_K = 5  # next tokens kept per position of a decoder's trace
+
+
+def _next_tokens(model, logits: torch.Tensor) -> dict:
+    """A causal model's top next tokens at every position, for TraceArrays; {} otherwise."""
+    cfg = model.config
+    if not cfg.causal or not cfg.n_out:
+        return {}
+    probs = torch.softmax(logits.double(), dim=-1)  # (T, V)
+    top = probs.topk(min(TOP_K, probs.shape[-1]), dim=-1)
+    return dict(
+        causal=True,
+        top_ids=top.indices.cpu().numpy(),
+        top_probs=top.values.to(torch.float32).cpu().numpy(),
     )
 
 

@@ -20,6 +20,8 @@ a folder has), mlm (the head and fill-in-the-mask), folder (open, describe, list
 from tfviz.hf.causal_lm import (
     MAX_NEW_TOKENS,
     NextTokens,
+    NextTokenTask,
+    agreement,
     continue_greedily,
     greedy_continuation,
     next_tokens,
@@ -59,6 +61,8 @@ __all__ = [
     "QWEN2",
     "DecoderFamily",
     "NextTokens",
+    "NextTokenTask",
+    "agreement",
     "continue_greedily",
     "greedy_continuation",
     "next_tokens",

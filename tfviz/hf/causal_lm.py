@@ -12,11 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions
 from tfviz.core.model import Encoder
+from tfviz.hf.pretrained import SentenceTask
+from tfviz.hf.tokenizer import PieceTokenizer
 
 MAX_NEW_TOKENS = 20  # a continuation a class watches; the issue's bound
 TOP_K = 5
@@ -82,3 +86,45 @@ def greedy_continuation(
 ) -> list[int]:
     """The whole greedy continuation of ids (see continue_greedily)."""
     return list(continue_greedily(model, ids, max_new, interventions, stop_ids))
+
+
+NEXT_TOKEN_EXAMPLE = "The cat sat on the"
+NEXT_TOKEN_DESCRIPTION = (
+    "Reads a text left to right and gives, at every position, how likely each token of its "
+    "vocabulary is to come next; continued greedily, it writes on."
+)
+
+
+class NextTokenTask(SentenceTask):
+    """A decoder (GPT-2, Llama, Qwen2 folders) behind the interface the views read a pretrained
+    model through: one text, its word-pieces as labels, no toy answer to check. What it
+    produces is the next token at every position (tfviz.core.trace.TraceArrays.top_ids) and a
+    continuation (continue_greedily); its prediction row is the likeliest next token at each
+    position."""
+
+    kind = "sentence"  # a pretrained text model: the views' word-piece labels and frames
+    causal = True  # ... read left to right: one text, next tokens, no sentence B
+    name = "next token"
+    description = NEXT_TOKEN_DESCRIPTION
+    metric = "agreement"  # what is compared: the switched model's next tokens with the learned
+    examples = (NEXT_TOKEN_EXAMPLE, NEXT_TOKEN_EXAMPLE)
+    pairs: dict = {}
+
+    def __init__(self, tokenizer: PieceTokenizer):
+        super().__init__(tokenizer, head=None)
+
+    def answer_from_logits(self, logits: Tensor, length: int) -> list[str]:
+        """The likeliest next token after each position, as text."""
+        return [self.tokenizer.piece_text(int(i)) for i in logits.argmax(-1)]
+
+    def check_config(self, config: ModelConfig) -> None:
+        if not config.causal or config.n_out != config.vocab_size:
+            raise ValueError("a next-token task needs a causal model with a vocabulary head")
+
+
+def agreement(learned_top: np.ndarray, switched_top: np.ndarray) -> float:
+    """The share of positions whose likeliest next token is the same learned and switched:
+    1 when the switch changed no answer. top: (T, k) ids, best first (TraceArrays.top_ids)."""
+    if learned_top.shape[0] == 0:
+        return 1.0
+    return float((learned_top[:, 0] == switched_top[:, 0]).mean())

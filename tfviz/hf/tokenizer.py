@@ -256,6 +256,10 @@ class PieceTokenizer:
                 return shown_piece(piece)
         return self._full.decode([piece_id], skip_special_tokens=False).strip()
 
+    def decode_ids(self, ids: list[int]) -> str:
+        """Token ids as the text they spell (a decoder's continuation), specials kept."""
+        return self._full.decode(list(ids), skip_special_tokens=False)
+
     def _split(self, text: str, mask: str | None):
         """ids, pieces, spans of text's word-pieces; each occurrence of mask becomes the mask
         token (the whitespace beside it dropped where the mask token's lstrip/rstrip say)."""

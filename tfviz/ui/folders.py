@@ -144,7 +144,10 @@ def meta_and_task(
 ) -> tuple[CheckpointMeta, pretrained.SentenceTask]:
     """The CheckpointMeta (its record holds what the sidebar says about the model) and the task
     every view reads the model through."""
-    task = pretrained.SentenceTask(loaded.tokenizer, head=loaded.head)
+    if loaded.model.config.causal:
+        task = hf.NextTokenTask(loaded.tokenizer)
+    else:
+        task = pretrained.SentenceTask(loaded.tokenizer, head=loaded.head)
     record = {
         "source": origin,
         "family": loaded.family,
@@ -195,10 +198,11 @@ def folder_info(meta: CheckpointMeta, task: pretrained.SentenceTask, device: str
     word-piece limit and the device."""
     c, record = meta.config, meta.record
     masked = record.get("masked_lm")
-    name = t("folder.task_masked" if masked else "folder.task_sentence")
-    st.markdown(t("sidebar.task", name=md_escape(name)))
-    kind = "folder.kind_masked" if masked else "folder.kind_sentence"
-    st.caption(md_escape(t(kind)))
+    what = "next" if c.causal else "masked" if masked else "sentence"
+    st.markdown(t("sidebar.task", name=md_escape(t(f"folder.task_{what}"))))
+    st.caption(md_escape(t(f"folder.kind_{what}")))
+    if c.causal and c.n_kv_heads:
+        st.caption(md_escape(t("folder.kv_heads", kv=c.kv_heads, heads=c.n_heads)))
     licence = record.get("licence") or t("folder.no_licence")
     origin = "folder.from_server" if record.get("source") == "folder" else "folder.from_upload"
     norm = layout_word("norm", c.norm)  # "post" -> post-norm, 后归一化

@@ -131,11 +131,12 @@ def many_heads(n_layers: int, n_heads: int) -> bool:
     return n_layers * n_heads > MAX_GRID_HEADS
 
 
-def weight_scale(key: str) -> str:
-    """A view's picker of how attention weights are coloured (0..1 by default), widget `key`;
-    the choice is the session's (state.WEIGHT_SCALE), so every attention view keeps it."""
+def weight_scale(key: str, default: str = plots.FIXED) -> str:
+    """A view's picker of how attention weights are coloured (default until one is picked: 0..1,
+    a decoder's log, for its first token's sink), widget `key`; the choice is the session's
+    (state.WEIGHT_SCALE), so every attention view keeps it."""
     options = plots.WEIGHT_SCALES
-    chosen = state.WEIGHT_SCALE.get(plots.FIXED)
+    chosen = state.WEIGHT_SCALE.get(default)
     if state.widget_value(key) != chosen:
         state.set_widget(key, chosen)  # another view changed it: this picker shows it too
     lang = current()  # for format_func, which Streamlit may call outside this run
@@ -148,7 +149,13 @@ def weight_scale(key: str) -> str:
         help=t("attention.colours_help"),
         on_change=lambda: state.WEIGHT_SCALE.set(state.widget_value(key)),
     )
-    return state.WEIGHT_SCALE.get(plots.FIXED)
+    return state.WEIGHT_SCALE.get(default)
+
+
+def default_scale(view) -> str:
+    """The colour scale a model's attention opens with: log for a decoder, whose first token
+    takes most of every row (an attention sink), 0..1 for every other."""
+    return plots.LOG if view.is_decoder else plots.FIXED
 
 
 def weight_scale_caption(scale: str, values) -> None:

@@ -12,7 +12,7 @@ import streamlit as st
 from tfviz import get_task
 from tfviz.core.tasks import Task
 from tfviz.hf import pretrained
-from tfviz.ui import masked, state
+from tfviz.ui import masked, next_token, state
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import describe, refusal
 from tfviz.ui.text import changed_tokens, cut, md_escape, prediction_table
@@ -52,6 +52,8 @@ def sequence_input(task: Task) -> tuple[str | None, str | None]:
 
     A toy task has one box, so its second value is always None.
     """
+    if getattr(task, "causal", False):
+        return decoder_input(task), None
     if task.kind == "sentence":
         return sentence_inputs(task)
     text = st.text_input(
@@ -89,6 +91,17 @@ def checked(task: Task, text: str, box: str | None = None) -> str | None:
         return None
 
 
+def decoder_input(task: Task) -> str | None:
+    """A decoder's one text (read left to right: no sentence B)."""
+    text = st.text_input(
+        t("next.box"),
+        value=task.examples[0],
+        key=state.SEQUENCE.name,
+        help=t("next.box_help", n=task.max_pieces - len(task.tokenizer.before)),
+    )
+    return checked(task, text)
+
+
 def sentence_inputs(task: Task) -> tuple[str | None, str | None]:
     """Sentence A (traced by every view) and sentence B (compared with A), with example pairs."""
     # MiniLM's words name its vocabulary; another model's (tfviz.ui.folders) say only its limit.
@@ -120,6 +133,9 @@ def sentence_inputs(task: Task) -> tuple[str | None, str | None]:
 
 def show_prediction(view: View) -> None:
     """Input, right answer and the model's answer (learned and switched if a switch is on)."""
+    if view.is_decoder:
+        next_token.show(view)
+        return
     if view.is_sentence:
         show_sentences(view)
         return

@@ -150,6 +150,10 @@ LESSON_MODEL_CHOICE: Key[str] = Key("lesson_model_choice")
 # "Take W_o apart": this session's guesses by question, and the teacher's reset (None, "confirm"
 # asked, or "done").
 PARTS_GUESSES: Key[dict] = Key("parts_guesses")
+# A decoder's greedy continuations asked for in this session (tfviz.ui.next_token): (model
+# digest, text, switches) -> (learned tokens, switched tokens), filled token by token, so a run
+# stopped by a click shows what was written, and a rerun does not write it again.
+CONTINUATIONS: Key[dict] = Key("next_continuations")
 PARTS_RESET_STEP: Key[str] = Key("parts_reset_step")
 # How attention weights are coloured on every attention view (tfviz.plots.WEIGHT_SCALES: 0..1,
 # fitted, log), kept here apart from its widgets: each view draws its own picker, and Streamlit

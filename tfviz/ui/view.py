@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import streamlit as st
 
-from tfviz import get_task
+from tfviz import get_task, hf
 from tfviz.core import dissect
 from tfviz.core.interventions import NONE, Interventions
 from tfviz.core.tasks import Task
@@ -69,8 +69,15 @@ class View:
 
     @property
     def is_sentence(self) -> bool:
-        """The pretrained sentence encoder: no answer and no task loss, two sentences instead."""
+        """A pretrained text model: no answer and no task loss; two sentences (an encoder) or
+        one text read left to right (a decoder, is_decoder)."""
         return self.task.kind == "sentence"
+
+    @property
+    def is_decoder(self) -> bool:
+        """A pretrained decoder (tfviz.hf.NextTokenTask): one text, next tokens, a
+        continuation; what a switch changes is measured by next-token agreement."""
+        return getattr(self.task, "causal", False)
 
 
 # Catalogue keys of the reasons a view is toy-only; each takes {what} and {name} (the model).
@@ -190,6 +197,14 @@ def similarity(view: View, text_a: str, text_b: str, iv: Interventions) -> PairS
 
     learned = embeddings(NONE)
     return PairSimilarity.of(learned, learned if iv.is_default else embeddings(iv))
+
+
+def next_token_agreement(view: View, text: str, iv: Interventions) -> float:
+    """The share of text's positions whose likeliest next token is the same under switches iv
+    as learned (a decoder; traces cached)."""
+    learned = trace_for(view, text, NONE)
+    switched = learned if iv.is_default else trace_for(view, text, iv)
+    return hf.agreement(learned.top_ids, switched.top_ids)
 
 
 def similarity_for(view: View) -> PairSimilarity | None:

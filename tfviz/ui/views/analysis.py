@@ -219,7 +219,7 @@ def norm_attention_section(view: View) -> None:
         # MiniLM's 12 heads and their total in one row: ~6 px a word-piece, labels in a pile.
         # Laid out as the Attention tab lays a layer out, one colour scale for the layer.
         st.markdown(f"**{md_escape(t('analysis.norm.raw_title', layer=layer))}**")
-        head_columns(tr.attn[layer], tr.labels, layer, key="raw_attention_layer")
+        head_columns(tr.shown(tr.attn[layer]), tr.labels, layer, key="raw_attention_layer")
         st.markdown(f"**{md_escape(t('analysis.norm.title', layer=layer))}**")
         top = max(float(norms.max(initial=0.0)), float(summed.max(initial=0.0)))
         block_columns(
@@ -241,7 +241,9 @@ def norm_attention_section(view: View) -> None:
         # A toy model's few heads in the same columns, as plotly charts: in one row, a phone
         # left each head about 70 px.
         st.markdown(f"**{md_escape(t('analysis.norm.raw_title', layer=layer))}**")
-        grid_columns(tr.attn[layer : layer + 1], tr.labels, [layer], "raw_attention_layer")
+        grid_columns(
+            tr.shown(tr.attn[layer : layer + 1]), tr.labels, [layer], "raw_attention_layer"
+        )
         st.markdown(f"**{md_escape(t('analysis.norm.title', layer=layer))}**")
         top = max(float(norms.max(initial=0.0)), float(summed.max(initial=0.0)))
         words = plot_words()

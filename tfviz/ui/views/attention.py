@@ -24,6 +24,7 @@ from tfviz.serve.export import attention_csv
 from tfviz.ui import state
 from tfviz.ui.heads import (
     attention_columns,
+    default_scale,
     grid_columns,
     head_columns,
     many_heads,
@@ -85,13 +86,15 @@ def whole_layer(tr, layer: int) -> None:
     """A long input's whole layer: the mean of its heads as one image, and the keys one token
     attends to most, ranked (its own head or the mean)."""
     T, H = len(tr.labels), tr.n_heads
-    mean = tr.attn[layer].mean(axis=0)
+    mean = tr.attn[layer].mean(axis=0)  # ranked below; drawn with a decoder's mask (tr.shown)
     # Off by default, like "Enlarge one head": at 256 word-pieces the map is ~400 KB a keystroke,
     # more than everything else the view sends.
     if st.toggle(t("attention.whole", n=T), key="attn_whole"):
         title = t("attention.whole_title", layer=layer, n=T)
         scale = state.WEIGHT_SCALE.get(plots.FIXED)
-        figure = plots.attention_map(mean, tr.labels, title=title, words=plot_words(), scale=scale)
+        figure = plots.attention_map(
+            tr.shown(mean), tr.labels, title=title, words=plot_words(), scale=scale
+        )
         chart(figure, "attention_whole")
     drop_stale_index("attn_rank_query", T)
     drop_stale_index("attn_rank_head", H + 1)
@@ -126,17 +129,41 @@ def whole_layer(tr, layer: int) -> None:
     st.dataframe(table, hide_index=True, key="attention_ranked")
 
 
+SINK_SHARE = 0.3  # a first token taking this much of the attention on average is named
+
+
+def decoder_notes(view: View) -> None:
+    """What a decoder's heatmaps hold that an encoder's do not: the causal mask, which query
+    heads share a key/value head, and the first token's share of the attention."""
+    st.caption(md_escape(t("attention.causal")))
+    cfg = view.meta.config
+    if cfg.n_kv_heads and cfg.n_kv_heads < cfg.n_heads:
+        size = cfg.n_heads // cfg.kv_heads
+        groups = ", ".join(
+            f"H{g * size}–H{g * size + size - 1}" if size > 1 else f"H{g}"
+            for g in range(cfg.kv_heads)
+        )
+        st.caption(md_escape(t("attention.kv_groups", groups=groups)))
+    attn = view.trace.attn
+    if attn.shape[-1] > 2:
+        # Queries after the first two: the first always reads only itself, the second half
+        # of its row at least.
+        share = float(attn[..., 2:, 0].mean())
+        if share >= SINK_SHARE:
+            st.caption(md_escape(t("attention.sink", share=f"{share:.0%}")))
+
+
 def render(view: View) -> None:
     tr = view.trace
     st.caption(t("attention.intro"))
-    scale = weight_scale("attn_weight_scale")
+    scale = weight_scale("attn_weight_scale", default_scale(view))
     layer_shown = None  # every layer in one grid
     window = slice(None)  # the word-pieces the squares show: all of a short input
     if not many_heads(tr.n_layers, tr.n_heads):
         layers = list(range(tr.n_layers))
         st.markdown(f"**{md_escape(t('attention.grid_title'))}**")
-        grid_columns(tr.attn, tr.labels, layers, "attention_grid", scale)
-        weight_scale_caption(scale, tr.attn)
+        grid_columns(tr.shown(tr.attn), tr.labels, layers, "attention_grid", scale)
+        weight_scale_caption(scale, tr.shown(tr.attn))
     else:
         layer = index_picker(
             t("attention.layer_shown"),
@@ -147,13 +174,15 @@ def render(view: View) -> None:
         )
         st.markdown(f"**{md_escape(t('attention.layer_title', layer=layer))}**")
         window = zoom(tr.labels)
-        shown = tr.attn[layer][:, window, window]
+        shown = tr.shown(tr.attn[layer][:, window, window])
         head_columns(shown, tr.labels[window], layer, "attention_grid", scale)
         weight_scale_caption(scale, shown)
         layer_shown = layer
         if len(tr.labels) > LONG_PIECES:
             whole_layer(tr, layer)
-    if view.is_sentence:  # the model's own frame: [CLS] ... [SEP], or RoBERTa's <s> ... </s>
+    if view.is_decoder:
+        decoder_notes(view)
+    elif view.is_sentence:  # the model's own frame: [CLS] ... [SEP], or RoBERTa's <s> ... </s>
         sp = view.task.tokenizer.specials
         st.caption(md_escape(t("attention.pieces", cls=sp.cls, sep=sp.sep)))
     enlarged = None  # (layer, head) when one head is shown enlarged
@@ -173,7 +202,7 @@ def render(view: View) -> None:
             )
             chart(
                 plots.attention_map(
-                    tr.attn[layer, head],
+                    tr.shown(tr.attn[layer, head]),
                     tr.labels,
                     title=layer_head_label(layer, head),
                     words=plot_words(),
@@ -231,7 +260,7 @@ def exported_figures(
             (
                 caption,
                 plots.attention_grid(
-                    tr.attn,
+                    tr.shown(tr.attn),
                     tr.labels,
                     layers,
                     title=caption,
@@ -242,14 +271,14 @@ def exported_figures(
             )
         ]
     else:
-        attn, labels = tr.attn[layer_shown][:, window, window], tr.labels[window]
+        attn, labels = tr.shown(tr.attn[layer_shown][:, window, window]), tr.labels[window]
         columns = attention_columns(attn, labels, layer_shown, words, scale)
         figures = [(caption, figure) for figure in columns]
     if enlarged is not None:
         layer, head = enlarged
         title = layer_head_label(layer, head)
         figure = plots.attention_map(
-            tr.attn[layer, head], tr.labels, title=title, words=words, scale=scale
+            tr.shown(tr.attn[layer, head]), tr.labels, title=title, words=words, scale=scale
         )
         figures.append((title, figure))
     return figures

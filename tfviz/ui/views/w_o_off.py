@@ -15,14 +15,15 @@ import functools
 import numpy as np
 import streamlit as st
 
-from tfviz import plots
+from tfviz import hf, plots
 from tfviz.core.interventions import NONE
 from tfviz.core.metrics import metric
 from tfviz.core.trace import drift_per_layer
-from tfviz.ui import state
+from tfviz.ui import next_token, state
 from tfviz.ui.downloads import download_comparison
 from tfviz.ui.heads import (
     MAX_GRID_HEADS,
+    default_scale,
     grid_columns,
     head_columns,
     weight_scale,
@@ -45,7 +46,13 @@ def render(view: View) -> None:
     if iv.is_default:
         st.info(t("w_o_off.nothing_switched"))
         return
-    if view.is_sentence:
+    if view.is_decoder:
+        st.markdown(f"**{md_escape(t('w_o_off.next_tokens'))}**")
+        with st.container(key="next_compare"):
+            st.code(next_token.next_table(view), language=None)
+        agree = hf.agreement(base.top_ids, sw.top_ids)
+        st.caption(md_escape(t("w_o_off.next_caption", agree=f"{agree:.0%}")))
+    elif view.is_sentence:
         st.markdown(f"**{md_escape(t('w_o_off.sentences'))}**")
         show_similarity(view, key="similarity_compare")
         st.caption(t("w_o_off.sentences_caption"))
@@ -101,7 +108,7 @@ def exported_figures(base, sw, layers: list[int], names, captions, words) -> lis
     if layers:
         for name, trace in zip(names, (base, sw), strict=True):
             grid = plots.attention_grid(
-                trace.attn[layers], trace.labels, layers, title=name, words=words
+                trace.shown(trace.attn[layers]), trace.labels, layers, title=name, words=words
             )
             out.append((attention_caption, grid))
     pair = plots.residual_pair(base.resid_out, sw.resid_out, base.labels, names=names, words=words)
@@ -157,7 +164,7 @@ def later_attention(view: View) -> list[int]:
     later = view.interventions.downstream_layers(sw.n_layers)
     if later:
         st.caption(t("w_o_off.later_caption"))
-        scale = weight_scale("compare_weight_scale")
+        scale = weight_scale("compare_weight_scale", default_scale(view))
         if len(later) * sw.n_heads > MAX_GRID_HEADS:  # too many squares: one layer at a time
             if state.COMPARE_LAYER.get() not in (None, *later):
                 state.COMPARE_LAYER.pop()  # another switch: that layer is not above
@@ -174,8 +181,12 @@ def later_attention(view: View) -> list[int]:
                 (t("w_o_off.switched"), sw, "compare_attention_switched"),
             ):
                 st.markdown(f"**{md_escape(name)}**")
-                head_columns(trace.attn[layer], trace.labels, layer, key=key, scale=scale)
-                weight_scale_caption(scale, trace.attn[layer])  # a fitted range is each one's
+                head_columns(
+                    trace.shown(trace.attn[layer]), trace.labels, layer, key=key, scale=scale
+                )
+                weight_scale_caption(
+                    scale, trace.shown(trace.attn[layer])
+                )  # a fitted range is each one's
             return [layer]
         # One above the other, each in columns of heads (stacked on a phone): side by side the
         # cells are too small to label.
@@ -184,8 +195,8 @@ def later_attention(view: View) -> list[int]:
             (t("w_o_off.switched"), sw, "compare_attention_switched"),
         ):
             st.markdown(f"**{md_escape(name)}**")
-            grid_columns(trace.attn[later], trace.labels, later, key, scale)
-            weight_scale_caption(scale, trace.attn[later])
+            grid_columns(trace.shown(trace.attn[later]), trace.labels, later, key, scale)
+            weight_scale_caption(scale, trace.shown(trace.attn[later]))
         return list(later)
     st.caption(t("w_o_off.last_layer"))
     return []

@@ -3,6 +3,8 @@ and B) under each W_o mode and rank-k over k, beside W_o's singular values."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import streamlit as st
 
@@ -13,7 +15,13 @@ from tfviz.ui import switches
 from tfviz.ui.i18n import current, t
 from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import View, accuracy_cache, accuracy_for, similarity
+from tfviz.ui.view import (
+    View,
+    accuracy_cache,
+    accuracy_for,
+    next_token_agreement,
+    similarity,
+)
 from tfviz.ui.widgets import chart
 
 
@@ -26,6 +34,11 @@ def mode_names(lang: str) -> dict[str, str]:
 def measure_for(view: View):
     """(measure(iv) -> float, its name), cached per switches; None after a message if there is
     nothing to measure (a sentence model whose sentences are refused)."""
+    if view.is_decoder:
+        if view.text is None:
+            st.info(t("parts.need_sentences"))
+            return None
+        return functools.partial(next_token_agreement, view, view.text), t("next.agreement")
     if view.is_sentence:
         if view.text is None or view.text_b is None:
             st.info(t("parts.need_sentences"))

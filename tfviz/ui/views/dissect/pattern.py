@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tfviz import plots
+from tfviz import hf, plots
 from tfviz.core import wo
-from tfviz.core.interventions import COPY_PREFIX, PATTERNS, Interventions
+from tfviz.core.interventions import COPY_PREFIX, PATTERNS, READS_AHEAD, Interventions
 from tfviz.ui.i18n import current, t
 from tfviz.ui.text import changed_tokens, prediction_table
 from tfviz.ui.view import View, cached_w_o, similarity, trace_for
@@ -25,10 +25,12 @@ def pattern_section(view: View) -> None:
         layer = index_picker(t("parts.layer"), cfg.n_layers, "parts_pat_layer", "L")
     with b:
         head = index_picker(t("parts.head"), cfg.n_heads, "parts_pat_head", "H")
+    # A decoder's query cannot read a later token: no pattern that reads ahead for it.
+    offered = [p for p in PATTERNS if not (cfg.causal and p in READS_AHEAD)]
     with c:
         kind = st.selectbox(
             t("parts.pattern.pattern"),
-            [*PATTERNS, COPY],
+            [*offered, COPY],
             format_func=lambda p: t(f"parts.pattern.{p}", lang=lang),
             key="parts_pattern",
         )
@@ -42,7 +44,10 @@ def pattern_section(view: View) -> None:
     text = view.text
     base = view.base
     overridden = trace_for(view, text, Interventions(patterns=((layer, head, pattern),)))
-    if view.is_sentence:
+    if view.is_decoder:
+        agree = hf.agreement(base.top_ids, overridden.top_ids)
+        st.metric(t("parts.pattern.agreement"), f"{agree:.0%}", help=t("next.agreement_help"))
+    elif view.is_sentence:
         if view.text_b is not None:
             sim = similarity(view, text, view.text_b, overridden.interventions)
             with st.container(horizontal=True):
@@ -72,7 +77,7 @@ def pattern_section(view: View) -> None:
     with left:
         chart(
             plots.attention_map(
-                base.attn[layer, head],
+                base.shown(base.attn[layer, head]),
                 base.labels,
                 title=t("parts.pattern.own", head=name),
                 words=plot_words(),
@@ -82,7 +87,7 @@ def pattern_section(view: View) -> None:
     with right:
         chart(
             plots.attention_map(
-                overridden.attn[layer, head],
+                overridden.shown(overridden.attn[layer, head]),
                 base.labels,
                 title=t("parts.pattern.given", head=name),
                 words=plot_words(),

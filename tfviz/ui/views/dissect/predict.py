@@ -16,7 +16,7 @@ from tfviz.ui import state, switches
 from tfviz.ui.i18n import current, t
 from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import View, accuracy_for, similarity
+from tfviz.ui.view import View, accuracy_for, next_token_agreement, similarity
 from tfviz.ui.widgets import chart
 
 # What the guess is about: a mode, or rank-k with k from the box above.
@@ -63,7 +63,12 @@ def predict_section(view: View, k: int | None) -> None:
         st.info(t("parts.predict.need_k"))
         return
     label = w_o_label(mode)
-    if view.is_sentence:
+    if view.is_decoder:
+        question = t(
+            "parts.predict.q_decoder", mode=label, drop=f"{100 * SIMILARITY_DROP:.0f}",
+            text=view.task.examples[0],
+        )  # fmt: skip
+    elif view.is_sentence:
         question = t("parts.predict.q_sentence", mode=label, drop=f"{SIMILARITY_DROP:.2f}")
     elif view.task.metric == "mae":
         question = t("parts.predict.q_error", mode=label)
@@ -115,7 +120,12 @@ def predict_section(view: View, k: int | None) -> None:
 def reveal(view: View, mode: str, guess: str, lang: str) -> None:
     """The answer to the question about mode, and whether the guess was right."""
     iv = Interventions(w_o=mode)
-    if view.is_sentence:
+    if view.is_decoder:
+        # The same text for the whole class: the question is asked once per model and mode.
+        after = next_token_agreement(view, view.task.examples[0], iv)
+        fell = 1.0 - after > SIMILARITY_DROP
+        shown = t("parts.predict.decoder_result", agree=f"{after:.0%}")
+    elif view.is_sentence:
         a, b = PARAPHRASE_PAIR
         sim = similarity(view, a, b, iv)
         before, after = sim.learned, sim.switched
