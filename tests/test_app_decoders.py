@@ -149,3 +149,26 @@ def test_the_heatmaps_leave_the_masked_triangle_blank():
     assert "masked (left blank), not weights of 0" in captions
     assert "H0–H1, H2–H3" in captions  # which query heads share a key/value head
     assert at.radio(key="attn_weight_scale").value == "log"  # the first token's sink
+
+
+@pytest.mark.parametrize("section", ["Head importance", "Ablate before vs after W_o"])
+def test_importance_and_ablation_measure_the_texts_own_next_tokens(section, model_root):
+    at = start_app(view="Analysis", model="folder:qwen2")
+    at.segmented_control(key="analysis_section").set_value(section).run()
+    assert not at.exception and not at.error
+    assert not [i.value for i in at.info if "toy model" in i.value]  # not refused as toy-only
+    loaded = hf.open_folder(model_root / "qwen2")
+    task = hf.NextTokenTask(loaded.tokenizer)
+    batch = task.batch_from_texts([at.text_input(key="sequence").value])
+    if section == "Head importance":
+        from tfviz import analysis
+
+        imp = analysis.head_importance(loaded.model, task, batch=batch)
+        shown = [m.value for m in at.metric]
+        assert imp.n == 1 and imp.loss_change.shape == (2, 4)
+        assert any(f"{imp.base_metric:.0%}" in v or f"{imp.base_metric:.3g}" in v for v in shown)
+    else:
+        assert len(at.metric) == 2  # zeroed before W_o and after it, on the text alone
+    # the targets: each position's next token, none after the last
+    assert batch.target[0, :-1].tolist() == batch.ids[0, 1:].tolist()
+    assert batch.target[0, -1].item() == -100

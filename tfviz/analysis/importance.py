@@ -80,6 +80,7 @@ def head_importance(
     min_len: int | None = None,
     max_len: int | None = None,
     w_o="learned",
+    batch: Batch | None = None,
 ) -> HeadImportance:
     """Importance of every head: ablation effect on loss and metric, and Michel et al.'s score.
 
@@ -88,13 +89,16 @@ def head_importance(
         task: the task (or its name) the model was trained on.
         n, seed, min_len, max_len: the fresh examples (task.sample with rng seed).
         w_o: the w_o switch for every pass (as Encoder.forward).
+        batch: the examples to use instead of fresh ones (a decoder's typed text, its own next
+            tokens the targets: tfviz.hf.NextTokenTask.batch_from_texts); n is then its size.
     Returns:
         HeadImportance with (L, H) arrays loss_change, metric_change and gradient.
     """
     _check_eval(model)
     task = get_task(task) if isinstance(task, str) else task
     task.check_config(model.config)
-    batch = _sample(task, n, seed, min_len, max_len, model.device)
+    batch = _given(batch, model) or _sample(task, n, seed, min_len, max_len, model.device)
+    n = len(batch.ids)
     logits = _forward(model, batch, w_o=w_o)
     base_loss = task.loss(logits, batch.target).item()
     base_metric = _metric(task, logits, batch.target)
@@ -158,13 +162,14 @@ def accuracy_keeping_top_k(
     min_len: int | None = None,
     max_len: int | None = None,
     w_o="learned",
+    batch: Batch | None = None,
 ) -> float:
     """The task metric left when only the k highest-scoring heads are kept (Michel et al. 2019).
 
     Args:
         scores: (L, H), higher = more important (e.g. HeadImportance.scores("gradient")).
         k: heads kept, 0..L*H; every other head is ablated before W_o.
-        n, seed, min_len, max_len, w_o: as head_importance.
+        n, seed, min_len, max_len, w_o, batch: as head_importance.
     Returns:
         The metric on the fresh examples: accuracy (token accuracy for token tasks), or the MAE
         for the regression task (lower is better there).
@@ -177,8 +182,16 @@ def accuracy_keeping_top_k(
         raise ValueError(f"scores must have shape ({cfg.n_layers}, {cfg.n_heads})")
     kept = set(top_k_heads(scores, k))
     removed = [pair for pair in heads_of(model) if pair not in kept]
-    batch = _sample(task, n, seed, min_len, max_len, model.device)
+    batch = _given(batch, model) or _sample(task, n, seed, min_len, max_len, model.device)
     return _metric(task, _forward(model, batch, w_o=w_o, ablate_heads=removed), batch.target)
+
+
+def _given(batch: Batch | None, model: Encoder) -> Batch | None:
+    """A batch passed in, on the model's device; None when none was."""
+    if batch is None:
+        return None
+    to = model.device
+    return Batch(batch.ids.to(to), batch.pad_mask.to(to), batch.target.to(to), batch.lengths)
 
 
 def keep_top_k_curve(model: Encoder, task: Task | str, scores: np.ndarray, **kwargs) -> np.ndarray:

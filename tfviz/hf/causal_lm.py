@@ -14,11 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions
 from tfviz.core.model import Encoder
+from tfviz.core.tasks import IGNORE, Batch
 from tfviz.hf.pretrained import SentenceTask
 from tfviz.hf.tokenizer import PieceTokenizer
 
@@ -106,7 +108,10 @@ class NextTokenTask(SentenceTask):
     causal = True  # ... read left to right: one text, next tokens, no sentence B
     name = "next token"
     description = NEXT_TOKEN_DESCRIPTION
-    metric = "agreement"  # what is compared: the switched model's next tokens with the learned
+    # The analyses' metric (head importance, ablation): how many of a text's own next tokens
+    # the model gives as its likeliest, the targets being the text itself (batch_from_texts).
+    metric = "token_accuracy"
+    bos = False  # every position has an answer: the token after it (the last one's is unknown)
     examples = (NEXT_TOKEN_EXAMPLE, NEXT_TOKEN_EXAMPLE)
     pairs: dict = {}
 
@@ -116,6 +121,29 @@ class NextTokenTask(SentenceTask):
     def answer_from_logits(self, logits: Tensor, length: int) -> list[str]:
         """The likeliest next token after each position, as text."""
         return [self.tokenizer.piece_text(int(i)) for i in logits.argmax(-1)]
+
+    def batch_from_texts(self, texts: list[str]) -> Batch:
+        """The texts as a left-padded batch whose targets are their own next tokens: position
+        i's target is token i + 1; the last position and padding have none (IGNORE)."""
+        ids, pad_mask = self.encode_batch(texts)
+        target = torch.full_like(ids, IGNORE)
+        target[:, :-1] = ids[:, 1:].masked_fill(pad_mask[:, 1:], IGNORE)
+        target = target.masked_fill(pad_mask, IGNORE)
+        lengths = (~pad_mask).sum(1)
+        return Batch(ids, pad_mask, target, lengths)
+
+    def output_classes(self, logits: Tensor) -> Tensor:
+        return logits.argmax(-1)
+
+    def loss(self, logits: Tensor, target: Tensor) -> Tensor:
+        """Cross-entropy of the next tokens, over the positions that have one."""
+        flat = logits.reshape(-1, logits.shape[-1])
+        return F.cross_entropy(flat, target.reshape(-1), ignore_index=IGNORE)
+
+    def score(self, logits: Tensor, target: Tensor) -> dict[str, float]:
+        real = target != IGNORE
+        ok = (self.output_classes(logits) == target) & real
+        return {"correct": ok.sum().item(), "count": real.sum().item()}
 
     def check_config(self, config: ModelConfig) -> None:
         if not config.causal or config.n_out != config.vocab_size:

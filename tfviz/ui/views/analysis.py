@@ -63,17 +63,34 @@ def cached_flow(
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def cached_importance(digest: str, task_name: str, w_o, _model) -> analysis.HeadImportance:
+def cached_importance(
+    digest: str, task_name: str, w_o, _model, text: str | None = None, _task=None
+) -> analysis.HeadImportance:
     """Michel et al.'s head importance on ANALYSIS_N fresh examples, per checkpoint and W_o mode
-    (w_o: an Interventions' w_o, a mode or (layer, mode) pairs)."""
-    return analysis.head_importance(_model, task_name, n=ANALYSIS_N, w_o=w_o)
+    (w_o: an Interventions' w_o, a mode or (layer, mode) pairs); a decoder's on its typed text
+    (text, with its task _task: the text's own next tokens are the targets)."""
+    task, batch = examples(task_name, text, _task)
+    return analysis.head_importance(_model, task, n=ANALYSIS_N, w_o=w_o, batch=batch)
+
+
+def examples(task_name: str, text: str | None, task):
+    """(task, batch) an analysis runs on: a toy task's fresh examples (batch None), or a
+    decoder's typed text as one example."""
+    if text is None:
+        return task_name, None
+    return task, task.batch_from_texts([text])
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def cached_top_k_curve(digest: str, task_name: str, w_o, kind: str, _model) -> np.ndarray:
+def cached_top_k_curve(
+    digest: str, task_name: str, w_o, kind: str, _model, text: str | None = None, _task=None
+) -> np.ndarray:
     """The metric keeping the k heads ranked highest by one score, for every k (computed once)."""
-    scores = cached_importance(digest, task_name, w_o, _model=_model).scores(kind)
-    return analysis.keep_top_k_curve(_model, task_name, scores, n=ANALYSIS_N, w_o=w_o)
+    scores = cached_importance(digest, task_name, w_o, _model=_model, text=text, _task=_task)
+    task, batch = examples(task_name, text, _task)
+    return analysis.keep_top_k_curve(
+        _model, task, scores.scores(kind), n=ANALYSIS_N, w_o=w_o, batch=batch
+    )
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -85,9 +102,11 @@ def cached_ablation(
     head_layer: int,
     head: int,
     _model,
+    _task=None,
 ) -> analysis.AblationComparison:
-    """One head zeroed before and after W_o, on the typed text (or ANALYSIS_N fresh examples)."""
-    task = get_task(task_name)
+    """One head zeroed before and after W_o, on the typed text (or ANALYSIS_N fresh examples);
+    _task: a decoder's (tfviz.hf.NextTokenTask), whose targets are the text's next tokens."""
+    task = _task or get_task(task_name)
     batch = None if text is None else task.batch_from_texts([text])
     return analysis.compare_ablation(
         _model, task, head_layer, head, batch=batch, n=ANALYSIS_N, w_o=w_o
@@ -271,12 +290,18 @@ def rollout_section(view: View) -> None:
     what_is_this("attention_rollout")
 
 
+def on_text(view: View) -> dict:
+    """The keywords that run an analysis on a decoder's typed text ({} for a toy model: its
+    fresh examples)."""
+    return dict(text=view.text, _task=view.task) if view.is_decoder else {}
+
+
 def importance_section(view: View) -> None:
-    if toy_only(view, t("analysis.importance.what")):
+    if not view.is_decoder and toy_only(view, t("analysis.importance.what")):
         return
     entry, task, w_o = view.entry, view.task, view.interventions.w_o
     with st.spinner(t("analysis.importance.spinner", n=ANALYSIS_N)):
-        imp = cached_importance(entry.digest, task.name, w_o, _model=view.model)
+        imp = cached_importance(entry.digest, task.name, w_o, _model=view.model, **on_text(view))
     L, H = imp.loss_change.shape
     metric = t(METRIC_NAMES[imp.metric])
     lang = current()  # for format_func, which Streamlit may call outside this run
@@ -284,7 +309,9 @@ def importance_section(view: View) -> None:
     st.caption(
         md_escape(
             t(
-                "analysis.importance.caption",
+                "analysis.importance.caption_text"
+                if view.is_decoder
+                else "analysis.importance.caption",
                 n=imp.n,
                 loss=f"{imp.base_loss:.4g}",
                 metric=metric,
@@ -330,7 +357,9 @@ def importance_section(view: View) -> None:
         )
     with right:
         with st.spinner(t("analysis.importance.curve_spinner")):
-            curve = cached_top_k_curve(entry.digest, task.name, w_o, kind, _model=view.model)
+            curve = cached_top_k_curve(
+                entry.digest, task.name, w_o, kind, _model=view.model, **on_text(view)
+            )
         n_heads = L * H
         if state.IMPORTANCE_K.get(0) > n_heads:
             state.IMPORTANCE_K.pop()  # a bigger model was shown before
@@ -357,7 +386,7 @@ def importance_section(view: View) -> None:
 
 
 def ablation_section(view: View) -> None:
-    if toy_only(view, t("analysis.ablation.what")):
+    if not view.is_decoder and toy_only(view, t("analysis.ablation.what")):
         return
     tr, entry, task = view.trace, view.entry, view.task
     a, b = st.columns(2)
@@ -367,16 +396,18 @@ def ablation_section(view: View) -> None:
         head = index_picker(t("analysis.head"), tr.n_heads, "ablation_head", "H")
     args = (entry.digest, task.name)
     switch = (view.interventions.w_o, layer, head)
-    typed = cached_ablation(*args, view.text, *switch, _model=view.model)
+    decoder = task if view.is_decoder else None
+    typed = cached_ablation(*args, view.text, *switch, _model=view.model, _task=decoder)
     zeroed = head_name(layer, head)
-    with st.spinner(t("analysis.ablation.spinner", head=zeroed, n=ANALYSIS_N)):
-        fresh = cached_ablation(*args, None, *switch, _model=view.model)
+    shown = [(a, t("analysis.ablation.typed"), typed)]
+    fresh = typed  # a decoder has no fresh examples: its typed text is what it is measured on
+    if decoder is None:
+        with st.spinner(t("analysis.ablation.spinner", head=zeroed, n=ANALYSIS_N)):
+            fresh = cached_ablation(*args, None, *switch, _model=view.model)
+        shown.append((b, t("analysis.ablation.fresh", n=ANALYSIS_N), fresh))
     metric = first_upper(t(METRIC_NAMES[typed.metric]))
     st.info(md_escape(HELP["compare_ablation_mistake"]))
-    for col, what, result in (
-        (a, t("analysis.ablation.typed"), typed),
-        (b, t("analysis.ablation.fresh", n=ANALYSIS_N), fresh),
-    ):
+    for col, what, result in shown:
         with col:
             base = metric_text(result.metric, result.base_metric)
             st.markdown(t("analysis.ablation.on", what=md_escape(what), base=md_escape(base)))
