@@ -47,6 +47,7 @@ INTERNAL = {
     ("timeline", "scores"): "a timeline is shown only once it holds a step",
     ("causal_lm", "next_tokens"): "the app passes one sequence's logits",
     ("causal_lm", "_check"): "the app continues only a decoder, from its typed text",
+    ("causal_lm", "check_config"): "the app gives a next-token task only to a decoder",
 }
 # Whose catalogue part a refusal's code is looked up in, by the name called.
 PREFIXES = {
