@@ -121,7 +121,9 @@ class ModelConfig:
         if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 1:
             raise ValueError(f"rope_theta must be a number above 1, got {theta!r}")
         if self.positions == "rotary" and self.d_k % 2:
-            raise ValueError(f"rotary positions turn pairs of dimensions: d_k ({self.d_k}) must be even")
+            raise ValueError(
+                f"rotary positions turn pairs of dimensions: d_k ({self.d_k}) must be even"
+            )
         if self.tie_head and (self.n_out != self.vocab_size or self.embed != "token"):
             raise ValueError(
                 "a tied head reads out with the token embedding: it needs embed 'token' and "
@@ -152,7 +154,8 @@ class ModelConfig:
             return n_in * n_out + n_out  # weight + bias
 
         D, F, KV = self.d_model, self.d_ff, self.kv_heads * self.d_k
-        norm = 2 * D if self.norm_type == "layer" else D  # LayerNorm: weight + bias; RMSNorm: weight
+        # LayerNorm: weight + bias; RMSNorm: weight only
+        norm = 2 * D if self.norm_type == "layer" else D
         embed = self.vocab_size * D if self.embed == "token" else linear(1, D)
         embed += self.max_len * D if self.positions == "learned" else 0
         embed += self.type_vocab_size * D  # token types
