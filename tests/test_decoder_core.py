@@ -8,6 +8,8 @@ model, a formula, torch's module), so a wrong mask, a misplaced head or a droppe
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -392,12 +394,13 @@ def test_a_tied_head_is_the_embedding_itself():
     "extra",
     [
         dict(causal=True, pool="none"),
+        dict(causal=True, pool="last"),
         dict(
             causal=True, norm="pre", norm_type="rms", mlp="gated", activation="silu",
             n_kv_heads=2, pool="none",
         ),
     ],
-    ids=["per-token", "llama-ish"],
+    ids=["per-token", "last-token", "llama-ish"],
 )  # fmt: skip
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_the_packed_causal_pass_equals_the_plain_one(extra, side):
@@ -436,3 +439,20 @@ def test_the_packed_causal_pass_equals_the_plain_one(extra, side):
             if cfg.pool == "none":
                 other = other[~pad[r]]
             assert not torch.allclose(other, want, atol=1e-4)  # the mask is what differs
+
+
+# ---- pooling at the last real token ------------------------------------------------------------
+def test_last_pooling_reads_the_last_real_token_on_either_side():
+    cfg = dict(causal=True, pool="last")
+    model = make_model(**cfg)
+    per_token = make_model(**{**cfg, "pool": "none"})
+    per_token.load_state_dict(model.state_dict())
+    ids, pad = _left_padded(ROWS)
+    with torch.no_grad():
+        pooled = model(ids, pad).logits
+        for b, row in enumerate(ROWS):
+            alone = per_token(row[None]).logits[0, -1]
+            torch.testing.assert_close(pooled[b], alone, atol=ATOL, rtol=0)
+            right = model(row[None]).logits[0]
+            torch.testing.assert_close(pooled[b], right, atol=ATOL, rtol=0)
+    assert math.isfinite(float(pooled.sum()))

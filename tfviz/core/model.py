@@ -452,6 +452,10 @@ class Encoder(nn.Module):
                 x = (x * keep).sum(dim=1) / keep.sum(dim=1).clamp_min(1.0)
         elif cfg.pool == "first":
             x = x[:, 0]
+        elif cfg.pool == "last":  # the last real token, wherever the padding is
+            at = torch.arange(T, device=x.device).expand(B, T)
+            last = at if pad_mask is None else at.masked_fill(pad_mask, -1)
+            x = x[torch.arange(B, device=x.device), last.argmax(-1)]
         logits = linear(x, self.head) if cfg.n_out else x
         if not trace:
             return EncoderOutput(logits=logits, trace=None)
