@@ -456,3 +456,68 @@ def test_last_pooling_reads_the_last_real_token_on_either_side():
             right = model(row[None]).logits[0]
             torch.testing.assert_close(pooled[b], right, atol=ATOL, rtol=0)
     assert math.isfinite(float(pooled.sum()))
+
+
+# ---- the trainer's causal toy model (the Train form's box) -------------------------------------
+def test_a_causal_model_is_offered_exactly_for_the_tasks_it_can_learn():
+    from tfviz.core.tasks import TASKS
+
+    rng = np.random.default_rng(0)
+    for task in TASKS.values():
+        if task.kind != "token":
+            # One answer per sequence, read at the last token, which has seen every token.
+            assert task.learns_causally and task.model_pool(causal=True) == "last"
+            continue
+        # A per-token task answers at some position with a token that comes later: changing
+        # only the last token changes an earlier position's answer.
+        assert not task.learns_causally and task.model_pool(causal=True) == "none"
+        text = task.random_example(rng)
+        while len(text) < 3:
+            text = task.random_example(rng)
+        later = [text[:-1] + ch for ch in task.alphabet]
+        earlier = {tuple(task.solve_tokens(t)[:-1]) for t in later}
+        assert len(earlier) > 1, task.name
+
+
+@pytest.mark.parametrize("name", ["sum", "max_position", "balanced", "sort"])
+def test_a_tasks_causal_config_reads_its_answer_where_a_causal_model_can(name):
+    from tfviz.core.tasks import get_task
+
+    task = get_task(name)
+    encoder = task.model_config(d_model=16, n_heads=2)
+    causal = task.model_config(d_model=16, n_heads=2, causal=True)
+    assert not encoder.causal and encoder.pool == task.pool
+    assert causal.causal and causal.pool == ("none" if task.kind == "token" else "last")
+    assert {**causal.to_dict(), "causal": False, "pool": task.pool} == encoder.to_dict()
+    task.check_config(causal)
+    task.check_config(encoder)
+
+
+def test_the_job_spec_carries_causal_and_refuses_it_for_a_per_token_task():
+    from tfviz.messages import Refused
+    from tfviz.serve.work import JobSpec
+
+    config = JobSpec(task="balanced", name="b", causal=True).model_config()
+    assert config.causal and config.pool == "last" and config.positions == "learned"
+    assert config.norm == "post"  # as the form's encoder: only the attention's reach differs
+    assert not JobSpec(task="balanced", name="b").model_config().causal
+    with pytest.raises(Refused) as refused:
+        JobSpec(task="reverse", name="r", causal=True).model_config()
+    assert refused.value.message.key == "causal_per_token"
+
+
+def test_the_command_line_trains_a_causal_model(tmp_path, capsys):
+    from tfviz.cli.train import main
+    from tfviz.training.checkpoint import load_checkpoint
+
+    out = tmp_path / "c.safetensors"
+    threads = torch.get_num_threads()  # main sets the process's; later tests want theirs
+    try:
+        assert main(["--task", "max_position", "--out", str(out), "--steps", "2", "--causal"]) == 0
+        with pytest.raises(SystemExit):
+            main(["--task", "sort", "--out", str(tmp_path / "s.safetensors"), "--causal"])
+    finally:
+        torch.set_num_threads(threads)
+    _, meta = load_checkpoint(out)
+    assert meta.config.causal and meta.config.pool == "last"
+    assert "one answer per sequence" in capsys.readouterr().err
