@@ -1,5 +1,6 @@
 """The Train view's parts beyond training, driven headless through AppTest: retraining W_o alone
-as a job (result, curve, hostile step counts) and the training timeline slider."""
+as a job (result, curve, hostile step counts), the training timeline slider, and the form's causal
+box (a decoder-style toy model)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import MODELS, start_app
+from tests.conftest import MODELS, page_figures, start_app, submit_training
 from tests.test_app import array
 from tfviz import get_task, plots, settings
-from tfviz.serve import work
+from tfviz.core.trace import run_trace
+from tfviz.serve import jobs, work
 from tfviz.training.checkpoint import load_checkpoint, save_checkpoint
 from tfviz.training.evaluate import evaluate
 from tfviz.training.timeline import (
@@ -25,6 +27,7 @@ from tfviz.training.timeline import (
     timeline_path,
 )
 from tfviz.training.train import train
+from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
 
@@ -220,3 +223,56 @@ def test_a_damaged_timeline_is_reported_not_raised(timeline_model):
     at = open_part(start_app("Train", "yours:grown"), "timeline")
     assert not at.exception
     assert "The training timeline cannot be read" in unescape(at.error[0].value)
+
+
+# ---- a causal toy model ----------------------------------------------------------------------
+
+
+def test_the_causal_box_trains_a_decoder_whose_attention_reads_no_later_token(fresh_app):
+    at = start_app("Train")
+    at.selectbox(key="train_task").set_value("balanced").run()
+    box = at.checkbox(key="train_causal")
+    assert not box.disabled and not box.value  # offered, not ticked
+    assert "balanced" in box.help and "max_position" in box.help and "reverse" not in box.help
+    box.check()
+    job = submit_training(at, "decoder", 5)
+    assert job.spec.causal and job.spec.task == "balanced"
+    assert job.wait(60) and job.state().status == jobs.DONE, job.state().message
+    model, meta = load_checkpoint(fresh_app / "decoder.safetensors")
+    assert meta.config.causal and meta.config.pool == "last"  # read at the last token
+    end = time.monotonic() + 30
+    while not at.success:
+        assert time.monotonic() < end, "the result did not show"
+        time.sleep(0.2)
+        at.run()
+    at.button(key="open_trained").click().run()
+    assert not at.exception and at.selectbox(key="model").value == "yours:decoder"
+    sidebar = " ".join(t.value for t in at.sidebar.text)
+    assert translate("en", "sidebar.causal") in sidebar
+    at.session_state["view"] = "Attention"
+    at.run()
+    assert not at.exception and not at.error
+    maps = [f for f in page_figures(at) if plots.block_titles(f)]
+    assert [plots.block_titles(f)[0] for f in maps] == ["L0 H0", "L0 H1", "L0 mean"]
+    want = run_trace(model, get_task("balanced"), at.text_input(key="sequence").value).attn
+    for f, head in zip(maps, [want[0, 0], want[0, 1], want[0].mean(0)], strict=True):
+        z = array(f["data"][0]["z"])  # rows: queries, columns: keys
+        assert z.shape[0] >= 2 and np.count_nonzero(np.triu(z, 1)) == 0, z
+        np.testing.assert_allclose(z, head, atol=1e-6)
+        np.testing.assert_allclose(z.sum(1), 1.0, atol=1e-5)
+
+
+def test_the_causal_box_is_off_for_a_task_answered_at_every_position():
+    at = start_app("Train")
+    at.selectbox(key="train_task").set_value("max_position").run()
+    at.session_state["train_causal"] = True  # as a submitted form leaves it
+    at.run()
+    assert at.checkbox(key="train_causal").value
+    at.selectbox(key="train_task").set_value("reverse").run()
+    box = at.checkbox(key="train_causal")
+    assert box.disabled and not box.value  # cleared, and the form trains an encoder
+    zh = start_app("Train", lang="zh")
+    zh.selectbox(key="train_task").set_value("sort").run()
+    box = zh.checkbox(key="train_causal")
+    assert box.disabled and box.label == translate("zh", "train.causal")
+    assert "求和、最大位置、括号配对" in box.help

@@ -12,6 +12,7 @@ from safetensors.torch import save as st_save
 
 from tests.conftest import make_model
 from tfviz import CheckpointError, get_task, load_checkpoint, save_checkpoint
+from tfviz.core.model import Encoder
 from tfviz.training.checkpoint import FORMAT, write_atomic
 
 
@@ -253,3 +254,52 @@ def test_two_processes_saving_one_new_name_never_both_win(tmp_path):
         data = (tmp_path / f"model{i}.safetensors").read_bytes()
         assert data in (b"a" * 1000, b"b" * 1000)  # whole, one writer's
     assert not list(tmp_path.glob("*.tmp"))
+
+
+# ---- a causal toy model (the Train form's box) ------------------------------------------------
+
+
+def _causal(task_name: str):
+    task = get_task(task_name)
+    config = task.model_config(d_model=16, n_heads=2, n_layers=1, d_ff=32, causal=True)
+    torch.manual_seed(0)
+    return task, Encoder(config).eval()
+
+
+def test_a_causal_model_round_trips_with_its_causal_config(tmp_path):
+    task, model = _causal("balanced")
+    assert model.config.causal and model.config.pool == "last"  # read at the last token
+    path = save_checkpoint(tmp_path / "c.safetensors", model, "balanced", {"steps": 1}, {})
+    loaded, meta = load_checkpoint(path)
+    assert meta.config == model.config and meta.config.causal
+    data = path.read_bytes()
+    header = json.loads(data[8 : 8 + struct.unpack("<Q", data[:8])[0]])
+    stored = json.loads(header["__metadata__"]["tfviz"])["config"]  # the file's own metadata
+    assert stored["causal"] is True and stored["pool"] == "last"
+    ids, pad = task.encode_batch(["(())", "()(", ")"])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids, pad).logits, model(ids, pad).logits)
+        attn = loaded(ids, pad).trace.layers[0].attn
+    assert not attn.triu(1).any()  # the reloaded model is causal too
+
+
+def test_a_checkpoint_written_before_the_causal_field_loads_as_an_encoder(saved):
+    model, _ = saved
+    old = {k: v for k, v in model.config.to_dict().items() if k != "causal"}
+    _, meta = load_checkpoint(_with_meta(model, _meta(model, config=old)))
+    assert meta.config.causal is False and meta.config == model.config
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"causal": False}, "task 'balanced' needs pool='first', the model has 'last'"),
+        ({"pool": "first"}, "task 'balanced' needs pool='last', the model has 'first'"),
+    ],
+)
+def test_a_pooled_task_s_pool_must_match_causal(changes, message):
+    _, model = _causal("balanced")
+    config = {**model.config.to_dict(), **changes}
+    meta = {**_meta(model, config=config), "task": "balanced"}
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(_with_meta(model, meta))

@@ -55,6 +55,13 @@ CONFIGS = [
 if "activation" in ModelConfig.__dataclass_fields__:
     CONFIGS.append(("balanced", {"activation": "gelu"}))
     CONFIGS.append(("balanced", {"activation": "gelu_tanh"}))  # the stack must not fall to relu
+if "causal" in ModelConfig.__dataclass_fields__:
+    CONFIGS.append(("sort", {"causal": True}))  # the Train form's causal toy, per token
+    CONFIGS.append(("max_position", {"causal": True}))  # pooled: read at the last token
+    CONFIGS.append(
+        ("balanced", {"causal": True, "norm": "pre", "norm_type": "rms", "mlp": "gated",
+                      "activation": "silu", "n_kv_heads": 1})
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("name, extra", CONFIGS)
@@ -119,6 +126,10 @@ def test_unknown_settings_and_model_parts_are_refused():
         bert_like = get_task("sort").model_config(**TINY, embed_norm=True)
         with pytest.raises(ValueError, match="embed_norm=True"):
             En.check_config(bert_like)
+    for part, value in (("positions", "rotary"), ("tie_head", True)):
+        sizes = {**TINY, part: value, "n_out": 12, "vocab_size": 12}
+        with pytest.raises(ValueError, match=f"{part}={value!r}"):
+            En.check_config(ModelConfig(**sizes))
 
 
 # ---- packing ------------------------------------------------------------------------------------
@@ -190,6 +201,20 @@ def test_train_runs_equals_train_one_run_at_a_time(name, options):
             b = alone(probe_ids[0], probe_pad[0], trace=False).logits
         torch.testing.assert_close(a, b, atol=ATOL, rtol=0)
         assert not models[r].training
+
+
+@pytest.mark.parametrize("name", ["max_position", "sort"])
+def test_causal_runs_train_as_train_does(name):
+    # The Train form's causal toy model, trained together with its encoder twin's settings.
+    task = get_task(name)
+    config = task.model_config(**TINY, dropout=0.0, causal=True)
+    runs = [(0, "learned"), (1, "identity")]
+    settings = dict(steps=6, batch_size=8, lr=3e-3, device="cpu")
+    models, history = En.train_runs(task, config, runs, **settings)
+    for r, (seed, mode) in enumerate(runs):
+        alone, hist = train(task, config, seed=seed, w_o=mode, **settings)
+        np.testing.assert_allclose(history["loss"][r], hist["loss"], rtol=1e-5, atol=1e-6)
+        assert models[r].config.causal
 
 
 def test_a_block_diagonal_run_trains_as_train_does_and_never_mixes_heads():

@@ -2,9 +2,9 @@
 
 `python -m tfviz.cli.train --task reverse --out my_reverse.safetensors` trains one model with the
 same defaults as the app's Train tab (the task's first-run recipe: seconds, not minutes), or with
-its bundled model's longer recipe given `--bundled-recipe`; flags override either. `--all` rebuilds
-every bundled model from tfviz/training/recipes.py and rewrites models/README.md. The loop itself
-lives in tfviz/training/train.py.
+its bundled model's longer recipe given `--bundled-recipe`; flags override either (`--causal`: the
+form's causal box). `--all` rebuilds every bundled model from tfviz/training/recipes.py and
+rewrites models/README.md. The loop itself lives in tfviz/training/train.py.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import torch
 
 from tfviz.core import modes
 from tfviz.core.tasks import get_task
+from tfviz.messages import say
 from tfviz.training.train import StepInfo, train
 
 
@@ -70,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch-size", type=int)
     p.add_argument("--seed", type=int)
     p.add_argument("--w-o", choices=modes.SWITCH)
+    p.add_argument(
+        "--causal",
+        action="store_true",
+        help="a causal toy model (each token reads only earlier ones; the answer is read at the "
+        "last token): tasks with one answer per sequence only",
+    )
     p.add_argument("--all", action="store_true", help="rebuild every bundled model in models/")
     p.add_argument(
         "--bundled-recipe",
@@ -98,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("steps", "lr", "batch_size", "seed", "w_o"):
         if getattr(args, key) is not None:
             recipe[key] = getattr(args, key)
+    if args.causal:
+        if not get_task(args.task).learns_causally:
+            p.error(f"--causal: {say('causal_per_token').english()}")
+        recipe["sizes"] = {**recipe.get("sizes", {}), "causal": True}
     metrics = _train_one(args.task, args.out, recipe)
     print(f"{args.task}: {metrics} -> {args.out}")
     return 0

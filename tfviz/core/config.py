@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 NORMS = ("post", "pre")
-POOLS = ("none", "mean", "first")
+# "last": the last real token, the one token of a causal model that sees the whole sequence.
+POOLS = ("none", "mean", "first", "last")
 EMBEDS = ("token", "value")
 # "gelu" is the exact (erf) GELU, as BERT uses; "gelu_tanh" its tanh approximation, which some
 # checkpoints were trained with (transformers' "gelu_new" / "gelu_pytorch_tanh").
@@ -62,7 +63,8 @@ class ModelConfig:
     norm: str = (
         "post"  # "post": x = LN(x + sublayer(x)) as in the paper; "pre": x + sublayer(LN(x))
     )
-    pool: str = "none"  # "none": one output per token; "mean" over real tokens; "first" token
+    # "none": one output per token; "mean" over real tokens; the "first" or "last" real token
+    pool: str = "none"
     embed: str = "token"  # "token": nn.Embedding; "value": Linear(1, D) on the id (seed 002)
     # The fields below let a pretrained BERT-style encoder (tfviz.hf.pretrained) run in this same
     # Encoder; their defaults are what every tfviz model before them had, so old checkpoints,
@@ -154,7 +156,8 @@ class ModelConfig:
             return n_in * n_out + n_out  # weight + bias
 
         D, F, KV = self.d_model, self.d_ff, self.kv_heads * self.d_k
-        norm = 2 * D if self.norm_type == "layer" else D  # LayerNorm: weight, bias; RMSNorm: weight
+        # LayerNorm: weight + bias; RMSNorm: weight only
+        norm = 2 * D if self.norm_type == "layer" else D
         embed = self.vocab_size * D if self.embed == "token" else linear(1, D)
         embed += self.max_len * D if self.positions == "learned" else 0
         embed += self.type_vocab_size * D  # token types

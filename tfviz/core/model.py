@@ -467,6 +467,10 @@ class Encoder(nn.Module):
                 x = (x * keep).sum(dim=1) / keep.sum(dim=1).clamp_min(1.0)
         elif cfg.pool == "first":
             x = x[:, 0]
+        elif cfg.pool == "last":  # the last real token, wherever the padding is
+            at = torch.arange(T, device=x.device).expand(B, T)
+            last = at if pad_mask is None else at.masked_fill(pad_mask, -1)
+            x = x[torch.arange(B, device=x.device), last.argmax(-1)]
         logits = linear(x, self.head) if cfg.n_out else x
         if not trace:
             return EncoderOutput(logits=logits, trace=None)
@@ -480,7 +484,7 @@ class Encoder(nn.Module):
     def embed_ids(self, ids: Tensor) -> Tensor:
         """The embedding of ids (..., ) -> (..., D); packed: run r's ids (R, M) in its own table."""
         if self.config.embed == "value":  # the id as a number through Linear(1, D) (seed 002)
-            return linear(ids.to(self.pos.dtype).unsqueeze(-1), self.embed)
+            return linear(ids.to(self.embed.weight.dtype).unsqueeze(-1), self.embed)
         return embedding(ids, self.embed.weight)
 
     def run_layers(
@@ -514,8 +518,12 @@ class Encoder(nn.Module):
                 "embedding norm"
             )
         R, M = packing.ids.shape
+        at = packing.pos
+        grid = self.positions_of(packing.pad_mask, *packing.grid[1:])  # (R*B, T) or None
+        if grid is not None:  # causal: positions count real tokens, as in forward
+            at = grid[packing.seq, packing.pos]
         positions = self.pos.view(R, cfg.max_len, cfg.d_model)  # each run's own table
-        x = self.embed_ids(packing.ids) + embedding(packing.pos.view(R, M), positions)
+        x = self.embed_ids(packing.ids) + embedding(at.view(R, M), positions)
         iv = Interventions.of(interventions, **switches)
         x, _ = self.run_layers(x, packing, iv, trace=False)  # (R, M, D)
         if cfg.pool != "none":
@@ -536,7 +544,9 @@ def layer_norm(x: Tensor, norm: nn.Module) -> Tensor:
     """nn.LayerNorm's map (nn.RMSNorm's, nn.Identity passes x); stacked weights (R, D): run r's
     own on x[r]."""
     if isinstance(norm, nn.RMSNorm):
-        return F.rms_norm(x, norm.normalized_shape, norm.weight, norm.eps)
+        if norm.weight.dim() == 1:
+            return F.rms_norm(x, norm.normalized_shape, norm.weight, norm.eps)
+        return F.rms_norm(x, norm.normalized_shape, eps=norm.eps) * norm.weight.unsqueeze(1)
     if not isinstance(norm, nn.LayerNorm):
         return x
     w, b = norm.weight, norm.bias
@@ -599,7 +609,10 @@ def override_patterns(
             if pattern == "identity":
                 target = i.expand(B, T)
             elif pattern == "previous":
-                target = (i - 1).clamp_min(0).expand(B, T)
+                # A sequence's first real token reads itself: in a left-padded (causal) batch it
+                # is not at index 0, and the key before it is padding.
+                first = real.argmax(-1, keepdim=True)  # (B, 1) the first real index
+                target = torch.maximum(i - 1, first)
             else:  # anti_diagonal, within each sequence's real length
                 target = (n[:, None].long() - 1 - i).clamp_min(0)
             rows = F.one_hot(target, T).to(attn.dtype)  # (B, T, T)

@@ -126,7 +126,8 @@ class _FromGrid(torch.autograd.Function):
 
 def pool(packing: Packing, x: Tensor, how: str) -> Tensor:
     """Per-example pooling of slot values x (R, M, D) -> (R, B, D): "mean" of the real tokens,
-    or "first" (an example's first token is the slot after the previous examples' tokens)."""
+    "first" (an example's first token is the slot after the previous examples' tokens) or "last"
+    (the slot before the next example's first)."""
     R, B, _ = packing.grid
     D = x.shape[-1]
     if how == "mean":
@@ -134,5 +135,6 @@ def pool(packing: Packing, x: Tensor, how: str) -> Tensor:
         into = torch.where(packing.real.view(-1), packing.seq, R * B)
         sums = x.new_zeros(R * B + 1, D).index_add(0, into, x.reshape(-1, D))[: R * B]
         return (sums / packing.lengths.reshape(R * B, 1).to(x.dtype)).view(R, B, D)
-    first = packing.lengths.cumsum(dim=1) - packing.lengths  # (R, B)
-    return x.gather(1, first.unsqueeze(-1).expand(R, B, D))
+    ends = packing.lengths.cumsum(dim=1)  # (R, B) one past each example's last slot
+    at = ends - 1 if how == "last" else ends - packing.lengths
+    return x.gather(1, at.unsqueeze(-1).expand(R, B, D))

@@ -81,14 +81,29 @@ class Task:
         """Positions a model for this task needs: the longest input plus BOS."""
         return self.max_len + int(self.bos)
 
+    @property
+    def learns_causally(self) -> bool:
+        """Whether a causal model (each token reads only itself and earlier tokens) can learn
+        this task: a pooled answer, read at the last token, which sees the whole sequence. The
+        per-token tasks here (reverse, sort, histogram) answer at position i with what comes
+        later too."""
+        return self.pool != "none"
+
+    def model_pool(self, causal: bool = False) -> str:
+        """The pooling a model of this task reads its answer with: a causal model's pooled answer
+        is read at the last real token, the only one that has seen every token."""
+        return "last" if causal and self.pool != "none" else self.pool
+
     def model_config(self, **sizes) -> ModelConfig:
         """A ModelConfig whose vocabulary, outputs, positions and pooling fit this task."""
         sizes.setdefault("max_len", self.positions)
-        return ModelConfig(vocab_size=self.vocab_size, n_out=self.n_out, pool=self.pool, **sizes)
+        pool = self.model_pool(bool(sizes.get("causal", False)))
+        return ModelConfig(vocab_size=self.vocab_size, n_out=self.n_out, pool=pool, **sizes)
 
     def check_config(self, config: ModelConfig) -> None:
         """Raise ValueError if a model of this config cannot do this task."""
-        want = {"vocab_size": self.vocab_size, "n_out": self.n_out, "pool": self.pool}
+        pool = self.model_pool(config.causal)
+        want = {"vocab_size": self.vocab_size, "n_out": self.n_out, "pool": pool}
         for key, value in want.items():
             if getattr(config, key) != value:
                 raise ValueError(

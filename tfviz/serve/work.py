@@ -74,6 +74,10 @@ class JobSpec:
     # a training mode (tfviz.core.modes.TRAINING): "identity" trains with no W_o
     w_o: str = "learned"
     batch_size: int | None = None
+    # A causal toy model (a decoder's attention: each token reads only itself and earlier ones),
+    # to compare with an encoder trained on the same task; only tasks it can learn
+    # (Task.learns_causally: one answer per sequence, read at the last token).
+    causal: bool = False
 
     def __post_init__(self) -> None:
         recipe = CLASS_RECIPES.get(self.task)  # an unknown task is refused by model_config
@@ -88,12 +92,15 @@ class JobSpec:
         positive_at_most(self.lr, "lr", 1)
         one_of(self.w_o, "w_o", TRAIN_W_O)
         whole_number(self.seed, "seed", 0, MAX_SEED, int_only=True)
+        if self.causal and not task.learns_causally:
+            raise Refused(say("causal_per_token"))
         config = task.model_config(
             d_model=self.d_model,
             n_heads=self.n_heads,
             n_layers=self.n_layers,
             d_ff=self.d_ff,
             dropout=0.0,  # as the bundled models: tiny models on endless fresh data need none
+            causal=self.causal,
         )
         check_size(config)
         return config

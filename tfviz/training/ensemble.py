@@ -105,6 +105,12 @@ def check_config(config: ModelConfig) -> None:
             raise ValueError(f"tfviz.training.ensemble cannot train a model with {key}={value!r}")
     if config.n_out < 1:
         raise ValueError("tfviz.training.ensemble trains models with an output head (n_out >= 1)")
+    # A decoder's rotary positions turn q and k by the position, which the packed pass does not
+    # do; a tied head would become two weights of the flat row, trained apart.
+    for key, plain in (("positions", "learned"), ("tie_head", False)):
+        if getattr(config, key, plain) != plain:
+            value = getattr(config, key)
+            raise ValueError(f"tfviz.training.ensemble cannot train a model with {key}={value!r}")
 
 
 def stacked_weights(

@@ -151,10 +151,13 @@ def model_info(meta: CheckpointMeta, task: Task, device: str) -> None:
         trained_with = w_o_label(mode)
     except (KeyError, ValueError, AttributeError):
         trained_with = str(mode)  # a checkpoint's record is data: shown as it is
+    # A causal model (the Train form's box) says so: its attention is a decoder's.
+    causal = "\n" + t("sidebar.causal") if c.causal else ""
     st.text(
         t("sidebar.size", d_model=c.d_model, heads=c.n_heads, layers=c.n_layers, d_ff=c.d_ff)
         + "\n"
         + t("sidebar.norm_embed", **layout_words(c))
+        + causal
         + "\n"
         + t("sidebar.trained", w_o=trained_with, steps=record.get("steps_done", "?"))
         + "\n"

@@ -113,6 +113,8 @@ TRAIN_TASK: Key[str] = Key("train_task")
 TRAIN_NAME: Key[str] = Key("train_name")
 TRAIN_STEPS: Key[float] = Key("train_steps")
 TRAIN_LR: Key[float] = Key("train_lr")
+# The Train form's "causal" box: cleared when the task picked is one a causal model cannot learn.
+TRAIN_CAUSAL: Key[bool] = Key("train_causal")
 # The names of the models this session submitted for training: the picker calls those "yours"
 # and every other model in the user models folder a class model (it is listed for everyone).
 TRAINED_HERE: Key[list] = Key("_trained_here")

@@ -17,7 +17,7 @@ from tfviz.training.recipes import CLASS_SIZES, class_recipe, learned
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
 from tfviz.ui.jobs import claim_model, job_text, refusal, session_alive_check, time_left
-from tfviz.ui.labels import METRIC_NAMES, metric_text, task_label
+from tfviz.ui.labels import METRIC_NAMES, metric_text, task_label, task_short
 from tfviz.ui.models import ROOT, SOURCES, bundled_names, user_models_dir
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, View
@@ -140,6 +140,15 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
             horizontal=True,
             help=t("train.w_o_help"),
         )
+        # A causal model reads its answer at the last token: only the tasks with one answer per
+        # sequence can be learned so (use_task_defaults clears the box for the others).
+        learns_causally = get_task(task).learns_causally
+        causal = st.checkbox(
+            t("train.causal"),
+            key=state.TRAIN_CAUSAL.name,
+            disabled=not learns_causally,
+            help=t("train.causal_help", tasks=causal_tasks()),
+        )
         submitted = st.form_submit_button(t("train.submit"), key="train_submit", type="primary")
     if not submitted:
         return
@@ -164,6 +173,7 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
         n_layers=int(n_layers),
         d_ff=int(d_ff),
         w_o=w_o,
+        causal=bool(causal) and learns_causally,
         **numbers,
     )
     try:
@@ -179,6 +189,12 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
     state.TRAIN_NAME_USED.set(True)
 
 
+def causal_tasks() -> str:
+    """The tasks a causal model can learn, by their short names in the page's language."""
+    names = [task_short(name) for name in list_tasks() if get_task(name).learns_causally]
+    return t("train.causal_sep").join(names)
+
+
 def size_box(col, label: str, options: list[int], size: str, key: str) -> int:
     """A model-size picker of the Train form, on the first-run size (CLASS_SIZES[size])."""
     return col.selectbox(t(label), options, index=options.index(CLASS_SIZES[size]), key=key)
@@ -191,6 +207,8 @@ def use_task_defaults(folder: Path) -> None:
     recipe = class_recipe(task)
     state.TRAIN_STEPS.set(float(recipe.steps))
     state.TRAIN_LR.set(recipe.lr)
+    if not get_task(task).learns_causally:
+        state.TRAIN_CAUSAL.set(False)  # the box is off for this task: not ticked either
     if state.TRAIN_NAME.get() in (None, "", state.TRAIN_NAME_PROPOSED.get()):
         propose_name(folder)
 
