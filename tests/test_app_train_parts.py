@@ -256,10 +256,12 @@ def test_the_causal_box_trains_a_decoder_whose_attention_reads_no_later_token(fr
     assert [plots.block_titles(f)[0] for f in maps] == ["L0 H0", "L0 H1", "L0 mean"]
     want = run_trace(model, get_task("balanced"), at.text_input(key="sequence").value).attn
     for f, head in zip(maps, [want[0, 0], want[0, 1], want[0].mean(0)], strict=True):
-        z = array(f["data"][0]["z"])  # rows: queries, columns: keys
-        assert z.shape[0] >= 2 and np.count_nonzero(np.triu(z, 1)) == 0, z
-        np.testing.assert_allclose(z, head, atol=1e-6)
-        np.testing.assert_allclose(z.sum(1), 1.0, atol=1e-5)
+        z = array(f["data"][0]["z"]).astype(float)  # rows: queries, columns: keys
+        above = np.triu(np.ones(z.shape, dtype=bool), 1)
+        # the masked cells are gaps in the chart, not weights of 0; the model gives them 0
+        assert z.shape[0] >= 2 and np.isnan(z[above]).all() and (head[above] == 0).all(), z
+        np.testing.assert_allclose(z[~above], head[~above], atol=1e-6)
+        np.testing.assert_allclose(np.nansum(z, 1), 1.0, atol=1e-5)
 
 
 def test_the_causal_box_is_off_for_a_task_answered_at_every_position():
