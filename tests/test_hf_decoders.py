@@ -249,3 +249,23 @@ def test_a_left_padded_sequence_reads_as_it_does_alone(built):
             assert torch.allclose(together[b, real[b]], alone, atol=1e-5)
     fast = Interventions()
     assert fast.w_o_modes(2) == ["learned", "learned"]
+
+
+def test_a_gpt2_with_only_vocab_json_and_merges_txt_tokenizes_as_gpt2s_own(built, tmp_path):
+    """GPT-2's slow tokenizer files stand in for tokenizer.json, splitting text as transformers'
+    GPT2Tokenizer does."""
+    from tokenizers import Tokenizer
+
+    folder = _copy_with_config(built["gpt2"][1], tmp_path / "slow")
+    Tokenizer.from_file(str(folder / "tokenizer.json")).model.save(str(folder))
+    (folder / "tokenizer.json").unlink()
+    loaded = hf.open_folder(folder)
+    slow = transformers.GPT2Tokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
+    for text in TEXTS + ["中文 and  spaces"]:
+        assert list(loaded.tokenizer.encode(text).ids) == slow.encode(text), text
+    # a special token's name typed is text, as in every tfviz tokenizer (GPT2Tokenizer would
+    # read it as the special token)
+    assert loaded.tokenizer.sep_id not in loaded.tokenizer.encode("<|endoftext|> typed").ids
+    (folder / "merges.txt").unlink()
+    with pytest.raises(hf.MissingFileError, match="vocab.json \\+ merges.txt"):
+        hf.open_folder(folder)

@@ -71,6 +71,8 @@ class DecoderFamily:
     bos: str = "<s>"
     eos: str = "</s>"
     unk: str | None = "<unk>"
+    # vocab.json + merges.txt (GPT-2's slow tokenizer files) may stand in for tokenizer.json
+    bpe_files: bool = False
 
     def why_ignored(self, name: str, prefix: str = "") -> str | None:
         bare = name[len(prefix) :] if prefix and name.startswith(prefix) else name
@@ -287,6 +289,7 @@ GPT2 = DecoderFamily(
     bos="<|endoftext|>",
     eos="<|endoftext|>",
     unk=None,
+    bpe_files=True,
 )
 LLAMA = DecoderFamily(
     name="Llama",

@@ -241,6 +241,30 @@ class PieceTokenizer:
             ) from None
         return cls(spec, max_pieces, **kwargs)
 
+    @classmethod
+    def from_gpt2_files(
+        cls, vocab_path: Path, merges_path: Path, max_pieces: int = 128, **kwargs
+    ) -> PieceTokenizer:
+        """GPT-2's tokenizer from a vocab.json and merges.txt, as the slow GPT2Tokenizer saves
+        them: byte-level BPE, ByteLevel pre-tokeniser (no prefix space) and decoder, its
+        end-of-text token a special token; nothing around a text."""
+        specials = kwargs.get("specials")
+        try:
+            vocab, merges = models.BPE.read_file(str(vocab_path), str(merges_path))
+            tok = Tokenizer(
+                models.BPE(vocab, merges, continuing_subword_prefix="", end_of_word_suffix="")
+            )
+            tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+            tok.decoder = decoders.ByteLevel()
+            names = dict.fromkeys(n for n in (specials.cls, specials.sep, specials.pad) if n)
+            tok.add_special_tokens([AddedToken(n, special=True, normalized=False) for n in names])
+            spec = json.loads(tok.to_str())
+        except Exception as e:  # the tokenizers library raises its own exception types
+            raise TokenizerError(
+                "not_bpe", vocab=Path(vocab_path).name, merges=Path(merges_path).name, why=e
+            ) from None
+        return cls(spec, max_pieces, **kwargs)
+
     def piece(self, piece_id: int) -> str:
         """A piece id as the vocabulary spells it ("##s", "Ġcat")."""
         return self._full.id_to_token(piece_id) or f"<{piece_id}>"  # a padded vocabulary has gaps

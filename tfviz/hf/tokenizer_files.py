@@ -117,12 +117,10 @@ def load_decoder_tokenizer(
             data = read_json(files[name])
             refuse_remote_code(data, name)
             settings.update(data)
-    if "tokenizer.json" not in files:
-        raise MissingFileError("no_tokenizer", family=family.name)
-    size = files["tokenizer.json"].stat().st_size
-    if size > MAX_TOKENIZER_BYTES:
-        raise TooLargeError("file_too_large", file="tokenizer.json", size=size,
-                            most=MAX_TOKENIZER_BYTES)  # fmt: skip
+    for name in TOKENIZER_FILES:
+        if name in files and files[name].stat().st_size > MAX_TOKENIZER_BYTES:
+            size = files[name].stat().st_size
+            raise TooLargeError("file_too_large", file=name, size=size, most=MAX_TOKENIZER_BYTES)
     bos = _token_name(settings.get("bos_token")) or family.bos
     eos = _token_name(settings.get("eos_token")) or family.eos
     pad = _token_name(settings.get("pad_token")) or eos
@@ -130,9 +128,14 @@ def load_decoder_tokenizer(
     if isinstance(settings.get("add_bos_token"), bool):
         add_bos = settings["add_bos_token"]
     specials = Specials(cls=bos, sep=eos, pad=pad, unk=unk, mask="")
-    return PieceTokenizer.from_file(
-        files["tokenizer.json"], max_pieces, specials=specials, causal=True, add_bos=add_bos
-    )
+    options = dict(specials=specials, causal=True, add_bos=add_bos)
+    if "tokenizer.json" in files:
+        return PieceTokenizer.from_file(files["tokenizer.json"], max_pieces, **options)
+    if family.bpe_files and "vocab.json" in files and "merges.txt" in files:
+        vocab, merges = files["vocab.json"], files["merges.txt"]
+        return PieceTokenizer.from_gpt2_files(vocab, merges, max_pieces, **options)
+    raise MissingFileError("no_tokenizer_bpe" if family.bpe_files else "no_tokenizer",
+                           family=family.name)  # fmt: skip
 
 
 def model_max_pieces(files: dict[str, Path], config: ModelConfig) -> int:
