@@ -19,7 +19,7 @@ from tfviz.core.config import ModelConfig
 from tfviz.core.model import Encoder
 from tfviz.hf.decoders import DecoderArchitecture, DecoderFamily, Source
 from tfviz.hf.errors import ConfigError, TooLargeError, WeightsError
-from tfviz.hf.shards import WeightFiles, open_weights
+from tfviz.hf.shards import WeightFiles, check_names, open_weights
 from tfviz.hf.weights import checked
 
 # Decoders are larger than the encoders a class opens: Qwen2-0.5B has 494 M parameters (2 GB in
@@ -117,19 +117,7 @@ def plan_decoder(
             missing = sorted(set(shapes) - set(sources))[:3]
             raise WeightsError("unnamed_parameters", names=repr(missing))
         used = {s.name for s in sources.values() if s.name is not None}
-        missing = sorted(used - names)
-        unexpected, ignored = [], []
-        for name in sorted(names - used):
-            why = family.why_ignored(name, prefix)
-            (ignored.append((name, why)) if why else unexpected.append(name))
-        if missing or unexpected:
-            values = {"missing": missing[:3]} if missing else {}
-            values |= {"unexpected": unexpected[:3]} if unexpected else {}
-            raise WeightsError(
-                "wrong_tensors_missing_unexpected" if missing and unexpected
-                else "wrong_tensors_missing" if missing else "wrong_tensors_unexpected",
-                file=weights.name, family=family.name, **values,
-            )  # fmt: skip
+        ignored = check_names(family, prefix, names, used, weights.name)
         for ours, source in sources.items():
             if source.name is None:
                 continue
@@ -137,7 +125,7 @@ def plan_decoder(
             found = tuple(f.get_slice(source.name).get_shape())
             if found != want:
                 raise WeightsError("wrong_shape", tensor=source.name, found=found, shape=want)
-    return DecoderPlan(config, sources, tuple(ignored))
+    return DecoderPlan(config, sources, ignored)
 
 
 def _read(f, source: Source, shape: tuple, max_len: int) -> Tensor:

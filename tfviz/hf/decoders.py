@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 from tfviz.core.config import LIMITS, ModelConfig
 from tfviz.hf.errors import ConfigError, UnknownFamilyError
+from tfviz.hf.files import eps_field as _eps
+from tfviz.hf.files import int_field as _int
 
 # transformers' activation names -> tfviz.core.config.ACTIVATIONS, for the decoders' feed-forward.
 GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
@@ -80,20 +82,6 @@ class DecoderFamily:
             if re.fullmatch(pattern, bare) or re.fullmatch(pattern, name):
                 return why
         return None
-
-
-def _int(raw: dict, key: str, default: int | None = None) -> int:
-    value = raw.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ConfigError("needs_integer", key=key, value=repr(value))
-    return value
-
-
-def _eps(raw: dict, key: str, default: float) -> float:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 0.1:
-        raise ConfigError("bad_epsilon", key=key, value=repr(value))
-    return float(value)
 
 
 def _positions(raw: dict, key: str) -> tuple[int, int]:

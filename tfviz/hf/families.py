@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 from tfviz.hf.decoders import DECODER_FAMILIES
 from tfviz.hf.errors import ConfigError, UnknownFamilyError
+from tfviz.hf.files import eps_field as _eps
+from tfviz.hf.files import int_field as _int
 
 # transformers' activation names -> tfviz.core.config.ACTIVATIONS. "gelu" is the exact erf form;
 # "gelu_new" and "gelu_pytorch_tanh" are the tanh approximation.
@@ -109,20 +111,6 @@ class Family:
             if re.fullmatch(pattern, bare):
                 return why
         return None
-
-
-def _int(raw: dict, key: str, default: int | None = None) -> int:
-    value = raw.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ConfigError("needs_integer", key=key, value=repr(value))
-    return value
-
-
-def _eps(raw: dict, key: str, default: float) -> float:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 0.1:
-        raise ConfigError("bad_epsilon", key=key, value=repr(value))
-    return float(value)
 
 
 def _activation(raw: dict, key: str, default: str) -> str:

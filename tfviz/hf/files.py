@@ -200,3 +200,20 @@ def licence_of(files: dict[str, Path]) -> str | None:
         if name in files:
             return f"see {name}"
     return None
+
+
+# config.json's fields, read for every family (tfviz.hf.families, tfviz.hf.decoders)
+
+
+def int_field(raw: dict, key: str, default: int | None = None) -> int:
+    value = raw.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ConfigError("needs_integer", key=key, value=repr(value))
+    return value
+
+
+def eps_field(raw: dict, key: str, default: float) -> float:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 0.1:
+        raise ConfigError("bad_epsilon", key=key, value=repr(value))
+    return float(value)

@@ -212,7 +212,7 @@ def plan_weights(
         head_names = _head_names(family, arch, names, weights.name)
         config = model_config(arch, has_head=bool(head_names), max_params=max_params)
         used = set(key_map.values()) | set(head_names.values())
-        ignored = _check_names(family, prefix, names, used, weights.name)
+        ignored = check_names(family, prefix, names, used, weights.name)
         shapes = expected_shapes(config, arch.positions_in_file)
         head_shapes = MaskedLMHead.shapes(config.d_model, config.vocab_size)
         wanted = [(theirs, shapes[ours]) for ours, theirs in key_map.items()]
@@ -289,10 +289,12 @@ def _head_names(family: Family, arch: Architecture, names: set, what: str) -> di
     return found
 
 
-def _check_names(
+def check_names(
     family: Family, prefix: str, names: set, used: set, what: str
 ) -> tuple[tuple[str, str], ...]:
-    """(name, why) of each tensor left out; WeightsError for a missing or unexpected one."""
+    """(name, why) of each tensor left out; WeightsError for a missing or unexpected one. family:
+    an encoder family, or a decoder family (tfviz.hf.decoders): each says why it may leave a
+    tensor out."""
     missing = sorted(used - names)
     ignored, unexpected = [], []
     for name in sorted(names - used):

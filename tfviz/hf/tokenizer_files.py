@@ -23,6 +23,18 @@ def _token_name(value) -> str | None:
     return value if isinstance(value, str) and 0 < len(value) <= 32 else None
 
 
+def tokenizer_settings(files: dict[str, Path]) -> dict:
+    """special_tokens_map.json and tokenizer_config.json read as one dict (the latter wins),
+    each refused if it asks for remote code."""
+    settings = {}
+    for name in ("special_tokens_map.json", "tokenizer_config.json"):
+        if name in files:
+            data = read_json(files[name])
+            refuse_remote_code(data, name)
+            settings.update(data)
+    return settings
+
+
 def has_tokenizer(files: dict[str, Path], family: Family) -> bool:
     """Whether the folder holds a tokenizer its family reads (not whether it is a good one)."""
     return (
@@ -46,12 +58,7 @@ def _strip_of(value, default: tuple[bool, bool]) -> tuple[bool, bool]:
 def load_tokenizer(files: dict[str, Path], family: Family, max_pieces: int) -> PieceTokenizer:
     """The folder's tokenizer: tokenizer.json, or for WordPiece families a vocab.txt, or for
     byte-level BPE families (RoBERTa) a vocab.json + merges.txt."""
-    settings = {}
-    for name in ("special_tokens_map.json", "tokenizer_config.json"):
-        if name in files:
-            data = read_json(files[name])
-            refuse_remote_code(data, name)
-            settings.update(data)
+    settings = tokenizer_settings(files)
     base = family.specials
     specials = Specials(
         **{
@@ -111,12 +118,7 @@ def load_decoder_tokenizer(
     tokenizer_config.json names (padding: the end-of-text token when it names none, as is
     usual for GPT-2 and Llama); a BOS token before each text where the family or
     tokenizer_config.json's add_bos_token says so."""
-    settings = {}
-    for name in ("special_tokens_map.json", "tokenizer_config.json"):
-        if name in files:
-            data = read_json(files[name])
-            refuse_remote_code(data, name)
-            settings.update(data)
+    settings = tokenizer_settings(files)
     for name in TOKENIZER_FILES:
         if name in files and files[name].stat().st_size > MAX_TOKENIZER_BYTES:
             size = files[name].stat().st_size
