@@ -35,8 +35,28 @@ SLOW_FIRST = (
     "test_browser_inert.py",
     "test_app_parts.py",
     "test_browser_folders.py",
+    "test_browser_decoders.py",
     "test_browser_share.py",
 )
+
+
+# Seconds each file took (setup, call and teardown of its tests, summed over workers), printed
+# at the end of a run: what SLOW_FIRST's order comes from.
+FILE_SECONDS: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report) -> None:
+    path = report.nodeid.split("::", 1)[0]
+    FILE_SECONDS[path] = FILE_SECONDS.get(path, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if not FILE_SECONDS:
+        return
+    slowest = sorted(FILE_SECONDS.items(), key=lambda kv: -kv[1])[:20]
+    terminalreporter.section("seconds per file (the 20 slowest)")
+    for path, seconds in slowest:
+        terminalreporter.write_line(f"{seconds:7.1f}  {path}")
 
 
 def pytest_collection_modifyitems(items: list) -> None:

@@ -67,9 +67,10 @@ def test_each_length_is_timed_on_exactly_that_many_tokens_and_both_sides(measure
         assert row["tokens"] == n
         # the same model on the same ids: the attention weights agree
         assert row["attn_max_diff"] < 1e-5
-        # one trace: attn (L, H, T, T), z (L, H, T, d_k), four (L, T, D) sites, b_o (L, D)
-        floats = L * H * n * n + L * H * n * (D // H) + 4 * L * n * D + L * D
-        assert row["trace_mib"] == pytest.approx(4 * floats / 2**20)
+        # one trace: attn (L, H, T, T), z (L, H, T, d_k), four (L, T, D) sites, b_o (L, D),
+        # and the next tokens: the 5 likeliest ids (int64) and their probabilities (T, 5)
+        floats = L * H * n * n + L * H * n * (D // H) + 4 * L * n * D + L * D + n * 5
+        assert row["trace_mib"] == pytest.approx((4 * floats + 8 * n * 5) / 2**20)
         for side in ("tfviz", "transformers"):
             median, p95 = row[side]
             assert 0 < median <= p95
