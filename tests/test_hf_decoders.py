@@ -269,3 +269,12 @@ def test_a_gpt2_with_only_vocab_json_and_merges_txt_tokenizes_as_gpt2s_own(built
     (folder / "merges.txt").unlink()
     with pytest.raises(hf.MissingFileError, match="vocab.json \\+ merges.txt"):
         hf.open_folder(folder)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_parameters_shown_are_the_checkpoints_own(built, kind):
+    """The picker and sidebar count what transformers counts, not tfviz's zero biases."""
+    theirs, folder = built[kind]
+    want = sum(p.numel() for p in theirs.parameters())  # a tied head counted once
+    assert hf.open_folder(folder).n_params == want
+    assert hf.describe_folder(folder).n_params == want

@@ -61,7 +61,7 @@ class LoadedEncoder:
     head: MaskedLMHead | None  # the masked-LM head, when the checkpoint has one
     max_pieces: int  # word-pieces read per text, specials included (the model's own limit)
     licence: str | None  # as the folder's README front matter or LICENSE file says
-    n_params: int  # the encoder's parameters (the head's not counted)
+    n_params: int  # the encoder's parameters (the head's not counted); a decoder's, as stored
     ignored: tuple[tuple[str, str], ...]  # (tensor name, why it is not used)
 
 
@@ -93,14 +93,15 @@ def _open_folder(folder: Path, device, max_params: int) -> LoadedEncoder:
     raw, family, arch = _read_config(files)
     weights = weight_files(folder, files)
     if isinstance(family, DecoderFamily):
-        model, ignored = load_decoder(weights, family, arch, max(max_params, MAX_DECODER_PARAMS))
-        head = None  # the model's own head gives the next token's logits
+        model, plan = load_decoder(weights, family, arch, max(max_params, MAX_DECODER_PARAMS))
+        head, ignored, n_params = None, plan.ignored, plan.n_stored  # the model's head: logits
         max_pieces = model_max_pieces(files, model.config)
         tokenizer = load_decoder_tokenizer(files, family, max_pieces, arch.add_bos)
     else:
         model, head, ignored = load_weights(weights, family, arch, max_params)
         max_pieces = model_max_pieces(files, model.config)
         tokenizer = load_tokenizer(files, family, max_pieces)
+        n_params = model.config.n_params
     config = model.config
     if tokenizer.vocab_size > config.vocab_size:
         raise TokenizerError(
@@ -115,7 +116,7 @@ def _open_folder(folder: Path, device, max_params: int) -> LoadedEncoder:
         head=None if head is None else head.to(device),
         max_pieces=max_pieces,
         licence=licence_of(files),
-        n_params=config.n_params,
+        n_params=n_params,
         ignored=ignored,
     )
 
@@ -167,7 +168,7 @@ def _describe_folder(folder: Path, max_params: int) -> FolderInfo:
         family=family.name,
         model_type=raw["model_type"],
         config=plan.config,
-        n_params=plan.config.n_params,
+        n_params=plan.n_stored if causal_lm else plan.config.n_params,
         masked_lm=not causal_lm and bool(plan.head_names),
         causal_lm=causal_lm,
         max_pieces=model_max_pieces(files, plan.config),

@@ -82,9 +82,9 @@ def show(view: View) -> None:
         st.warning(md_escape(t("next.cut", n=len(pieces.ids))))
     agree = hf.agreement(base.top_ids, tr.top_ids)
     key = "next.caption" if iv.is_default else "next.caption_switched"
-    st.caption(
-        md_escape(t(key, n=len(base.labels), agree=f"{agree:.0%}", what=describe(iv), rows=ROWS))
-    )
+    n = len(base.labels)
+    values = dict(n=n, agree=f"{agree:.0%}", what=describe(iv), rows=min(ROWS, n))
+    st.caption(md_escape(t(key, **values)))
     left, right = st.columns(2)
     with left:
         st.caption(md_escape(t("next.top_learned", token=base.labels[-1])))
