@@ -278,3 +278,20 @@ def test_the_parameters_shown_are_the_checkpoints_own(built, kind):
     want = sum(p.numel() for p in theirs.parameters())  # a tied head counted once
     assert hf.open_folder(folder).n_params == want
     assert hf.describe_folder(folder).n_params == want
+
+
+def test_the_next_tokens_are_the_softmaxs_largest(built):
+    loaded = hf.open_folder(built["qwen2"][1])
+    ids = torch.tensor([loaded.tokenizer.encode(TEXTS[2]).ids])
+    with torch.no_grad():
+        logits = loaded.model(ids, trace=False).logits[0]
+    probs = torch.softmax(logits.double(), dim=-1)
+    want = probs.topk(5, dim=-1)
+    for row, got in enumerate(hf.next_tokens(logits)):
+        assert list(got.ids) == want.indices[row].tolist()
+        assert got.probs == pytest.approx(want.values[row].tolist(), rel=1e-5)
+    from tfviz.core.trace import run_trace
+
+    tr = run_trace(loaded.model, hf.NextTokenTask(loaded.tokenizer), TEXTS[2])
+    assert (tr.top_ids == want.indices.numpy()).all()
+    assert tr.top_probs == pytest.approx(want.values.numpy(), rel=1e-5)

@@ -40,11 +40,11 @@ def next_tokens(logits: Tensor, k: int = TOP_K) -> list[NextTokens]:
     """logits (T, V) of one sequence -> its top k next tokens at every position."""
     if logits.dim() != 2:
         raise ValueError("logits must be (tokens, vocabulary) for one sequence")
-    probs = torch.softmax(logits.double(), dim=-1)
-    top = probs.topk(min(k, probs.shape[-1]), dim=-1)
+    top = logits.topk(min(k, logits.shape[-1]), dim=-1)
+    probs = (top.values - torch.logsumexp(logits, dim=-1, keepdim=True)).exp()
     return [
         NextTokens(tuple(i.tolist()), tuple(p.tolist()))
-        for i, p in zip(top.indices, top.values, strict=True)
+        for i, p in zip(top.indices, probs, strict=True)
     ]
 
 
