@@ -12,6 +12,7 @@ skip, except under CI=true.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from pathlib import Path
@@ -295,3 +296,48 @@ def test_the_next_tokens_are_the_softmaxs_largest(built):
     tr = run_trace(loaded.model, hf.NextTokenTask(loaded.tokenizer), TEXTS[2])
     assert (tr.top_ids == want.indices.numpy()).all()
     assert tr.top_probs == pytest.approx(want.values.numpy(), rel=1e-5)
+
+
+def test_a_llama_saved_by_older_transformers_opens_and_agrees(built, tmp_path):
+    """transformers 4 wrote rope_theta at the top and rope_scaling null, no rope_parameters;
+    weights often in bfloat16. Both open, and agree with the same model run in float32."""
+    from safetensors.torch import load_file, save_file
+
+    theirs, src = built["llama"]
+    raw = json.loads((src / "config.json").read_text())
+    theta = raw.pop("rope_parameters")["rope_theta"]
+    folder = _copy_with_config(src, tmp_path / "old", rope_theta=theta, rope_scaling=None)
+    raw_new = json.loads((folder / "config.json").read_text())
+    raw_new.pop("rope_parameters")
+    (folder / "config.json").write_text(json.dumps(raw_new))
+    tensors = load_file(folder / "model.safetensors")
+    save_file({k: v.to(torch.bfloat16) for k, v in tensors.items()}, folder / "model.safetensors")
+    loaded = hf.open_folder(folder)
+    assert loaded.model.config.rope_theta == theta
+    ids = torch.tensor([loaded.tokenizer.encode(TEXTS[0]).ids])
+    rounded = copy.deepcopy(theirs)  # the module's model stays as built for the other tests
+    with torch.no_grad():
+        # the oracle with the same rounded weights: bf16 -> float32, as tfviz reads them
+        for p in rounded.parameters():
+            p.data = p.data.to(torch.bfloat16).float()
+        want = rounded(input_ids=ids).logits
+        got = loaded.model(ids).logits
+    assert torch.allclose(got, want, atol=TOL)
+
+
+def test_a_gpt2_saved_without_its_prefix_opens(built, tmp_path):
+    """The original GPT-2 files name tensors without "transformer." (GPT2Model's names) and
+    keep the causal-mask buffers h.{i}.attn.bias: both are read as they are."""
+    from safetensors.torch import load_file, save_file
+
+    theirs, src = built["gpt2"]
+    folder = _copy_with_config(src, tmp_path / "bare")
+    tensors = load_file(folder / "model.safetensors")
+    bare = {k.removeprefix("transformer."): v for k, v in tensors.items()}
+    bare["h.0.attn.bias"] = torch.ones(1, 1, 64, 64).tril()  # the old mask buffer
+    save_file(bare, folder / "model.safetensors")
+    loaded = hf.open_folder(folder)
+    assert any(name == "h.0.attn.bias" for name, _ in loaded.ignored)
+    ids = torch.tensor([loaded.tokenizer.encode(TEXTS[1]).ids])
+    with torch.no_grad():
+        assert torch.allclose(loaded.model(ids).logits, theirs(input_ids=ids).logits, atol=TOL)
