@@ -341,3 +341,26 @@ def test_a_gpt2_saved_without_its_prefix_opens(built, tmp_path):
     ids = torch.tensor([loaded.tokenizer.encode(TEXTS[1]).ids])
     with torch.no_grad():
         assert torch.allclose(loaded.model(ids).logits, theirs(input_ids=ids).logits, atol=TOL)
+
+
+def test_an_untied_embedding_stays_in_its_stored_half_precision(built, tmp_path):
+    """The one weight a decoder only indexes (an untied token embedding) is kept as stored; every
+    weight it multiplies is float32. The logits equal the same model's with that table rounded."""
+    from safetensors.torch import load_file, save_file
+
+    theirs, src = built["llama"]  # untied: lm_head.weight is its own tensor
+    folder = _copy_with_config(src, tmp_path / "bf16")
+    tensors = load_file(folder / "model.safetensors")
+    save_file({k: v.to(torch.bfloat16) for k, v in tensors.items()}, folder / "model.safetensors")
+    model = hf.open_folder(folder).model
+    assert model.embed.weight.dtype == torch.bfloat16
+    others = [p for n, p in model.named_parameters() if n != "embed.weight"]
+    assert others and all(p.dtype == torch.float32 for p in others)
+    rounded = copy.deepcopy(theirs)
+    with torch.no_grad():
+        for p in rounded.parameters():
+            p.data = p.data.to(torch.bfloat16).float()
+        ids = torch.tensor([[1, 5, 9, 2, 7]])
+        assert torch.allclose(model(ids).logits, rounded(input_ids=ids).logits, atol=TOL)
+    tied = hf.open_folder(built["gpt2"][1]).model  # a tied table is multiplied: float32
+    assert tied.embed.weight.dtype == torch.float32

@@ -485,7 +485,10 @@ class Encoder(nn.Module):
         """The embedding of ids (..., ) -> (..., D); packed: run r's ids (R, M) in its own table."""
         if self.config.embed == "value":  # the id as a number through Linear(1, D) (seed 002)
             return linear(ids.to(self.embed.weight.dtype).unsqueeze(-1), self.embed)
-        return embedding(ids, self.embed.weight)
+        rows = embedding(ids, self.embed.weight)
+        # A decoder's untied embedding may be kept in its stored half precision (only indexed:
+        # tfviz.hf.decoder_weights); the rows read join the stream in the layers' dtype.
+        return rows.to(self.layers[0].attn.W_q.weight.dtype)
 
     def run_layers(
         self,

@@ -171,6 +171,12 @@ def load_decoder(
         for ours, source in plan.sources.items():
             if source.name is None:
                 continue
+            if ours == "embed.weight" and not config.tie_head:
+                # Only indexed, never multiplied: kept as stored (bfloat16 or float16 halves
+                # the largest table of an untied model); its rows are made float32 as read.
+                t = f.get_tensor(source.name)
+                state[ours] = checked(source.name, t, shapes[ours], keep_dtype=True)
+                continue
             state[ours] = _read(f, source, shapes[ours], config.max_len)
     for ours, source in plan.sources.items():
         if source.name is None:
@@ -190,4 +196,7 @@ def load_decoder(
                            model.named_parameters() if p.is_meta][:3]))  # fmt: skip
     if config.tie_head:
         model.head.weight = model.embed.weight  # one Parameter, as transformers ties them
+    else:
+        # load_state_dict casts to the module's dtype; the untied table keeps its own
+        model.embed.weight = torch.nn.Parameter(state["embed.weight"], requires_grad=False)
     return model.eval().requires_grad_(False), plan

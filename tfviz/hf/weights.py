@@ -44,9 +44,11 @@ def expected_shapes(config: ModelConfig, positions_in_file: int | None = None) -
     return shapes
 
 
-def checked(name: str, t: Tensor, shape: tuple, dtypes=FLOAT_DTYPES) -> Tensor:
-    """t as float32 if it has this shape, a float dtype and only finite values, else
-    WeightsError."""
+def checked(
+    name: str, t: Tensor, shape: tuple, dtypes=FLOAT_DTYPES, keep_dtype: bool = False
+) -> Tensor:
+    """t as float32 (or in its own float dtype, keep_dtype) if it has this shape, a float dtype
+    and only finite values, else WeightsError."""
     if tuple(t.shape) != tuple(shape) or t.dtype not in dtypes:
         allowed = "/".join(str(d).removeprefix("torch.") for d in dtypes)
         dtype = str(t.dtype).removeprefix("torch.")
@@ -54,10 +56,12 @@ def checked(name: str, t: Tensor, shape: tuple, dtypes=FLOAT_DTYPES) -> Tensor:
             "wrong_tensor", tensor=name, dtype=dtype, found=tuple(t.shape), allowed=allowed,
             shape=tuple(shape),
         )  # fmt: skip
-    t = t.float()
+    if not keep_dtype:
+        t = t.float()
     # One sum per tensor: NaN or inf anywhere makes it non-finite (weights are far too small to
-    # overflow float32), and it costs a fraction of isfinite(t).all().
-    if not torch.isfinite(t.sum()):
+    # overflow float32), and it costs a fraction of isfinite(t).all(); summed in float32 without
+    # a float32 copy of a tensor kept in its own dtype.
+    if not torch.isfinite(t.sum(dtype=torch.float32)):
         raise WeightsError("not_finite", tensor=name)
     return t
 
