@@ -72,18 +72,21 @@ WORDS = ("the a cat dog sat ran on mat quick brown fox jumps over lazy and is it
          "that this with for as at by from".split())  # fmt: skip
 
 
-def write_tokenizer(folder: Path, specials: list[str]) -> int:
-    """A small byte-level BPE tokenizer.json with these special tokens first; returns its size."""
+def write_tokenizer(
+    folder: Path, specials: list[str], corpus: list[str] | None = None, vocab_size: int = 400
+) -> int:
+    """A small byte-level BPE tokenizer.json with these special tokens first, trained on corpus
+    (default: WORDS); returns its size. tests/test_hf_decoders.py builds its folders with it."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=400, special_tokens=specials,
+        vocab_size=vocab_size, special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )  # fmt: skip
-    tok.train_from_iterator([" ".join(WORDS)] * 5, trainer)
+    tok.train_from_iterator(corpus or [" ".join(WORDS)] * 5, trainer)
     tok.save(str(folder / "tokenizer.json"))
     return tok.get_vocab_size()
 

@@ -139,10 +139,10 @@ def test_a_padded_batch_gives_each_sequence_its_logits_alone(decoder, side, trac
 def test_positions_count_real_tokens_in_a_left_padded_batch():
     model = make_model(**CAUSAL_TOY)
     _, pad = _left_padded(ROWS)
-    pos = model.positions_of(pad, *pad.shape)
+    pos = model.positions_of(pad)
     for b, row in enumerate(ROWS):
         assert pos[b][~pad[b]].tolist() == list(range(len(row)))
-    assert make_model().positions_of(pad, *pad.shape) is None  # an encoder: its index
+    assert make_model().positions_of(pad) is None  # an encoder: its index
 
 
 # ---- grouped-query attention ------------------------------------------------------------------

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.hf_decoders import write_tokenizer
 from tfviz import hf
 from tfviz.core import wo
 from tfviz.core.interventions import Interventions
@@ -50,18 +51,8 @@ def one_thread():
 
 def _tokenizer(folder: Path, specials: list[str]) -> int:
     """A byte-level BPE tokenizer.json with these special tokens first; returns its size."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=300, special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
-    )  # fmt: skip
-    tok.train_from_iterator([" ".join(WORDS)] * 5 + TEXTS * 5, trainer)
-    tok.save(str(folder / "tokenizer.json"))
-    return tok.get_vocab_size()
+    corpus = [" ".join(WORDS)] * 5 + TEXTS * 5
+    return write_tokenizer(folder, specials, corpus, vocab_size=300)
 
 
 def build(kind: str, folder: Path):
@@ -270,6 +261,8 @@ def test_a_gpt2_with_only_vocab_json_and_merges_txt_tokenizes_as_gpt2s_own(built
     (folder / "merges.txt").unlink()
     with pytest.raises(hf.MissingFileError, match="vocab.json \\+ merges.txt"):
         hf.open_folder(folder)
+    with pytest.raises(hf.MissingFileError, match="vocab.json \\+ merges.txt"):
+        hf.describe_folder(folder)  # said from the file names alone
 
 
 @pytest.mark.parametrize("kind", KINDS)

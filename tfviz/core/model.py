@@ -376,7 +376,7 @@ class Encoder(nn.Module):
     def device(self) -> torch.device:
         return self.embed.weight.device
 
-    def positions_of(self, pad_mask: Tensor | None, B: int, T: int) -> Tensor | None:
+    def positions_of(self, pad_mask: Tensor | None) -> Tensor | None:
         """(B, T) each token's position, or None where it is its index (0..T-1) in every row.
 
         A causal model's batch is padded on the left, as transformers pads decoders, so that
@@ -442,7 +442,7 @@ class Encoder(nn.Module):
         if pad_mask is not None and not pad_mask.any():
             pad_mask = None  # nothing padded: take the unmasked (faster) attention path
         iv = Interventions.of(interventions, **switches)
-        positions = self.positions_of(pad_mask, B, T)
+        positions = self.positions_of(pad_mask)
         x = self.embed_ids(ids)  # (B, T, D)
         rotary = None
         if cfg.positions == "learned":
@@ -522,7 +522,7 @@ class Encoder(nn.Module):
             )
         R, M = packing.ids.shape
         at = packing.pos
-        grid = self.positions_of(packing.pad_mask, *packing.grid[1:])  # (R*B, T) or None
+        grid = self.positions_of(packing.pad_mask)  # (R*B, T) or None
         if grid is not None:  # causal: positions count real tokens, as in forward
             at = grid[packing.seq, packing.pos]
         positions = self.pos.view(R, cfg.max_len, cfg.d_model)  # each run's own table

@@ -107,20 +107,28 @@ def run_trace(
 TOP_K = 5  # next tokens kept per position of a decoder's trace
 
 
+def top_next(logits: torch.Tensor, k: int = TOP_K) -> tuple[torch.Tensor, torch.Tensor]:
+    """The k likeliest next tokens at every position of logits (..., V): their ids and softmax
+    probabilities (..., k), best first.
+
+    The k largest logits, then their probabilities from the log of the softmax's normaliser: no
+    (..., V) array of probabilities is made (at 256 tokens of a 152k vocabulary, one in float64
+    cost more than a tenth of the traced forward).
+    """
+    top = logits.topk(min(k, logits.shape[-1]), dim=-1)
+    return top.indices, (top.values - torch.logsumexp(logits, dim=-1, keepdim=True)).exp()
+
+
 def _next_tokens(model, logits: torch.Tensor) -> dict:
     """A causal model's top next tokens at every position, for TraceArrays; {} otherwise."""
     cfg = model.config
     if not cfg.causal or not cfg.n_out:
         return {}
-    # The k largest logits, then their softmax probabilities from the log of the normaliser:
-    # no (T, V) array of probabilities is made (at 256 tokens of a 152k vocabulary, one in
-    # float64 cost more than a tenth of the traced forward).
-    top = logits.topk(min(TOP_K, logits.shape[-1]), dim=-1)
-    log_z = torch.logsumexp(logits, dim=-1, keepdim=True)
+    ids, probs = top_next(logits)
     return dict(
         causal=True,
-        top_ids=top.indices.cpu().numpy(),
-        top_probs=(top.values - log_z).exp().to(torch.float32).cpu().numpy(),
+        top_ids=ids.cpu().numpy(),
+        top_probs=probs.to(torch.float32).cpu().numpy(),
     )
 
 

@@ -21,11 +21,11 @@ from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions
 from tfviz.core.model import Encoder
 from tfviz.core.tasks import IGNORE, Batch
+from tfviz.core.trace import TOP_K, top_next
 from tfviz.hf.pretrained import SentenceTask
 from tfviz.hf.tokenizer import PieceTokenizer
 
 MAX_NEW_TOKENS = 20  # a continuation a class watches; the issue's bound
-TOP_K = 5
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,9 @@ def next_tokens(logits: Tensor, k: int = TOP_K) -> list[NextTokens]:
     """logits (T, V) of one sequence -> its top k next tokens at every position."""
     if logits.dim() != 2:
         raise ValueError("logits must be (tokens, vocabulary) for one sequence")
-    top = logits.topk(min(k, logits.shape[-1]), dim=-1)
-    probs = (top.values - torch.logsumexp(logits, dim=-1, keepdim=True)).exp()
+    ids, probs = top_next(logits, k)
     return [
-        NextTokens(tuple(i.tolist()), tuple(p.tolist()))
-        for i, p in zip(top.indices, probs, strict=True)
+        NextTokens(tuple(i.tolist()), tuple(p.tolist())) for i, p in zip(ids, probs, strict=True)
     ]
 
 

@@ -75,6 +75,7 @@ class DecoderFamily:
     unk: str | None = "<unk>"
     # vocab.json + merges.txt (GPT-2's slow tokenizer files) may stand in for tokenizer.json
     bpe_files: bool = False
+    wordpiece: bool = False  # no decoder reads a WordPiece vocab.txt (as has_tokenizer asks)
 
     def why_ignored(self, name: str, prefix: str = "") -> str | None:
         bare = name[len(prefix) :] if prefix and name.startswith(prefix) else name

@@ -153,15 +153,13 @@ def _describe_folder(folder: Path, max_params: int) -> FolderInfo:
     causal_lm = isinstance(family, DecoderFamily)
     if causal_lm:
         plan = plan_decoder(weights, family, arch, max(max_params, MAX_DECODER_PARAMS))
-        bpe = family.bpe_files and "vocab.json" in files and "merges.txt" in files
-        if "tokenizer.json" not in files and not bpe:
-            raise MissingFileError(
-                "no_tokenizer_bpe" if family.bpe_files else "no_tokenizer", family=family.name
-            )
     else:
         plan = plan_weights(weights, family, arch, max_params)
-        if not has_tokenizer(files, family):
-            load_tokenizer(files, family, 3)  # raises MissingFileError, saying which file
+    if not has_tokenizer(files, family):
+        # raises MissingFileError, saying which file would do
+        if causal_lm:
+            load_decoder_tokenizer(files, family, 3, arch.add_bos)
+        load_tokenizer(files, family, 3)
     return FolderInfo(
         name=shown(folder.name),
         path=folder,

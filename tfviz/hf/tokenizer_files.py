@@ -35,7 +35,7 @@ def tokenizer_settings(files: dict[str, Path]) -> dict:
     return settings
 
 
-def has_tokenizer(files: dict[str, Path], family: Family) -> bool:
+def has_tokenizer(files: dict[str, Path], family: Family | DecoderFamily) -> bool:
     """Whether the folder holds a tokenizer its family reads (not whether it is a good one)."""
     return (
         "tokenizer.json" in files

@@ -120,7 +120,7 @@ def continuation(view: View) -> None:
             st.caption(md_escape(title))
             slots.append(st.empty())
     prompt = list(view.task.pieces(view.text).ids)
-    stop = tuple(i for i in (view.task.tokenizer.sep_id,) if i is not None)
+    stop = (view.task.tokenizer.sep_id,)  # a decoder's end-of-text token (always named)
     for slot, (_, tokens, _) in zip(slots, sides, strict=True):
         slot.code(written(view, tokens), language=None, wrap_lines=True)
     for slot, (switches, tokens, _) in zip(slots, sides, strict=True):
