@@ -216,6 +216,13 @@ window.WebSocket = class extends OrigWS {
 """
 QUIET_MS = 300  # no DOM change for this long after a run: it is drawn
 
+# Under load the browser now and then fails to fetch one of Streamlit's own code chunks from
+# the server (seen in CI: a widget drawn as "TypeError: Failed to fetch dynamically imported
+# module: .../static/js/TextInput....js"). The page keeps the failure; a new session loads it.
+CHUNK_FAILED_JS = (
+    "() => document.body.innerText.includes('Failed to fetch dynamically imported module')"
+)
+
 # The browser tests' servers, by address: a first page that never draws is reported with what
 # its server was doing (every thread's stack, written by faulthandler on SIGUSR1, and its log).
 SERVERS: dict[str, tuple[subprocess.Popen, Path]] = {}
@@ -291,6 +298,8 @@ def opened_app(
             page.wait_for_selector(CHART_DRAWN)
             if settle:
                 quiet(page)
+            if page.evaluate(CHUNK_FAILED_JS):
+                raise AssertionError("a component's code did not load in the browser")
             break
         except Exception as e:  # noqa: BLE001  (a timeout, reported with its circumstances)
             failed += (
@@ -302,9 +311,10 @@ def opened_app(
     else:
         raise AssertionError(failed)
     if failed:
-        # Seen twice in ~10 full CI runs, never alone: a fresh session's first page not drawn
-        # within a minute while the other test worker loaded the machine. A second session is
-        # opened once; what the first showed, and the server's threads, stay in the report.
+        # Seen in about one full CI run in four, never alone: a fresh session's first page not
+        # drawn, or drawn with a widget whose code did not load (CHUNK_FAILED_JS), while the
+        # other test worker loaded the machine. A second session is opened once; what the
+        # first showed, and the server's threads, stay in the report.
         warnings.warn(f"a first page was opened again:{failed}", stacklevel=2)
     try:
         yield page
