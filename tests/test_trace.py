@@ -15,7 +15,7 @@ from tfviz import get_task
 from tfviz.core import trace, wo
 from tfviz.core.interventions import Interventions, head_names, parse_head_name
 from tfviz.core.metrics import headline
-from tfviz.core.model import Encoder
+from tfviz.core.model import STACKED, Encoder
 from tfviz.serve.export import attention_csv
 from tfviz.training.evaluate import evaluate
 from tfviz.ui.text import changed_tokens, prediction_table, width
@@ -274,3 +274,56 @@ def test_diff_refuses_what_cannot_be_compared(model, task, b_text, switches, mes
     b = trace.run_trace(model, task, b_text, **switches)
     with pytest.raises(ValueError, match=message):
         trace.diff_inputs(a, b, trace.w_o_used(model, a.w_o_modes))
+
+
+def test_a_trace_holds_each_site_of_every_layer_in_one_stacked_tensor(model, task):
+    """The layers' tensors are views of the stacked sites (run_trace reads those without a
+    copy), the attention written there in place, and each holds what its own layer computed:
+    the weights recomputed by hand from the layer's recorded input."""
+    ids, pad = task.encode_batch([TEXT])
+    out = model(ids, pad, trace=True)
+    stacked = out.trace.stacked
+    assert set(stacked) == set(STACKED)
+    for i, (layer, lt) in enumerate(zip(model.layers, out.trace.layers, strict=True)):
+        for name in STACKED:
+            assert getattr(lt, name).data_ptr() == stacked[name][i].data_ptr(), (i, name)
+        if i:  # a layer's input is the one before's output, not a copy of it
+            assert lt.resid_pre.data_ptr() == stacked["resid_out"][i - 1].data_ptr()
+        x = lt.resid_pre if model.config.norm == "post" else layer.norm1(lt.resid_pre)
+        att = layer.attn
+        q = att.W_q(x).view(1, -1, att.n_heads, att.d_k).transpose(1, 2)
+        k = att.W_k(x).view(1, -1, att.n_heads, att.d_k).transpose(1, 2)
+        scores = q @ k.transpose(-2, -1) / att.d_k**0.5
+        if pad is not None:
+            scores = scores.masked_fill(pad[:, None, None], float("-inf"))
+        torch.testing.assert_close(stacked["attn"][i], scores.softmax(-1), rtol=0, atol=1e-6)
+        z = stacked["attn"][i] @ att.W_v(x).view(1, -1, att.n_heads, att.d_k).transpose(1, 2)
+        torch.testing.assert_close(stacked["z"][i], z, rtol=0, atol=1e-6)
+    layers = out.trace.layers
+    torch.testing.assert_close(layers[-1].resid_out, stacked["resid_out"][-1])
+
+
+def test_a_traced_pass_with_gradients_gives_the_fast_passs_gradients(task):
+    """With gradients on, the weights are not written into the trace's buffer (an out= softmax
+    has no backward): the traced pass still differentiates, to the fused path's gradients."""
+    torch.manual_seed(1)
+    model = Encoder(task.model_config(d_model=16, n_heads=4, d_ff=32, n_layers=2, dropout=0.0))
+    ids, pad = task.encode_batch([TEXT, TEXT[:4]])
+    grads = []
+    for traced in (True, False):
+        model.zero_grad()
+        model(ids, pad, trace=traced).logits.square().sum().backward()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    for traced, fast in zip(*grads, strict=True):
+        torch.testing.assert_close(traced, fast, rtol=1e-4, atol=1e-6)
+
+
+def test_top_next_a_few_rows_at_a_time_equals_the_softmax_over_all():
+    torch.manual_seed(0)
+    rows = 3 * trace.ROWS_AT_ONCE + 5
+    logits = torch.randn(2, rows, 300) * 4
+    ids, probs = trace.top_next(logits, k=5)
+    want = logits.softmax(-1).topk(5, dim=-1)
+    assert ids.shape == probs.shape == (2, rows, 5)
+    torch.testing.assert_close(ids, want.indices)
+    torch.testing.assert_close(probs, want.values, rtol=1e-5, atol=1e-7)

@@ -22,6 +22,7 @@ token slots per run when packed.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping
@@ -80,6 +81,13 @@ class Trace:
     pad_mask: Tensor | None  # (B, T) True where a position is padding
     layers: list[LayerTrace]
     interventions: Interventions  # the switches this pass ran with
+    # Each of STACKED's sites for every layer in one (L, B, ...) tensor; the layers' tensors are
+    # views of these, so that a trace's arrays are read without a copy (tfviz.core.trace).
+    stacked: dict[str, Tensor]
+
+
+# The per-layer sites a trace keeps side by side in one tensor each (see keep_stacked).
+STACKED = ("attn", "z", "concat", "attn_out", "resid_mid", "resid_out")
 
 
 @dataclass(frozen=True)
@@ -116,7 +124,10 @@ class MultiHeadAttention(nn.Module):
         sw: LayerSwitches,
         trace: bool,
         rotary: tuple[Tensor, Tensor] | None = None,
+        attn_into: Tensor | None = None,
     ) -> tuple[Tensor, dict | None]:
+        """attn_into: (B, H, T, T) where a traced pass without gradients writes its softmax
+        weights (a slice of the trace's stacked attention: keep_stacked)."""
         H, d_k = self.n_heads, self.d_k
         packed = pad_mask if isinstance(pad_mask, Packing) else None
         if packed is None:
@@ -136,32 +147,48 @@ class MultiHeadAttention(nn.Module):
         v = heads(linear(x, self.W_v))
         if rotary is not None:
             q, k = rotate(q, *rotary), rotate(k, *rotary)
-        if self.n_kv != H:
-            # Grouped-query attention: each key/value head serves H / n_kv consecutive query
-            # heads. Repeated here, every later step (the trace's v included) sees H heads.
-            k = k.repeat_interleave(H // self.n_kv, dim=1)
-            v = v.repeat_interleave(H // self.n_kv, dim=1)
+        # Grouped-query attention: each key/value head serves group = H / n_kv consecutive query
+        # heads.
+        group = H // self.n_kv
         p = self.dropout if self.training else 0.0
         attn = None
-        T_grid = q.shape[-2]
+        B_grid, _, T_grid, _ = q.shape
+
+        def per_kv_head(t: Tensor) -> Tensor:
+            # (B, H, T, ...) -> (B, n_kv, group * T, ...): the queries of one key/value head
+            # stacked, so that one matmul serves them all and k and v are not repeated.
+            return t.reshape(B_grid, self.n_kv, group * T_grid, t.shape[-1])
+
         # Packed runs take the plain path too: for small heads (d_k 8, T ~ 17) torch's fused CPU
         # kernel spends far more time per (sequence, head), above all backward, than two matmuls.
         if trace or sw.patterns or packed is not None:
-            scores = (q * (1.0 / math.sqrt(d_k))) @ k.transpose(-2, -1)  # (B, H, T, T)
+            scaled = per_kv_head(q * (1.0 / math.sqrt(d_k)))
+            scores = (scaled @ k.transpose(-2, -1)).view(B_grid, H, T_grid, T_grid)
+            # The masks are added in place: the product's own buffer, still in cache, and no
+            # second (B, H, T, T) array (matmul's backward reads q and k, not scores).
             if pad_mask is not None:
                 # -inf added at padded keys (x + 0 is x: the same scores as a masked fill), which
                 # costs backward nothing, where a fill masks the gradient again.
                 key_bias = torch.zeros(pad_mask.shape, dtype=scores.dtype, device=scores.device)
-                scores = scores + key_bias.masked_fill_(pad_mask, float("-inf"))[:, None, None]
+                scores.add_(key_bias.masked_fill_(pad_mask, float("-inf"))[:, None, None])
             if self.causal:
-                scores = scores + causal_bias(T_grid, scores.dtype, scores.device)
-            attn = F.softmax(scores, dim=-1)
+                scores.add_(causal_bias(T_grid, scores.dtype, scores.device))
+            # Written straight into the trace's buffer when no gradient needs the weights: the
+            # largest site of a trace then costs no copy.
+            in_place = attn_into is not None and not (
+                torch.is_grad_enabled() and scores.requires_grad
+            )
+            attn = torch.softmax(scores, -1, out=attn_into) if in_place else F.softmax(scores, -1)
             if pad_mask is not None and packed is None:  # (a packing's examples all have a key)
-                attn = attn.nan_to_num(0.0)  # a query with every key padded attends to nothing
+                # a query with every key padded attends to nothing
+                attn = attn.nan_to_num_(0.0) if in_place else attn.nan_to_num(0.0)
             if sw.patterns:
                 attn = override_patterns(attn, sw.patterns, pad_mask, self.causal)
-            z = F.dropout(attn, p, self.training) @ v  # (B, H, T, d_k)
+            z = per_kv_head(F.dropout(attn, p, self.training)) @ v
+            z = z.view(B_grid, H, T_grid, d_k)
         else:
+            if group > 1:  # the fused kernel takes H heads of keys and values
+                k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
             keep = None if pad_mask is None else ~pad_mask[:, None, None, :]  # (B, 1, 1, T)
             if self.causal and keep is not None:
                 keep = keep & torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
@@ -196,7 +223,8 @@ class MultiHeadAttention(nn.Module):
         if sw.out_gate is not None:
             W, b = W * sw.out_gate[:, None], b * sw.out_gate  # the map actually applied
         parts = dict(
-            v=v.detach(),
+            # The trace's values per query head: a key/value head's repeated for its group.
+            v=v.detach().repeat_interleave(group, dim=1) if v.shape[1] != H else v.detach(),
             attn=attn.detach(),
             z=z.detach(),
             concat=concat.detach(),
@@ -266,8 +294,10 @@ def make_norm(config: ModelConfig) -> nn.Module:
     return nn.LayerNorm(config.d_model, eps=config.norm_eps)
 
 
+@functools.lru_cache(maxsize=16)
 def causal_bias(T: int, dtype: torch.dtype, device) -> Tensor:
-    """(T, T) 0 where query i may read key j (j <= i), -inf above the diagonal."""
+    """(T, T) 0 where query i may read key j (j <= i), -inf above the diagonal. Made once per
+    size and shared by every layer and pass: read only."""
     return torch.full((T, T), float("-inf"), dtype=dtype, device=device).triu(1)
 
 
@@ -316,16 +346,17 @@ class EncoderLayer(nn.Module):
         sw: LayerSwitches,
         trace: bool,
         rotary: tuple[Tensor, Tensor] | None = None,
+        attn_into: Tensor | None = None,
     ) -> tuple[Tensor, LayerTrace | None]:
         resid_pre = x
         if self.pre_norm:
-            a, parts = self.attn(layer_norm(x, self.norm1), pad_mask, sw, trace, rotary)
+            a, parts = self.attn(layer_norm(x, self.norm1), pad_mask, sw, trace, rotary, attn_into)
             x = x + self.dropout(a)
             resid_mid = x
             if self.has_ffn:
                 x = x + self.dropout(self.ff(layer_norm(x, self.norm2)))
         else:
-            a, parts = self.attn(x, pad_mask, sw, trace, rotary)
+            a, parts = self.attn(x, pad_mask, sw, trace, rotary, attn_into)
             x = layer_norm(x + self.dropout(a), self.norm1)
             resid_mid = x
             if self.has_ffn:
@@ -458,7 +489,7 @@ class Encoder(nn.Module):
         if cfg.embed_norm:
             x = self.embed_norm(x)
         embed = x
-        x, layer_traces = self.run_layers(x, pad_mask, iv, trace, rotary)
+        x, layer_traces, stacked = self.run_layers(x, pad_mask, iv, trace, rotary)
         if cfg.pool == "mean":
             if pad_mask is None:
                 x = x.mean(dim=1)
@@ -477,7 +508,11 @@ class Encoder(nn.Module):
         return EncoderOutput(
             logits=logits,
             trace=Trace(
-                embed=embed.detach(), pad_mask=pad_mask, layers=layer_traces, interventions=iv
+                embed=embed.detach(),
+                pad_mask=pad_mask,
+                layers=layer_traces,
+                interventions=iv,
+                stacked=stacked,
             ),
         )
 
@@ -497,18 +532,25 @@ class Encoder(nn.Module):
         iv: Interventions,
         trace: bool,
         rotary: tuple[Tensor, Tensor] | None = None,
-    ) -> tuple[Tensor, list[LayerTrace | None]]:
-        """Every encoder layer under the pass's switches, then the final norm (pre-norm)."""
+    ) -> tuple[Tensor, list[LayerTrace | None], dict[str, Tensor]]:
+        """Every encoder layer under the pass's switches, then the final norm (pre-norm); with
+        trace, each layer's LayerTrace and the stacked sites its tensors are views of."""
         plan = iv.resolve(
             self.config,
             self.device,
             [(lay.attn.W_o.weight, lay.attn.W_o.bias) for lay in self.layers],
         )
-        layer_traces = []
-        for layer, sw in zip(self.layers, plan.layers, strict=True):
-            x, lt = layer(x, pad_mask, sw, trace, rotary)
+        layer_traces, stacked = [], {}
+        if trace and not isinstance(pad_mask, Packing):
+            (B, T, _), H = x.shape, self.config.n_heads
+            stacked["attn"] = x.new_empty((len(self.layers), B, H, T, T))
+        for i, (layer, sw) in enumerate(zip(self.layers, plan.layers, strict=True)):
+            into = stacked["attn"][i] if stacked else None
+            x, lt = layer(x, pad_mask, sw, trace, rotary, into)
+            if lt is not None:
+                lt = keep_stacked(stacked, i, len(self.layers), lt)
             layer_traces.append(lt)
-        return layer_norm(x, self.norm_f), layer_traces
+        return layer_norm(x, self.norm_f), layer_traces, stacked
 
     def _packed(self, packing, pad_mask, interventions, trace, token_types, switches):
         """forward() for R runs' packed batches: every layer on the real tokens only."""
@@ -528,10 +570,31 @@ class Encoder(nn.Module):
         positions = self.pos.view(R, cfg.max_len, cfg.d_model)  # each run's own table
         x = self.embed_ids(packing.ids) + embedding(at.view(R, M), positions)
         iv = Interventions.of(interventions, **switches)
-        x, _ = self.run_layers(x, packing, iv, trace=False)  # (R, M, D)
+        x, _, _ = self.run_layers(x, packing, iv, trace=False)  # (R, M, D)
         if cfg.pool != "none":
             x = pool(packing, x, cfg.pool)  # (R, B, D)
         return EncoderOutput(logits=linear(x, self.head) if cfg.n_out else x, trace=None)
+
+
+def keep_stacked(stacked: dict[str, Tensor], i: int, n_layers: int, lt: LayerTrace) -> LayerTrace:
+    """Layer i's trace copied into stacked (its (L, B, ...) tensors, made at layer 0), returned
+    as views of them.
+
+    Copied while the layer's tensors are still in cache, and then freed: the next layer's
+    temporaries reuse their memory, where keeping every layer's own tensors grew the heap by
+    the whole trace (fresh pages, a fault each), and stacking them afterwards copied it again.
+    """
+    views = {}
+    for name in STACKED:
+        t = getattr(lt, name)
+        if name not in stacked:
+            stacked[name] = t.new_empty((n_layers, *t.shape))
+        views[name] = stacked[name][i]
+        if views[name].data_ptr() != t.data_ptr():  # (attention may be written there already)
+            views[name].copy_(t)
+    # A layer's input is the one before's output (the same tensor): a view of that, no copy.
+    resid_pre = lt.resid_pre if i == 0 else stacked["resid_out"][i - 1]
+    return dataclasses.replace(lt, resid_pre=resid_pre, **views)
 
 
 def linear(x: Tensor, lin: nn.Linear | Tensor, bias: Tensor | None = None) -> Tensor:
