@@ -240,6 +240,10 @@ class IdsTask:
     def answer_from_logits(self, logits, length: int) -> list[str]:
         return []
 
+    def answer_from_ids(self, ids) -> list[str]:
+        # What NextTokenTask does, without its tokenizer: run_trace then takes the same path.
+        return [str(int(i)) for i in ids]
+
     def solve_tokens(self, text: str) -> list[str]:
         return []
 

@@ -286,9 +286,12 @@ def test_the_next_tokens_are_the_softmaxs_largest(built):
         assert got.probs == pytest.approx(want.values[row].tolist(), rel=1e-5)
     from tfviz.core.trace import run_trace
 
-    tr = run_trace(loaded.model, hf.NextTokenTask(loaded.tokenizer), TEXTS[2])
+    # run_trace reads them without making the logits whole (trace.head_top_next)
+    task = hf.NextTokenTask(loaded.tokenizer)
+    tr = run_trace(loaded.model, task, TEXTS[2])
     assert (tr.top_ids == want.indices.numpy()).all()
     assert tr.top_probs == pytest.approx(want.values.numpy(), rel=1e-5)
+    assert tr.prediction == task.answer_from_logits(logits, len(TEXTS[2]))
 
 
 def test_a_llama_saved_by_older_transformers_opens_and_agrees(built, tmp_path):

@@ -298,7 +298,8 @@ def test_a_trace_holds_each_site_of_every_layer_in_one_stacked_tensor(model, tas
             scores = scores.masked_fill(pad[:, None, None], float("-inf"))
         torch.testing.assert_close(stacked["attn"][i], scores.softmax(-1), rtol=0, atol=1e-6)
         z = stacked["attn"][i] @ att.W_v(x).view(1, -1, att.n_heads, att.d_k).transpose(1, 2)
-        torch.testing.assert_close(stacked["z"][i], z, rtol=0, atol=1e-6)
+        torch.testing.assert_close(lt.z, z, rtol=0, atol=1e-6)  # read back from concat
+        assert lt.z.data_ptr() == stacked["concat"][i].data_ptr()
     layers = out.trace.layers
     torch.testing.assert_close(layers[-1].resid_out, stacked["resid_out"][-1])
 
@@ -327,3 +328,16 @@ def test_top_next_a_few_rows_at_a_time_equals_the_softmax_over_all():
     assert ids.shape == probs.shape == (2, rows, 5)
     torch.testing.assert_close(ids, want.indices)
     torch.testing.assert_close(probs, want.values, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_the_heads_top_next_a_vocabulary_slice_at_a_time_equals_the_whole_logits(bias):
+    torch.manual_seed(0)
+    V = 2 * trace.VOCAB_AT_ONCE + 123  # the last slice shorter than the others
+    head = torch.nn.Linear(24, V, bias=bias)
+    hidden = torch.randn(40, 24) * 3
+    ids, probs = trace.head_top_next(hidden, head)
+    want_ids, want_probs = trace.top_next(head(hidden))
+    torch.testing.assert_close(ids, want_ids)
+    torch.testing.assert_close(probs, want_probs, rtol=1e-5, atol=1e-8)
+    assert (ids >= trace.VOCAB_AT_ONCE).any()  # answers came from later slices too

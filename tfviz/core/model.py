@@ -87,7 +87,8 @@ class Trace:
 
 
 # The per-layer sites a trace keeps side by side in one tensor each (see keep_stacked).
-STACKED = ("attn", "z", "concat", "attn_out", "resid_mid", "resid_out")
+# z is not among them: it is concat's view, the heads apart (keep_stacked).
+STACKED = ("attn", "concat", "attn_out", "resid_mid", "resid_out")
 
 
 @dataclass(frozen=True)
@@ -427,6 +428,7 @@ class Encoder(nn.Module):
         *,
         trace: bool = True,
         token_types: Tensor | None = None,
+        head: bool = True,
         **switches,
     ) -> EncoderOutput:
         """Run the encoder.
@@ -441,6 +443,8 @@ class Encoder(nn.Module):
             trace: also return a Trace of every layer (costs memory for the kept tensors only).
             token_types: (B, T) segment ids for a model with type_vocab_size > 0; None: all 0
                 (one sentence).
+            head: False: the final hidden states in place of the logits, for a caller that
+                applies the head itself (a vocabulary's worth: tfviz.core.trace.head_top_next).
             **switches: shorthand for interventions=Interventions(**switches), e.g.
                 model(ids, w_o="identity", ablate_heads=[(0, 1)]).
         Returns:
@@ -502,7 +506,7 @@ class Encoder(nn.Module):
             at = torch.arange(T, device=x.device).expand(B, T)
             last = at if pad_mask is None else at.masked_fill(pad_mask, -1)
             x = x[torch.arange(B, device=x.device), last.argmax(-1)]
-        logits = linear(x, self.head) if cfg.n_out else x
+        logits = linear(x, self.head) if cfg.n_out and head else x
         if not trace:
             return EncoderOutput(logits=logits, trace=None)
         return EncoderOutput(
@@ -594,7 +598,11 @@ def keep_stacked(stacked: dict[str, Tensor], i: int, n_layers: int, lt: LayerTra
             views[name].copy_(t)
     # A layer's input is the one before's output (the same tensor): a view of that, no copy.
     resid_pre = lt.resid_pre if i == 0 else stacked["resid_out"][i - 1]
-    return dataclasses.replace(lt, resid_pre=resid_pre, **views)
+    # concat is z with its heads side by side (z.transpose(1, 2).reshape), so z is read back
+    # from it: (B, T, D) -> (B, H, T, d_k), equal to the layer's z element for element.
+    B, H, T, d_k = lt.z.shape
+    z = views["concat"].view(B, T, H, d_k).transpose(1, 2)
+    return dataclasses.replace(lt, resid_pre=resid_pre, z=z, **views)
 
 
 def linear(x: Tensor, lin: nn.Linear | Tensor, bias: Tensor | None = None) -> Tensor:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from tfviz.core import wo
 from tfviz.core.interventions import Interventions
@@ -80,8 +81,21 @@ def run_trace(
     task.validate(text)
     iv = Interventions.of(interventions, **switches)
     ids, pad_mask = task.encode_batch([text], device=model.device)
-    out = model(ids, pad_mask, iv, trace=True)
+    cfg = model.config
+    # A language model's next tokens (a task that answers with token ids): its head spans a
+    # vocabulary, so the (T, V) logits are never made whole (head_top_next).
+    vocabulary = (
+        cfg.causal and cfg.n_out > 0 and cfg.pool == "none" and hasattr(task, "answer_from_ids")
+    )
+    out = model(ids, pad_mask, iv, trace=True, head=not vocabulary)
     layers = out.trace.layers
+    if vocabulary:
+        top_ids, top_probs = head_top_next(out.logits[0], model.head)
+        prediction = task.answer_from_ids(top_ids[..., 0])
+        next_tokens = _next_token_arrays(top_ids, top_probs)
+    else:
+        prediction = task.answer_from_logits(out.logits[0], len(text))
+        next_tokens = _next_tokens(model, out.logits[0])
 
     def stack(tensors) -> np.ndarray:
         return torch.stack(list(tensors)).to("cpu", torch.float32).numpy()
@@ -90,22 +104,29 @@ def run_trace(
         # (L, 1, ...) -> (L, ...): a view; on the CPU in float32, the array shares its memory.
         return out.trace.stacked[name][:, 0].to("cpu", torch.float32).numpy()
 
+    concat = site("concat")
     return TraceArrays(
         text=text,
         labels=task.labels(text),
         interventions=iv,
         w_o_modes=[lt.w_o_mode for lt in layers],
         attn=site("attn"),
-        z=site("z"),
-        concat=site("concat"),
+        z=_heads_apart(concat, layers[0].z.shape[1]),
+        concat=concat,
         attn_out=site("attn_out"),
         resid_mid=site("resid_mid"),
         resid_out=site("resid_out"),
         b_o=stack(lt.b_o for lt in layers),
-        prediction=task.answer_from_logits(out.logits[0], len(text)),
+        prediction=prediction,
         answer=task.solve_tokens(text),
-        **_next_tokens(model, out.logits[0]),
+        **next_tokens,
     )
+
+
+def _heads_apart(concat: np.ndarray, n_heads: int) -> np.ndarray:
+    """z (L, H, T, d_k) as a view of concat (L, T, D): each head's block of dimensions."""
+    L, T, D = concat.shape
+    return concat.reshape(L, T, n_heads, D // n_heads).transpose(0, 2, 1, 3)
 
 
 TOP_K = 5  # next tokens kept per position of a decoder's trace
@@ -133,12 +154,47 @@ def top_next(logits: torch.Tensor, k: int = TOP_K) -> tuple[torch.Tensor, torch.
 ROWS_AT_ONCE = 16
 
 
+def head_top_next(
+    hidden: torch.Tensor, head: torch.nn.Linear, k: int = TOP_K
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """top_next of the logits head(hidden) (..., V), made a slice of the vocabulary at a time.
+
+    Each slice's logits (VOCAB_AT_ONCE columns) give their k best and their log-normaliser
+    while in cache, and the slices' answers are merged: the k best of the slices' k best, and
+    the log of the sum of their normalisers. The whole (T, V) logits (150 MB at 256 tokens of
+    Qwen2's vocabulary) are never made: the forward's head, its zero bias and the passes over
+    its output had cost more than the attention's trace (bench/hf_decoders.py).
+    """
+    W, b = head.weight, head.bias
+    V = W.shape[0]
+    k = min(k, V)
+    values, ids, norms = [], [], []
+    for start in range(0, V, VOCAB_AT_ONCE):
+        end = min(start + VOCAB_AT_ONCE, V)
+        logits = F.linear(hidden, W[start:end], None if b is None else b[start:end])
+        top = logits.topk(min(k, end - start), dim=-1)
+        values.append(top.values)
+        ids.append(top.indices + start)
+        norms.append(torch.logsumexp(logits, dim=-1))
+    best = torch.cat(values, dim=-1).topk(k, dim=-1)
+    top_ids = torch.cat(ids, dim=-1).gather(-1, best.indices)
+    log_norm = torch.logsumexp(torch.stack(norms, dim=-1), dim=-1, keepdim=True)
+    return top_ids, (best.values - log_norm).exp()
+
+
+VOCAB_AT_ONCE = 8192
+
+
 def _next_tokens(model, logits: torch.Tensor) -> dict:
     """A causal model's top next tokens at every position, for TraceArrays; {} otherwise."""
     cfg = model.config
     if not cfg.causal or not cfg.n_out:
         return {}
-    ids, probs = top_next(logits)
+    return _next_token_arrays(*top_next(logits))
+
+
+def _next_token_arrays(ids: torch.Tensor, probs: torch.Tensor) -> dict:
+    """TraceArrays' next-token fields from top_next's answer."""
     return dict(
         causal=True,
         top_ids=ids.cpu().numpy(),

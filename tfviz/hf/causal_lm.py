@@ -118,7 +118,12 @@ class NextTokenTask(SentenceTask):
 
     def answer_from_logits(self, logits: Tensor, length: int) -> list[str]:
         """The likeliest next token after each position, as text."""
-        return [self.tokenizer.piece_text(int(i)) for i in logits.argmax(-1)]
+        return self.answer_from_ids(logits.argmax(-1))
+
+    def answer_from_ids(self, ids: Tensor) -> list[str]:
+        """The answer from the likeliest token ids (T,) themselves (tfviz.core.trace.run_trace
+        reads a vocabulary's k best without making its logits)."""
+        return [self.tokenizer.piece_text(int(i)) for i in ids]
 
     def batch_from_texts(self, texts: list[str]) -> Batch:
         """The texts as a left-padded batch whose targets are their own next tokens: position
