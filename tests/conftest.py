@@ -22,32 +22,44 @@ MODELS = ROOT / "models"
 
 
 # The files that take longest, collected first. Whole files go to a worker (pyproject's
-# --dist loadfile), in collection order: a long file collected last (test_work.py, alphabetical)
-# ran alone at the end while the other worker sat idle. From the longest down (per-file sums of
-# a CI=true run's --durations on 2 cores); the order within a file is kept.
+# --dist loadfile), in collection order: a long file collected last ran alone at the end while
+# the other worker sat idle. Longest first (the per-file seconds this conftest prints at the end
+# of a CI=true run on 2 cores, 2026-12-05); the order within a file is kept.
 SLOW_FIRST = (
-    "test_work.py",
-    "test_tasks.py",
     "test_train_defaults.py",
-    "test_atlas.py",
     "test_browser_layout.py",
     "test_browser_readable.py",
-    "test_browser_inert.py",
-    "test_app_parts.py",
-    "test_browser_folders.py",
     "test_browser_decoders.py",
+    "test_atlas.py",
+    "test_browser_folders.py",
+    "test_browser_inert.py",
+    "test_browser.py",
     "test_browser_share.py",
+    "test_cold_start.py",
+    "test_replicas.py",
+    "test_browser_atlas.py",
+    "test_browser_lessons.py",
+    "test_app_parts.py",
+    "test_browser_a11y.py",
+    "test_browser_first_hour.py",
 )
 
 
 # Seconds each file took (setup, call and teardown of its tests, summed over workers), printed
-# at the end of a run: what SLOW_FIRST's order comes from.
+# at the end of a run: what SLOW_FIRST's order comes from. And each worker's busy seconds and
+# when it reported last: how evenly the order spread the files.
 FILE_SECONDS: dict[str, float] = {}
+WORKER_SECONDS: dict[str, list[float]] = {}  # worker -> [busy seconds, last report's time]
+STARTED = time.monotonic()
 
 
 def pytest_runtest_logreport(report) -> None:
     path = report.nodeid.split("::", 1)[0]
     FILE_SECONDS[path] = FILE_SECONDS.get(path, 0.0) + report.duration
+    worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "main")
+    busy = WORKER_SECONDS.setdefault(worker, [0.0, 0.0])
+    busy[0] += report.duration
+    busy[1] = time.monotonic() - STARTED
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
@@ -57,6 +69,10 @@ def pytest_terminal_summary(terminalreporter) -> None:
     terminalreporter.section("seconds per file (the 20 slowest)")
     for path, seconds in slowest:
         terminalreporter.write_line(f"{seconds:7.1f}  {path}")
+    for worker, (busy, last) in sorted(WORKER_SECONDS.items()):
+        terminalreporter.write_line(
+            f"worker {worker}: {busy:.0f} s in tests, last report {last:.0f} s after collection"
+        )
 
 
 def pytest_collection_modifyitems(items: list) -> None:
@@ -177,7 +193,11 @@ def page_figures(at) -> list[dict]:
 # One action on 2 cores shared by two test workers (pytest-xdist) and a server each; a healthy run
 # takes well under a second.
 TIMEOUT_MS = 60_000
-APP_IDLE = '[data-testid="stApp"][data-test-script-state="notRunning"]'
+APP = '[data-testid="stApp"]'
+APP_IDLE = f'{APP}[data-test-script-state="notRunning"]'
+# Streamlit's page mounts its app element as soon as its code has loaded, before any script run
+# (a second or two here; no model or server work in it).
+APP_MOUNT_MS = 20_000
 CODE = '.st-key-prediction [data-testid="stCode"]'  # st.container(key="prediction")
 EXCEPTION = '[data-testid="stException"]'
 # Any chart drawn: a plotly chart's svg, or a canvas chart (tfviz.ui.widgets.canvas_charts) marked
@@ -293,6 +313,9 @@ def opened_app(
         page.on("pageerror", lambda e, page=page: page.page_errors.append(str(e)))
         try:
             page.goto(url)
+            # A page whose own code never ran stays blank: no app element, no text (seen in two
+            # CI runs in five). It is opened again after APP_MOUNT_MS, not the whole timeout.
+            page.wait_for_selector(APP, state="attached", timeout=APP_MOUNT_MS)
             page.wait_for_selector(first, timeout=first_timeout_ms)
             page.wait_for_selector(APP_IDLE, timeout=first_timeout_ms)
             page.wait_for_selector(CHART_DRAWN)
