@@ -193,8 +193,8 @@ def page_figures(at) -> list[dict]:
 # One action on 2 cores shared by two test workers (pytest-xdist) and a server each; a healthy run
 # takes well under a second.
 TIMEOUT_MS = 60_000
-APP = '[data-testid="stApp"]'
-APP_IDLE = f'{APP}[data-test-script-state="notRunning"]'
+APP_ELEMENT = '[data-testid="stApp"]'
+APP_IDLE = f'{APP_ELEMENT}[data-test-script-state="notRunning"]'
 # Streamlit's page mounts its app element as soon as its code has loaded, before any script run
 # (a second or two here; no model or server work in it).
 APP_MOUNT_MS = 20_000
@@ -315,7 +315,7 @@ def opened_app(
             page.goto(url)
             # A page whose own code never ran stays blank: no app element, no text (seen in two
             # CI runs in five). It is opened again after APP_MOUNT_MS, not the whole timeout.
-            page.wait_for_selector(APP, state="attached", timeout=APP_MOUNT_MS)
+            page.wait_for_selector(APP_ELEMENT, state="attached", timeout=APP_MOUNT_MS)
             page.wait_for_selector(first, timeout=first_timeout_ms)
             page.wait_for_selector(APP_IDLE, timeout=first_timeout_ms)
             page.wait_for_selector(CHART_DRAWN)
