@@ -18,10 +18,12 @@ Per length (32 and 256 tokens; the ids are drawn directly from the tokenizer's p
 count is exact, with the beginning-of-sequence token first where the family puts one) the child
 times, call for call by turns (which goes first alternates), after one untimed call of each:
 
-- tfviz: trace.run_trace on a task that hands it those ids: the forward pass with every site the
-  views read copied out to numpy (attention, z, concat, attn_out, the residual stream), logits
-  included: what the server runs for a folder model's typed text in every view (the app's pages
-  do not open decoders yet; this is the call bench/hf_families.py times for encoders);
+- tfviz: trace.run_trace on a task that hands it those ids and answers from token ids, as
+  hf.NextTokenTask does: the forward pass with every site the views read as numpy arrays
+  (attention, z, concat, attn_out, the residual stream: views of the trace's stacked tensors),
+  and the top 5 next tokens with their probabilities at every position (trace.head_top_next):
+  what the server runs for a decoder folder's typed text in every view (the call
+  bench/hf_families.py times for encoders);
 - transformers: model(input_ids, output_attentions=True, output_hidden_states=True,
   use_cache=False) under torch.no_grad(): its logits, every layer's attention and hidden state,
   as tensors (no copy to numpy); no key/value cache, which tfviz does not build either.
