@@ -239,8 +239,12 @@ QUIET_MS = 300  # no DOM change for this long after a run: it is drawn
 # Under load the browser now and then fails to fetch one of Streamlit's own code chunks from
 # the server (seen in CI: a widget drawn as "TypeError: Failed to fetch dynamically imported
 # module: .../static/js/TextInput....js"). The page keeps the failure; a new session loads it.
-CHUNK_FAILED_JS = (
-    "() => document.body.innerText.includes('Failed to fetch dynamically imported module')"
+CHUNK_FAILED = "Failed to fetch dynamically imported module"
+CHUNK_FAILED_JS = f"() => document.body.innerText.includes('{CHUNK_FAILED}')"
+# What opened_app's first wait ends on: the first run's element (a CSS selector), or that error.
+FIRST_OR_CHUNK_FAILED_JS = (
+    "sel => document.querySelector(sel) !== null"
+    f" || document.body.innerText.includes('{CHUNK_FAILED}')"
 )
 
 # The browser tests' servers, by address: a first page that never draws is reported with what
@@ -316,6 +320,13 @@ def opened_app(
             # A page whose own code never ran stays blank: no app element, no text (seen in two
             # CI runs in five). It is opened again after APP_MOUNT_MS, not the whole timeout.
             page.wait_for_selector(APP_ELEMENT, state="attached", timeout=APP_MOUNT_MS)
+            # A widget whose code did not load never draws what it holds: seen as soon as the
+            # error shows, not after the whole timeout.
+            page.wait_for_function(
+                FIRST_OR_CHUNK_FAILED_JS, arg=first, timeout=first_timeout_ms, polling=250
+            )
+            if page.evaluate(CHUNK_FAILED_JS):
+                raise AssertionError("a component's code did not load in the browser")
             page.wait_for_selector(first, timeout=first_timeout_ms)
             page.wait_for_selector(APP_IDLE, timeout=first_timeout_ms)
             page.wait_for_selector(CHART_DRAWN)
