@@ -71,7 +71,7 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.write_line(f"{seconds:7.1f}  {path}")
     for worker, (busy, last) in sorted(WORKER_SECONDS.items()):
         terminalreporter.write_line(
-            f"worker {worker}: {busy:.0f} s in tests, last report {last:.0f} s after collection"
+            f"worker {worker}: {busy:.0f} s in tests, last report {last:.0f} s after the start"
         )
 
 
@@ -239,13 +239,18 @@ QUIET_MS = 300  # no DOM change for this long after a run: it is drawn
 # Under load the browser now and then fails to fetch one of Streamlit's own code chunks from
 # the server (seen in CI: a widget drawn as "TypeError: Failed to fetch dynamically imported
 # module: .../static/js/TextInput....js"). The page keeps the failure; a new session loads it.
-CHUNK_FAILED = "Failed to fetch dynamically imported module"
-CHUNK_FAILED_JS = f"() => document.body.innerText.includes('{CHUNK_FAILED}')"
-# What opened_app's first wait ends on: the first run's element (a CSS selector), or that error.
-FIRST_OR_CHUNK_FAILED_JS = (
-    "sel => document.querySelector(sel) !== null"
-    f" || document.body.innerText.includes('{CHUNK_FAILED}')"
+CHUNK_FAILED_JS = (
+    "() => document.body.innerText.includes('Failed to fetch dynamically imported module')"
 )
+# What opened_app's first wait ends on: the first run's element (a CSS selector), or that error.
+FIRST_OR_CHUNK_FAILED_JS = f"sel => document.querySelector(sel) !== null || ({CHUNK_FAILED_JS})()"
+
+
+def refuse_chunk_failure(page) -> None:
+    """AssertionError when a widget on the page shows that its code did not load."""
+    if page.evaluate(CHUNK_FAILED_JS):
+        raise AssertionError("a component's code did not load in the browser")
+
 
 # The browser tests' servers, by address: a first page that never draws is reported with what
 # its server was doing (every thread's stack, written by faulthandler on SIGUSR1, and its log).
@@ -325,15 +330,13 @@ def opened_app(
             page.wait_for_function(
                 FIRST_OR_CHUNK_FAILED_JS, arg=first, timeout=first_timeout_ms, polling=250
             )
-            if page.evaluate(CHUNK_FAILED_JS):
-                raise AssertionError("a component's code did not load in the browser")
+            refuse_chunk_failure(page)
             page.wait_for_selector(first, timeout=first_timeout_ms)
             page.wait_for_selector(APP_IDLE, timeout=first_timeout_ms)
             page.wait_for_selector(CHART_DRAWN)
             if settle:
                 quiet(page)
-            if page.evaluate(CHUNK_FAILED_JS):
-                raise AssertionError("a component's code did not load in the browser")
+            refuse_chunk_failure(page)
             break
         except Exception as e:  # noqa: BLE001  (a timeout, reported with its circumstances)
             failed += (

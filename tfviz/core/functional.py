@@ -65,6 +65,12 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return x * cos + turned * sin
 
 
+def heads_apart(concat: Tensor, n_heads: int) -> Tensor:
+    """z read back from concat, a view: (..., T, D) -> (..., H, T, d_k), head h's block of
+    dimensions h*d_k.. (concat is z.transpose(-3, -2) flattened: the heads side by side)."""
+    return concat.unflatten(-1, (n_heads, -1)).transpose(-3, -2)
+
+
 def linear(x: Tensor, lin: nn.Linear | Tensor, bias: Tensor | None = None) -> Tensor:
     """nn.Linear's map, of a module or of (weight, bias); with stacked weights (R, out, in) and
     bias (R, out), run r's own map on x[r] (R, M, in)."""

@@ -40,6 +40,7 @@ from tfviz.core.functional import (
     activation_function,
     causal_bias,
     embedding,
+    heads_apart,
     layer_norm,
     linear,
     make_norm,
@@ -558,10 +559,9 @@ def keep_stacked(stacked: dict[str, Tensor], i: int, n_layers: int, lt: LayerTra
             views[name].copy_(t)
     # A layer's input is the one before's output (the same tensor): a view of that, no copy.
     resid_pre = lt.resid_pre if i == 0 else stacked["resid_out"][i - 1]
-    # concat is z with its heads side by side (z.transpose(1, 2).reshape), so z is read back
-    # from it: (B, T, D) -> (B, H, T, d_k), equal to the layer's z element for element.
-    B, H, T, d_k = lt.z.shape
-    z = views["concat"].view(B, T, H, d_k).transpose(1, 2)
+    # concat is z with its heads side by side, so z is read back from it: equal to the layer's
+    # z element for element.
+    z = heads_apart(views["concat"], lt.z.shape[1])
     return dataclasses.replace(lt, resid_pre=resid_pre, z=z, **views)
 
 

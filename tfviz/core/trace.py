@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from tfviz.core import wo
+from tfviz.core.functional import heads_apart
 from tfviz.core.interventions import Interventions
 from tfviz.core.tasks import Task
 
@@ -111,7 +112,7 @@ def run_trace(
         interventions=iv,
         w_o_modes=[lt.w_o_mode for lt in layers],
         attn=site("attn"),
-        z=_heads_apart(concat, layers[0].z.shape[1]),
+        z=heads_apart(torch.from_numpy(concat), layers[0].z.shape[1]).numpy(),  # a view
         concat=concat,
         attn_out=site("attn_out"),
         resid_mid=site("resid_mid"),
@@ -121,12 +122,6 @@ def run_trace(
         answer=task.solve_tokens(text),
         **next_tokens,
     )
-
-
-def _heads_apart(concat: np.ndarray, n_heads: int) -> np.ndarray:
-    """z (L, H, T, d_k) as a view of concat (L, T, D): each head's block of dimensions."""
-    L, T, D = concat.shape
-    return concat.reshape(L, T, n_heads, D // n_heads).transpose(0, 2, 1, 3)
 
 
 TOP_K = 5  # next tokens kept per position of a decoder's trace

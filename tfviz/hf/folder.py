@@ -155,11 +155,11 @@ def _describe_folder(folder: Path, max_params: int) -> FolderInfo:
         plan = plan_decoder(weights, family, arch, max(max_params, MAX_DECODER_PARAMS))
     else:
         plan = plan_weights(weights, family, arch, max_params)
-    if not has_tokenizer(files, family):
-        # raises MissingFileError, saying which file would do
+    if not has_tokenizer(files, family):  # the loader raises MissingFileError, saying which file
         if causal_lm:
             load_decoder_tokenizer(files, family, 3, arch.add_bos)
-        load_tokenizer(files, family, 3)
+        else:
+            load_tokenizer(files, family, 3)
     return FolderInfo(
         name=shown(folder.name),
         path=folder,
