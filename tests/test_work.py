@@ -252,7 +252,10 @@ def test_a_failed_save_is_reported_and_every_saved_model_is_kept(manager, tmp_pa
     assert job.wait(60)
     snap = job.state()
     assert snap.status == jobs.FAILED
-    assert snap.message == say("save_failed", file="new.safetensors", why="No space left on device")
+    # The system's reason, worded by the catalogue in each language (tfviz.refusal.cause)
+    assert snap.message.key == "save_failed" and snap.message.values["file"] == "new.safetensors"
+    assert "saving new.safetensors failed (the disk is full)" in snap.message.english()
+    assert "磁盘已满" in snap.message.text("zh") and "No space" not in snap.message.text("zh")
     assert [p.name for p in tmp_path.iterdir()] == ["kept.safetensors"]  # no part, no temp file
     assert kept.read_bytes() == SORT
     assert load_checkpoint(kept)[1].task == "sort"

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tfviz.core import modes
+from tfviz.refusal import Refusal
 from tfviz.words import DEFAULT, catalogue, placeholders, translate
 
 PREFIX = "jobs.message."  # catalogue key of a message: PREFIX + its key
@@ -65,6 +66,8 @@ class Message:
         for key, value in self.values.items():
             if isinstance(value, Message):
                 values[key] = value.text(lang, name)
+            elif isinstance(value, Refusal):  # a library's reason (tfviz.refusal.cause)
+                values[key] = name(value.text(lang))
             elif key in CHOICES:
                 values[key] = translate(lang, CHOICES[key][0] + value)
             elif isinstance(value, int) and not isinstance(value, bool):

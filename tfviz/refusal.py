@@ -14,6 +14,9 @@ carry a lone surrogate or grow without bound. The page still shows the sentence 
 
 from __future__ import annotations
 
+import errno
+import json
+import re
 from typing import Any
 
 from tfviz.words import DEFAULT, translate
@@ -31,9 +34,11 @@ def shown(text: str) -> str:
 
 def kept(value: Any) -> Any:
     """A value as a refusal keeps it: numbers as they are (the catalogue formats them), another
-    refusal as it is (worded in the same language as its parent), a list as its items joined
-    by commas, anything else (a tensor's shape, a tuple) as its str(): encodable text of at most
-    MAX_VALUE characters."""
+    refusal as it is (worded in the same language as its parent), another error as its `cause`,
+    a list as its items joined by commas, anything else (a tensor's shape, a tuple) as its
+    str(): encodable text of at most MAX_VALUE characters."""
+    if isinstance(value, BaseException) and not isinstance(value, Refusal):
+        value = cause(value)
     if isinstance(value, Refusal):
         return value.detached()
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -89,6 +94,91 @@ class Refusal(Exception):
 
 
 def worded(reason: Any, lang: str = DEFAULT) -> str:
-    """Why something was refused, in lang: a Refusal through the catalogue, anything else (an
-    OSError's own words) as str()."""
+    """Why something was refused, in lang: a Refusal through the catalogue, another error
+    through `cause`, anything else as str()."""
+    if isinstance(reason, BaseException) and not isinstance(reason, Refusal):
+        reason = cause(reason)
     return reason.text(lang) if isinstance(reason, Refusal) else str(reason)
+
+
+class Cause(Refusal):
+    """Why a library (json, the operating system, zipfile, safetensors) failed, as a code the
+    catalogue words (refusal.cause.<code>): a refusal's {why} then reads in the page's language
+    instead of the library's English."""
+
+    PREFIX = "refusal.cause."
+
+
+# json's messages (JSONDecodeError.msg) -> code; the line and column are values.
+JSON_CAUSES = {
+    "Expecting value": "json_value",
+    "Expecting ',' delimiter": "json_comma",
+    "Expecting ':' delimiter": "json_colon",
+    "Expecting property name enclosed in double quotes": "json_name",
+    "Extra data": "json_extra",
+    "Unterminated string starting at": "json_unterminated",
+    "Invalid control character at": "json_control",
+    "Invalid \\escape": "json_escape",
+    "Invalid \\uXXXX escape": "json_escape",
+}
+OS_CAUSES = {
+    errno.ENOENT: "os_missing",
+    errno.EACCES: "os_permission",
+    errno.EPERM: "os_permission",
+    errno.EISDIR: "os_is_folder",
+    errno.ENOTDIR: "os_not_folder",
+    errno.ENAMETOOLONG: "os_name_too_long",
+    errno.ELOOP: "os_link_loop",
+    errno.ENOSPC: "os_disk_full",
+    errno.EDQUOT: "os_disk_full",
+    errno.EEXIST: "os_exists",
+    errno.EROFS: "os_read_only",
+    errno.EIO: "os_io",
+    errno.EMFILE: "os_too_many_open",
+    errno.ENFILE: "os_too_many_open",
+}
+# A part of a library's message -> code, by the error's class name (safetensors' class is
+# matched by name: this module imports no numeric library).
+MESSAGE_CAUSES = {
+    "SafetensorError": (
+        ("header too small", "safetensors_header_small"),
+        ("header too large", "safetensors_header_large"),
+        ("invalid JSON in header", "safetensors_header_json"),
+        ("incomplete metadata", "safetensors_incomplete"),
+        ("invalid offset", "safetensors_offset"),
+    ),
+    "BadZipFile": (
+        ("File is not a zip file", "zip_not_zip"),
+        ("Bad CRC-32", "zip_crc"),
+        ("span multiple disks", "zip_multi_disk"),
+        ("", "zip_damaged"),  # any other: a damaged directory or header
+    ),
+}
+LINE_COLUMN = re.compile(r"line (\d+) column (\d+)")
+
+
+def cause(error: BaseException) -> Refusal | str:
+    """error as a Cause the catalogue words, where it is one of the kinds above; else its own
+    words (str), the rare case: better the library's English than no reason at all."""
+    if isinstance(error, json.JSONDecodeError) and error.msg in JSON_CAUSES:
+        return Cause(JSON_CAUSES[error.msg], line=error.lineno, column=error.colno)
+    if isinstance(error, RecursionError):
+        return Cause("too_deep")
+    if isinstance(error, UnicodeDecodeError):
+        return Cause("not_utf8", position=error.start)
+    if isinstance(error, EOFError):
+        return Cause("truncated")
+    if isinstance(error, KeyError) and len(error.args) == 1:
+        return Cause("missing_key", key=repr(error.args[0]))
+    if isinstance(error, OSError) and error.errno in OS_CAUSES:
+        return Cause(OS_CAUSES[error.errno])
+    text = str(error)
+    for part, code in MESSAGE_CAUSES.get(type(error).__name__, ()):
+        if part in text:
+            place = LINE_COLUMN.search(text) if code == "safetensors_header_json" else None
+            if place:
+                return Cause(code + "_at", line=int(place[1]), column=int(place[2]))
+            return Cause(code)
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror  # without the path, which str(error) would show
+    return text

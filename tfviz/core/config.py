@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from tfviz.refusal import Refusal
+
 NORMS = ("post", "pre")
 # "last": the last real token, the one token of a causal model that sees the whole sequence.
 POOLS = ("none", "mean", "first", "last")
@@ -40,12 +42,19 @@ LIMITS = {
     "max_len": 1024,  # GPT-2 reads 1,024 positions
     "type_vocab_size": 16,  # BERT uses 2 (sentence A / B)
 }
-# Fields where 0 is allowed and means "none".
+# Fields where 0 is allowed and means "none": the code of what 0 means (refusal.config.<code>).
 ZERO_MEANS_NONE = {
-    "n_out": "no output head",
-    "type_vocab_size": "no token-type embedding",
-    "n_kv_heads": "one key/value head per query head",
+    "n_out": "zero_no_head",
+    "type_vocab_size": "zero_no_token_types",
+    "n_kv_heads": "zero_kv_per_query",
 }
+
+
+class ConfigValueError(Refusal, ValueError):
+    """A config that cannot be built, as a code and values: the catalogue (refusal.config.*)
+    words it in the page's language; str() is the English."""
+
+    PREFIX = "refusal.config."
 
 
 @dataclass(frozen=True)
@@ -95,41 +104,33 @@ class ModelConfig:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.type == "int" and (not isinstance(value, int) or isinstance(value, bool)):
-                raise ValueError(f"{f.name} must be an integer, got {value!r}")
+                raise ConfigValueError("not_integer", field=f.name, got=repr(value))
             if f.type == "bool" and not isinstance(value, bool):
-                raise ValueError(f"{f.name} must be true or false, got {value!r}")
+                raise ConfigValueError("not_bool", field=f.name, got=repr(value))
             low = 0 if f.name in ZERO_MEANS_NONE else 1
             if f.name in LIMITS and not low <= value <= LIMITS[f.name]:
-                raise ValueError(
-                    f"{f.name} must be between {low} and {LIMITS[f.name]}, got {value}"
-                    + (f" (0: {ZERO_MEANS_NONE[f.name]})" if low == 0 else "")
-                )
+                limits = dict(field=f.name, low=low, high=LIMITS[f.name], got=value)
+                if low == 0:  # what 0 means, worded in the same language
+                    zero = ConfigValueError(ZERO_MEANS_NONE[f.name])
+                    raise ConfigValueError("out_of_range_zero", **limits, zero=zero)
+                raise ConfigValueError("out_of_range", **limits)
         eps = self.norm_eps
         if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps <= 0.1:
-            raise ValueError(f"norm_eps must be a number in (0, 0.1], got {eps!r}")
+            raise ConfigValueError("norm_eps", got=repr(eps))
         if self.d_model % self.n_heads:
-            raise ValueError(
-                f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}): "
-                f"each head gets d_model / n_heads dimensions"
-            )
+            raise ConfigValueError("heads_divide", d_model=self.d_model, n_heads=self.n_heads)
         if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be a number in [0, 1), got {self.dropout!r}")
+            raise ConfigValueError("dropout", got=repr(self.dropout))
         if self.n_kv_heads and self.n_heads % self.n_kv_heads:
-            raise ValueError(
-                f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads}): "
-                f"each key/value head serves the same number of query heads"
-            )
+            raise ConfigValueError("kv_heads", n_heads=self.n_heads, n_kv_heads=self.n_kv_heads)
         theta = self.rope_theta
         if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 1:
-            raise ValueError(f"rope_theta must be a number above 1, got {theta!r}")
+            raise ConfigValueError("rope_theta", got=repr(theta))
         if self.positions == "rotary" and self.d_k % 2:
-            raise ValueError(
-                f"rotary positions turn pairs of dimensions: d_k ({self.d_k}) must be even"
-            )
+            raise ConfigValueError("rotary_odd", d_k=self.d_k)
         if self.tie_head and (self.n_out != self.vocab_size or self.embed != "token"):
-            raise ValueError(
-                "a tied head reads out with the token embedding: it needs embed 'token' and "
-                f"n_out = vocab_size ({self.vocab_size}), got n_out {self.n_out}"
+            raise ConfigValueError(
+                "tied_head", token="'token'", vocab_size=self.vocab_size, n_out=self.n_out
             )
         choices = (
             ("norm", NORMS),
@@ -142,7 +143,8 @@ class ModelConfig:
         )
         for name, allowed in choices:
             if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
+                got = repr(getattr(self, name))
+                raise ConfigValueError("not_one_of", field=name, allowed=str(allowed), got=got)
 
     @property
     def n_params(self) -> int:
@@ -194,9 +196,9 @@ class ModelConfig:
     def from_dict(cls, data: dict) -> ModelConfig:
         """Build from a JSON dict, refusing unknown keys (a typo must not pass silently)."""
         if not isinstance(data, dict):
-            raise ValueError(f"config must be a JSON object, got {type(data).__name__}")
+            raise ConfigValueError("not_object", kind=type(data).__name__)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ValueError(f"unknown config keys: {', '.join(unknown)}")
+            raise ConfigValueError("unknown_keys", keys=unknown)
         return cls(**data)

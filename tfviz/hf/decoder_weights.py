@@ -10,7 +10,6 @@ same files, limits and refusals.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import torch
@@ -19,8 +18,8 @@ from torch import Tensor
 from tfviz.core.config import ModelConfig
 from tfviz.core.model import Encoder
 from tfviz.hf.decoders import DecoderArchitecture, DecoderFamily, Source
-from tfviz.hf.errors import ConfigError, TooLargeError, WeightsError
-from tfviz.hf.shards import WeightFiles, check_names, open_weights
+from tfviz.hf.errors import TooLargeError, WeightsError
+from tfviz.hf.shards import WeightFiles, check_names, open_weights, refused_config
 from tfviz.hf.weights import checked
 
 # Decoders are larger than the encoders a class opens: Qwen2-0.5B has 494 M parameters (2 GB in
@@ -39,9 +38,7 @@ def decoder_config(arch: DecoderArchitecture, max_params: int) -> ModelConfig:
             embed="token",
         )
     except ValueError as e:
-        limited = re.match(r"(\w+) must be between", str(e))
-        kind = TooLargeError if limited else ConfigError
-        raise kind("config_invalid", why=e) from None
+        raise refused_config(e) from None
     if config.n_params > max_params:
         raise TooLargeError("too_many_params", n=config.n_params, most=max_params)
     return config

@@ -65,7 +65,7 @@ def scan(folder: Path) -> dict[str, Path]:
         try:
             entries = sorted(os.scandir(here), key=lambda e: e.name, reverse=True)
         except OSError as e:
-            raise UnsafeFileError("subfolder_unreadable", why=e.strerror or e) from None
+            raise UnsafeFileError("subfolder_unreadable", why=e) from None
         for entry in entries:
             path = Path(entry.path)
             rel = path.relative_to(folder).as_posix()
@@ -110,7 +110,7 @@ def refusing() -> Iterator[None]:
     except PretrainedError:  # its values were made encodable and clipped when it was raised
         raise
     except OSError as e:
-        raise UnreadableError("file_unreadable", why=e.strerror or type(e).__name__) from e
+        raise UnreadableError("file_unreadable", why=e) from e
     except Exception as e:  # noqa: BLE001 - the folder is hostile; its error stays its own
         raise UnreadableError("folder_unreadable", kind=type(e).__name__, why=e) from e
 
@@ -173,7 +173,7 @@ def read_json(
     except UnicodeDecodeError:
         raise error("not_utf8", file=path.name) from None
     except OSError as e:
-        raise error("cannot_read", file=path.name, why=e.strerror or e) from None
+        raise error("cannot_read", file=path.name, why=e) from None
     data = loads_json(text, path.name, error)
     if not isinstance(data, dict):
         raise error("not_object", file=path.name)

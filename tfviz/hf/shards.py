@@ -8,7 +8,6 @@ every tensor's name, shape and dtype from the safetensors header before its data
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -16,11 +15,12 @@ from pathlib import Path
 
 from safetensors import safe_open
 
-from tfviz.core.config import ModelConfig
+from tfviz.core.config import ConfigValueError, ModelConfig
 from tfviz.core.model import Encoder
 from tfviz.hf.errors import (
     ConfigError,
     MissingFileError,
+    PretrainedError,
     TooLargeError,
     UnsafeFileError,
     WeightsError,
@@ -36,6 +36,14 @@ from tfviz.hf.weights import checked, encoder_from_tensors, expected_shapes
 MAX_PARAMS = 300_000_000
 
 
+def refused_config(e: ValueError) -> PretrainedError:
+    """A folder's config that ModelConfig refused: too large where a size is past its limit,
+    else invalid; the reason worded by the catalogue."""
+    if isinstance(e, ConfigValueError) and e.code.startswith("out_of_range"):
+        return TooLargeError("config_invalid", why=e)
+    return ConfigError("config_invalid", why=e)
+
+
 def model_config(arch: Architecture, has_head: bool, max_params: int) -> ModelConfig:
     """tfviz's config for the architecture; TooLargeError or ConfigError before allocation."""
     try:
@@ -49,9 +57,7 @@ def model_config(arch: Architecture, has_head: bool, max_params: int) -> ModelCo
             embed="token",
         )
     except ValueError as e:
-        limited = re.match(r"(\w+) must be between", str(e))
-        kind = TooLargeError if limited else ConfigError
-        raise kind("config_invalid", why=e) from None
+        raise refused_config(e) from None
     head = config.d_model * (config.d_model + 3) + config.vocab_size if has_head else 0
     total = config.n_params + head  # the decoder is counted once: tied to the embedding
     if total > max_params:

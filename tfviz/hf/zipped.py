@@ -141,10 +141,7 @@ def extract(zip_path: str | Path | bytes, dest: Path, max_bytes: int = MAX_UNPAC
                 zipfile.BadZipFile, OSError, EOFError, RuntimeError, ValueError, NotImplementedError
             ) as e:  # fmt: skip
                 # The checks above leave only a damaged or lying zip (or a full disk) here.
-                why = getattr(e, "strerror", None) or e
-                raise ZipRefusedError(
-                    "cannot_unpack", entry=quoted(info.filename), why=why
-                ) from None
+                raise ZipRefusedError("cannot_unpack", entry=quoted(info.filename), why=e) from None
     tops = {PurePosixPath(i.filename).parts[0] for i in zf.infolist()}
     if len(tops) == 1 and (dest / next(iter(tops))).is_dir():
         return dest / next(iter(tops))

@@ -26,6 +26,7 @@ from tfviz.core.model import Encoder
 from tfviz.core.tasks import get_task
 from tfviz.experiments import experiment
 from tfviz.messages import Message, Refused, say
+from tfviz.refusal import cause
 from tfviz.serve.checks import check_size, one_of, positive_at_most, whole_number
 from tfviz.serve.jobs import JobFailed, Report, Stopped, step_reporter
 from tfviz.settings import (
@@ -189,8 +190,8 @@ class TrainWork:
         except FileExistsError:
             raise JobFailed(say("name_appeared", name=path.stem)) from None
         except OSError as e:  # disk full, folder made read-only... (written atomically)
-            why = e.strerror or str(e)  # the system's own words, shown as they are
-            raise JobFailed(say("save_failed", file=path.name, why=why)) from e
+            # Worded by the catalogue in each session's language (tfviz.refusal.cause)
+            raise JobFailed(say("save_failed", file=path.name, why=cause(e))) from e
         try:  # the model is saved; its timeline is a bonus that must not cost it
             saved = save_timeline(timeline_path(path), timeline)
         except OSError:

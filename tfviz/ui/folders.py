@@ -176,7 +176,7 @@ def load_folder(path: str, digest: str, device: str):
     except hf.PretrainedError as e:
         return None, e.detached(), None
     except OSError as e:  # worded when shown, in each session's language (catalogue folder.*)
-        return None, Unreadable("unreadable", why=e.strerror or str(e)), None
+        return None, Unreadable("unreadable", why=e), None
     meta, task = meta_and_task(loaded, "folder")
     return loaded.model, meta, task
 

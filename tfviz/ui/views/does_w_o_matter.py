@@ -21,7 +21,7 @@ from tfviz.experiments.verdict import verdict_of
 from tfviz.serve import jobs, work
 from tfviz.ui import state
 from tfviz.ui.atlas import render_atlas
-from tfviz.ui.i18n import current, t
+from tfviz.ui.i18n import current, t, why
 from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check, time_left
 from tfviz.ui.labels import task_label
 from tfviz.ui.text import md_escape
@@ -66,7 +66,7 @@ def render(view: View) -> None:
     try:
         shipped = cached_precomputed(task)
     except ValueError as e:  # a damaged file: say so, and still offer the rerun
-        st.error(t("experiment.shipped_unreadable", task=task_label(task), why=md_escape(str(e))))
+        st.error(t("experiment.shipped_unreadable", task=task_label(task), why=md_escape(why(e))))
         shipped = None
     if shipped is not None and not shipped.runs_of(against):
         shipped = None  # a file from before this comparison was shipped
