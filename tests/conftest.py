@@ -291,6 +291,19 @@ def quiet(page) -> None:
     )
 
 
+def resized(page, viewport: dict) -> None:
+    """The open page at another screen size, redrawn there. Streamlit's layout follows the
+    window as a fresh page of that size draws it (the sidebar folds away below its breakpoint
+    and comes back above it), plotly charts relayout and canvas charts repaint when their width
+    changes: one page serves a test's phone, projector and desktop, where a page each cost
+    3-5 s more of the suite."""
+    if page.viewport_size == viewport:
+        return
+    page.set_viewport_size(viewport)
+    page.wait_for_timeout(QUIET_MS)  # the resize is seen, and charts begin to redraw
+    quiet(page)
+
+
 @contextmanager
 def opened_app(
     browser,

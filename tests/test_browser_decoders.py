@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tests import test_browser as shared
-from tests.conftest import CODE, opened_app
+from tests.conftest import CODE, opened_app, resized
 from tests.test_browser import assert_charts_drawn, assert_no_exception, rerun, screenshot
 from tests.test_hf_decoders import build  # skips this module without transformers (fails in CI)
 from tfviz import hf, settings
@@ -102,13 +102,13 @@ def test_w_o_off_changes_the_next_tokens_and_the_continuation(browser, server, m
         screenshot(page, "browser_decoder_gpt2_w_o_off.png")
 
 
-@pytest.mark.parametrize("screen", ["desktop", "phone"])
-def test_a_decoder_reads_in_chinese_on_a_desktop_and_a_phone(browser, server, screen):
-    viewport = DESKTOP if screen == "desktop" else PHONE
+def test_a_decoder_reads_in_chinese_on_a_desktop_and_a_phone(browser, server):
     query = link(server, model="folder:llama", lang="zh", view="attention")
-    with opened_app(browser, query, viewport) as page:
-        assert translate("zh", "next.col.learned") in page.locator(CODE).first.inner_text()
-        assert_charts_drawn(page, at_least=1, heatmaps=True)
-        body = page.locator("body").inner_text()
-        assert translate("zh", "attention.causal") in body
-        screenshot(page, f"browser_decoder_llama_zh_{screen}.png")
+    with opened_app(browser, query, DESKTOP) as page:
+        for screen, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+            resized(page, viewport)  # one page, checked on each screen (tests.conftest)
+            assert translate("zh", "next.col.learned") in page.locator(CODE).first.inner_text()
+            assert_charts_drawn(page, at_least=1, heatmaps=True)
+            body = page.locator("body").inner_text()
+            assert translate("zh", "attention.causal") in body, screen
+            screenshot(page, f"browser_decoder_llama_zh_{screen}.png")

@@ -15,7 +15,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tests import test_browser as shared
-from tests.conftest import opened_app
+from tests.conftest import opened_app, resized
 from tests.test_browser import (
     assert_charts_drawn,
     assert_no_exception,
@@ -128,21 +128,23 @@ DRAWN_TEXTS_JS = """() => [...document.querySelectorAll('.tfviz-chart[data-drawn
 BYTE_LOOK_ALIKES = re.compile(r"[\u00a0-\u017f]")  # byte-level BPE's stand-ins for bytes
 
 
-@pytest.mark.parametrize("screen", SCREENS)
-def test_a_roberta_shows_chinese_as_characters_on_every_screen(browser, server, screen):
+def test_a_roberta_shows_chinese_as_characters_on_every_screen(browser, server):
     query = urlencode(
         {"model": "folder:roberta", "sequence": CHINESE, "lang": "zh", "view": "attention"}
     )
-    with opened_app(browser, f"{server}/?{query}", SCREENS[screen], first=FILL_MASK) as page:
-        assert_charts_drawn(page, at_least=1, heatmaps=True)
-        labels = " ".join(page.evaluate(LABELS_JS))
-        for character in "我爱北京":  # each once, as the text its three byte pieces stand for
-            assert character in labels, (character, labels)
-        drawn = " ".join(page.evaluate(DRAWN_TEXTS_JS))
-        # Thinned to fit, the labels keep the characters, not the pieces' continuation marks.
-        missing = [character for character in "我爱北京" if character not in drawn]
-        assert len(missing) <= 1, drawn  # one may give way to its neighbour <s>
-        assert not missing or "…" not in drawn, drawn
-        # The exact pieces stay in the hover's names ("我 [æ]"), never on the chart itself.
-        assert BYTE_LOOK_ALIKES.findall(drawn) == [], drawn
-        screenshot(page, f"readable_roberta_attention_zh_{screen}.png")
+    first = next(iter(SCREENS.values()))
+    with opened_app(browser, f"{server}/?{query}", first, first=FILL_MASK) as page:
+        for screen, viewport in SCREENS.items():
+            resized(page, viewport)  # one page, checked on each screen (tests.conftest)
+            assert_charts_drawn(page, at_least=1, heatmaps=True)
+            labels = " ".join(page.evaluate(LABELS_JS))
+            for character in "我爱北京":  # each once, as the text its three byte pieces stand for
+                assert character in labels, (screen, character, labels)
+            drawn = " ".join(page.evaluate(DRAWN_TEXTS_JS))
+            # Thinned to fit, the labels keep the characters, not the continuation marks.
+            missing = [character for character in "我爱北京" if character not in drawn]
+            assert len(missing) <= 1, (screen, drawn)  # one may give way to its neighbour <s>
+            assert not missing or "…" not in drawn, (screen, drawn)
+            # The exact pieces stay in the hover's names ("我 [æ]"), never on the chart itself.
+            assert BYTE_LOOK_ALIKES.findall(drawn) == [], (screen, drawn)
+            screenshot(page, f"readable_roberta_attention_zh_{screen}.png")

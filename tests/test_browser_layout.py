@@ -21,13 +21,13 @@ from urllib.parse import urlencode
 import pytest
 
 from tests import test_browser as shared
-from tests.conftest import opened_app, quiet
+from tests.conftest import opened_app, quiet, resized
 from tests.test_browser import (
-    ARTIFACTS,
     PLOT,
     TIMEOUT_MS,
     assert_charts_drawn,
     rerun,
+    screenshot,
 )
 from tfviz.hf import pretrained
 from tfviz.ui.i18n import translate
@@ -103,41 +103,30 @@ def overlaps(page) -> list:
     return page.evaluate(OVERLAPS_JS)
 
 
-def shot(page, name: str) -> None:
-    """A full-page screenshot in artifacts/ (the main area scrolls inside itself)."""
-    ARTIFACTS.mkdir(exist_ok=True)
-    height = page.evaluate(
-        """() => document.querySelector('[data-testid="stMain"]').scrollHeight"""
-    )
-    size = page.viewport_size
-    page.set_viewport_size({"width": size["width"], "height": min(max(height, 600), 8000)})
-    try:
-        page.wait_for_timeout(400)
-        page.screenshot(path=ARTIFACTS / name, full_page=True)
-    finally:
-        page.set_viewport_size(size)
+# Each test opens one page and checks it on each screen in turn (tests.conftest.resized).
 
 
-@pytest.mark.parametrize("screen", SCREENS)
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_the_lesson_maps_titles_head_names_and_axis_titles_do_not_overlap(
-    browser, server, lang, screen
-):
+def test_the_lesson_maps_titles_head_names_and_axis_titles_do_not_overlap(browser, server, lang):
     link = urlencode({"view": "lessons", "step": 1, "lang": lang})
-    with opened_app(browser, f"{server}/?{link}", SCREENS[screen]) as page:
-        found = overlaps(page)
-        assert found == [], f"the lesson's maps have texts on top of each other: {found}"
+    with opened_app(browser, f"{server}/?{link}", DESKTOP) as page:
         titles = [translate(lang, "lessons.s1.map_without"), translate(lang, "lessons.s1.map_with")]
-        drawn = page.locator(f"{PLOT} .annotation-text").all_text_contents()
-        assert all(any(t in d.replace("\u200b", "") for d in drawn) for t in titles), drawn
+        for screen, size in SCREENS.items():
+            resized(page, size)
+            found = overlaps(page)
+            assert found == [], f"{screen}: the lesson's maps have texts overlapping: {found}"
+            drawn = page.locator(f"{PLOT} .annotation-text").all_text_contents()
+            assert all(any(t in d.replace("\u200b", "") for d in drawn) for t in titles), drawn
         # The loaded model's own map, drawn on request, has the same parts: check it too.
         show = page.get_by_text(translate(lang, "lessons.s1.show_model", name="reverse"))
         two_charts = f"() => document.querySelectorAll('{PLOT}').length >= 2"
         rerun(page, show.click, two_charts)
         quiet(page)
-        found = overlaps(page)
-        shot(page, f"layout_lesson1_{lang}_{screen}.png")
-        assert found == [], f"the model's map has texts on top of each other: {found}"
+        for screen, size in SCREENS.items():
+            resized(page, size)
+            found = overlaps(page)
+            screenshot(page, f"layout_lesson1_{lang}_{screen}.png")
+            assert found == [], f"{screen}: the model's map has texts overlapping: {found}"
 
 
 @contextmanager
@@ -158,35 +147,37 @@ def twelve_pieces() -> list[str]:
     return pretrained.SentenceTask(tokenizer).labels(TWELVE_PIECES)
 
 
-@pytest.mark.parametrize("screen", SCREENS)
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_minilm_heads_are_laid_out_with_labels_that_fit(browser, server, lang, screen):
+def test_minilm_heads_are_laid_out_with_labels_that_fit(browser, server, lang):
     pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
     pieces = twelve_pieces()
     assert len(pieces) == 12, pieces
     link = minilm_link("attention", lang=lang)
-    with opened_minilm(browser, f"{server}/?{link}", SCREENS[screen]) as page:
-        found = overlaps(page)
-        shot(page, f"layout_minilm_attention_{lang}_{screen}.png")
-        assert found == [], f"the attention grid has texts on top of each other: {found}"
-        # Every head and the mean is titled, and each of the 12 word-pieces labels the columns:
-        # the columns of heads are canvas charts, which note what they drew.
-        texts = page.evaluate(CANVAS_TEXTS_JS)
-        for h in range(12):
-            assert f"L0 H{h}" in texts, texts
-        assert "L0 mean" in texts or "L0 " + translate(lang, "chart.block.mean") in texts
-        for piece in pieces:
-            assert texts.count(piece) >= 2, (piece, texts)  # a row's label and a column's
+    with opened_minilm(browser, f"{server}/?{link}", DESKTOP) as page:
+        for screen, size in SCREENS.items():
+            resized(page, size)
+            found = overlaps(page)
+            screenshot(page, f"layout_minilm_attention_{lang}_{screen}.png")
+            assert found == [], f"{screen}: the attention grid has texts overlapping: {found}"
+            # Every head and the mean is titled, and each of the 12 word-pieces labels the
+            # columns: the columns of heads are canvas charts, which note what they drew.
+            texts = page.evaluate(CANVAS_TEXTS_JS)
+            for h in range(12):
+                assert f"L0 H{h}" in texts, (screen, texts)
+            assert "L0 mean" in texts or "L0 " + translate(lang, "chart.block.mean") in texts
+            for piece in pieces:
+                assert texts.count(piece) >= 2, (screen, piece, texts)  # a row's and a column's
 
 
-@pytest.mark.parametrize("screen", SCREENS)
-def test_minilm_compare_view_texts_do_not_overlap(browser, server, screen):
+def test_minilm_compare_view_texts_do_not_overlap(browser, server):
     pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
     link = minilm_link("w_o_off", w_o_mode="identity")
-    with opened_minilm(browser, f"{server}/?{link}", SCREENS[screen]) as page:
-        found = overlaps(page)
-        shot(page, f"layout_minilm_compare_{screen}.png")
-        assert found == [], f"the compare view has texts on top of each other: {found}"
+    with opened_minilm(browser, f"{server}/?{link}", DESKTOP) as page:
+        for screen, size in SCREENS.items():
+            resized(page, size)
+            found = overlaps(page)
+            screenshot(page, f"layout_minilm_compare_{screen}.png")
+            assert found == [], f"{screen}: the compare view has texts overlapping: {found}"
 
 
 def test_minilm_before_after_w_o_texts_do_not_overlap(browser, server):
@@ -195,25 +186,26 @@ def test_minilm_before_after_w_o_texts_do_not_overlap(browser, server):
     pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
     with opened_minilm(browser, f"{server}/?{minilm_link('w_o')}", DESKTOP) as page:
         found = overlaps(page)
-        shot(page, "layout_minilm_before_after_desktop.png")
-        assert found == [], f"the Before/after W_o view has texts on top of each other: {found}"
+        screenshot(page, "layout_minilm_before_after_desktop.png")
+        assert found == [], f"the Before/after W_o view has texts overlapping: {found}"
 
 
-@pytest.mark.parametrize("screen", SCREENS)
-def test_the_toy_attention_grid_texts_do_not_overlap(browser, server, screen):
-    with opened_app(browser, f"{server}/?view=attention", SCREENS[screen]) as page:
-        found = overlaps(page)
-        shot(page, f"layout_toy_attention_{screen}.png")
-        assert found == [], f"the toy attention grid has texts on top of each other: {found}"
-        # The grid is a canvas chart: on a phone its key labels are thinned to what fits (they
-        # were ~4 px apart); every query label stays.
-        drawn, queries = page.evaluate(
-            """() => {
-              const div = document.querySelector('.st-key-attention_grid .tfviz-chart');
-              return [div.__texts.map((b) => b.text), div.__figure.layout.yaxis.ticktext];
-            }"""
-        )
-        assert all(label in drawn for label in queries), (queries, drawn)
+def test_the_toy_attention_grid_texts_do_not_overlap(browser, server):
+    with opened_app(browser, f"{server}/?view=attention", DESKTOP) as page:
+        for screen, size in SCREENS.items():
+            resized(page, size)
+            found = overlaps(page)
+            screenshot(page, f"layout_toy_attention_{screen}.png")
+            assert found == [], f"{screen}: the toy grid has texts overlapping: {found}"
+            # The grid is a canvas chart: on a phone its key labels are thinned to what fits
+            # (they were ~4 px apart); every query label stays.
+            drawn, queries = page.evaluate(
+                """() => {
+                  const div = document.querySelector('.st-key-attention_grid .tfviz-chart');
+                  return [div.__texts.map((b) => b.text), div.__figure.layout.yaxis.ticktext];
+                }"""
+            )
+            assert all(label in drawn for label in queries), (screen, queries, drawn)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -224,13 +216,13 @@ def test_legends_and_titles_fit_a_phone(browser, server, view, lang):
     link = urlencode({"view": view, "lang": lang})
     with opened_app(browser, f"{server}/?{link}", PHONE) as page:
         found = overlaps(page)
-        shot(page, f"layout_{view}_{lang}_phone.png")
-        assert found == [], f"the {view} view has texts on top of each other: {found}"
+        screenshot(page, f"layout_{view}_{lang}_phone.png")
+        assert found == [], f"the {view} view has texts overlapping: {found}"
 
 
 def test_minilm_analysis_texts_do_not_overlap(browser, server):
     pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
     with opened_minilm(browser, f"{server}/?{minilm_link('analysis')}", DESKTOP) as page:
         found = overlaps(page)
-        shot(page, "layout_minilm_analysis_desktop.png")
-        assert found == [], f"the Analysis view has texts on top of each other: {found}"
+        screenshot(page, "layout_minilm_analysis_desktop.png")
+        assert found == [], f"the Analysis view has texts overlapping: {found}"
