@@ -3,8 +3,9 @@
 Streamlit fetches its plotly chunk (PlotlyChart.*.js, ~4.7 MB, half the page's JavaScript) the
 first time a plotly chart is drawn. The Attention view draws its grid on a canvas
 (tfviz.ui.widgets.canvas_charts) and app.first_paint sends it no plotly warm-up, so a page
-opened on it must not fetch the chunk; a chart that needs plotly (the enlarged head) still gets
-it, which shows that the check sees the chunk when it comes.
+opened on it must not fetch the chunk, nor its enlarged head (a canvas chart too); a view whose
+charts need plotly (Before/after W_o) still gets it, which shows that the check sees the chunk
+when it comes.
 
 The server and the browser are tests/test_browser.py's (its fixtures and skip rules).
 """
@@ -59,7 +60,13 @@ def test_the_toy_attention_page_fetches_plotly_only_when_a_chart_needs_it(browse
         )
         assert len(hover.inner_text().strip().splitlines()) >= 3, hover.inner_text()
 
-        enlarged = f"() => document.querySelector('{PLOT} .main-svg') !== null"
+        # The enlarged head is a canvas chart too (zoomable: tfviz.plots.attention_map).
+        enlarged = "() => document.querySelector('.st-key-attention_head [data-drawn]') !== null"
         rerun(page, page.get_by_text("Enlarge one head", exact=True).click, enlarged)
+        page.wait_for_timeout(500)
+        assert plotly_chunks(page) == [], "the enlarged head fetched Streamlit's plotly chunk"
+        # A view whose charts are plotly's gets the chunk: the check sees it when it comes.
+        shared.open_tab(page, "Before/after W_o")
+        page.wait_for_selector(f"{PLOT} .main-svg")
         # A fetch's entry is recorded a moment after the fetch ends.
         page.wait_for_function(f"() => ({SCRIPTS_JS})().some(([name]) => name.includes('{CHUNK}'))")

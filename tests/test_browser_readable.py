@@ -31,6 +31,7 @@ from tests.conftest import opened_app, resized
 from tests.test_browser import TIMEOUT_MS, assert_charts_drawn, screenshot
 from tfviz import plots
 from tfviz.hf import pretrained
+from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.browser
 app_exists, browser, server = shared.app_exists, shared.browser, shared.server
@@ -214,3 +215,73 @@ def test_minilm_on_the_log_scale_draws_decades_and_hovers_the_weight(browser, se
         T = len(tr.labels)
         lines = page.evaluate(HOVER_JS, [(T + 2) * 1 + 3, 5])  # head 1, query 3, key 5
         assert lines[-1] == f"weight {tr.attn[0, 1, 3, 5]:.3f}", lines
+
+
+# ---- a long input's whole map, zoomed: its labels thinned anew for the cells shown -------------
+
+# 114 word-pieces with [CLS] and [SEP]: the whole layer's map has room for every other label.
+LONG_TEXT = " ".join("the man reads a book near the river with a small dog and sings".split() * 8)
+WHOLE = ".st-key-attention_whole .tfviz-chart[data-drawn]"
+# The x labels a chart drew (its texts under the plot area, left of the colour bar), its zoom
+# and its every label, in page order.
+X_LABELS_JS = """
+(selector) => {
+  const div = document.querySelector(selector);
+  const L = div.__layout, bottom = L.box.t + L.ph, right = L.box.l + L.pw;
+  const drawn = div.__texts.filter((t) => t.y0 >= bottom - 1 && t.x0 <= right).map((t) => t.text);
+  return {drawn, zoom: div.__zoom || null, labels: div.__figure.layout.meta.labels};
+}
+"""
+
+
+def drag(page, selector: str, start: tuple[int, int], end: tuple[int, int]) -> None:
+    """Drag the mouse over a canvas chart from cell start to cell end ((row, col) each)."""
+    box = page.locator(f"{selector} canvas").bounding_box()
+    points = [
+        page.evaluate(
+            "([s, r, c]) => window.tfvizChart.cellAt(document.querySelector(s), 0, r, c)",
+            [selector, *cell],
+        )
+        for cell in (start, end)
+    ]
+    (x0, y0), (x1, y1) = [(box["x"] + x, box["y"] + y) for x, y in points]
+    page.mouse.move(x0, y0)
+    page.mouse.down()
+    page.mouse.move((x0 + x1) / 2, (y0 + y1) / 2)
+    page.mouse.move(x1, y1)
+    page.mouse.up()
+
+
+def test_a_zoomed_map_names_the_tokens_the_whole_map_had_no_room_for(browser, server):
+    """Issue 31: labels thinned by zoom. The whole layer's map of a long input labels every
+    other word-piece; dragged over 20 of them, it labels all 20 (and only those), its hover still
+    names each cell, and its button shows the whole map again, thinned as before."""
+    pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
+    from tests.test_browser import rerun
+
+    url = f"{server}/?" + urlencode({"model": MINILM, "sequence": LONG_TEXT, "view": "attention"})
+    first = dict(first=".st-key-similarity", first_timeout_ms=4 * TIMEOUT_MS)
+    with opened_app(browser, url, DESKTOP, **first) as page:
+        toggle = page.locator(".st-key-attn_whole label")
+        rerun(page, toggle.click, f"() => document.querySelector('{WHOLE}') !== null")
+        whole = page.evaluate(X_LABELS_JS, WHOLE)
+        labels = whole["labels"]
+        assert len(labels) == 114 and whole["zoom"] is None
+        assert 10 < len(whole["drawn"]) < len(labels), whole["drawn"]  # thinned to fit
+        drag(page, WHOLE, (40, 40), (59, 59))
+        zoomed = page.evaluate(X_LABELS_JS, WHOLE)
+        assert zoomed["zoom"] == {"xaxis": [39.5, 59.5], "yaxis": [59.5, 39.5]}  # y reversed
+        assert zoomed["drawn"] == labels[40:60]  # every one of them now, and no other
+        shown_before = [t for t in whole["drawn"] if t in labels[40:60]]
+        assert len(shown_before) < 20
+        hover = page.evaluate(
+            """(s) => { const div = document.querySelector(s);
+                        const [x, y] = window.tfvizChart.cellAt(div, 0, 45, 50);
+                        return window.tfvizChart.hoverAt(div, x, y); }""",
+            WHOLE,
+        )
+        assert hover[0].endswith(labels[45]) and hover[1].endswith(labels[50]), hover
+        screenshot(page, "readable_minilm_whole_zoomed_desktop.png")
+        page.get_by_role("button", name=translate("en", "common.show_whole")).click()
+        page.wait_for_function(f"() => !document.querySelector('{WHOLE}').__zoom")
+        assert page.evaluate(X_LABELS_JS, WHOLE)["drawn"] == whole["drawn"]

@@ -190,10 +190,33 @@
     return letter + "axis" + n;
   }
 
-  /* The ticks an axis draws: [[position, text lines], ...]. */
+  /* The ticks an axis draws: [[position, text lines], ...], those inside its range only. */
   function ticks(axis, ctx, size) {
+    var lo = Math.min(axis.range[0], axis.range[1]);
+    var hi = Math.max(axis.range[0], axis.range[1]);
+    return allTicks(axis, ctx, size, lo, hi);
+  }
+
+  function allTicks(axis, ctx, size, lo, hi) {
     var spec = axis.spec;
+    var inside = function (t) {
+      return t[0] >= lo && t[0] <= hi;
+    };
     if (spec.visible === false || spec.showticklabels === false) return [];
+    if (axis.category && axis.labels) {
+      // A zoomable map's every label (layout.meta.labels): thinned to what fits the range shown,
+      // so zooming in brings back the labels a whole map had no room for.
+      return thinned(
+        axis,
+        axis.categories
+          .map(function (c, i) {
+            return [i, lines(axis.labels[i]).join(" ")];
+          })
+          .filter(inside),
+        ctx,
+        size
+      );
+    }
     if (spec.tickvals) {
       var text = spec.ticktext || spec.tickvals.map(String);
       return thinned(
@@ -203,7 +226,7 @@
             return [value(axis, v), lines(text[i]).join(" ")];
           })
           .filter(function (t) {
-            return t[0] !== undefined;
+            return t[0] !== undefined && inside(t);
           }),
         ctx,
         size
@@ -212,9 +235,11 @@
     if (axis.category) {
       return thinned(
         axis,
-        axis.categories.map(function (c, i) {
-          return [i, lines(c).join(" ")];
-        }),
+        axis.categories
+          .map(function (c, i) {
+            return [i, lines(c).join(" ")];
+          })
+          .filter(inside),
         ctx,
         size
       );
@@ -297,7 +322,7 @@
   }
 
   /* Lay the figure out for a width: margins grown to fit tick labels where plotly would. */
-  function layoutFor(fig, width, ctx) {
+  function layoutFor(fig, width, ctx, zoom) {
     var layout = fig.layout || {};
     var margin = Object.assign({}, DEFAULT_MARGIN, layout.margin || {});
     var axes = {};
@@ -325,6 +350,14 @@
     Object.keys(axes).forEach(function (name) {
       finishAxis(axes[name]);
     });
+    if (zoomable(fig)) {
+      ["xaxis", "yaxis"].forEach(function (name) {
+        var axis = axes[name];
+        if (!axis) return;
+        if (axis.category && layout.meta.labels.length === axis.categories.length) axis.labels = layout.meta.labels;
+        if (zoom && zoom[name]) axis.range = zoom[name].slice();
+      });
+    }
     var cb = colourBar(layout);
     var height = layout.height || 450;
     // Margins that hold the main axes' labels and titles, as plotly's automargin grows them.
@@ -641,7 +674,7 @@
   function draw(div) {
     var began = performance.now();
     var canvas = div.__canvas;
-    var drawn = paint(div.__figure, canvas, div.clientWidth || 600, window.devicePixelRatio || 1);
+    var drawn = paint(div.__figure, canvas, div.clientWidth || 600, window.devicePixelRatio || 1, div.__zoom);
     var L = drawn.layout;
     var title = drawn.title;
     // A screen reader has no pixels to read: the canvas names its chart (title, block titles).
@@ -657,15 +690,16 @@
     div.__texts = drawn.texts;
     div.__width = L.width;
     div.setAttribute("data-drawn", "1");
+    if (div.__reset) div.__reset.style.display = div.__zoom ? "block" : "none";
     // For whoever waits for the chart (a test, bench/ui_latency's harness): it is drawn now.
     div.dispatchEvent(new CustomEvent("tfviz:drawn", { bubbles: true, detail: { began: began } }));
   }
 
   /* Draw fig on canvas, width CSS pixels wide, at dpr device pixels per CSS pixel; returns
    * its layout, its title and the texts drawn with their boxes. */
-  function paint(fig, canvas, width, dpr) {
+  function paint(fig, canvas, width, dpr, zoom) {
     var ctx = canvas.getContext("2d");
-    var L = layoutFor(fig, width, ctx);
+    var L = layoutFor(fig, width, ctx, zoom);
     canvas.width = Math.round(width * dpr);
     canvas.height = Math.round(L.height * dpr);
     canvas.style.width = width + "px";
@@ -681,6 +715,13 @@
       ctx.fillStyle = layout.plot_bgcolor;
       ctx.fillRect(L.box.l, L.box.t, L.pw, L.ph);
     }
+    ctx.save();
+    if (zoom) {
+      // Zoomed in: the cells beyond the range shown stay out of the margins.
+      ctx.beginPath();
+      ctx.rect(L.box.l, L.box.t, L.pw, L.ph);
+      ctx.clip();
+    }
     (fig.data || []).forEach(function (trace) {
       var x = L.axes[axisName(trace.xaxis, "x")];
       var y = L.axes[axisName(trace.yaxis, "y")];
@@ -688,6 +729,7 @@
       else if (trace.type === "bar") drawBars(ctx, trace, x, y);
       else if (trace.type === "scatter") drawScatter(ctx, trace, x, y);
     });
+    ctx.restore();
     Object.keys(L.axes).forEach(function (name) {
       drawAxis(ctx, L.axes[name], L);
     });
@@ -703,7 +745,7 @@
    * saved by the browser, nothing sent anywhere. */
   function savePng(div, name) {
     var canvas = document.createElement("canvas");
-    paint(div.__figure, canvas, div.clientWidth || 600, 2);
+    paint(div.__figure, canvas, div.clientWidth || 600, 2, div.__zoom);
     canvas.toBlob(function (blob) {
       var link = document.createElement("a");
       link.href = URL.createObjectURL(blob);
@@ -727,6 +769,7 @@
       var y = L.axes[axisName(trace.yaxis, "y")];
       var point = null;
       if (trace.type === "heatmap") {
+        if (px < L.box.l || px > L.box.l + L.pw || py < L.box.t || py > L.box.t + L.ph) return;
         var xs = trace.x || trace.z[0].map(function (_, i) { return i; });
         var ys = trace.y || trace.z.map(function (_, i) { return i; });
         var c = nearest(x, xs, fromPx(x, px));
@@ -793,6 +836,93 @@
     });
   }
 
+  /* A figure that asks to be zoomed (layout.dragmode "zoom", with every category's label in
+   * layout.meta.labels): tfviz.plots.attention_map, one head or a layer enlarged. */
+  function zoomable(fig) {
+    var layout = fig.layout || {};
+    return layout.dragmode === "zoom" && !!layout.meta && Array.isArray(layout.meta.labels);
+  }
+
+  /* The whole cells a drag from pixel a to pixel b covers on a category axis, as a range in
+   * the axis's own direction (a reversed axis stays reversed). */
+  function cellRange(axis, a, b) {
+    var u = fromPx(axis, a);
+    var v = fromPx(axis, b);
+    var n = axis.categories.length;
+    var lo = Math.max(0, Math.round(Math.min(u, v))) - 0.5;
+    var hi = Math.min(n - 1, Math.round(Math.max(u, v))) + 0.5;
+    return axis.range[0] > axis.range[1] ? [hi, lo] : [lo, hi];
+  }
+
+  /* Drag a rectangle over a zoomable chart to see those cells, their labels thinned anew for
+   * the room they have; double-click, or the button that then shows, to see it whole again. */
+  function attachZoom(div, resetLabel) {
+    var box = document.createElement("div");
+    box.className = "tfviz-zoombox";
+    div.appendChild(box);
+    if (resetLabel) {
+      // Named in the page's language (a button without a name is one a screen reader skips).
+      var reset = document.createElement("button");
+      reset.className = "tfviz-reset";
+      reset.type = "button";
+      reset.textContent = "\u27f2";
+      reset.title = resetLabel;
+      reset.setAttribute("aria-label", resetLabel);
+      reset.addEventListener("click", function () {
+        div.__zoom = null;
+        draw(div);
+      });
+      div.appendChild(reset);
+      div.__reset = reset;
+    }
+    var start = null;
+    var at = function (event) {
+      var rect = div.__canvas.getBoundingClientRect();
+      return [event.clientX - rect.left, event.clientY - rect.top];
+    };
+    var inPlot = function (p) {
+      var L = div.__layout;
+      return p[0] >= L.box.l && p[0] <= L.box.l + L.pw && p[1] >= L.box.t && p[1] <= L.box.t + L.ph;
+    };
+    var clamp = function (p) {
+      var L = div.__layout;
+      return [Math.min(Math.max(p[0], L.box.l), L.box.l + L.pw), Math.min(Math.max(p[1], L.box.t), L.box.t + L.ph)];
+    };
+    div.__canvas.addEventListener("mousedown", function (event) {
+      if (event.button !== 0 || !zoomable(div.__figure) || !inPlot(at(event))) return;
+      start = at(event);
+      event.preventDefault(); // no text selection while dragging
+    });
+    window.addEventListener("mousemove", function (event) {
+      if (!start) return;
+      var p = clamp(at(event));
+      box.style.display = "block";
+      box.style.left = Math.min(start[0], p[0]) + "px";
+      box.style.top = Math.min(start[1], p[1]) + "px";
+      box.style.width = Math.abs(p[0] - start[0]) + "px";
+      box.style.height = Math.abs(p[1] - start[1]) + "px";
+    });
+    window.addEventListener("mouseup", function (event) {
+      if (!start) return;
+      var p = clamp(at(event));
+      var from = start;
+      start = null;
+      box.style.display = "none";
+      if (Math.abs(p[0] - from[0]) < 5 || Math.abs(p[1] - from[1]) < 5) return; // a click
+      var L = div.__layout;
+      div.__zoom = {
+        xaxis: cellRange(L.axes.xaxis, from[0], p[0]),
+        yaxis: cellRange(L.axes.yaxis, from[1], p[1]),
+      };
+      draw(div);
+    });
+    div.__canvas.addEventListener("dblclick", function () {
+      if (!div.__zoom) return;
+      div.__zoom = null;
+      draw(div);
+    });
+  }
+
   var TYPED = {
     i1: Int8Array, u1: Uint8Array, i2: Int16Array, u2: Uint16Array,
     i4: Int32Array, u4: Uint32Array, f4: Float32Array, f8: Float64Array,
@@ -822,13 +952,20 @@
    * chart as file.png, labelled for a screen reader and a tooltip; none without it. */
   function mount(div, figure, save) {
     div.classList.add("tfviz-chart");
+    var before = div.__figure;
     div.__figure = { data: unpack(figure.data || []), layout: figure.layout || {} };
     div.__save = save;
+    // A zoom outlives a rerun that keeps the map's tokens (W_o switched, another head), not
+    // one that changes them (another text).
+    var same = before && JSON.stringify(((before.layout || {}).meta || {}).labels) ===
+      JSON.stringify((div.__figure.layout.meta || {}).labels);
+    if (!same) div.__zoom = null;
     if (!div.__canvas) {
       var canvas = document.createElement("canvas");
       div.appendChild(canvas);
       div.__canvas = canvas;
       attachHover(div);
+      attachZoom(div, save && save.reset);
       if (save) {
         // As plotly's camera: a button over the chart's corner that saves it as a picture.
         var button = document.createElement("button");

@@ -42,6 +42,10 @@ font:12px system-ui,sans-serif}
 .tfviz-save{position:absolute;top:2px;right:2px;opacity:.4;font:11px system-ui,sans-serif;
 color:#2a3f5f;background:#fff;border:1px solid #bbb;border-radius:3px;padding:1px 5px;
 cursor:pointer}.tfviz-chart:hover .tfviz-save,.tfviz-save:focus{opacity:1}
+.tfviz-zoombox{display:none;position:absolute;pointer-events:none;z-index:1;
+border:1px dashed #2a3f5f;background:rgba(42,63,95,.08)}
+.tfviz-reset{display:none;position:absolute;top:2px;right:3.2rem;font:13px system-ui,sans-serif;
+color:#2a3f5f;background:#fff;border:1px solid #bbb;border-radius:3px;padding:0 5px;cursor:pointer}
 """
 STYLE = (
     """
@@ -121,6 +125,8 @@ LITE_TRACES = {
     },
 }
 LITE_LAYOUT = {
+    "dragmode",  # "zoom": a map standalone.js lets a reader zoom into (with meta's labels)
+    "meta",
     "title",
     "height",
     "margin",
@@ -188,6 +194,7 @@ LITE_VALUES = {  # (part, key) -> the values standalone.js knows
     ("annotation", "showarrow"): {False},
     ("axis", "type"): {"category", "linear", "-"},
     ("axis", "autorange"): {"reversed", True},
+    ("layout", "dragmode"): {"zoom"},
 }
 AXIS_NAME = re.compile(r"[xy]axis\d*")
 
@@ -218,6 +225,8 @@ def unsupported(figure: go.Figure | dict) -> list[str]:
             check("axis", value, LITE_AXIS)
         elif key not in LITE_LAYOUT:
             out.append(f"layout.{key}")
+        elif ("layout", key) in LITE_VALUES and value not in LITE_VALUES[("layout", key)]:
+            out.append(f"layout.{key}={value!r}")
     layout = data.get("layout", {})
     if "coloraxis" in layout:
         check("coloraxis", layout["coloraxis"], LITE_PARTS["coloraxis"])

@@ -84,7 +84,8 @@ export default function ({ parentElement, data }) {
   while (grid.children.length > data.figures.length) grid.lastChild.remove();
   data.figures.forEach((figure, i) => {
     const div = grid.children[i] || grid.appendChild(document.createElement("div"));
-    window.tfvizChart.mount(div, figure, { file: data.files[i], label: data.save });
+    const save = { file: data.files[i], label: data.save, reset: data.reset };
+    window.tfvizChart.mount(div, figure, save);
   });
 }
 """
@@ -115,7 +116,13 @@ def canvas_charts(figures: Sequence, key: str, columns: int) -> None:
         return
     model = state.MODEL.get()
     files = [chart_file_name(f"{key}_{c}", model) for c in range(len(figures))]
-    data = {"columns": columns, "figures": shown, "files": files, "save": t("common.save_png")}
+    data = {
+        "columns": columns,
+        "figures": shown,
+        "files": files,
+        "save": t("common.save_png"),
+        "reset": t("common.show_whole"),  # a zoomed map's button (tfviz.plots.attention_map)
+    }
     _canvas_charts(data=data, key=key)
 
 

@@ -35,7 +35,7 @@ from tfviz.ui.i18n import current, t
 from tfviz.ui.standalone import download_button
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, per_model
-from tfviz.ui.widgets import chart, drop_stale_index, index_picker, plot_words
+from tfviz.ui.widgets import canvas_charts, drop_stale_index, index_picker, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = per_model(
@@ -95,7 +95,8 @@ def whole_layer(tr, layer: int) -> None:
         figure = plots.attention_map(
             tr.shown(mean), tr.labels, title=title, words=plot_words(), scale=scale
         )
-        chart(figure, "attention_whole")
+        canvas_charts([figure], "attention_whole", columns=1)  # zoomable, labels thinned anew
+        st.caption(t("attention.zoom_hint"))
     drop_stale_index("attn_rank_query", T)
     drop_stale_index("attn_rank_head", H + 1)
     left, right = st.columns(2)
@@ -200,16 +201,15 @@ def render(view: View) -> None:
             head = b.selectbox(
                 t("attention.head"), range(tr.n_heads), format_func=head_label, key="attn_head"
             )
-            chart(
-                plots.attention_map(
-                    tr.shown(tr.attn[layer, head]),
-                    tr.labels,
-                    title=layer_head_label(layer, head),
-                    words=plot_words(),
-                    scale=scale,
-                ),
-                key="attention_head",
+            figure = plots.attention_map(
+                tr.shown(tr.attn[layer, head]),
+                tr.labels,
+                title=layer_head_label(layer, head),
+                words=plot_words(),
+                scale=scale,
             )
+            canvas_charts([figure], "attention_head", columns=1)  # zoomable, as the whole map
+            st.caption(t("attention.zoom_hint"))
             enlarged = (layer, head)
     with right:
         st.caption(t("attention.csv_intro"))
