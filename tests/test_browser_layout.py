@@ -106,6 +106,17 @@ def overlaps(page) -> list:
 # Each test opens one page and checks it on each screen in turn (tests.conftest.resized).
 
 
+def clear_on_every_screen(page, shot: str, what: str, more=lambda screen: None) -> None:
+    """The page on each screen in turn: no two texts of its charts overlap there, its
+    screenshot is shot_<screen>.png, and more(screen) holds (the test's own checks)."""
+    for screen, size in SCREENS.items():
+        resized(page, size)
+        found = overlaps(page)
+        screenshot(page, f"{shot}_{screen}.png")
+        assert found == [], f"{screen}: {what} has texts overlapping: {found}"
+        more(screen)
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_lesson_maps_titles_head_names_and_axis_titles_do_not_overlap(browser, server, lang):
     link = urlencode({"view": "lessons", "step": 1, "lang": lang})
@@ -122,11 +133,7 @@ def test_the_lesson_maps_titles_head_names_and_axis_titles_do_not_overlap(browse
         two_charts = f"() => document.querySelectorAll('{PLOT}').length >= 2"
         rerun(page, show.click, two_charts)
         quiet(page)
-        for screen, size in SCREENS.items():
-            resized(page, size)
-            found = overlaps(page)
-            screenshot(page, f"layout_lesson1_{lang}_{screen}.png")
-            assert found == [], f"{screen}: the model's map has texts overlapping: {found}"
+        clear_on_every_screen(page, f"layout_lesson1_{lang}", "the model's map")
 
 
 @contextmanager
@@ -154,11 +161,8 @@ def test_minilm_heads_are_laid_out_with_labels_that_fit(browser, server, lang):
     assert len(pieces) == 12, pieces
     link = minilm_link("attention", lang=lang)
     with opened_minilm(browser, f"{server}/?{link}", DESKTOP) as page:
-        for screen, size in SCREENS.items():
-            resized(page, size)
-            found = overlaps(page)
-            screenshot(page, f"layout_minilm_attention_{lang}_{screen}.png")
-            assert found == [], f"{screen}: the attention grid has texts overlapping: {found}"
+
+        def every_head_and_piece_labelled(screen: str) -> None:
             # Every head and the mean is titled, and each of the 12 word-pieces labels the
             # columns: the columns of heads are canvas charts, which note what they drew.
             texts = page.evaluate(CANVAS_TEXTS_JS)
@@ -168,16 +172,15 @@ def test_minilm_heads_are_laid_out_with_labels_that_fit(browser, server, lang):
             for piece in pieces:
                 assert texts.count(piece) >= 2, (screen, piece, texts)  # a row's and a column's
 
+        shot, what = f"layout_minilm_attention_{lang}", "the attention grid"
+        clear_on_every_screen(page, shot, what, every_head_and_piece_labelled)
+
 
 def test_minilm_compare_view_texts_do_not_overlap(browser, server):
     pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
     link = minilm_link("w_o_off", w_o_mode="identity")
     with opened_minilm(browser, f"{server}/?{link}", DESKTOP) as page:
-        for screen, size in SCREENS.items():
-            resized(page, size)
-            found = overlaps(page)
-            screenshot(page, f"layout_minilm_compare_{screen}.png")
-            assert found == [], f"{screen}: the compare view has texts overlapping: {found}"
+        clear_on_every_screen(page, "layout_minilm_compare", "the compare view")
 
 
 def test_minilm_before_after_w_o_texts_do_not_overlap(browser, server):
@@ -192,11 +195,8 @@ def test_minilm_before_after_w_o_texts_do_not_overlap(browser, server):
 
 def test_the_toy_attention_grid_texts_do_not_overlap(browser, server):
     with opened_app(browser, f"{server}/?view=attention", DESKTOP) as page:
-        for screen, size in SCREENS.items():
-            resized(page, size)
-            found = overlaps(page)
-            screenshot(page, f"layout_toy_attention_{screen}.png")
-            assert found == [], f"{screen}: the toy grid has texts overlapping: {found}"
+
+        def every_query_labelled(screen: str) -> None:
             # The grid is a canvas chart: on a phone its key labels are thinned to what fits
             # (they were ~4 px apart); every query label stays.
             drawn, queries = page.evaluate(
@@ -206,6 +206,8 @@ def test_the_toy_attention_grid_texts_do_not_overlap(browser, server):
                 }"""
             )
             assert all(label in drawn for label in queries), (screen, queries, drawn)
+
+        clear_on_every_screen(page, "layout_toy_attention", "the toy grid", every_query_labelled)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
