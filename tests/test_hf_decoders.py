@@ -360,3 +360,72 @@ def test_an_untied_embedding_stays_in_its_stored_half_precision(built, tmp_path)
         assert torch.allclose(model(ids).logits, rounded(input_ids=ids).logits, atol=TOL)
     tied = hf.open_folder(built["gpt2"][1]).model  # a tied table is multiplied: float32
     assert tied.embed.weight.dtype == torch.float32
+
+
+# ---- a Llama folder with SentencePiece's tokenizer.json (as Llama's own and most made elsewhere)
+
+SP_TEXTS = ["the lazy fox 我爱 jumps", "hello class", "é ü x", "W_o mixes heads"]
+
+
+def sentencepiece_llama(folder: Path):
+    """A tiny Llama saved with transformers' LlamaTokenizerFast over a SentencePiece-style BPE
+    (spaces as "▁" by the normaliser, no pre-tokeniser, byte fallback: a character outside the
+    vocabulary is its UTF-8 bytes, "<0xC3>" "<0xA9>"), as Llama's own tokenizer.json is."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, trainers
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.decoder = decoders.Sequence(
+        [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+         decoders.Strip(" ", 1, 0)]
+    )  # fmt: skip
+    specials = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    corpus = ["the quick brown fox jumps over the lazy dog", "attention heads mix", "我爱北京"]
+    trainer = trainers.BpeTrainer(vocab_size=380, special_tokens=specials, initial_alphabet=[])
+    tok.train_from_iterator(corpus * 20, trainer)
+    fast = transformers.LlamaTokenizerFast(
+        tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+        add_bos_token=True,  # as Llama's tokenizer_config.json says
+    )  # fmt: skip
+    fast.save_pretrained(folder)
+    cfg = transformers.LlamaConfig(
+        vocab_size=len(fast), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        bos_token_id=1, eos_token_id=2, attn_implementation="eager",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    model.save_pretrained(folder, safe_serialization=True)
+    return model, transformers.AutoTokenizer.from_pretrained(folder)
+
+
+def test_a_llama_with_a_sentencepiece_tokenizer_opens_and_agrees(tmp_path):
+    """What transformers saves for a Llama with SentencePiece-style pieces: tfviz reads the same
+    ids, the same logits and the same greedy continuation, and shows a character spelled as
+    bytes as the character ("é", "…"), with the exact pieces kept for the hover."""
+    from tfviz.core.trace import run_trace
+    from tfviz.hf.causal_lm import greedy_continuation
+
+    model, fast = sentencepiece_llama(tmp_path / "llama-sp")
+    loaded = hf.open_folder(tmp_path / "llama-sp")
+    task = hf.NextTokenTask(loaded.tokenizer)
+    for text in SP_TEXTS:
+        ids = list(loaded.tokenizer.encode(text).ids)
+        assert ids == fast(text).input_ids, text  # the BOS and every piece
+        with torch.no_grad():
+            want = model(torch.tensor([ids])).logits[0]
+            got = loaded.model(torch.tensor([ids])).logits[0]
+        assert (got - want).abs().max() <= TOL, text
+        ours = greedy_continuation(loaded.model, ids, 8)
+        theirs = model.generate(torch.tensor([ids]), max_new_tokens=8, do_sample=False)
+        assert ours == theirs[0, len(ids) :].tolist(), text
+        assert loaded.tokenizer.decode_ids(ours) == fast.decode(ours)
+    labels = run_trace(loaded.model, task, "é ü x").labels
+    shown = ["<s>", "▁ (1)", "é", "… (3)", "▁ (4)", "ü", "… (6)", "▁ (7)", "x"]
+    assert [str(label) for label in labels] == shown
+    assert labels[2].spelled == "<0xC3>" and labels[3].spelled == "<0xA9>"  # the hover's
+    # A byte piece alone (a next-token answer): its character where one byte is one, else as
+    # spelled, never "\ufffd".
+    byte_a, byte_c3 = (fast.convert_tokens_to_ids(p) for p in ("<0x41>", "<0xC3>"))
+    assert loaded.tokenizer.piece_text(byte_a) == "A"
+    assert loaded.tokenizer.piece_text(byte_c3) == "<0xC3>"

@@ -17,6 +17,7 @@ decoded instead (shown_pieces): ids, and so everything the model reads, are unch
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,6 +135,10 @@ class PieceTokenizer:
         self.vocab_size = max(full.get_vocab(with_added_tokens=True).values(), default=-1) + 1
         self._full = full
         self.byte_level = _is_byte_level(spec)
+        # SentencePiece's byte fallback (Llama's tokenizer.json): a character outside the
+        # vocabulary is spelled as its UTF-8 bytes, one piece each ("<0xE6>").
+        model = spec.get("model")
+        self.byte_fallback = isinstance(model, dict) and model.get("byte_fallback") is True
         if max_pieces < len(self.before) + len(self.after) + 1:
             raise ValueError("max_pieces must leave room for [CLS], one piece and [SEP]")
         self.max_pieces = max_pieces
@@ -278,6 +283,11 @@ class PieceTokenizer:
             piece = self._full.id_to_token(piece_id)
             if piece and all(c in _BYTE_OF for c in piece):
                 return shown_piece(piece)
+        if self.byte_fallback:
+            piece = self._full.id_to_token(piece_id) or ""
+            if BYTE_PIECE.fullmatch(piece):  # alone a byte says a character only below 0x80
+                byte = int(piece[3:5], 16)
+                return _visible(chr(byte)) if byte < 0x80 else piece
         return self._full.decode([piece_id], skip_special_tokens=False).strip()
 
     def decode_ids(self, ids: list[int]) -> str:
@@ -341,6 +351,8 @@ class PieceTokenizer:
             # Decoded over the whole text before any cut: a character split across pieces is
             # shown by the piece holding its first byte, whatever is cut after it.
             all_pieces = shown_pieces(all_pieces, self.mask_id, all_ids)
+        elif self.byte_fallback:
+            all_pieces = shown_fallback_pieces(all_pieces)
         if not all_ids:
             raise InputError("no_pieces")
         sp = self.specials
@@ -440,6 +452,7 @@ _BYTE_OF = {chr(b): b for b in _PRINTABLE} | {
     chr(0x100 + n): b for n, b in enumerate(b for b in range(256) if b not in _PRINTABLE)
 }
 WORD_START = "▁"  # shown for a space in a byte-level piece (" cat" -> "▁cat")
+BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # a SentencePiece byte-fallback piece
 CONTINUED = "…"  # shown for the rest of a character whose first byte an earlier piece holds
 
 
@@ -482,8 +495,27 @@ def shown_pieces(pieces: list[str], mask_id: int | None, ids: list[int]) -> list
     return out
 
 
-def _decode_run(out: list[str], run: list[int]) -> None:
-    data = [bytes(_BYTE_OF[c] for c in out[n]) for n in run]
+def shown_fallback_pieces(pieces: list[str]) -> list[str]:
+    """SentencePiece byte-fallback pieces as readable text: "<0xE6>", "<0x88>", "<0x91>" -> "我",
+    "…", "…", as shown_pieces shows a byte-level BPE's (a character outside the vocabulary,
+    spelled as its UTF-8 bytes, one piece each). Every other piece is left as it is."""
+    out = list(pieces)
+    run: list[int] = []  # positions of the current run of byte pieces
+    for n, piece in enumerate([*pieces, ""]):
+        if BYTE_PIECE.fullmatch(piece):
+            run.append(n)
+            continue
+        if run:
+            _decode_run(out, run, [bytes([int(out[k][3:5], 16)]) for k in run])
+            run = []
+    return out
+
+
+def _decode_run(out: list[str], run: list[int], data: list[bytes] | None = None) -> None:
+    """The pieces at run, whose bytes are data (byte-level pieces' own by default), shown as
+    the characters they spell: each by the piece holding its first byte, "…" for the rest."""
+    if data is None:
+        data = [bytes(_BYTE_OF[c] for c in out[n]) for n in run]
     try:
         text = b"".join(data).decode("utf-8")
     except UnicodeDecodeError:  # not the bytes of a text (cannot come from encode): as spelled
