@@ -483,39 +483,42 @@ def shown_pieces(pieces: list[str], mask_id: int | None, ids: list[int]) -> list
     read left to right spell the text once, never a replacement character. A piece outside the
     byte alphabet (the mask token) is left as it is.
     """
-    out = list(pieces)
-    run: list[int] = []  # positions of the current run of byte pieces
-    for n, (piece, i) in enumerate([*zip(pieces, ids, strict=True), ("", None)]):
-        if piece and i != mask_id and all(c in _BYTE_OF for c in piece):
-            run.append(n)
-            continue
-        if run:
-            _decode_run(out, run)
-            run = []
-    return out
+
+    def byte_piece(piece: str, i: int | None) -> bool:
+        return i != mask_id and all(c in _BYTE_OF for c in piece)
+
+    return _shown_runs(pieces, ids, byte_piece, lambda p: bytes(_BYTE_OF[c] for c in p))
 
 
 def shown_fallback_pieces(pieces: list[str]) -> list[str]:
     """SentencePiece byte-fallback pieces as readable text: "<0xE6>", "<0x88>", "<0x91>" -> "我",
     "…", "…", as shown_pieces shows a byte-level BPE's (a character outside the vocabulary,
     spelled as its UTF-8 bytes, one piece each). Every other piece is left as it is."""
+
+    def byte_piece(piece: str, _: int | None) -> bool:
+        return BYTE_PIECE.fullmatch(piece) is not None
+
+    return _shown_runs(pieces, [None] * len(pieces), byte_piece, lambda p: bytes([int(p[3:5], 16)]))
+
+
+def _shown_runs(pieces: list[str], ids: list, is_byte_piece, bytes_of) -> list[str]:
+    """pieces with each run of byte pieces (is_byte_piece(piece, id)) shown as the characters
+    their bytes (bytes_of(piece)) spell; every other piece as it is."""
     out = list(pieces)
     run: list[int] = []  # positions of the current run of byte pieces
-    for n, piece in enumerate([*pieces, ""]):
-        if BYTE_PIECE.fullmatch(piece):
+    for n, (piece, i) in enumerate([*zip(pieces, ids, strict=True), ("", None)]):
+        if piece and is_byte_piece(piece, i):
             run.append(n)
             continue
         if run:
-            _decode_run(out, run, [bytes([int(out[k][3:5], 16)]) for k in run])
+            _decode_run(out, run, [bytes_of(out[k]) for k in run])
             run = []
     return out
 
 
-def _decode_run(out: list[str], run: list[int], data: list[bytes] | None = None) -> None:
-    """The pieces at run, whose bytes are data (byte-level pieces' own by default), shown as
-    the characters they spell: each by the piece holding its first byte, "…" for the rest."""
-    if data is None:
-        data = [bytes(_BYTE_OF[c] for c in out[n]) for n in run]
+def _decode_run(out: list[str], run: list[int], data: list[bytes]) -> None:
+    """The pieces at run, whose bytes are data, shown as the characters they spell: each by
+    the piece holding its first byte, "…" for the rest."""
     try:
         text = b"".join(data).decode("utf-8")
     except UnicodeDecodeError:  # not the bytes of a text (cannot come from encode): as spelled

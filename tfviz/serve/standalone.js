@@ -192,32 +192,17 @@
 
   /* The ticks an axis draws: [[position, text lines], ...], those inside its range only. */
   function ticks(axis, ctx, size) {
+    var spec = axis.spec;
     var lo = Math.min(axis.range[0], axis.range[1]);
     var hi = Math.max(axis.range[0], axis.range[1]);
-    return allTicks(axis, ctx, size, lo, hi);
-  }
-
-  function allTicks(axis, ctx, size, lo, hi) {
-    var spec = axis.spec;
     var inside = function (t) {
       return t[0] >= lo && t[0] <= hi;
     };
     if (spec.visible === false || spec.showticklabels === false) return [];
-    if (axis.category && axis.labels) {
-      // A zoomable map's every label (layout.meta.labels): thinned to what fits the range shown,
-      // so zooming in brings back the labels a whole map had no room for.
-      return thinned(
-        axis,
-        axis.categories
-          .map(function (c, i) {
-            return [i, lines(axis.labels[i]).join(" ")];
-          })
-          .filter(inside),
-        ctx,
-        size
-      );
-    }
-    if (spec.tickvals) {
+    // A zoomable map gives every category's label (layout.meta.labels) instead of a few ticks:
+    // thinned to what fits the range shown, so zooming in brings back labels a whole map had
+    // no room for.
+    if (spec.tickvals && !axis.labels) {
       var text = spec.ticktext || spec.tickvals.map(String);
       return thinned(
         axis,
@@ -237,7 +222,7 @@
         axis,
         axis.categories
           .map(function (c, i) {
-            return [i, lines(c).join(" ")];
+            return [i, lines(axis.labels ? axis.labels[i] : c).join(" ")];
           })
           .filter(inside),
         ctx,
@@ -769,7 +754,7 @@
       var y = L.axes[axisName(trace.yaxis, "y")];
       var point = null;
       if (trace.type === "heatmap") {
-        if (px < L.box.l || px > L.box.l + L.pw || py < L.box.t || py > L.box.t + L.ph) return;
+        if (!inPlot(L, [px, py])) return;
         var xs = trace.x || trace.z[0].map(function (_, i) { return i; });
         var ys = trace.y || trace.z.map(function (_, i) { return i; });
         var c = nearest(x, xs, fromPx(x, px));
@@ -836,6 +821,11 @@
     });
   }
 
+  /* Whether pixel p ([x, y] in the canvas) is inside layout L's plot area. */
+  function inPlot(L, p) {
+    return p[0] >= L.box.l && p[0] <= L.box.l + L.pw && p[1] >= L.box.t && p[1] <= L.box.t + L.ph;
+  }
+
   /* A figure that asks to be zoomed (layout.dragmode "zoom", with every category's label in
    * layout.meta.labels): tfviz.plots.attention_map, one head or a layer enlarged. */
   function zoomable(fig) {
@@ -880,16 +870,12 @@
       var rect = div.__canvas.getBoundingClientRect();
       return [event.clientX - rect.left, event.clientY - rect.top];
     };
-    var inPlot = function (p) {
-      var L = div.__layout;
-      return p[0] >= L.box.l && p[0] <= L.box.l + L.pw && p[1] >= L.box.t && p[1] <= L.box.t + L.ph;
-    };
     var clamp = function (p) {
       var L = div.__layout;
       return [Math.min(Math.max(p[0], L.box.l), L.box.l + L.pw), Math.min(Math.max(p[1], L.box.t), L.box.t + L.ph)];
     };
     div.__canvas.addEventListener("mousedown", function (event) {
-      if (event.button !== 0 || !zoomable(div.__figure) || !inPlot(at(event))) return;
+      if (event.button !== 0 || !zoomable(div.__figure) || !inPlot(div.__layout, at(event))) return;
       start = at(event);
       event.preventDefault(); // no text selection while dragging
     });
