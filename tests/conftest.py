@@ -197,7 +197,7 @@ APP_ELEMENT = '[data-testid="stApp"]'
 APP_IDLE = f'{APP_ELEMENT}[data-test-script-state="notRunning"]'
 # Streamlit's page mounts its app element as soon as its code has loaded, before any script run
 # (a second or two here; no model or server work in it).
-APP_MOUNT_MS = 20_000
+APP_MOUNT_MS = 10_000
 CODE = '.st-key-prediction [data-testid="stCode"]'  # st.container(key="prediction")
 EXCEPTION = '[data-testid="stException"]'
 # Any chart drawn: a plotly chart's svg, or a canvas chart (tfviz.ui.widgets.canvas_charts) marked
@@ -242,14 +242,35 @@ QUIET_MS = 300  # no DOM change for this long after a run: it is drawn
 CHUNK_FAILED_JS = (
     "() => document.body.innerText.includes('Failed to fetch dynamically imported module')"
 )
-# What opened_app's first wait ends on: the first run's element (a CSS selector), or that error.
-FIRST_OR_CHUNK_FAILED_JS = f"sel => document.querySelector(sel) !== null || ({CHUNK_FAILED_JS})()"
 
 
 def refuse_chunk_failure(page) -> None:
     """AssertionError when a widget on the page shows that its code did not load."""
     if page.evaluate(CHUNK_FAILED_JS):
         raise AssertionError("a component's code did not load in the browser")
+
+
+CHUNK_CHECK_MS = 2_000
+
+
+def drawn(page, selector: str, timeout_ms: int | None = None) -> None:
+    """Wait for selector to be visible, as wait_for_selector does, but end at once, with
+    refuse_chunk_failure's error, when a widget shows that its code did not load: such a page
+    never draws what the widget holds, and a whole timeout (60 s) used to go by before it was
+    opened again. Looked for every CHUNK_CHECK_MS, between waits that return the moment the
+    element shows (a polled wait made every page open wait up to one poll longer)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    end = time.monotonic() + (timeout_ms or TIMEOUT_MS) / 1000
+    while True:
+        left_ms = (end - time.monotonic()) * 1000
+        try:
+            page.wait_for_selector(selector, timeout=max(1, min(CHUNK_CHECK_MS, left_ms)))
+            return
+        except PlaywrightTimeout:
+            refuse_chunk_failure(page)
+            if left_ms <= CHUNK_CHECK_MS:
+                raise
 
 
 # The browser tests' servers, by address: a first page that never draws is reported with what
@@ -338,15 +359,9 @@ def opened_app(
             # A page whose own code never ran stays blank: no app element, no text (seen in two
             # CI runs in five). It is opened again after APP_MOUNT_MS, not the whole timeout.
             page.wait_for_selector(APP_ELEMENT, state="attached", timeout=APP_MOUNT_MS)
-            # A widget whose code did not load never draws what it holds: seen as soon as the
-            # error shows, not after the whole timeout.
-            page.wait_for_function(
-                FIRST_OR_CHUNK_FAILED_JS, arg=first, timeout=first_timeout_ms, polling=250
-            )
-            refuse_chunk_failure(page)
-            page.wait_for_selector(first, timeout=first_timeout_ms)
-            page.wait_for_selector(APP_IDLE, timeout=first_timeout_ms)
-            page.wait_for_selector(CHART_DRAWN)
+            drawn(page, first, first_timeout_ms)
+            drawn(page, APP_IDLE, first_timeout_ms)
+            drawn(page, CHART_DRAWN)
             if settle:
                 quiet(page)
             refuse_chunk_failure(page)
@@ -379,5 +394,5 @@ def go_to(page, url: str, *, first: str = CODE) -> None:
     """An open page sent to url (a new session: a language link), waited for as opened_app waits
     for its first run: what that run draws, then the app idle."""
     page.goto(url)
-    page.wait_for_selector(first)
-    page.wait_for_selector(APP_IDLE)
+    drawn(page, first)
+    drawn(page, APP_IDLE)
