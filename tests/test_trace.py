@@ -330,11 +330,26 @@ def test_top_next_a_few_rows_at_a_time_equals_the_softmax_over_all():
     torch.testing.assert_close(probs, want.values, rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("bias", [True, False])
+def test_the_top_k_from_the_best_blocks_is_topk():
+    torch.manual_seed(0)
+    k = trace.TOP_K
+    logits = torch.randn(2, 7, 40 * trace.BLOCK) * 3
+    # Rows whose k best share one block, and rows whose k best are in k different blocks.
+    logits[0, 0, 5 * trace.BLOCK : 5 * trace.BLOCK + k] = torch.arange(k) + 20.0
+    logits[0, 1, :: trace.BLOCK] = 30.0 + torch.arange(40.0)
+    for x in (logits, logits[0, 0], logits[..., : 3 * trace.BLOCK - 1]):  # (and plain topk)
+        values, ids = trace.top_k_by_blocks(x, k)
+        want = x.topk(k, dim=-1)
+        assert torch.equal(values, want.values) and torch.equal(ids, want.indices)
+
+
+@pytest.mark.parametrize("bias", [True, False, "zero"])
 def test_the_heads_top_next_a_vocabulary_slice_at_a_time_equals_the_whole_logits(bias):
     torch.manual_seed(0)
     V = 2 * trace.VOCAB_AT_ONCE + 123  # the last slice shorter than the others
-    head = torch.nn.Linear(24, V, bias=bias)
+    head = torch.nn.Linear(24, V, bias=bias is not False)
+    if bias == "zero":  # a decoder's head: a zero bias, left out of the product
+        torch.nn.init.zeros_(head.bias)
     hidden = torch.randn(40, 24) * 3
     ids, probs = trace.head_top_next(hidden, head)
     want_ids, want_probs = trace.top_next(head(hidden))

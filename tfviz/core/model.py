@@ -133,10 +133,10 @@ class MultiHeadAttention(nn.Module):
         sw: LayerSwitches,
         trace: bool,
         rotary: tuple[Tensor, Tensor] | None = None,
-        attn_into: Tensor | None = None,
+        into: dict[str, Tensor] | None = None,
     ) -> tuple[Tensor, dict | None]:
-        """attn_into: (B, H, T, T) where a traced pass without gradients writes its softmax
-        weights (a slice of the trace's stacked attention: keep_stacked)."""
+        """into: this layer's slices of the trace's stacked sites (run_layers), where a traced
+        pass writes its softmax weights, concat and attn_out as it makes them (written_to)."""
         H, d_k = self.n_heads, self.d_k
         packed = pad_mask if isinstance(pad_mask, Packing) else None
         if packed is None:
@@ -182,11 +182,10 @@ class MultiHeadAttention(nn.Module):
                 scores.add_(key_bias.masked_fill_(pad_mask, float("-inf"))[:, None, None])
             if self.causal:
                 scores.add_(causal_bias(T_grid, scores.dtype, scores.device))
-            # Written straight into the trace's buffer when no gradient needs the weights: the
-            # largest site of a trace then costs no copy.
-            in_place = attn_into is not None and not (
-                torch.is_grad_enabled() and scores.requires_grad
-            )
+            # Written straight into the trace's buffer: the largest site of a trace then costs
+            # no copy.
+            attn_into = written_to(into, "attn", scores)
+            in_place = attn_into is not None
             attn = torch.softmax(scores, -1, out=attn_into) if in_place else F.softmax(scores, -1)
             if pad_mask is not None and packed is None:  # (a packing's examples all have a key)
                 # a query with every key padded attends to nothing
@@ -213,7 +212,14 @@ class MultiHeadAttention(nn.Module):
             # per-head terms z_h W_O^h still add up to attn_out.
             z = z[:, list(sw.order)]
         # (B, T, D), packed (R, M, D): heads side by side
-        concat = z.transpose(1, 2).reshape(B, T, D) if packed is None else from_grid(packed, z)
+        concat_into = written_to(into, "concat", z)
+        if packed is not None:
+            concat = from_grid(packed, z)
+        elif concat_into is not None:  # the heads copied side by side once, into the trace
+            concat = concat_into
+            concat.view(B, T, H, d_k).copy_(z.transpose(1, 2))
+        else:
+            concat = z.transpose(1, 2).reshape(B, T, D)
         # The map is resolved once per pass (Interventions.resolve) and remembered across
         # passes; identity and zero skip the matmul so that "W_o off" passes concat on exactly.
         if sw.mode == "identity":
@@ -221,7 +227,13 @@ class MultiHeadAttention(nn.Module):
         elif sw.mode == "zero":
             attn_out = torch.zeros_like(concat)
         else:
-            attn_out = linear(concat, *self.applied(sw))
+            W, b = self.applied(sw)
+            out = written_to(into, "attn_out", concat, W, b)
+            if out is None:
+                attn_out = linear(concat, W, b)
+            else:  # nn.Linear's own product (addmm), made in the trace's buffer
+                attn_out = torch.addmm(b, concat.view(-1, D), W.t(), out=out.view(-1, D))
+                attn_out = out
         if sw.out_gate is not None:
             # Zeroing a slice of W_o's output: after W_o that slice mixes every head (a common
             # mistake when "ablating a head"); offered so the app can show the difference.
@@ -308,17 +320,18 @@ class EncoderLayer(nn.Module):
         sw: LayerSwitches,
         trace: bool,
         rotary: tuple[Tensor, Tensor] | None = None,
-        attn_into: Tensor | None = None,
+        into: dict[str, Tensor] | None = None,
     ) -> tuple[Tensor, LayerTrace | None]:
         resid_pre = x
         if self.pre_norm:
-            a, parts = self.attn(layer_norm(x, self.norm1), pad_mask, sw, trace, rotary, attn_into)
-            x = x + self.dropout(a)
+            a, parts = self.attn(layer_norm(x, self.norm1), pad_mask, sw, trace, rotary, into)
+            x = residual_add(x, self.dropout(a), written_to(into, "resid_mid", x, a))
             resid_mid = x
             if self.has_ffn:
-                x = x + self.dropout(self.ff(layer_norm(x, self.norm2)))
+                f = self.dropout(self.ff(layer_norm(x, self.norm2)))
+                x = residual_add(x, f, written_to(into, "resid_out", x, f))
         else:
-            a, parts = self.attn(x, pad_mask, sw, trace, rotary, attn_into)
+            a, parts = self.attn(x, pad_mask, sw, trace, rotary, into)
             x = layer_norm(x + self.dropout(a), self.norm1)
             resid_mid = x
             if self.has_ffn:
@@ -507,13 +520,14 @@ class Encoder(nn.Module):
         )
         layer_traces, stacked = [], {}
         if trace and not isinstance(pad_mask, Packing):
-            (B, T, _), H = x.shape, self.config.n_heads
-            stacked["attn"] = x.new_empty((len(self.layers), B, H, T, T))
+            (B, T, D), H, L = x.shape, self.config.n_heads, len(self.layers)
+            stacked = {name: x.new_empty((L, B, H, T, T) if name == "attn" else (L, B, T, D))
+                       for name in STACKED}  # fmt: skip
         for i, (layer, sw) in enumerate(zip(self.layers, plan.layers, strict=True)):
-            into = stacked["attn"][i] if stacked else None
+            into = {name: t[i] for name, t in stacked.items()} if stacked else None
             x, lt = layer(x, pad_mask, sw, trace, rotary, into)
             if lt is not None:
-                lt = keep_stacked(stacked, i, len(self.layers), lt)
+                lt = keep_stacked(stacked, i, lt)
             layer_traces.append(lt)
         return layer_norm(x, self.norm_f), layer_traces, stacked
 
@@ -541,21 +555,33 @@ class Encoder(nn.Module):
         return EncoderOutput(logits=linear(x, self.head) if cfg.n_out else x, trace=None)
 
 
-def keep_stacked(stacked: dict[str, Tensor], i: int, n_layers: int, lt: LayerTrace) -> LayerTrace:
-    """Layer i's trace copied into stacked (its (L, B, ...) tensors, made at layer 0), returned
-    as views of them.
+def written_to(into: dict[str, Tensor] | None, site: str, *inputs: Tensor) -> Tensor | None:
+    """Where a traced pass makes its `site` tensor: this layer's slice of the trace's stacked
+    site, so that keeping it costs no copy. None (made as usual, copied by keep_stacked) with no
+    trace, or where a gradient must flow through it (an out= result is not differentiable)."""
+    if into is None or (torch.is_grad_enabled() and any(t.requires_grad for t in inputs)):
+        return None
+    return into[site]
 
-    Copied while the layer's tensors are still in cache, and then freed: the next layer's
-    temporaries reuse their memory, where keeping every layer's own tensors grew the heap by
-    the whole trace (fresh pages, a fault each), and stacking them afterwards copied it again.
+
+def residual_add(x: Tensor, branch: Tensor, out: Tensor | None) -> Tensor:
+    """x + branch: the residual stream after a sublayer, made in out where it is given."""
+    return x + branch if out is None else torch.add(x, branch, out=out)
+
+
+def keep_stacked(stacked: dict[str, Tensor], i: int, lt: LayerTrace) -> LayerTrace:
+    """Layer i's trace in stacked (its (L, B, ...) tensors, made before layer 0), returned as
+    views of them.
+
+    Most sites were made there already (written_to); any other (a post-norm layer's stream,
+    attn_out under an output gate or W_o off) is copied while still in cache, and then freed:
+    the next layer's temporaries reuse its memory.
     """
     views = {}
     for name in STACKED:
         t = getattr(lt, name)
-        if name not in stacked:
-            stacked[name] = t.new_empty((n_layers, *t.shape))
         views[name] = stacked[name][i]
-        if views[name].data_ptr() != t.data_ptr():  # (attention may be written there already)
+        if views[name].data_ptr() != t.data_ptr():
             views[name].copy_(t)
     # A layer's input is the one before's output (the same tensor): a view of that, no copy.
     resid_pre = lt.resid_pre if i == 0 else stacked["resid_out"][i - 1]

@@ -157,20 +157,26 @@ def head_top_next(
     Each slice's logits (VOCAB_AT_ONCE columns) give their k best and their log-normaliser
     while in cache, and the slices' answers are merged: the k best of the slices' k best, and
     the log of the sum of their normalisers. The whole (T, V) logits (150 MB at 256 tokens of
-    Qwen2's vocabulary) are never made: the forward's head, its zero bias and the passes over
-    its output had cost more than the attention's trace (bench/hf_decoders.py).
+    Qwen2's vocabulary) are never made: the forward's head and the passes over its output had
+    cost more than the attention's trace (bench/hf_decoders.py).
     """
     W, b = head.weight, head.bias
+    # A decoder's head has no bias (a zero vector here): adding it cost a pass over every
+    # slice's logits, a tenth of what the head's own matmul costs at 32 tokens.
+    b = None if b is None or not b.any() else b
     V = W.shape[0]
     k = min(k, V)
     values, ids, norms = [], [], []
     for start in range(0, V, VOCAB_AT_ONCE):
         end = min(start + VOCAB_AT_ONCE, V)
         logits = F.linear(hidden, W[start:end], None if b is None else b[start:end])
-        top = logits.topk(min(k, end - start), dim=-1)
-        values.append(top.values)
-        ids.append(top.indices + start)
-        norms.append(torch.logsumexp(logits, dim=-1))
+        top_values, top_ids = top_k_by_blocks(logits, min(k, end - start))
+        values.append(top_values)
+        ids.append(top_ids + start)
+        # log sum exp, with the slice's largest logit (its best) as the shift, computed in the
+        # slice's own buffer: no second (T, slice) array and no pass to find the maximum.
+        shift = top_values[..., :1]
+        norms.append(logits.sub_(shift).exp_().sum(-1).log_() + shift[..., 0])
     best = torch.cat(values, dim=-1).topk(k, dim=-1)
     top_ids = torch.cat(ids, dim=-1).gather(-1, best.indices)
     log_norm = torch.logsumexp(torch.stack(norms, dim=-1), dim=-1, keepdim=True)
@@ -178,6 +184,25 @@ def head_top_next(
 
 
 VOCAB_AT_ONCE = 8192
+BLOCK = 64  # logits per block in top_k_by_blocks
+
+
+def top_k_by_blocks(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """logits.topk(k) along the last axis of (..., S), as (values, indices), from the k blocks
+    of BLOCK logits with the largest maxima: the k best logits lie in those blocks (a block
+    holding one of them has a maximum at least as large, and fewer than k other blocks can
+    beat it). One vectorised pass for the maxima and topk over S / BLOCK of them and k * BLOCK
+    candidates: 2.5x faster than topk over the whole slice at 256 tokens here."""
+    S = logits.shape[-1]
+    if S % BLOCK or S < k * BLOCK:
+        top = logits.topk(k, dim=-1)
+        return top.values, top.indices
+    maxima = logits.unflatten(-1, (S // BLOCK, BLOCK)).amax(-1)
+    blocks = maxima.topk(k, dim=-1).indices
+    offsets = torch.arange(BLOCK, device=logits.device)
+    where = (blocks.unsqueeze(-1) * BLOCK + offsets).flatten(-2)  # (..., k * BLOCK)
+    top = logits.gather(-1, where).topk(k, dim=-1)
+    return top.values, where.gather(-1, top.indices)
 
 
 def _next_tokens(model, logits: torch.Tensor) -> dict:
