@@ -145,7 +145,7 @@ def test_big_projection_then_view_equals_separate_head_projections(model, ids, w
                 scores = scores.masked_fill(pad[:, None, :], float("-inf"))
             a = scores.softmax(-1)
             z = a @ v  # (B, T, d_k)
-            torch.testing.assert_close(parts["v"][:, h], v, atol=ATOL, rtol=0)
+            torch.testing.assert_close(parts["values"][:, h], v, atol=ATOL, rtol=0)
             torch.testing.assert_close(parts["attn"][:, h], a, atol=ATOL, rtol=0)
             torch.testing.assert_close(parts["z"][:, h], z, atol=ATOL, rtol=0)
             cols = slice(h * d_k, (h + 1) * d_k)

@@ -59,7 +59,7 @@ class LayerTrace:
     """What one encoder layer computed, detached from autograd (B, H, T, D as in the module doc)."""
 
     resid_pre: Tensor  # (B, T, D) the layer's input
-    v: Tensor  # (B, H, T, d_k) values, per head
+    values: Tensor  # (B, n_kv, T, d_k) values, per key/value head (H of them without GQA)
     attn: Tensor  # (B, H, T, T) softmax weights, before dropout; a query's row sums to 1
     z: Tensor  # (B, H, T, d_k) each head's output (after any ablation)
     concat: Tensor  # (B, T, D) heads side by side: the input of W_o
@@ -70,6 +70,15 @@ class LayerTrace:
     W_o: Tensor  # (D, D) the map actually applied, nn.Linear layout (out, in)
     b_o: Tensor  # (D,) the bias actually added
     head_gate: Tensor | None  # (H,) the multiplier each head's z carried; None: all 1
+
+    @property
+    def v(self) -> Tensor:
+        """(B, H, T, d_k) values per query head: a key/value head's repeated for the query heads
+        that share it (made when read: a traced pass does not pay for it)."""
+        H = self.attn.shape[1]
+        if self.values.shape[1] == H:
+            return self.values
+        return self.values.repeat_interleave(H // self.values.shape[1], dim=1)
 
     def head_contributions(self) -> Tensor:
         """Per-head terms of the output projection: z_h @ W_O^h, shape (B, H, T, D).
@@ -244,8 +253,7 @@ class MultiHeadAttention(nn.Module):
         if sw.out_gate is not None:
             W, b = W * sw.out_gate[:, None], b * sw.out_gate  # the map actually applied
         parts = dict(
-            # The trace's values per query head: a key/value head's repeated for its group.
-            v=v.detach().repeat_interleave(group, dim=1) if v.shape[1] != H else v.detach(),
+            values=v.detach(),
             attn=attn.detach(),
             z=z.detach(),
             concat=concat.detach(),
