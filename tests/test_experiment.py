@@ -97,6 +97,11 @@ def test_summarise_gives_mean_and_band_per_step():
     np.testing.assert_allclose(curves.std[1], 0.0)
     smooth = E.summarise(result, window=2)  # moving average over the run, then the mean
     np.testing.assert_allclose(smooth.mean[0], [2, 2.5, 3.5])
+    # Stopped before the second condition had a finished run: said in the page's language.
+    stopped = _result([([1, 2, 3], 0.9)], [])
+    with pytest.raises(ValueError, match="at least one finished run") as refused:
+        E.summarise(stopped)
+    assert "至少需要一次完成的运行" in refused.value.text("zh")
 
 
 def test_compare_rows_follow_the_runs():

@@ -22,6 +22,8 @@ from tfviz.core.config import ConfigValueError
 from tfviz.hf import pretrained
 from tfviz.messages import PREFIX as MESSAGE_PREFIX
 from tfviz.refusal import MAX_TEXT, MAX_VALUE, Refusal, shown, worded
+from tfviz.serve import tally
+from tfviz.serve.tally import TallyRefusal
 from tfviz.training import checkpoint, timeline
 from tfviz.training.checkpoint import CheckpointError
 from tfviz.words import catalogue, placeholders
@@ -30,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Found through the modules, so a module moved to another package is still read.
 SOURCES = sorted(
     {*Path(hf.__file__).parent.glob("*.py")}
-    | {Path(m.__file__) for m in (checkpoint, config, pretrained, timeline)}
+    | {Path(m.__file__) for m in (checkpoint, config, pretrained, timeline, tally)}
 )
 CODE = re.compile(r"[a-z][a-z0-9_]*")
 HAN = re.compile(r"[\u4e00-\u9fff]")
@@ -56,11 +58,12 @@ PREFIXES = {
     "CheckpointError": CheckpointError.PREFIX,
     "ConfigValueError": ConfigValueError.PREFIX,
     "InputError": "input.",
+    "TallyRefusal": TallyRefusal.PREFIX,
     "say": MESSAGE_PREFIX,
 }
 REFUSALS = {  # every refusal class these modules raise, and the names that stand for one
     *(name for name in hf.__all__ if name.endswith("Error")),
-    "CheckpointError", "ConfigValueError", "InputError", "error", "kind",
+    "CheckpointError", "ConfigValueError", "InputError", "TallyRefusal", "error", "kind",
 }  # fmt: skip
 
 

@@ -228,7 +228,11 @@ def test_the_models_and_the_model_s_sizes_are_checked():
         ]
     )
     bad_sequence = [n for n in fitted.notices if n.reason == "bad_sequence"][0]
-    assert bad_sequence.detail  # the task's own reason is passed on
+    # The task's own reason is passed on, worded in the language the notice is shown in: no
+    # English sentence inside a Chinese notice.
+    english, chinese = (share.notice_text(bad_sequence, lang) for lang in ("en", "zh"))
+    assert str(bad_sequence.detail) in english
+    assert "characters" not in chinese and "个字符" in chinese, chinese
     kept = share.fit_to_model(
         parse(w_o_mode="rank:16", w_o_scope="1", sequence=task.examples[0]),
         config=config,

@@ -35,9 +35,11 @@ def test_the_tally_is_capped(monkeypatch):
     assert t.counts("d") == {"x": 5}
     for i in range(tally.MAX_CHOICES - 1):
         t.add("d", f"c{i}")
-    with pytest.raises(ValueError, match="at most 8 different answers"):
+    with pytest.raises(ValueError, match="at most 8 different answers") as full:
         t.add("d", "one too many")
-    with pytest.raises(ValueError, match="non-empty"):
+    # worded in the page's language where the Predict view shows it
+    assert full.value.text("zh") == "一个问题最多接受 8 种不同的答案"
+    with pytest.raises(ValueError, match="a question and a choice"):
         t.add("", "x")
 
 

@@ -64,3 +64,51 @@ def test_the_check_finds_english_where_there_is_some(tmp_path):
     )
     found = english_shown(view, tmp_path)
     assert [line.split(" ", 1)[0] for line in found] == ["view.py:2", "view.py:4"], found
+
+
+# Views that show a caught error's own words, and why they may: no student's input or file
+# reaches these with an English sentence.
+OWN_WORDS = {
+    ("tfviz/ui/views/train/__init__.py", "render"): "a server setting the administrator got wrong",
+    (
+        "tfviz/ui/views/dissect/diff.py",
+        "diff_section",
+    ): "the pair is checked above; a program error",
+}
+
+
+def own_words_shown(path: Path, root: Path = ROOT) -> set[tuple[str, str]]:
+    """(file, function) of each str(e) of an exception a handler caught: the library's English
+    on the page, where tfviz.ui.i18n.why or tfviz.ui.labels.refusal words it by its code."""
+    found = set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for handler in ast.walk(function):
+            if not (isinstance(handler, ast.ExceptHandler) and handler.name):
+                continue
+            for node in ast.walk(handler):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id == "str"
+                    and [ast.unparse(a) for a in node.args] == [handler.name]
+                ):
+                    found.add((path.relative_to(root).as_posix(), function.name))
+    return found
+
+
+def test_a_caught_error_reaches_the_page_in_its_language():
+    found = set()
+    for path in [ROOT / "app.py", *sorted((ROOT / "tfviz" / "ui").rglob("*.py"))]:
+        found |= own_words_shown(path)
+    assert found <= set(OWN_WORDS), sorted(found - set(OWN_WORDS))
+    assert set(OWN_WORDS) <= found, "a stale entry: " + str(sorted(set(OWN_WORDS) - found))
+
+
+def test_the_caught_error_check_finds_one(tmp_path):
+    sample = tmp_path / "view.py"
+    sample.write_text("def render():\n    try:\n        go()\n    except OSError as e:\n"
+                      "        show(str(e))\n")  # fmt: skip
+    assert own_words_shown(sample, tmp_path) == {("view.py", "render")}

@@ -47,6 +47,7 @@ from tfviz.core.config import ModelConfig
 from tfviz.core.model import Encoder
 from tfviz.core.tasks import Task, get_task
 from tfviz.experiments.stats import Interval, welch_interval
+from tfviz.refusal import Refusal
 from tfviz.training.checkpoint import write_atomic
 from tfviz.training.ensemble import EnsembleStep, train_runs
 from tfviz.training.evaluate import EVAL_SEED, evaluate
@@ -511,6 +512,13 @@ class LossCurves:
     n: np.ndarray  # (C,) runs per condition
 
 
+class ExperimentRefusal(Refusal, ValueError):
+    """What the view cannot draw from a result (a code and values, worded by the catalogue:
+    "refusal.experiment.<code>") in each session's language; str() is the English."""
+
+    PREFIX = "refusal.experiment."
+
+
 def summarise(result: ExperimentResult, window: int = 1, against: str = "identity") -> LossCurves:
     """Mean loss curve and its ±1 std band per condition (learned, and against).
 
@@ -527,7 +535,7 @@ def summarise(result: ExperimentResult, window: int = 1, against: str = "identit
     conditions = ("learned", check_against(against))
     curves = {c: [np.asarray(r.losses, np.float64) for r in result.runs_of(c)] for c in conditions}
     if not all(curves.values()):
-        raise ValueError("summarise needs at least one finished run of each condition")
+        raise ExperimentRefusal("no_finished_run")
     S = min(len(x) for runs in curves.values() for x in runs)
     means, stds, ns = [], [], []
     for cond in conditions:

@@ -12,9 +12,18 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
+from tfviz.refusal import Refusal
+
 MAX_QUESTIONS = 64  # distinct questions kept; the oldest is dropped beyond this
 MAX_CHOICES = 8  # distinct answers per question (they come from the app's fixed options)
 MAX_COUNT = 10_000  # guesses counted per answer; more only say "a lot"
+
+
+class TallyRefusal(Refusal, ValueError):
+    """A guess the tally does not count: a code and values, worded by the catalogue (keys
+    "refusal.tally.<code>") in each session's language; str() is the English."""
+
+    PREFIX = "refusal.tally."
 
 
 class Tally:
@@ -25,9 +34,10 @@ class Tally:
         self._counts: dict[str, Counter] = {}
 
     def add(self, question: str, choice: str) -> None:
-        """Count one guess. ValueError for an empty question or choice, or one choice too many."""
+        """Count one guess. TallyRefusal (a ValueError) for an empty question or choice, or one
+        choice too many."""
         if not (isinstance(question, str) and question and isinstance(choice, str) and choice):
-            raise ValueError("a guess needs a question and a choice (non-empty text)")
+            raise TallyRefusal("empty")
         with self._lock:
             counts = self._counts.get(question)
             if counts is None:
@@ -35,7 +45,7 @@ class Tally:
                     self._counts.pop(next(iter(self._counts)))  # dicts keep insertion order
                 counts = self._counts[question] = Counter()
             if choice not in counts and len(counts) >= MAX_CHOICES:
-                raise ValueError(f"a question takes at most {MAX_CHOICES} different answers")
+                raise TallyRefusal("too_many_choices", most=MAX_CHOICES)
             counts[choice] = min(counts[choice] + 1, MAX_COUNT)
 
     def counts(self, question: str) -> dict[str, int]:

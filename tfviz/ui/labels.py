@@ -56,14 +56,14 @@ def describe(iv: Interventions) -> str:
     return t("common.describe.separator").join(parts) or t("common.describe.learned")
 
 
-def refusal(error: ValueError) -> str:
-    """Why an input was refused, in the page's language: a library InputError through the
-    catalogue by its code and values ("input.<code>"); any other error in its own words."""
+def refusal(error: ValueError | str, lang: str | None = None) -> str:
+    """Why an input was refused, in the page's language (or lang): a library InputError through
+    the catalogue by its code and values ("input.<code>"); any other error in its own words."""
     if isinstance(error, InputError):
         values = dict(error.values)
         if "task" in values:
-            values["task"] = task_label(str(values["task"]))
-        return t(f"input.{error.code}", **values)
+            values["task"] = task_label(str(values["task"]), lang)
+        return t(f"input.{error.code}", lang=lang, **values)
     return str(error)
 
 

@@ -18,6 +18,7 @@ import streamlit as st
 
 from tfviz import CheckpointError, load_checkpoint, settings
 from tfviz.hf import pretrained
+from tfviz.refusal import cause
 from tfviz.training.checkpoint import CheckpointMeta, file_digest
 from tfviz.ui.i18n import t, why
 
@@ -67,14 +68,14 @@ def file_sha256(path: str, mtime_ns: int, size: int) -> str:
 @st.cache_resource(show_spinner=False, max_entries=256)
 def load_model(path: str, digest: str, device: str):
     """(model, meta) for a checkpoint, or (None, why it is unusable: the CheckpointError, worded
-    in each session's language by tfviz.ui.i18n.why, or an OSError's words). Shared: never
-    mutate it."""
+    in each session's language by tfviz.ui.i18n.why, or an OSError's: tfviz.refusal.cause).
+    Shared: never mutate it."""
     try:
         return load_checkpoint(path, device=device)
     except CheckpointError as e:
         return None, e.detached()
     except OSError as e:
-        return None, str(e)
+        return None, cause(e)
 
 
 # The pinned package identifies the pretrained weights: a different file means a reinstall, and
@@ -97,7 +98,7 @@ def load_pretrained(device: str):
     except pretrained.PretrainedError as e:
         return None, e.detached(), None
     except OSError as e:
-        return None, str(e), None
+        return None, cause(e), None
     record = {"source": pretrained.SOURCE, "licence": pretrained.LICENCE}
     task = pretrained.SentenceTask(tokenizer)
     return model, CheckpointMeta(task=task.name, config=model.config, record=record), task

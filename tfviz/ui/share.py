@@ -42,6 +42,7 @@ from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions
 from tfviz.ui import state, switches
 from tfviz.ui.i18n import DEFAULT, LANGUAGES, t
+from tfviz.ui.labels import refusal
 from tfviz.ui.sequence import MAX_SENTENCE_CHARS
 
 # The query string's names; those a widget also holds are its session key (tfviz.ui.state).
@@ -67,7 +68,9 @@ class Notice:
     param: str
     reason: str
     value: str = ""  # what the link said (cut when shown: shown_value)
-    detail: str = ""  # the model's reason, for a sequence the model refuses
+    # The model's reason, for a sequence the model refuses: its error, worded in the language
+    # the notice is shown in (tfviz.ui.labels.refusal).
+    detail: ValueError | str = ""
 
 
 # reason -> catalogue key of its message (each takes {param}, {value} and {detail}).
@@ -256,7 +259,7 @@ def fit_to_model(
         try:
             validate(text)
         except ValueError as e:
-            notices.append(Notice(key, "bad_sequence", text, str(e)))
+            notices.append(Notice(key, "bad_sequence", text, e))
             changes[key] = None
     return replace(shared, notices=tuple(notices), **changes)
 
@@ -307,7 +310,7 @@ def notice_text(notice: Notice, lang: str | None = None) -> str:
         REASONS[notice.reason],
         param=notice.param,
         value=shown_value(notice.value),
-        detail=notice.detail,
+        detail=refusal(notice.detail, lang),
         lang=lang,
     )
 

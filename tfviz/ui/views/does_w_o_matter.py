@@ -165,7 +165,7 @@ def show_experiment(result: experiment.ExperimentResult, against: str) -> None:
     try:
         curves = experiment.summarise(result, window=int(window), against=against)
     except ValueError as e:
-        st.warning(t("experiment.no_curves", why=md_escape(str(e))))
+        st.warning(t("experiment.no_curves", why=md_escape(why(e))))
     else:
         chart(
             plots.experiment_curves(

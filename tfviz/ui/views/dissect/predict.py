@@ -13,7 +13,7 @@ from tfviz.core.interventions import NONE, Interventions
 from tfviz.hf.pretrained import PARAPHRASE_PAIR
 from tfviz.serve.tally import Tally
 from tfviz.ui import state, switches
-from tfviz.ui.i18n import current, t
+from tfviz.ui.i18n import current, t, why
 from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, accuracy_for, next_token_agreement, similarity
@@ -100,7 +100,7 @@ def predict_section(view: View, k: int | None) -> None:
         try:
             tally.add(qid, guess)
         except ValueError as e:  # the tally's cap on answers: a message, the guess kept
-            st.warning(md_escape(str(e)))
+            st.warning(md_escape(why(e)))
         guesses[qid] = guess
     reveal(view, mode, guesses[qid], lang)
     counts = tally.counts(qid)

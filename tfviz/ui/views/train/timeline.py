@@ -9,6 +9,7 @@ import numpy as np
 import streamlit as st
 
 from tfviz import get_task, plots
+from tfviz.refusal import Refusal, cause
 from tfviz.training import timeline as tl
 from tfviz.training.checkpoint import CheckpointError
 from tfviz.ui import state
@@ -25,16 +26,16 @@ TIMELINE_N = 64  # fresh examples behind the head importance at each step of a t
 @st.cache_resource(show_spinner=False, max_entries=16)
 def cached_timeline(
     path: str, mtime_ns: int, size: int, digest: str, _config
-) -> tuple[tl.Timeline | None, CheckpointError | str]:
+) -> tuple[tl.Timeline | None, Refusal | str]:
     """(timeline, "") for a model's timeline file, or (None, why it cannot be read: the
-    CheckpointError, worded in each session's language, or an OSError's words). Shared by every
-    session: read-only (model_at builds a fresh model from it)."""
+    CheckpointError or the OSError's cause (tfviz.refusal.cause), worded in each session's
+    language). Shared by every session: read-only (model_at builds a fresh model from it)."""
     try:
         return tl.load_timeline(path, _config), ""
     except CheckpointError as e:
         return None, e.detached()
     except OSError as e:
-        return None, str(e)
+        return None, cause(e)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
