@@ -112,6 +112,11 @@ def test_the_next_tokens_are_the_models_learned_then_switched(kind, model_root):
     shown = [r[2].rsplit(" ", 1)[0].strip() for r in rows[1:]]
     want = [w if w.strip() else repr(w) for w in top1()]
     assert [s.strip() for s in shown] == [w.strip() for w in want]
+    # Each with its probability to a tenth of a percent: a tiny model's best guess is under 1%,
+    # which a whole percent would show as "0%".
+    with torch.no_grad():
+        best = loaded.model(ids, trace=False).logits[0].softmax(-1).amax(-1)
+    assert [r[2].rsplit(" ", 1)[1] for r in rows[1:]] == [f"{p:.1%}" for p in best.tolist()]
     at.radio(key="w_o_mode").set_value("identity").run()
     assert not at.exception
     rows = table_rows(at)

@@ -54,7 +54,8 @@ def next_table(view: View) -> str:
 
 
 def guess(task, trace, i: int) -> str:
-    return f"{token_text(task, trace.top_ids[i, 0])} {trace.top_probs[i, 0]:.0%}"
+    # To a tenth of a percent, as the top list: a best guess under 0.5% is not "0%".
+    return f"{token_text(task, trace.top_ids[i, 0])} {trace.top_probs[i, 0]:.1%}"
 
 
 def same(a, b, i: int) -> bool:
