@@ -348,7 +348,7 @@ def test_the_heads_top_next_a_vocabulary_slice_at_a_time_equals_the_whole_logits
     torch.manual_seed(0)
     V = 2 * trace.VOCAB_AT_ONCE + 123  # the last slice shorter than the others
     head = torch.nn.Linear(24, V, bias=bias is not False)
-    if bias == "zero":  # a decoder's head: a zero bias, left out of the product
+    if bias == "zero":  # a decoder's head: its bias is zero
         torch.nn.init.zeros_(head.bias)
     hidden = torch.randn(40, 24) * 3
     ids, probs = trace.head_top_next(hidden, head)

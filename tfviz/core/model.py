@@ -241,7 +241,7 @@ class MultiHeadAttention(nn.Module):
             if out is None:
                 attn_out = linear(concat, W, b)
             else:  # nn.Linear's own product (addmm), made in the trace's buffer
-                attn_out = torch.addmm(b, concat.view(-1, D), W.t(), out=out.view(-1, D))
+                torch.addmm(b, concat.view(-1, D), W.t(), out=out.view(-1, D))
                 attn_out = out
         if sw.out_gate is not None:
             # Zeroing a slice of W_o's output: after W_o that slice mixes every head (a common

@@ -157,13 +157,10 @@ def head_top_next(
     Each slice's logits (VOCAB_AT_ONCE columns) give their k best and their log-normaliser
     while in cache, and the slices' answers are merged: the k best of the slices' k best, and
     the log of the sum of their normalisers. The whole (T, V) logits (150 MB at 256 tokens of
-    Qwen2's vocabulary) are never made: the forward's head and the passes over its output had
-    cost more than the attention's trace (bench/hf_decoders.py).
+    Qwen2's vocabulary) are never made: the forward's head, its zero bias and the passes over
+    its output had cost more than the attention's trace (bench/hf_decoders.py).
     """
     W, b = head.weight, head.bias
-    # A decoder's head has no bias (a zero vector here): adding it cost a pass over every
-    # slice's logits, a tenth of what the head's own matmul costs at 32 tokens.
-    b = None if b is None or not b.any() else b
     V = W.shape[0]
     k = min(k, V)
     values, ids, norms = [], [], []

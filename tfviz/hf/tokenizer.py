@@ -286,7 +286,7 @@ class PieceTokenizer:
         if self.byte_fallback:
             piece = self._full.id_to_token(piece_id) or ""
             if BYTE_PIECE.fullmatch(piece):  # alone a byte says a character only below 0x80
-                byte = int(piece[3:5], 16)
+                byte = fallback_byte(piece)
                 return _visible(chr(byte)) if byte < 0x80 else piece
         return self._full.decode([piece_id], skip_special_tokens=False).strip()
 
@@ -453,6 +453,13 @@ _BYTE_OF = {chr(b): b for b in _PRINTABLE} | {
 }
 WORD_START = "▁"  # shown for a space in a byte-level piece (" cat" -> "▁cat")
 BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")  # a SentencePiece byte-fallback piece
+
+
+def fallback_byte(piece: str) -> int:
+    """The byte a byte-fallback piece ("<0xE6>", BYTE_PIECE) stands for."""
+    return int(piece[3:5], 16)
+
+
 CONTINUED = "…"  # shown for the rest of a character whose first byte an earlier piece holds
 
 
@@ -498,7 +505,9 @@ def shown_fallback_pieces(pieces: list[str]) -> list[str]:
     def byte_piece(piece: str, _: int | None) -> bool:
         return BYTE_PIECE.fullmatch(piece) is not None
 
-    return _shown_runs(pieces, [None] * len(pieces), byte_piece, lambda p: bytes([int(p[3:5], 16)]))
+    return _shown_runs(
+        pieces, [None] * len(pieces), byte_piece, lambda p: bytes([fallback_byte(p)])
+    )
 
 
 def _shown_runs(pieces: list[str], ids: list, is_byte_piece, bytes_of) -> list[str]:
