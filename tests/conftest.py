@@ -196,8 +196,9 @@ TIMEOUT_MS = 60_000
 APP_ELEMENT = '[data-testid="stApp"]'
 APP_IDLE = f'{APP_ELEMENT}[data-test-script-state="notRunning"]'
 # Streamlit's page mounts its app element as soon as its code has loaded, before any script run
-# (a second or two here; no model or server work in it).
-APP_MOUNT_MS = 10_000
+# (a second or two here; no model or server work in it). Not less: at 10 s a CI run saw the same
+# first page blank twice running while its server sat idle (the browser starved, not the app).
+APP_MOUNT_MS = 20_000
 CODE = '.st-key-prediction [data-testid="stCode"]'  # st.container(key="prediction")
 EXCEPTION = '[data-testid="stException"]'
 # Any chart drawn: a plotly chart's svg, or a canvas chart (tfviz.ui.widgets.canvas_charts) marked
