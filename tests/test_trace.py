@@ -343,16 +343,26 @@ def test_the_top_k_from_the_best_blocks_is_topk():
         assert torch.equal(values, want.values) and torch.equal(ids, want.indices)
 
 
-@pytest.mark.parametrize("bias", [True, False, "zero"])
-def test_the_heads_top_next_a_vocabulary_slice_at_a_time_equals_the_whole_logits(bias):
+@pytest.mark.parametrize("bias", [True, False, "zero", None])
+def test_the_heads_top_next_a_vocabulary_chunk_at_a_time_equals_the_whole_logits(
+    bias, monkeypatch
+):
     torch.manual_seed(0)
-    V = 2 * trace.VOCAB_AT_ONCE + 123  # the last slice shorter than the others
-    head = torch.nn.Linear(24, V, bias=bias is not False)
+    # Products of 128 rows of the head, chunks of three products (384 logits a row): the
+    # vocabulary's last chunk is shorter than the others, and its last product too.
+    monkeypatch.setattr(trace, "PRODUCT_COLUMNS", 128)
+    monkeypatch.setattr(trace, "CHUNK_BYTES", 40 * 4 * 3 * 128)
+    V = 5 * 128 + 77
+    head = torch.nn.Linear(24, V, bias=bias not in (False, None))
     if bias == "zero":  # a decoder's head: its bias is zero
         torch.nn.init.zeros_(head.bias)
     hidden = torch.randn(40, 24) * 3
+    if bias is None:  # leading axes kept: (2, 20, k) answers for (2, 20, D) hidden states
+        hidden = hidden.view(2, 20, 24)
     ids, probs = trace.head_top_next(hidden, head)
     want_ids, want_probs = trace.top_next(head(hidden))
+    assert ids.shape == probs.shape == (*hidden.shape[:-1], trace.TOP_K)
     torch.testing.assert_close(ids, want_ids)
     torch.testing.assert_close(probs, want_probs, rtol=1e-5, atol=1e-8)
-    assert (ids >= trace.VOCAB_AT_ONCE).any()  # answers came from later slices too
+    assert (ids >= 3 * 128).any()  # answers came from the second (last) chunk
+    assert (ids < 3 * 128).any()  # and from the first
