@@ -28,6 +28,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -201,7 +202,7 @@ class MultiHeadAttention(nn.Module):
                 attn = attn.nan_to_num_(0.0) if in_place else attn.nan_to_num(0.0)
             if sw.patterns:
                 attn = override_patterns(attn, sw.patterns, pad_mask, self.causal)
-            z = per_kv_head(F.dropout(attn, p, self.training)) @ v
+            z = per_kv_head(F.dropout(attn, p) if p else attn) @ v
             z = z.view(B_grid, H, T_grid, d_k)
         else:
             if group > 1:  # the fused kernel takes H heads of keys and values
@@ -301,7 +302,7 @@ class FeedForward(nn.Module):
         hidden = self.act(linear(x, self.fc1))
         if self.gated:
             hidden = hidden * linear(x, self.up)
-        return linear(self.dropout(hidden), self.fc2)
+        return linear(dropped(hidden, self.dropout), self.fc2)
 
 
 class EncoderLayer(nn.Module):
@@ -333,17 +334,17 @@ class EncoderLayer(nn.Module):
         resid_pre = x
         if self.pre_norm:
             a, parts = self.attn(layer_norm(x, self.norm1), pad_mask, sw, trace, rotary, into)
-            x = residual_add(x, self.dropout(a), written_to(into, "resid_mid", x, a))
+            x = residual_add(x, dropped(a, self.dropout), written_to(into, "resid_mid", x, a))
             resid_mid = x
             if self.has_ffn:
-                f = self.dropout(self.ff(layer_norm(x, self.norm2)))
+                f = dropped(self.ff(layer_norm(x, self.norm2)), self.dropout)
                 x = residual_add(x, f, written_to(into, "resid_out", x, f))
         else:
             a, parts = self.attn(x, pad_mask, sw, trace, rotary, into)
-            x = layer_norm(x + self.dropout(a), self.norm1)
+            x = layer_norm(x + dropped(a, self.dropout), self.norm1)
             resid_mid = x
             if self.has_ffn:
-                x = layer_norm(x + self.dropout(self.ff(x)), self.norm2)
+                x = layer_norm(x + dropped(self.ff(x), self.dropout), self.norm2)
         if not trace:
             return x, None
         return x, LayerTrace(
@@ -529,7 +530,7 @@ class Encoder(nn.Module):
         layer_traces, stacked = [], {}
         if trace and not isinstance(pad_mask, Packing):
             (B, T, D), H, L = x.shape, self.config.n_heads, len(self.layers)
-            stacked = {name: x.new_empty((L, B, H, T, T) if name == "attn" else (L, B, T, D))
+            stacked = {name: trace_buffer((L, B, H, T, T) if name == "attn" else (L, B, T, D), x)
                        for name in STACKED}  # fmt: skip
         for i, (layer, sw) in enumerate(zip(self.layers, plan.layers, strict=True)):
             into = {name: t[i] for name, t in stacked.items()} if stacked else None
@@ -563,6 +564,20 @@ class Encoder(nn.Module):
         return EncoderOutput(logits=linear(x, self.head) if cfg.n_out else x, trace=None)
 
 
+def trace_buffer(shape: tuple[int, ...], like: Tensor) -> Tensor:
+    """An empty tensor of this shape, of like's dtype and device, for a trace's stacked site.
+
+    On the CPU it is numpy's memory: numpy asks the kernel (madvise) to back an array of 4 MiB
+    or more with 2 MiB pages, so a new trace's buffers (140 MB at 256 tokens of a Llama-sized
+    model) are mapped in a few dozen page faults, not one per 4 KiB page. Filling 70 MB of
+    fresh memory took 8 ms so, against 37 ms as torch.empty's (bench/README.md). Where the
+    kernel gives no huge pages it is an ordinary allocation.
+    """
+    if like.device.type == "cpu" and like.dtype == torch.float32:
+        return torch.from_numpy(np.empty(shape, dtype=np.float32))
+    return like.new_empty(shape)
+
+
 def written_to(into: dict[str, Tensor] | None, site: str, *inputs: Tensor) -> Tensor | None:
     """Where a traced pass makes its `site` tensor: this layer's slice of the trace's stacked
     site, so that keeping it costs no copy. None (made as usual, copied by keep_stacked) with no
@@ -570,6 +585,12 @@ def written_to(into: dict[str, Tensor] | None, site: str, *inputs: Tensor) -> Te
     if into is None or (torch.is_grad_enabled() and any(t.requires_grad for t in inputs)):
         return None
     return into[site]
+
+
+def dropped(x: Tensor, dropout: nn.Dropout) -> Tensor:
+    """dropout(x) while training; x itself otherwise, as nn.Dropout returns it, without the
+    module's call (three a layer: 2% of a small model's traced pass)."""
+    return dropout(x) if dropout.training and dropout.p else x
 
 
 def residual_add(x: Tensor, branch: Tensor, out: Tensor | None) -> Tensor:
