@@ -344,9 +344,7 @@ def test_the_top_k_from_the_best_blocks_is_topk():
 
 
 @pytest.mark.parametrize("bias", [True, False, "zero", None])
-def test_the_heads_top_next_a_vocabulary_chunk_at_a_time_equals_the_whole_logits(
-    bias, monkeypatch
-):
+def test_the_heads_top_next_a_vocabulary_chunk_at_a_time_equals_the_whole_logits(bias, monkeypatch):
     torch.manual_seed(0)
     # Products of 128 rows of the head, chunks of three products (384 logits a row): the
     # vocabulary's last chunk is shorter than the others, and its last product too.

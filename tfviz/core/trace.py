@@ -16,7 +16,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from tfviz.core import wo
 from tfviz.core.functional import heads_apart
