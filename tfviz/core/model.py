@@ -28,7 +28,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -530,7 +529,7 @@ class Encoder(nn.Module):
         layer_traces, stacked = [], {}
         if trace and not isinstance(pad_mask, Packing):
             (B, T, D), H, L = x.shape, self.config.n_heads, len(self.layers)
-            stacked = {name: trace_buffer((L, B, H, T, T) if name == "attn" else (L, B, T, D), x)
+            stacked = {name: x.new_empty((L, B, H, T, T) if name == "attn" else (L, B, T, D))
                        for name in STACKED}  # fmt: skip
         for i, (layer, sw) in enumerate(zip(self.layers, plan.layers, strict=True)):
             into = {name: t[i] for name, t in stacked.items()} if stacked else None
@@ -562,20 +561,6 @@ class Encoder(nn.Module):
         if cfg.pool != "none":
             x = pool(packing, x, cfg.pool)  # (R, B, D)
         return EncoderOutput(logits=linear(x, self.head) if cfg.n_out else x, trace=None)
-
-
-def trace_buffer(shape: tuple[int, ...], like: Tensor) -> Tensor:
-    """An empty tensor of this shape, of like's dtype and device, for a trace's stacked site.
-
-    On the CPU it is numpy's memory: numpy asks the kernel (madvise) to back an array of 4 MiB
-    or more with 2 MiB pages, so a new trace's buffers (140 MB at 256 tokens of a Llama-sized
-    model) are mapped in a few dozen page faults, not one per 4 KiB page. Filling 70 MB of
-    fresh memory took 8 ms so, against 37 ms as torch.empty's (bench/README.md). Where the
-    kernel gives no huge pages it is an ordinary allocation.
-    """
-    if like.device.type == "cpu" and like.dtype == torch.float32:
-        return torch.from_numpy(np.empty(shape, dtype=np.float32))
-    return like.new_empty(shape)
 
 
 def written_to(into: dict[str, Tensor] | None, site: str, *inputs: Tensor) -> Tensor | None:
