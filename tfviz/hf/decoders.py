@@ -10,8 +10,9 @@ become its ModelConfig.
 - Llama-style ("llama", "mistral", "qwen2"): rotary positions, RMSNorm, grouped-query attention
   (num_key_value_heads key/value heads), a gated SiLU feed-forward net (gate, up, down), a head
   tied or not. Biases only where the family has them: Qwen2's q, k and v; Llama's where
-  attention_bias / mlp_bias say. A bias a checkpoint lacks is a zero vector in tfviz's model,
-  which adds nothing: every W_o view keeps one shape for every family.
+  attention_bias / mlp_bias say. W_o's bias, where a checkpoint lacks it, is a zero vector in
+  tfviz's model, which adds nothing: every W_o view keeps one shape for every family. Any other
+  bias it lacks (the head's in every family) is left out (None; DecoderPlan.biases_dropped).
 
 Facts about the checkpoints (names, layouts, which configs change the computation) are read from
 transformers' modelling code; tests/test_hf_decoders.py checks each family against it.
