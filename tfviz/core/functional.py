@@ -56,9 +56,9 @@ def rotary_angles(
     """
     inv_freq = 1.0 / (theta ** (torch.arange(0, d_k, 2, dtype=torch.float32) / d_k))
     angles = positions.float()[..., None] * inv_freq.to(positions.device)  # (B, T, d_k/2)
-    sin = angles.sin()
-    signed_sin = torch.cat((-sin, sin), dim=-1)[:, None]  # (B, 1, T, d_k)
-    cos = torch.cat((angles, angles), dim=-1)[:, None].cos()
+    cos, sin = angles.cos(), angles.sin()
+    cos = torch.cat((cos, cos), dim=-1)[:, None]  # (B, 1, T, d_k)
+    signed_sin = torch.cat((-sin, sin), dim=-1)[:, None]
     return cos.to(dtype), signed_sin.to(dtype)
 
 

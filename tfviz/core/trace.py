@@ -154,13 +154,13 @@ def head_top_next(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """top_next of the logits head(hidden) (..., V), made a chunk of the vocabulary at a time.
 
-    Each chunk's logits (vocabulary_chunk columns, in one buffer reused chunk after chunk) give
+    Each chunk's logits (CHUNK_BYTES of them, in one buffer reused chunk after chunk) give
     their k best and their log-normaliser while in cache, and the chunks' answers are merged:
     the k best of the chunks' k best, and the log of the sum of their normalisers. The whole
     (T, V) logits (150 MB at 256 tokens of Qwen2's vocabulary) are never made.
 
     A chunk's logits are made PRODUCT_COLUMNS at a time, each product written in place into the
-    chunk (addmm with out=): here, for a 50k-150k vocabulary, products of 1,024 rows of the
+    chunk (mm or addmm with out=): here, for a 50k-150k vocabulary, products of 1,024 rows of the
     head were 10-25% faster than one product over the whole vocabulary (bench/README.md), so
     the head with its top 5 and normaliser costs less than transformers' bare head.
     """

@@ -192,10 +192,11 @@ def load_decoder(
                 state[ours] = checked(source.name, t, shapes[ours], keep_dtype=True)
                 continue
             state[ours] = _read(f, source, shapes[ours], config.max_len)
+    dropped = plan.biases_dropped
     for ours, source in plan.sources.items():
-        if source.name is None:
+        if source.name is None and ours not in dropped:
             # A tied head reads out with the token embedding (the very tensor); any other
-            # absent tensor is a bias the family does not have: zero adds nothing.
+            # absent tensor is a bias kept as zero (W_o's: b_o is in every view): it adds nothing.
             tied = ours == "head.weight"
             state[ours] = state["embed.weight"] if tied else torch.zeros(shapes[ours])
     # Built on the meta device (no memory, no random draw), then given the checkpoint's tensors
@@ -204,6 +205,8 @@ def load_decoder(
     # (it imports torch._dynamo), which the small encoders' loader does not pay.
     with torch.device("meta"):
         model = Encoder(config)
+    for name in dropped:
+        model.get_submodule(name.removesuffix(".bias")).bias = None
     model.load_state_dict(state, strict=True, assign=True)
     if any(p.is_meta for p in model.parameters()):
         raise WeightsError("unnamed_parameters", names=repr([n for n, p in
@@ -213,6 +216,4 @@ def load_decoder(
     else:
         # load_state_dict casts to the module's dtype; the untied table keeps its own
         model.embed.weight = torch.nn.Parameter(state["embed.weight"], requires_grad=False)
-    for name in plan.biases_dropped:
-        model.get_submodule(name.removesuffix(".bias")).bias = None
     return model.eval().requires_grad_(False), plan
