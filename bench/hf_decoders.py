@@ -37,8 +37,10 @@ and the memory: the resident memory each side's open and first forward added, pr
 file-backed apart (a tensor read as it is stored stays a view of the memory-mapped safetensors
 file), and per length one trace's numpy arrays (what the server caches per trace),
 transformers' returned tensors, and each side's peak resident memory growth over one call (freed
-heap handed back and the peak reset before each: malloc_trim, /proc/self/clear_refs). The last
-line is every figure as JSON.
+heap handed back and the peak reset before each: malloc_trim, /proc/self/clear_refs), and the
+memory tfviz keeps after the timed calls for the next trace (tfviz.core.buffers: a trace's
+memory once nothing holds it; it is resident, not handed back). The last line is every figure
+as JSON.
 
 Usage: python -m bench.hf_decoders [--calls 7] [--small] [--families gpt2,llama,qwen2]
        [--threads 1]
@@ -265,6 +267,7 @@ def measure(folder: str, calls: int, threads: int, lengths=LENGTHS) -> dict:
     import transformers
 
     from tfviz import hf
+    from tfviz.core import buffers
     from tfviz.core.interventions import Interventions
     from tfviz.core.trace import run_trace
 
@@ -341,6 +344,7 @@ def measure(folder: str, calls: int, threads: int, lengths=LENGTHS) -> dict:
         for name in ("tfviz", "transformers"):
             row[name] = summary(wall[name])
             row[f"{name}_cpu"] = statistics.median(cpu[name])
+        row["kept_mib"] = buffers.kept_bytes() / 2**20
         row["ratio_median"] = row["tfviz"][0] / row["transformers"][0]
         row["ratio_p95"] = row["tfviz"][1] / row["transformers"][1]
         # This process's CPU time: what other jobs on a shared machine take is not in it.
@@ -368,8 +372,8 @@ def table(kind: str, r: dict, weights_mib: float) -> list[str]:
         "",
         "| tokens | tfviz median / p95 (ms) | transformers median / p95 (ms) "
         "| tfviz / transformers: median, p95, CPU | one trace / hf output (MiB) "
-        "| peak growth tfviz / hf (MiB) | max attn diff |",
-        "|---|---|---|---|---|---|---|",
+        "| peak growth tfviz / hf (MiB) | kept for the next trace (MiB) | max attn diff |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for n in LENGTHS:
         row = r.get(str(n))
@@ -382,6 +386,7 @@ def table(kind: str, r: dict, weights_mib: float) -> list[str]:
             f"| {row['ratio_median']:.2f}, {row['ratio_p95']:.2f}, {row['ratio_cpu']:.2f} "
             f"| {row['trace_mib']:.1f} / {row['hf_output_mib']:.1f} "
             f"| +{row['peak_growth_mib']:.0f} / +{row['hf_peak_growth_mib']:.0f} "
+            f"| {row['kept_mib']:.0f} "
             f"| {row['attn_max_diff']:.0e} |"
         )
     return lines

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from tfviz import hf
+from tfviz.core import buffers
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 try:
@@ -76,6 +77,10 @@ def test_each_length_is_timed_on_exactly_that_many_tokens_and_both_sides(measure
             assert 0 < median <= p95
             assert row[f"{side}_cpu"] > 0
         assert row["ratio_median"] == pytest.approx(row["tfviz"][0] / row["transformers"][0])
+        # the last trace dropped, its memory is kept for the next: at least that trace's stack
+        assert row["kept_mib"] >= 4 * (L * H * n * n + 4 * L * n * D) / 2**20 or (
+            4 * (L * H * n * n + 4 * L * n * D) < buffers.MIN_BYTES
+        )
     assert r["params"] >= r["hf_params"] > 0  # tfviz adds zero biases where a family has none
     assert set(r["rss"]) == {"all", "private", "file"}
     lines = hf_decoders.table(kind, r, 1.0)

@@ -33,6 +33,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tfviz.core import wo
+from tfviz.core.buffers import stacked_empty
 from tfviz.core.config import ModelConfig
 
 # The forward's stateless pieces, importable from here as before the split.
@@ -529,8 +530,8 @@ class Encoder(nn.Module):
         layer_traces, stacked = [], {}
         if trace and not isinstance(pad_mask, Packing):
             (B, T, D), H, L = x.shape, self.config.n_heads, len(self.layers)
-            stacked = {name: x.new_empty((L, B, H, T, T) if name == "attn" else (L, B, T, D))
-                       for name in STACKED}  # fmt: skip
+            shapes = {name: (L, B, H, T, T) if name == "attn" else (L, B, T, D) for name in STACKED}
+            stacked = stacked_empty(shapes, x.dtype, x.device)
         for i, (layer, sw) in enumerate(zip(self.layers, plan.layers, strict=True)):
             into = {name: t[i] for name, t in stacked.items()} if stacked else None
             x, lt = layer(x, pad_mask, sw, trace, rotary, into)
