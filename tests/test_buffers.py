@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import itertools
 import mmap
-import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -119,24 +119,17 @@ def test_traces_made_in_threads_at_once_equal_the_ones_made_one_by_one(pool, mod
     """The server's sessions trace in threads: no two passes at once are given one map."""
     serial = {text: {k: v.copy() for k, v in arrays(run_trace(model, task, text)).items()}
               for text in TEXTS}  # fmt: skip
-    results, errors = [], []
+    results = []
 
     def work(offset: int) -> None:
-        try:
-            for i in range(12):
-                text = TEXTS[(offset + i) % len(TEXTS)]
-                trace = run_trace(model, task, text)
-                if i % 3:  # some kept to the end, some dropped: maps go back while others run
-                    results.append((text, trace))
-        except Exception as e:  # pragma: no cover - reported by the assertion below
-            errors.append(e)
+        for i in range(12):
+            text = TEXTS[(offset + i) % len(TEXTS)]
+            trace = run_trace(model, task, text)
+            if i % 3:  # some kept to the end, some dropped: maps go back while others run
+                results.append((text, trace))
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    assert not errors
+    with ThreadPoolExecutor(6) as threads:
+        list(threads.map(work, range(6)))  # (list: a thread's exception is raised here)
     assert len(results) == 6 * 8
     for text, trace in results:
         for name, values in serial[text].items():
