@@ -18,8 +18,16 @@ memory is printed (issue 9's target: within 1.5x), and the MiniLM run's memory p
 set against the model's own size: sessions share one copy (st.cache_resource), so each adds far
 less than a model.
 
+With --models decoder (issue 32) the server's $TFVIZ_PRETRAINED_DIR holds one random decoder of a
+real model's sizes (--decoder llama: SmolLM-135M's, as bench/hf_decoders.py builds it; gpt2,
+qwen2), every session picks it first and types texts of 5 to 20 words, toggling W_o as above;
+its memory per session is set against the decoder's weights in the same way. A decoder's rerun
+costs one traced pass of ~135-500 M parameters (two with W_o off), so it is run with fewer
+sessions or longer think times than the toy run's 40 on two cores.
+
 Usage: python -m bench.load [--sessions 40] [--seconds 60] [--port P]
        python -m bench.load --models toy,minilm [--seconds 60]
+       python -m bench.load --models decoder [--decoder llama] [--sessions 10]
        python -m bench.load --url http://127.0.0.1:8501 [--pid PID]   (a server already running)
 
 Protocol notes (streamlit 1.67):
@@ -75,7 +83,7 @@ TARGET_P95_S = 2.0
 TARGET_MEMORY_RATIO = 0.10
 TARGET_MINILM_MEMORY = 1.5  # peak memory with MiniLM / the same run on toy models (issue 9)
 MODEL_KEY = "model"
-MODELS = ("toy", "minilm")  # what --models takes
+MODELS = ("toy", "minilm", "decoder")  # what --models takes
 # Words for MiniLM's sentences: any text will do, these keep every sentence in its vocabulary.
 WORDS = (
     "the a man woman child dog cat bird house car road river city park music song book table "
@@ -251,6 +259,12 @@ class Page:
         """A sentence model's page: two sentence boxes, any text."""
         return "sentence_b" in self.widgets
 
+    @property
+    def free_text(self) -> bool:
+        """A page whose box takes any text: a sentence model's, or a decoder's one text box
+        (a toy task's box names its alphabet in its help)."""
+        return self.sentence or (SEQUENCE_KEY in self.widgets and self.alphabet is None)
+
     def shows_code_in(self, key: str) -> bool:
         """Whether the container with this user key holds a code block (st.code)."""
         path = self.blocks.get(key)
@@ -326,7 +340,8 @@ class Session:
     async def run(self, deadline: float, load_only: bool = False) -> None:
         """Connect and act until the deadline; after a failure, reconnect while time is left.
 
-        load_only: load the page once and leave (the warm-up and the poke).
+        load_only: load the page once (and pick the session's model, if it has one) and leave
+        (the warm-up and the poke).
         """
         while time.monotonic() < deadline:
             try:
@@ -367,13 +382,13 @@ class Session:
         self.w_o_off = False
         self.stats.page_loads.append(await self._request(ws))
         step = 0
-        if load_only:
-            return
         if self.model is not None:
             self._pick_model()
             self.stats.reruns.append(await self._request(ws))
-            if not self.page.sentence:
-                raise SessionError("widget", f"picking {self.model} showed no sentence boxes")
+            if not self.page.free_text:
+                raise SessionError("widget", f"picking {self.model} showed no text box")
+        if load_only:
+            return
         while time.monotonic() < deadline:
             await asyncio.sleep(self.rng.uniform(*self.think))
             if time.monotonic() >= deadline:
@@ -416,7 +431,7 @@ class Session:
         if found is None:
             raise SessionError("widget", "no text box with key 'sequence' on the page")
         _, proto = found
-        if self.page.sentence:  # sentence A: a few words, another sentence each time
+        if self.page.free_text:  # (sentence A) a few words, another sentence each time
             words = self.rng.choices(WORDS, k=self.rng.randint(5, 20))
             text = " ".join(words).capitalize() + "."
             self.states[proto.id] = WidgetState(id=proto.id, string_value=text)
@@ -568,10 +583,15 @@ class Session:
 # ---- the server ---------------------------------------------------------------------------------
 
 
-def start_server(port: int, ttl: int, log_path: Path, env_dir: Path, app: str) -> subprocess.Popen:
-    """`streamlit run app.py` on 127.0.0.1:port, with a private user models folder."""
+def start_server(
+    port: int, ttl: int, log_path: Path, env_dir: Path, app: str, models_dir: Path | None = None
+) -> subprocess.Popen:
+    """`streamlit run app.py` on 127.0.0.1:port, with a private user models folder (and
+    models_dir as the server's folder of model folders, $TFVIZ_PRETRAINED_DIR)."""
     env = dict(os.environ)
     env["TFVIZ_USER_MODELS"] = str(env_dir / "user_models")
+    if models_dir is not None:
+        env["TFVIZ_PRETRAINED_DIR"] = str(models_dir)
     cmd = streamlit_command(app, port, f"--server.disconnectedSessionTTL={ttl}")
     with open(log_path, "wb") as log:
         return subprocess.Popen(
@@ -622,7 +642,7 @@ async def one_page_load(ws_url: str, timeout: float, stats: Stats) -> None:
 async def one_model_pick(ws_url: str, timeout: float, stats: Stats, model: str) -> None:
     """Load the page, pick the model once and leave: the server loads it (once per process)."""
     session = Session(ws_url, stats, random.Random(0), timeout, (0.0, 0.0), model)
-    await session.run(time.monotonic() + timeout, load_only=False)
+    await session.run(time.monotonic() + timeout, load_only=True)
 
 
 async def bench(args, base_url: str, pid: int | None, model: str | None = None) -> dict:
@@ -779,7 +799,12 @@ def report(r: dict) -> None:
 
 
 def report_models(results: dict[str, dict]) -> None:
-    """MiniLM's run against the toy run: peak memory ratio, and no copy of the model per session."""
+    """MiniLM's run against the toy run: peak memory ratio, and no copy of the model per session;
+    a decoder's run: its memory per session against its weights."""
+    decoder = results.get("decoder")
+    if decoder and decoder.get("weights_bytes") and decoder["rss_per_session"] is not None:
+        print(f"\n{decoder['model']}, {decoder['sessions']} sessions:")
+        shared_copy(decoder["rss_per_session"], decoder["weights_bytes"], decoder["sessions"])
     toy, minilm = results.get("toy"), results.get("minilm")
     if not toy or not minilm or not toy["rss_peak"] or not minilm["rss_peak"]:
         return
@@ -799,12 +824,16 @@ def report_models(results: dict[str, dict]) -> None:
         f"  peak ratio MiniLM / toy: {ratio:.2f} (target <= {TARGET_MINILM_MEMORY:g}: "
         f"{'met' if ok else 'NOT met'})"
     )
-    per_session = minilm["rss_per_session"] or 0.0
+    shared_copy(minilm["rss_per_session"] or 0.0, weights, minilm["sessions"])
+
+
+def shared_copy(per_session: float, weights: float, sessions: int) -> None:
+    """A run's memory per session against its model's weights: far less means one shared copy."""
     shared = per_session < weights / 4
     print(
-        f"  per session with MiniLM: {mib(per_session)}, {per_session / weights:.1%} of the "
+        f"  per session: {mib(per_session)}, {per_session / weights:.1%} of the "
         f"weights: {'one shared copy' if shared else 'MORE than a shared copy would need'} "
-        f"({mib(weights * minilm['sessions'])} if every session held its own)"
+        f"({mib(weights * sessions)} if every session held its own)"
     )
 
 
@@ -821,6 +850,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="toy",
         help="comma-separated runs, each on a fresh server: 'toy' (the opening model) and/or "
         "'minilm' (sessions pick all-MiniLM-L6-v2); with both, their memory is compared",
+    )
+    p.add_argument(
+        "--decoder",
+        default="llama",
+        choices=("gpt2", "llama", "qwen2"),
+        help="with --models decoder: the family, at its real model's sizes (default llama)",
+    )
+    p.add_argument(
+        "--tiny-decoder",
+        action="store_true",
+        help="with --models decoder: 2 layers, D 64, 512 tokens (a smoke test of this script)",
     )
     p.add_argument("--think-min", type=float, default=0.2, help="think time, seconds (min)")
     p.add_argument("--think-max", type=float, default=1.0, help="think time, seconds (max)")
@@ -854,10 +894,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def picked(model: str) -> str | None:
-    """The model picker option a --models entry makes sessions pick (None: the opening model)."""
+def picked(model: str, decoder: str = "llama") -> str | None:
+    """The model picker option a --models entry makes sessions pick (None: the opening model;
+    a decoder's folder is named after its family, its option "llama (Llama)")."""
     if model == "toy":
         return None
+    if model == "decoder":
+        return decoder
     from tfviz.hf import pretrained
 
     return pretrained.NAME
@@ -897,20 +940,47 @@ def run_once(args, model: str) -> dict | None:
             else:
                 port = args.port or free_port()
                 base_url = f"http://127.0.0.1:{port}"
+                models_dir = None
+                if model == "decoder":
+                    models_dir = decoder_folder(args.decoder, Path(tmp), args.tiny_decoder)
                 started = time.monotonic()
-                proc = start_server(port, args.session_ttl, log_path, Path(tmp), args.app)
+                proc = start_server(
+                    port, args.session_ttl, log_path, Path(tmp), args.app, models_dir
+                )
                 pid = proc.pid
                 if not wait_healthy(base_url, proc, args.startup_timeout):
                     log = log_path.read_text(errors="replace")[-3000:]
                     print(f"the server did not start (exit code {proc.poll()}); its log:\n{log}")
                     return None
                 print(f"server pid {pid} healthy after {time.monotonic() - started:.1f} s")
-            result = asyncio.run(bench(args, base_url, pid, picked(model)))
+            result = asyncio.run(bench(args, base_url, pid, picked(model, args.decoder)))
+            if model == "decoder" and not args.url:
+                weights = models_dir.glob(f"{args.decoder}/*.safetensors")
+                result["weights_bytes"] = sum(f.stat().st_size for f in weights)
             report(result)
             return result
         finally:
             if proc is not None:
                 stop_server(proc)
+
+
+def decoder_folder(kind: str, tmp: Path, tiny: bool = False) -> Path:
+    """A folder of model folders holding one random decoder of this family at its real model's
+    sizes (bench/hf_decoders.py builds it), or TINY_DECODER's, for the server's
+    $TFVIZ_PRETRAINED_DIR."""
+    from bench import hf_decoders
+
+    root = tmp / "models"
+    sizes = dict(hf_decoders.SIZES[kind], **TINY_DECODER) if tiny else hf_decoders.SIZES[kind]
+    started = time.monotonic()
+    hf_decoders.build(kind, root / kind, sizes)
+    took = time.monotonic() - started
+    named = "a tiny" if tiny else f"a {hf_decoders.NAMED[kind]}-sized"
+    print(f"built {named} random {kind} in {took:.1f} s")
+    return root
+
+
+TINY_DECODER = dict(layers=2, heads=4, kv_heads=2, hidden=64, ff=128, vocab=512, positions=256)
 
 
 if __name__ == "__main__":

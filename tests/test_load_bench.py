@@ -7,6 +7,7 @@ Takes about 20 s (a real `streamlit run app.py` on a free loopback port). Desele
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -59,3 +60,31 @@ def test_two_sessions_run_without_errors_and_report_memory(tmp_path):
     for line, value in (("memory at start", start), ("memory at peak", peak)):
         shown = re.search(rf"^{line}: (\d+\.\d) MiB", text, re.M)
         assert float(shown.group(1)) == pytest.approx(value / MiB, abs=0.051), (line, text)
+
+
+def test_a_decoders_sessions_type_text_and_report_memory_against_its_weights(tmp_path):
+    """--models decoder: the server's folder holds one (here tiny) Llama; every session picks
+    it, types texts and switches W_o, with no error; its memory per session is set against the
+    decoder's weights."""
+    if os.environ.get("CI", "").lower() != "true":  # (under CI it is installed: never skipped)
+        pytest.importorskip("transformers")  # bench/hf_decoders.py builds the folder with it
+    cmd = [sys.executable, "-m", "bench.load", "--models", "decoder", "--tiny-decoder"]
+    cmd += ["--sessions", "2", "--seconds", "5", "--ramp", "0.5", "--session-ttl", "2"]
+    out = tmp_path / "result.json"
+    proc = subprocess.run(
+        [*cmd, "--json", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=240
+    )
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text
+    assert "every session picks llama first" in text, text
+    assert re.search(r"^errors: 0$", text, re.M), text
+    result = json.loads(out.read_text())
+    assert result["warmup_errors"] == 0, result["warmup_samples"]
+    assert result["reruns"] > 2 and result["errors"] == 0, result["error_samples"]
+    assert result["weights_bytes"] > 0
+    shown = re.search(r"^  per session: (\d+\.\d) MiB, (\d+\.\d)% of the weights", text, re.M)
+    assert shown, text
+    per_session = result["rss_per_session"]
+    assert float(shown.group(2)) == pytest.approx(
+        100 * per_session / result["weights_bytes"], abs=0.051
+    )
