@@ -364,3 +364,10 @@ def test_the_heads_top_next_a_vocabulary_chunk_at_a_time_equals_the_whole_logits
     torch.testing.assert_close(probs, want_probs, rtol=1e-5, atol=1e-8)
     assert (ids >= 3 * 128).any()  # answers came from the second (last) chunk
     assert (ids < 3 * 128).any()  # and from the first
+
+
+def test_a_traces_bytes_count_each_array_once(learned):
+    """z is concat's heads apart (the same memory), so it is not counted again."""
+    assert np.shares_memory(learned.z, learned.concat)
+    sites = ("attn", "concat", "attn_out", "resid_mid", "resid_out", "b_o")
+    assert learned.nbytes == sum(getattr(learned, name).nbytes for name in sites)

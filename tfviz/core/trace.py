@@ -57,6 +57,12 @@ class TraceArrays:
         return np.where(np.triu(np.ones((T, T), dtype=bool), 1), np.nan, weights)
 
     @property
+    def nbytes(self) -> int:
+        """The bytes of this trace's arrays (z is counted once: it is concat's heads apart)."""
+        arrays = [v for k, v in vars(self).items() if isinstance(v, np.ndarray) and k != "z"]
+        return sum(a.nbytes for a in arrays)
+
+    @property
     def n_layers(self) -> int:
         return self.attn.shape[0]
 

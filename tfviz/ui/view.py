@@ -20,6 +20,7 @@ from tfviz.core.tasks import Task
 from tfviz.core.trace import TraceArrays, run_trace, w_o_used
 from tfviz.hf import pretrained
 from tfviz.hf.pretrained import PairSimilarity
+from tfviz.serve.cache import ByteCache
 from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.training.evaluate import evaluate
 from tfviz.ui import state
@@ -109,38 +110,19 @@ def shared_trace(trace: TraceArrays) -> TraceArrays:
     return trace
 
 
-# ~50 KB a toy trace (W_o and the per-head terms are derived when shown, not stored): 96 keep
-# every open session's current pair (learned, switched) of a class of 40 in about 5 MB.
-@st.cache_resource(show_spinner=False, max_entries=96)
-def cached_trace(
-    digest: str, task_name: str, text: str, iv: Interventions, _model, _task
-) -> TraceArrays:
-    """run_trace keyed by model digest, task, sequence and switches (model and task are not
-    hashed: the digest and task name stand for them). Shared: read-only."""
-    return shared_trace(run_trace(_model, _task, text, iv))
+# Every session's traces in one cache, bounded by bytes (tfviz.serve.cache): a toy trace is
+# ~50 KB (96 keep every open session's current pair, learned and switched, for a class of 40),
+# a MiniLM trace ~0.5 MB for a sentence and ~31 MB at 256 word-pieces, a 30-layer decoder's
+# ~100 MB at 200 pieces and 1.8 GB for Qwen2-0.5B at 1,024. Caches bounded by entries alone
+# (16 traces, 4 of long texts) could hold many GB of a decoder's. A miss costs one forward pass.
+TRACE_CACHE_BYTES = 256 << 20
+TRACE_CACHE_ENTRIES = 96
 
 
-# A MiniLM trace is ~0.5 MB for a typical sentence ((L, H, T, T) attention and four (L, T, D)
-# sites), ~8 MB at 128 word-pieces and ~31 MB at 256, so sentence models keep fewer, and long
-# texts fewer still: at most 16 x 8 + 4 x 31 MB (~250 MB at 256 pieces, ~600 MB for a 512-piece
-# BERT). A miss costs one forward pass (~15 ms; ~60 ms at 256 pieces).
-LONG_TRACE_PIECES = 128
-
-
-@st.cache_resource(show_spinner=False, max_entries=16)
-def cached_sentence_trace(
-    digest: str, task_name: str, text: str, iv: Interventions, _model, _task
-) -> TraceArrays:
-    """cached_trace for a sentence model, with fewer entries."""
-    return shared_trace(run_trace(_model, _task, text, iv))
-
-
-@st.cache_resource(show_spinner=False, max_entries=4)
-def cached_long_trace(
-    digest: str, task_name: str, text: str, iv: Interventions, _model, _task
-) -> TraceArrays:
-    """cached_sentence_trace for a text of more than LONG_TRACE_PIECES word-pieces."""
-    return shared_trace(run_trace(_model, _task, text, iv))
+@st.cache_resource(show_spinner=False)
+def trace_cache() -> ByteCache[TraceArrays]:
+    """The server's one trace cache (a resource: one object, shared by every session)."""
+    return ByteCache(TRACE_CACHE_BYTES, TRACE_CACHE_ENTRIES)
 
 
 # 1.5 KB an entry: 1024 hold A and B, learned and switched, for every session of a large class.
@@ -174,12 +156,15 @@ def accuracy_cache(digest: str, task_name: str, _model) -> dissect.MeasureCache:
 
 
 def trace_for(view: View, text: str, iv: Interventions) -> TraceArrays:
-    """The trace of text through the view's model with switches iv (cached)."""
-    cached = cached_trace
-    if view.is_sentence:
-        long = len(view.task.pieces(text).ids) > LONG_TRACE_PIECES
-        cached = cached_long_trace if long else cached_sentence_trace
-    return cached(view.entry.digest, view.task.name, text, iv, _model=view.model, _task=view.task)
+    """The trace of text through the view's model with switches iv, cached by model digest,
+    task, text and switches (the digest and task name stand for the model and task); shared by
+    every session, so read-only."""
+    key = (view.entry.digest, view.task.name, text, iv)
+
+    def make() -> TraceArrays:
+        return shared_trace(run_trace(view.model, view.task, text, iv))
+
+    return trace_cache().get(key, make, size=lambda trace: trace.nbytes)
 
 
 def similarity(view: View, text_a: str, text_b: str, iv: Interventions) -> PairSimilarity:

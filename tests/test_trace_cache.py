@@ -1,0 +1,92 @@
+"""tfviz.serve.cache.ByteCache, the server's trace cache: bounded by bytes and entries, the
+newest kept, a value made once however many threads ask; and the app keeps its traces there."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.conftest import start_app
+from tfviz.serve.cache import ByteCache
+
+
+def kept(cache: ByteCache) -> list:
+    return list(cache._items)
+
+
+def test_the_least_recently_used_go_first_once_the_bytes_pass_the_budget():
+    cache = ByteCache(max_bytes=100, max_entries=10)
+    for key in "abc":
+        cache.get(key, lambda key=key: key * 2, size=lambda v: 40)
+    assert kept(cache) == ["b", "c"] and cache.nbytes == 80  # a, the oldest, went at 120 bytes
+    assert cache.get("b", lambda: pytest.fail("b is kept: not made again"), size=len) == "bb"
+    cache.get("d", lambda: "dd", size=lambda v: 40)
+    assert kept(cache) == ["b", "d"]  # b was read after c: c went
+
+
+def test_the_entries_are_bounded_too():
+    cache = ByteCache(max_bytes=10**9, max_entries=3)
+    for n in range(5):
+        cache.get(n, lambda n=n: n, size=lambda v: 1)
+    assert kept(cache) == [2, 3, 4] and cache.nbytes == 3 and len(cache) == 3
+
+
+def test_the_newest_is_kept_even_alone_over_the_budget():
+    cache = ByteCache(max_bytes=100, max_entries=10)
+    cache.get("small", lambda: 1, size=lambda v: 10)
+    made = []
+    for _ in range(3):  # asked again and again (a view's reruns): made once
+        cache.get("huge", lambda: made.append(1) or "v", size=lambda v: 1000)
+    assert kept(cache) == ["huge"] and made == [1] and cache.nbytes == 1000
+
+
+def test_many_threads_asking_for_one_key_at_once_make_it_once():
+    cache = ByteCache(max_bytes=10**6, max_entries=10)
+    calls = []
+
+    def make():
+        calls.append(threading.get_ident())
+        time.sleep(0.2)  # long enough for every thread to ask while it is being made
+        return object()
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda _: cache.get("k", make, size=lambda v: 1), range(8)))
+    assert len(calls) == 1
+    assert all(v is got[0] for v in got)
+
+
+def test_a_failure_reaches_every_waiter_and_is_not_kept():
+    cache = ByteCache(max_bytes=10**6, max_entries=10)
+    started = threading.Event()
+
+    def fail():
+        started.set()
+        time.sleep(0.2)
+        raise ValueError("not allowed")
+
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(cache.get, "k", fail, len)
+        started.wait()
+        waiters = [pool.submit(cache.get, "k", lambda: "made", len) for _ in range(3)]
+        for future in [first, *waiters]:
+            with pytest.raises(ValueError, match="not allowed"):
+                future.result()
+    assert len(cache) == 0
+    assert cache.get("k", lambda: "made", size=len) == "made"  # asked again: made anew
+
+
+@pytest.mark.usefixtures("fresh_app")
+def test_the_app_keeps_every_sessions_traces_in_the_one_cache():
+    from tfviz.ui import view
+
+    at = start_app()
+    cache = view.trace_cache()
+    assert len(cache) >= 1
+    traces = [value for value, _ in cache._items.values()]
+    assert cache.nbytes == sum(trace.nbytes for trace in traces) <= view.TRACE_CACHE_BYTES
+    # another session's identical page reads the same trace object, not a new one
+    other = start_app()
+    assert len(view.trace_cache()) == len(cache) and not other.exception and not at.exception

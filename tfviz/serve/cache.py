@@ -1,0 +1,91 @@
+"""A cache bounded by bytes and by entries, shared by threads: the server's traces (tfviz.ui.view).
+
+One trace of a toy model is ~50 KB; one of a 30-layer decoder at 200 word-pieces ~100 MB, at
+1,024 pieces over a GB. A cache bounded by its number of entries alone (st.cache_resource's
+max_entries) is sized for one of these and wrong for the others: the server's 16 + 4 entries
+for sentence models' traces could hold many GB of a decoder's. This one drops its least recently
+used values once their bytes pass a budget.
+
+- The newest value is always kept, even alone over the budget: a view reruns on every click, and
+  a text too long for the budget is then traced once, not once per click.
+- A value is made once per key however many threads ask at once (a class opening the same page):
+  the others wait for it, and get its error if making it failed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Generic, TypeVar
+
+V = TypeVar("V")
+
+
+class _Pending:
+    """A value being made by one thread, waited for by the others."""
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.value = None
+        self.error: BaseException | None = None
+
+
+class ByteCache(Generic[V]):
+    """Values by key, least recently used dropped first beyond max_bytes or max_entries."""
+
+    def __init__(self, max_bytes: int, max_entries: int):
+        self.max_bytes, self.max_entries = max_bytes, max_entries
+        self._items: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
+        self._pending: dict[Hashable, _Pending] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, make: Callable[[], V], size: Callable[[V], int]) -> V:
+        """The value for key: the kept one, or make()'s (kept, size(value) bytes of it)."""
+        with self._lock:
+            if key in self._items:
+                self._items.move_to_end(key)
+                return self._items[key][0]
+            pending = self._pending.get(key)
+            mine = pending is None
+            if mine:
+                pending = self._pending[key] = _Pending()
+        if not mine:
+            pending.done.wait()
+            if pending.error is not None:
+                raise pending.error
+            return pending.value
+        try:
+            value = make()
+        except BaseException as e:
+            pending.error = e
+            raise
+        else:
+            pending.value = value
+            self._keep(key, value, size(value))
+            return value
+        finally:
+            with self._lock:
+                del self._pending[key]
+            pending.done.set()
+
+    def _keep(self, key: Hashable, value: V, nbytes: int) -> None:
+        with self._lock:
+            self._items[key] = (value, nbytes)
+            self._bytes += nbytes
+            while len(self._items) > 1 and (
+                self._bytes > self.max_bytes or len(self._items) > self.max_entries
+            ):
+                _, (_, dropped) = self._items.popitem(last=False)
+                self._bytes -= dropped
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes of the values kept."""
+        with self._lock:
+            return self._bytes
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
