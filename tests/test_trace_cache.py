@@ -78,6 +78,29 @@ def test_a_failure_reaches_every_waiter_and_is_not_kept():
     assert cache.get("k", lambda: "made", size=len) == "made"  # asked again: made anew
 
 
+class Stopped(BaseException):
+    """What Streamlit raises in a script's thread to stop its run: not an error of the value."""
+
+
+def test_a_maker_stopped_without_an_error_leaves_the_value_to_a_waiter():
+    cache = ByteCache(max_bytes=10**6, max_entries=10)
+    started = threading.Event()
+
+    def stopped():
+        started.set()
+        time.sleep(0.2)
+        raise Stopped
+
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(cache.get, "k", stopped, len)
+        started.wait()
+        waiter = pool.submit(cache.get, "k", lambda: "made by the waiter", len)
+        with pytest.raises(Stopped):
+            first.result()
+        assert waiter.result() == "made by the waiter"
+    assert kept(cache) == ["k"]
+
+
 @pytest.mark.usefixtures("fresh_app")
 def test_the_app_keeps_every_sessions_traces_in_the_one_cache():
     from tfviz.ui import view

@@ -9,7 +9,9 @@ used values once their bytes pass a budget.
 - The newest value is always kept, even alone over the budget: a view reruns on every click, and
   a text too long for the budget is then traced once, not once per click.
 - A value is made once per key however many threads ask at once (a class opening the same page):
-  the others wait for it, and get its error if making it failed.
+  the others wait for it, and get its error if making it failed. A maker stopped by something
+  other than an error (Streamlit stops or reruns a script by raising a ScriptControlException, a
+  BaseException, in its thread) passes no error on: a waiter then makes the value itself.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ class _Pending:
 
     def __init__(self):
         self.done = threading.Event()
+        self.made = False
         self.value = None
-        self.error: BaseException | None = None
+        self.error: Exception | None = None
 
 
 class ByteCache(Generic[V]):
@@ -55,14 +58,16 @@ class ByteCache(Generic[V]):
             pending.done.wait()
             if pending.error is not None:
                 raise pending.error
-            return pending.value
+            if pending.made:
+                return pending.value
+            return self.get(key, make, size)  # its maker was stopped: made here
         try:
             value = make()
-        except BaseException as e:
+        except Exception as e:
             pending.error = e
             raise
         else:
-            pending.value = value
+            pending.value, pending.made = value, True
             self._keep(key, value, size(value))
             return value
         finally:
