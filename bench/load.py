@@ -848,8 +848,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--models",
         default="toy",
-        help="comma-separated runs, each on a fresh server: 'toy' (the opening model) and/or "
-        "'minilm' (sessions pick all-MiniLM-L6-v2); with both, their memory is compared",
+        help="comma-separated runs, each on a fresh server: 'toy' (the opening model), "
+        "'minilm' (sessions pick all-MiniLM-L6-v2; with toy, their memory is compared) and/or "
+        "'decoder' (sessions pick a random decoder of --decoder's family)",
     )
     p.add_argument(
         "--decoder",
