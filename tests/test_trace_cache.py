@@ -58,22 +58,29 @@ def test_many_threads_asking_for_one_key_at_once_make_it_once():
     assert all(v is got[0] for v in got)
 
 
-def test_a_failure_reaches_every_waiter_and_is_not_kept():
-    cache = ByteCache(max_bytes=10**6, max_entries=10)
+def asked_while_failing(cache: ByteCache, exception: BaseException, waiters: int, made: str):
+    """One thread's maker raises exception 0.2 s after it starts; meanwhile `waiters` threads
+    ask for the same key (their own maker returns made). The first's future and the waiters'."""
     started = threading.Event()
 
     def fail():
         started.set()
         time.sleep(0.2)
-        raise ValueError("not allowed")
+        raise exception
 
-    with ThreadPoolExecutor(4) as pool:
+    with ThreadPoolExecutor(waiters + 1) as pool:
         first = pool.submit(cache.get, "k", fail, len)
         started.wait()
-        waiters = [pool.submit(cache.get, "k", lambda: "made", len) for _ in range(3)]
-        for future in [first, *waiters]:
-            with pytest.raises(ValueError, match="not allowed"):
-                future.result()
+        others = [pool.submit(cache.get, "k", lambda: made, len) for _ in range(waiters)]
+    return first, others
+
+
+def test_a_failure_reaches_every_waiter_and_is_not_kept():
+    cache = ByteCache(max_bytes=10**6, max_entries=10)
+    first, waiters = asked_while_failing(cache, ValueError("not allowed"), 3, "made")
+    for future in [first, *waiters]:
+        with pytest.raises(ValueError, match="not allowed"):
+            future.result()
     assert len(cache) == 0
     assert cache.get("k", lambda: "made", size=len) == "made"  # asked again: made anew
 
@@ -84,20 +91,10 @@ class Stopped(BaseException):
 
 def test_a_maker_stopped_without_an_error_leaves_the_value_to_a_waiter():
     cache = ByteCache(max_bytes=10**6, max_entries=10)
-    started = threading.Event()
-
-    def stopped():
-        started.set()
-        time.sleep(0.2)
-        raise Stopped
-
-    with ThreadPoolExecutor(2) as pool:
-        first = pool.submit(cache.get, "k", stopped, len)
-        started.wait()
-        waiter = pool.submit(cache.get, "k", lambda: "made by the waiter", len)
-        with pytest.raises(Stopped):
-            first.result()
-        assert waiter.result() == "made by the waiter"
+    first, (waiter,) = asked_while_failing(cache, Stopped(), 1, "made by the waiter")
+    with pytest.raises(Stopped):
+        first.result()
+    assert waiter.result() == "made by the waiter"
     assert kept(cache) == ["k"]
 
 
