@@ -494,8 +494,26 @@ def test_the_mechanism_hint_reads_untrained_cells_only_and_says_what_recovered()
     assert counts["not_trained"] == 1 and sum(counts.values()) == 1
 
 
-def test_a_bundled_row_is_reproduced_exactly_by_its_spec():
-    """The shipped rows are what run_one computes: one cheap row, run again (all but its time)."""
+# What a re-run shares with a bundled row on any processor. Training is chaotic and float kernels
+# differ between processors (AVX2 against AVX-512): a row is bit for bit only on the machine that
+# made it. Its bookkeeping is exact everywhere; its first steps agree to far better than REPLAY_LOSS
+# (differences start near 1e-7 and grow slowly); its verdict (the target reached or not) holds, and
+# the step it was reached at may move by a few checks (seen: 200 here, 250 on an AVX-512 machine).
+REPLAY_FIELDS = ("format", "key", "cell", "arm", "seed", "task", "metric", "target", "budget",
+                 "recipe", "curve_every")  # fmt: skip
+REPLAY_LOSS = 1e-3  # the first curve point: the mean training loss of the first 10 steps
+REPLAY_STEPS = 3 * atlas.CHECK_EVERY
+
+
+def test_a_bundled_row_is_reproduced_by_its_spec_within_what_training_allows():
+    """The shipped rows are what run_one computes: one cheap row run again; its bookkeeping
+    equal, its first steps equal within REPLAY_LOSS, its verdict the same and its step to the
+    target within REPLAY_STEPS (models/atlas/README.md says what a reader can reproduce)."""
     row = read_rows(BUNDLED)["balanced/L1/ffn/H4/D64/post/learned/s0"]
     spec = atlas.RunSpec(atlas.Cell.from_key(row["cell"]), row["arm"], row["seed"])
-    assert without_time(atlas.run_one(spec.to_dict())) == without_time(row)
+    again = atlas.run_one(spec.to_dict())
+    assert {k: again[k] for k in REPLAY_FIELDS} == {k: row[k] for k in REPLAY_FIELDS}
+    assert abs(again["curve"][0] - row["curve"][0]) < REPLAY_LOSS
+    assert row["steps_to_target"] is not None and again["steps_to_target"] is not None
+    assert abs(again["steps_to_target"] - row["steps_to_target"]) <= REPLAY_STEPS
+    assert again["metric_value"] >= row["target"] - 0.02  # the held-out metric, at the target

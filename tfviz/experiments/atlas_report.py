@@ -77,6 +77,15 @@ def render(rows: dict, results: dict) -> str:
         "budget (so a difference there is a bound). *Final loss*: mean training loss of the last",
         "5% of a run's steps. *Metric*: the task's metric on 1,000 fresh examples at the end.",
         "",
+        "What a reader can reproduce: `python -m tfviz.cli.atlas` with the same torch gives every",
+        "row's settings (cell, arm, seed, budget, recipe) exactly and, on the processor that made",
+        "the rows, every number bit for bit. On another processor the float kernels differ (AVX2",
+        "against AVX-512, say) and training is chaotic: a run's first steps agree to about 1e-4,",
+        "but the step at which it reaches its target can move by a few checks (200 against 250",
+        "seen for one run; 3 of 10 re-runs of another matched exactly), so a row is reproduced",
+        "within that tolerance and a cell's verdict over its seeds, not its digits",
+        "(tests/test_atlas.py).",
+        "",
     ]
     for arm in atlas.AGAINST:
         cells = [r for r in results.values() if (arm, "steps") in r.comparisons]
