@@ -33,6 +33,7 @@ SECTIONS = (
     "Ablate before vs after W_o",
     "OV circuits",
     "How W_o mixes heads",
+    "Induction heads",
 )
 
 

@@ -189,6 +189,9 @@ FIGURES = {
     ),
     "head_change_map": lambda w: plots.head_change_map(rand(2, 3), TOKENS, words=w),
     "tally_bars": lambda w: plots.tally_bars(["会变", "不变"], [3, 1]),
+    "induction_losses": lambda w: plots.induction_losses(
+        {"学到的 W_o": rand(7), "恒等映射": rand(7)}, 4, words=w
+    ),
 }
 
 

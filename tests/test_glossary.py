@@ -96,7 +96,7 @@ LATIN_KEPT = set(
     CLS SEP UNK MAE Welch tfviz sum_seed safetensors view transpose Unicode PNG SVG HTML CPU PyPI
     Holm
     RoBERTa XLM-R DistilBERT Hugging Face zip
-    Michel Kobayashi Elhage Roy Vetterli Abnar Zuidema NeurIPS EMNLP ACL
+    Michel Kobayashi Elhage Roy Vetterli Abnar Zuidema Olsson NeurIPS EMNLP ACL
     """.split()
 )
 LATIN_KEYS = {  # keys whose Latin words are values the student types or picks, not words

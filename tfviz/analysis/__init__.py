@@ -11,6 +11,7 @@ one published way of measuring that, from a model and/or a Trace, and returns fl
 4. ablating a head before W_o versus after it               (the teaching point of this tool)
 5. OV circuits W_V^h W_O^h, effective rank, composition     Elhage et al. 2021; Roy & Vetterli 2007
 6. how W_o mixes heads into each output dimension
+7. previous-token and induction heads, the in-context loss drop   Olsson et al. 2022
 
 Nothing here changes the model: it is shared by every browser session, so interventions go
 through Encoder.forward's arguments (w_o, ablate_heads, head_gates, ablate_after_w_o), never
@@ -21,8 +22,9 @@ convention instead: W_V^h is (D, d_k), W_O^h is (d_k, D), and a head's output is
 Dimensions: L layers, B batch, H heads, T tokens, D = d_model, d_k = D / H.
 
 Modules, one per section: norms (1), rollout (2), importance (3), ablation (4), circuits (5),
-mixing (6), all on base (checks, fresh examples, the metric, row normalising). Every public
-name is re-exported here: callers write `from tfviz import analysis; analysis.head_importance`.
+mixing (6), induction (7), all on base (checks, fresh examples, the metric, row
+normalising). Every public name is re-exported here: callers write
+`from tfviz import analysis; analysis.head_importance`.
 """
 
 from tfviz.analysis.ablation import AblationComparison, compare_ablation
@@ -51,6 +53,14 @@ from tfviz.analysis.importance import (
     ranked_keys,
     top_k_heads,
 )
+from tfviz.analysis.induction import (
+    InductionScores,
+    duplicate_token_score,
+    induction_score,
+    measure_induction,
+    previous_token_score,
+    repeated_random_tokens,
+)
 from tfviz.analysis.mixing import WoMixing, head_shares, mixing_index, w_o_mixing
 from tfviz.analysis.norms import norm_attention, norm_attention_summed, transformed_values
 from tfviz.analysis.rollout import attention_flow, attention_rollout, rollout_from_trace
@@ -60,6 +70,7 @@ __all__ = [
     "AblationComparison",
     "Composition",
     "HeadImportance",
+    "InductionScores",
     "OVCircuits",
     "OVSpectra",
     "WoMixing",
@@ -67,6 +78,11 @@ __all__ = [
     "attention_flow",
     "attention_rollout",
     "compare_ablation",
+    "duplicate_token_score",
+    "induction_score",
+    "measure_induction",
+    "previous_token_score",
+    "repeated_random_tokens",
     "composition_score",
     "composition_scores",
     "effective_rank",

@@ -4,7 +4,9 @@
 same defaults as the app's Train tab (the task's first-run recipe: seconds, not minutes), or with
 its bundled model's longer recipe given `--bundled-recipe`; flags override either (`--causal`: the
 form's causal box). `--all` rebuilds every bundled model from tfviz/training/recipes.py and
-rewrites models/README.md. The loop itself lives in tfviz/training/train.py.
+rewrites models/README.md. `--language NAME` trains a bundled language model's recipe on the
+bundled corpus (tfviz/training/language.py) into its folder. The loop itself lives in
+tfviz/training/train.py.
 """
 
 from __future__ import annotations
@@ -58,6 +60,36 @@ def _train_one(name: str, out: Path, recipe: dict, quiet: bool = False) -> dict:
     return metrics
 
 
+def _train_language(name: str, out: Path, recipe: dict, quiet: bool = False) -> dict:
+    """Train a language model on the bundled corpus and write its folder; returns its record."""
+    from tqdm import tqdm
+
+    from tfviz.training import corpus, language
+
+    manifest = corpus.load_manifest(corpus.CORPUS_DIR)
+    vocab = language.CharVocabulary(manifest["alphabet"])
+    train_ids = vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "train"))
+    valid_ids = vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "valid"))
+    sizes = {k: recipe[k] for k in ("n_layers", "n_heads", "d_model", "ffn")}
+    config = language.language_config(vocab, recipe["context"], **sizes)
+    bar = tqdm(total=recipe["steps"], desc=name, file=sys.stderr, disable=quiet,
+               dynamic_ncols=True)  # fmt: skip
+
+    def show(info: StepInfo) -> None:
+        bar.update(1)
+        if info.step % 10 == 0 or info.step == info.steps:
+            bar.set_postfix(loss=f"{info.loss:.4f}")
+
+    keys = ("steps", "batch_size", "lr", "seed", "weight_decay", "w_o")
+    model, history = language.train_language_model(
+        train_ids, config, on_step=show, device="cpu", **{k: recipe[k] for k in keys if k in recipe}
+    )
+    bar.close()
+    record = language.measure_record(model, vocab, valid_ids, history, manifest)
+    language.save_language_folder(out, model, vocab, record, language.model_card(name, record))
+    return record
+
+
 def main(argv: list[str] | None = None) -> int:
     from tfviz.training.recipes import RECIPES, first_run_recipe, write_models_readme
 
@@ -76,6 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a causal toy model (each token reads only earlier ones; the answer is read at the "
         "last token): tasks with one answer per sequence only",
+    )
+    p.add_argument(
+        "--language",
+        metavar="NAME",
+        help="train a bundled language model's recipe (tfviz.training.language.LANGUAGE_RECIPES)"
+        " on the bundled corpus and write its folder (default models/language/NAME)",
     )
     p.add_argument("--all", action="store_true", help="rebuild every bundled model in models/")
     p.add_argument(
@@ -96,8 +134,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {results[name]}", flush=True)
         write_models_readme(args.models)
         return 0
+    if args.language:
+        from tfviz.training.language import LANGUAGE_RECIPES
+
+        if args.language not in LANGUAGE_RECIPES:
+            p.error(f"--language: one of {sorted(LANGUAGE_RECIPES)}")
+        recipe = dict(LANGUAGE_RECIPES[args.language])
+        for key in ("steps", "lr", "batch_size", "seed", "w_o"):
+            if getattr(args, key) is not None:
+                recipe[key] = getattr(args, key)
+        out = args.out or args.models / "language" / args.language
+        record = _train_language(args.language, out, recipe)
+        print(f"{args.language}: validation {record['valid_loss']:.4f} nats/char, "
+              f"{record['seconds']:.0f} s -> {out}")  # fmt: skip
+        return 0
     if not args.task or not args.out:
-        p.error("give --task and --out, or --all")
+        p.error("give --task and --out, --language, or --all")
     if args.bundled_recipe:
         recipe = dict(RECIPES.get(args.task, {"task": args.task}))
     else:

@@ -17,7 +17,7 @@ from torch import Tensor
 
 from tfviz.core.config import ModelConfig
 from tfviz.core.model import Encoder
-from tfviz.hf.decoders import DecoderArchitecture, DecoderFamily, Source
+from tfviz.hf.decoders import DecoderArchitecture, DecoderFamily, Source, parameter_shapes
 from tfviz.hf.errors import TooLargeError, WeightsError
 from tfviz.hf.shards import WeightFiles, check_names, open_weights, refused_config
 from tfviz.hf.weights import checked
@@ -42,32 +42,6 @@ def decoder_config(arch: DecoderArchitecture, max_params: int) -> ModelConfig:
     if config.n_params > max_params:
         raise TooLargeError("too_many_params", n=config.n_params, most=max_params)
     return config
-
-
-def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """Every Encoder parameter of a decoder config and its shape, from the config alone.
-    tests/test_hf_decoders.py checks it against real Encoders of every family."""
-    V, D, F = config.vocab_size, config.d_model, config.d_ff
-    KV = config.kv_heads * config.d_k
-    norm = ("weight", "bias") if config.norm_type == "layer" else ("weight",)
-    shapes: dict[str, tuple[int, ...]] = {"embed.weight": (V, D)}
-    if config.positions == "learned":
-        shapes["pos"] = (1, config.max_len, D)
-    for i in range(config.n_layers):
-        a, ff = f"layers.{i}.attn.", f"layers.{i}.ff."
-        for role, out in (("W_q", D), ("W_k", KV), ("W_v", KV), ("W_o", D)):
-            shapes[f"{a}{role}.weight"], shapes[f"{a}{role}.bias"] = (out, D), (out,)
-        hidden = ("fc1", "up") if config.mlp == "gated" else ("fc1",)
-        for name in hidden:
-            shapes[f"{ff}{name}.weight"], shapes[f"{ff}{name}.bias"] = (F, D), (F,)
-        shapes[f"{ff}fc2.weight"], shapes[f"{ff}fc2.bias"] = (D, F), (D,)
-        for n in ("norm1", "norm2"):
-            for part in norm:
-                shapes[f"layers.{i}.{n}.{part}"] = (D,)
-    for part in norm:
-        shapes[f"norm_f.{part}"] = (D,)
-    shapes["head.weight"], shapes["head.bias"] = (V, D), (V,)
-    return shapes
 
 
 def file_shape(source: Source, ours: tuple[int, ...], positions_in_file: int) -> tuple:

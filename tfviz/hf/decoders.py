@@ -208,6 +208,33 @@ def read_llama_style(raw: dict, model_type: str) -> DecoderArchitecture:
     )
 
 
+def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every Encoder parameter of a decoder config and its shape, from the config alone.
+    tests/test_hf_decoders.py checks it against real Encoders of every family."""
+    V, D, F = config.vocab_size, config.d_model, config.d_ff
+    KV = config.kv_heads * config.d_k
+    norm = ("weight", "bias") if config.norm_type == "layer" else ("weight",)
+    shapes: dict[str, tuple[int, ...]] = {"embed.weight": (V, D)}
+    if config.positions == "learned":
+        shapes["pos"] = (1, config.max_len, D)
+    for i in range(config.n_layers):
+        a, ff = f"layers.{i}.attn.", f"layers.{i}.ff."
+        for role, out in (("W_q", D), ("W_k", KV), ("W_v", KV), ("W_o", D)):
+            shapes[f"{a}{role}.weight"], shapes[f"{a}{role}.bias"] = (out, D), (out,)
+        if config.ffn:  # an attention-only layer has no feed-forward net and no second norm
+            hidden = ("fc1", "up") if config.mlp == "gated" else ("fc1",)
+            for name in hidden:
+                shapes[f"{ff}{name}.weight"], shapes[f"{ff}{name}.bias"] = (F, D), (F,)
+            shapes[f"{ff}fc2.weight"], shapes[f"{ff}fc2.bias"] = (D, F), (D,)
+        for n in ("norm1", "norm2") if config.ffn else ("norm1",):
+            for part in norm:
+                shapes[f"layers.{i}.{n}.{part}"] = (D,)
+    for part in norm:
+        shapes[f"norm_f.{part}"] = (D,)
+    shapes["head.weight"], shapes["head.bias"] = (V, D), (V,)
+    return shapes
+
+
 def _head_sources(config: ModelConfig, sources: dict) -> dict:
     """The head: the token embedding when tied (no tensor of its own), else lm_head.weight
     (outside the body's prefix); its bias is zero in every family."""
@@ -253,6 +280,39 @@ def llama_sources(config: ModelConfig, arch: DecoderArchitecture, prefix: str) -
         out[f"{ours}norm2.weight"] = Source(f"{h}post_attention_layernorm.weight")
     out["norm_f.weight"] = Source(f"{p}norm.weight")
     return _head_sources(config, out)
+
+
+# tfviz's own language models (tfviz.training.language writes their folders): config.json holds
+# the ModelConfig itself under "tfviz_config" and the weights keep the Encoder's own names, so a
+# model trained here (attention-only layers included, which no Hugging Face family has) opens
+# through the same loader, checks and views as a GPT-2 or Llama folder.
+TFVIZ_MODEL_TYPE = "tfviz-lm"
+# ModelConfig fields a folder may not set: the loader fixes them for every decoder.
+_FIXED_FIELDS = ("n_out", "dropout", "pool", "embed")
+
+
+def read_tfviz(raw: dict) -> DecoderArchitecture:
+    fields = raw.get("tfviz_config")
+    if not isinstance(fields, dict):
+        raise ConfigError("needs_object", key="tfviz_config")
+    fields = {k: v for k, v in fields.items() if k not in _FIXED_FIELDS}
+    if fields.get("causal") is not True or fields.get("tie_head"):
+        variant = {k: fields.get(k) for k in ("causal", "tie_head")}
+        raise UnknownFamilyError("decoder_variant", key="tfviz_config", value=repr(variant))
+    learned = fields.get("positions", "learned") == "learned"
+    return DecoderArchitecture(
+        fields=fields,
+        positions_in_file=_int(fields, "max_len") if learned else 0,
+        qkv_bias=True,
+        o_bias=True,
+        mlp_bias=True,
+        add_bos=False,
+    )
+
+
+def tfviz_sources(config: ModelConfig, arch: DecoderArchitecture, prefix: str) -> dict:
+    """Every parameter from the tensor of its own name (the position table stored (T, D))."""
+    return {name: Source(f"{prefix}{name}") for name in parameter_shapes(config)}
 
 
 _ROTARY_IGNORED = {
@@ -302,7 +362,18 @@ QWEN2 = DecoderFamily(
     eos="<|endoftext|>",
     unk=None,
 )
-DECODER_FAMILIES = (GPT2, LLAMA, QWEN2)
+TFVIZ = DecoderFamily(
+    name="tfviz",
+    model_types=(TFVIZ_MODEL_TYPE,),
+    prefix="",
+    embedding="embed.weight",
+    read=read_tfviz,
+    sources=tfviz_sources,
+    bos="<|endoftext|>",
+    eos="<|endoftext|>",
+    unk=None,
+)
+DECODER_FAMILIES = (GPT2, LLAMA, QWEN2, TFVIZ)
 
 
 def decoder_family_of(raw: dict) -> DecoderFamily | None:

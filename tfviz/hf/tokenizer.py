@@ -139,6 +139,10 @@ class PieceTokenizer:
         # vocabulary is spelled as its UTF-8 bytes, one piece each ("<0xE6>").
         model = spec.get("model")
         self.byte_fallback = isinstance(model, dict) and model.get("byte_fallback") is True
+        # A character vocabulary (tfviz's language models: BPE without merges, a piece per
+        # character): the library drops a character it lacks without a word, so encode refuses
+        # such a text, naming the characters.
+        self.alphabet = character_alphabet(spec)
         if max_pieces < len(self.before) + len(self.after) + 1:
             raise ValueError("max_pieces must leave room for [CLS], one piece and [SEP]")
         self.max_pieces = max_pieces
@@ -345,6 +349,16 @@ class PieceTokenizer:
             text.encode("utf-8")
         except UnicodeEncodeError:
             raise InputError("not_unicode") from None
+        if self.alphabet is not None:
+            outside = list(dict.fromkeys(c for c in text if c not in self.alphabet))
+            if outside:
+                raise InputError(
+                    "outside_alphabet",
+                    chars=" ".join(map(char_code, outside[:8])) + (" …" if outside[8:] else ""),
+                    n=len(outside),
+                    size=len(self.alphabet),
+                    alphabet="".join(sorted(self.alphabet)).replace("\n", "↵"),
+                )
         all_ids, all_pieces, all_spans = self._split(text, mask)
         spelled = all_pieces  # as the vocabulary spells them, for the charts' hover
         if self.byte_level:
@@ -461,6 +475,30 @@ def fallback_byte(piece: str) -> int:
 
 
 CONTINUED = "…"  # shown for the rest of a character whose first byte an earlier piece holds
+
+
+def character_alphabet(spec: dict) -> dict[str, int] | None:
+    """The characters of a character-level vocabulary (a BPE model without merges whose every
+    piece but the added tokens is one character) with their ids, or None for any other
+    tokenizer."""
+    model = spec.get("model")
+    if not isinstance(model, dict) or model.get("type") != "BPE" or model.get("merges"):
+        return None
+    vocab = model.get("vocab")
+    if not isinstance(vocab, dict) or not vocab:
+        return None
+    added = {t.get("content") for t in spec.get("added_tokens") or () if isinstance(t, dict)}
+    pieces = {p: i for p, i in vocab.items() if p not in added}
+    if not pieces or any(len(p) != 1 for p in pieces):
+        return None
+    return pieces
+
+
+def char_code(ch: str) -> str:
+    """A character as a refusal names it in any language: itself and its code point, or the
+    code point alone when it is invisible ('我' U+6211, U+0007)."""
+    code = f"U+{ord(ch):04X}"
+    return f"'{ch}' {code}" if ch.isprintable() and not ch.isspace() else code
 
 
 def _is_byte_level(spec: dict) -> bool:

@@ -52,6 +52,7 @@ from tfviz.plots.heads import (
     ablation_change_bars,
     composition_grid,
     head_score_map,
+    induction_losses,
     keep_top_k_plot,
     singular_value_lines,
 )
@@ -167,6 +168,7 @@ __all__ = [
     "norm_attention_grid",
     "residual_pair",
     "rollout_grid",
+    "induction_losses",
     "singular_value_lines",
     "tally_bars",
     "w_o_matrix",

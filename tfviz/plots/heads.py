@@ -233,3 +233,55 @@ def composition_grid(
         ),
         title=title or words("chart.title.composition", baseline=f"{baseline:.3f}"),
     )
+
+
+def induction_losses(
+    curves: dict[str, np.ndarray], period: int, title: str = "", *, words: Words = english
+) -> go.Figure:
+    """The next-token loss along repeated random tokens, one line per switch: flat and high on
+    the first copy (nothing to predict from), lower on the repeat where a model copies.
+
+    Args:
+        curves: name shown -> (T-1,) loss in nats of predicting token t + 1 at position t.
+        period: n, the length of one copy: a dashed line marks where the repeat starts.
+    """
+    if not curves:
+        raise ValueError("give at least one loss curve")
+    lengths = {len(_float32(c, "loss", ndim=1)) for c in curves.values()}
+    if len(lengths) != 1:
+        raise ValueError(f"the loss curves differ in length: {sorted(lengths)}")
+    (n_positions,) = lengths
+    if not 1 <= period < n_positions + 1:
+        raise ValueError(f"a period of {period} does not fit {n_positions + 1} positions")
+    x = np.arange(1, n_positions + 1)  # the position of the token predicted
+    traces = [
+        dict(
+            type="scatter",
+            x=x,
+            y=_float32(c, "loss", ndim=1),
+            mode="lines",
+            name=_escape(name),
+            hovertemplate=f"{_escape(name)}<br>%{{x}}: %{{y:.3f}}<extra></extra>",
+        )
+        for name, c in curves.items()
+    ]
+    layout = dict(
+        title=dict(text=title),
+        height=340,
+        margin=MARGIN,
+        legend=BOTTOM_LEGEND,
+        xaxis=dict(title=dict(text=words("chart.axis.probe_position"))),
+        yaxis=dict(title=dict(text=words("chart.axis.loss_nats")), rangemode="tozero"),
+        shapes=[
+            dict(
+                type="line",
+                x0=period,
+                x1=period,
+                y0=0,
+                y1=1,
+                yref="paper",
+                line=dict(dash="dash", width=1, color="#888"),
+            )
+        ],  # fmt: skip
+    )
+    return _figure_of(traces, layout)

@@ -172,5 +172,17 @@ def write_models_readme(models: Path) -> Path:
         ]
     )
     out = models / "README.md"
-    out.write_text(text)
+    out.write_text("\n".join([text, *language_sections(models)]))
     return out
+
+
+def language_sections(models: Path) -> list[str]:
+    """The language models' table (from each folder's config.json record) and the corpus's
+    section (from its manifest), for models/README.md."""
+    from tfviz.training import corpus, language
+
+    sections = language.readme_section(models / "language")
+    manifest = models / "corpus" / "shakespeare" / "corpus.json"
+    if manifest.is_file():
+        sections += corpus.readme_section(corpus.load_manifest(manifest.parent))
+    return sections

@@ -159,16 +159,29 @@ def fit_params(
     min_len,
     max_len,
     recorder: Recorder | None = None,
+    *,
+    weight_decay: float = 0.0,
+    betas: tuple[float, float] = (0.9, 0.999),
     **switches,
 ) -> list[float]:
     """The training loop: Adam on params (the others stay as they are), one fresh batch a step,
     the learning-rate schedule, gradient clipping, on_step after each step, recorder (a timeline)
-    told of every step. Returns the losses."""
+    told of every step. Returns the losses.
+
+    weight_decay > 0: AdamW, decaying the matrices and tables only (not biases or norms' gains),
+    as nanoGPT does."""
     dev = model.device
     model.train()
     # fused: one kernel for all parameters instead of a loop over them (CPU and CUDA).
     fused = dev.type in ("cpu", "cuda")
-    opt = torch.optim.Adam(params, lr=lr, fused=fused or None)
+    if weight_decay:
+        groups = [
+            {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ]
+        opt = torch.optim.AdamW(groups, lr=lr, betas=betas, fused=fused or None)
+    else:
+        opt = torch.optim.Adam(params, lr=lr, betas=betas, fused=fused or None)
     losses: list[float] = []
     if recorder is not None:
         recorder.record(0, model)

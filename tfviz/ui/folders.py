@@ -18,16 +18,21 @@ from pathlib import Path
 import streamlit as st
 
 from tfviz import hf, settings
+from tfviz.core.interventions import head_name
 from tfviz.hf import pretrained
 from tfviz.refusal import Refusal
 from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui.i18n import t, why
 from tfviz.ui.labels import layout_word
-from tfviz.ui.models import ModelEntry
+from tfviz.ui.models import BUNDLED_DIR, ModelEntry
 from tfviz.ui.text import md_escape
 
 SOURCE = "folder"  # ModelEntry.source of a model from the server's folder
 KEY_PREFIX = "folder:"
+# tfviz's own language models (tfviz.training.language), bundled as folders: listed first, in
+# every server's picker, with or without $TFVIZ_PRETRAINED_DIR.
+LANGUAGE_DIR = BUNDLED_DIR / "language"
+BUNDLED_KEY_PREFIX = "bundled-lm:"
 # A zip may unpack to this many times the upload limit: float weights compress about 1.1 times,
 # a tokenizer.json about 4 times; hf.zipped refuses a single entry compressed past 50 times.
 UNPACK_FACTOR = 8
@@ -97,14 +102,23 @@ def listed(root: str, signature: tuple) -> list[hf.FolderInfo | hf.Refused]:
 
 
 def folder_entries(problems: list[str]) -> list[ModelEntry]:
-    """The usable models of $TFVIZ_PRETRAINED_DIR; each refused folder (or a bad setting) is
-    added to problems, with its reason."""
+    """The bundled language models (models/language/), then the usable models of
+    $TFVIZ_PRETRAINED_DIR; each refused folder (or a bad setting) is added to problems, with its
+    reason."""
+    entries = root_entries(LANGUAGE_DIR, problems, BUNDLED_KEY_PREFIX)
     try:
         root = settings.pretrained_dir()
     except ValueError as e:
         problems.append(t("folder.bad_setting", why=e))
-        return []
+        return entries
     if root is None:
+        return entries
+    return entries + root_entries(root, problems, KEY_PREFIX)
+
+
+def root_entries(root: Path, problems: list[str], prefix: str) -> list[ModelEntry]:
+    """The usable model folders under root as picker entries keyed prefix + name."""
+    if not root.is_dir():
         return []
     sig = signature(root)
     try:
@@ -120,11 +134,11 @@ def folder_entries(problems: list[str]) -> list[ModelEntry]:
             continue
         # The weights files' times and sizes stand for their contents (hashing a 400 MB file on
         # every server's first page would be slow); an edited folder is then a new model.
-        digest = f"{KEY_PREFIX}{item.name}:{stamp_key(stamps.get(item.name, (0, 0)))}"
+        digest = f"{prefix}{item.name}:{stamp_key(stamps.get(item.name, (0, 0)))}"
         entries.append(
             ModelEntry(
-                f"{KEY_PREFIX}{item.name}", item.name, SOURCE, str(item.path), digest, item.family
-            )
+                f"{prefix}{item.name}", item.name, SOURCE, str(item.path), digest, item.family
+            )  # fmt: skip
         )
     return entries
 
@@ -134,6 +148,8 @@ def option_source(entry: ModelEntry, lang: str) -> str | None:
     for a zip); None for a tfviz checkpoint or MiniLM."""
     if not entry.family:
         return None
+    if entry.key.startswith(BUNDLED_KEY_PREFIX):
+        return t("folder.option_bundled", lang=lang)
     if entry.source == SOURCE:
         return t("folder.option", family=entry.family, lang=lang)
     return t("folder.option_uploaded", family=entry.family, lang=lang)
@@ -177,7 +193,11 @@ def load_folder(path: str, digest: str, device: str):
         return None, e.detached(), None
     except OSError as e:  # worded when shown, in each session's language (catalogue folder.*)
         return None, Unreadable("unreadable", why=e), None
-    meta, task = meta_and_task(loaded, "folder")
+    bundled = Path(path).parent.resolve() == LANGUAGE_DIR.resolve()
+    meta, task = meta_and_task(loaded, "bundled" if bundled else "folder")
+    if bundled:  # its training record: what the sidebar says it learned, and how well
+        record = hf.files.read_json(Path(path) / "config.json").get("record", {})
+        meta.record["training"] = record if isinstance(record, dict) else {}
     return loaded.model, meta, task
 
 
@@ -200,11 +220,24 @@ def folder_info(meta: CheckpointMeta, task: pretrained.SentenceTask, device: str
     masked = record.get("masked_lm")
     what = "next" if c.causal else "masked" if masked else "sentence"
     st.markdown(t("sidebar.task", name=md_escape(t(f"folder.task_{what}"))))
-    st.caption(md_escape(t(f"folder.kind_{what}")))
+    bundled = record.get("source") == "bundled"
+    st.caption(md_escape(t("folder.kind_char" if bundled else f"folder.kind_{what}")))
+    trained = record.get("training") or {}
+    if bundled and "valid_loss" in trained:
+        best = trained.get("induction_best", {})
+        st.caption(md_escape(t(
+            "folder.trained", steps=f"{trained['steps_done']:,}",
+            loss=f"{trained['valid_loss']:.3f}",
+            score=f"{best.get('score', 0):.2f}",
+            head=head_name(best.get("layer", 0), best.get("head", 0)),
+            drop=f"{trained.get('in_context_drop', 0):.2f}",
+        )))  # fmt: skip
     if c.causal and c.n_kv_heads:
         st.caption(md_escape(t("folder.kv_heads", kv=c.kv_heads, heads=c.n_heads)))
     licence = record.get("licence") or t("folder.no_licence")
-    origin = "folder.from_server" if record.get("source") == "folder" else "folder.from_upload"
+    origin = {"folder": "folder.from_server", "bundled": "folder.from_bundle"}.get(
+        record.get("source"), "folder.from_upload"
+    )
     norm = layout_word("norm", c.norm)  # "post" -> post-norm, 后归一化
     st.text(
         t(

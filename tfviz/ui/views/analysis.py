@@ -30,6 +30,7 @@ from tfviz.ui.heads import (
 )
 from tfviz.ui.help import HELP
 from tfviz.ui.i18n import current, t
+from tfviz.ui.induction import induction_section
 from tfviz.ui.labels import describe, metric_delta, metric_text
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, toy_only
@@ -541,4 +542,5 @@ SECTIONS: dict[str, tuple[Callable[[View], None], bool, str]] = {
     "Ablate before vs after W_o": (ablation_section, True, "analysis.section.ablation"),
     "OV circuits": (ov_section, False, "analysis.section.ov"),
     "How W_o mixes heads": (mixing_section, False, "analysis.section.mixing"),
+    "Induction heads": (induction_section, False, "analysis.section.induction"),
 }
