@@ -355,10 +355,14 @@ def test_a_sharded_model_in_the_server_folder_gets_a_new_digest_when_a_shard_cha
     ref.save_pretrained(root / "sharded", safe_serialization=True, max_shard_size="20KB")
     monkeypatch.setenv(settings.PRETRAINED_DIR_ENV, str(root))
     problems: list[str] = []
-    (entry,) = folders.folder_entries(problems)
+
+    def served() -> list:  # the server folder's entries (the bundled language models aside)
+        return [e for e in folders.folder_entries(problems) if e.key.startswith("folder:")]
+
+    (entry,) = served()
     assert not problems and entry.key == "folder:sharded" and entry.family == "BERT"
     shard = sorted((root / "sharded").glob("model-*-of-*.safetensors"))[-1]
     st = shard.stat()
     os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # rewritten in place
-    (again,) = folders.folder_entries(problems)
+    (again,) = served()
     assert again.digest != entry.digest

@@ -2,19 +2,29 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import re
+import shutil
 
+import numpy as np
 import pytest
+import torch
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import page_figures, start_app
-from tfviz import get_task, load_checkpoint
+from tests.conftest import ROOT, page_figures, start_app
+from tfviz import get_task, hf, load_checkpoint
+from tfviz.analysis import induction
+from tfviz.core.interventions import NONE, Interventions, head_name
 from tfviz.core.metrics import compact
+from tfviz.core.tasks import InputError
 from tfviz.core.trace import run_trace
 from tfviz.experiments import atlas_stats
 from tfviz.experiments.atlas_store import BUNDLED, read_rows
 from tfviz.serve import jobs, lessons
 from tfviz.ui.i18n import translate
+from tfviz.ui.text import md_escape
+from tfviz.ui.views import lessons as lessons_view
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
 LESSONS = "Lessons"
@@ -118,11 +128,12 @@ def test_prev_and_next_move_one_step_and_stop_at_the_ends():
     at.button(key="lesson_next").click().run()
     assert at.session_state["lesson_step"] == 2
     assert "One big projection" in page_text(at)
-    for _ in range(2):
+    for _ in range(6):  # through the decoder's steps 5-8
         at.button(key="lesson_next").click().run()
-    assert at.session_state["lesson_step"] == 4 and at.button(key="lesson_next").disabled
+        assert not at.exception, at.exception
+    assert at.session_state["lesson_step"] == 8 and at.button(key="lesson_next").disabled
     at.button(key="lesson_prev").click().run()
-    assert at.session_state["lesson_step"] == 3
+    assert at.session_state["lesson_step"] == 7
     assert not at.exception
 
 
@@ -277,3 +288,262 @@ def test_step_four_switches_w_o_and_states_the_experiment_s_verdict():
     at.radio(key="lesson_w_o").set_value("zero").run()
     at.selectbox(key="lesson_w_o_layer").set_value(0).run()
     assert not at.exception and not at.error
+
+
+# ---- steps 5-8: a decoder, the bundled character language model ------------------------------
+
+DECODER_STEPS = (5, 6, 7, 8)
+LM_FOLDER = ROOT / "models" / "language" / "shakespeare-2l-attn"
+QUESTIONS = {
+    5: "lessons.s5.question",
+    6: "lessons.s6.question",
+    7: "lessons.s7.question",
+    8: "lessons.s8.question",
+}
+
+
+@pytest.fixture(scope="module")
+def lm():
+    """(model, task) of the bundled decoder, opened here as the lessons open it; the numbers
+    the pages show are checked against it, whatever its weights."""
+    torch.set_num_threads(1)
+    loaded = hf.open_folder(str(LM_FOLDER), device="cpu")
+    return loaded.model, hf.NextTokenTask(loaded.tokenizer)
+
+
+@pytest.fixture(scope="module")
+def probe(lm):
+    model, task = lm
+    alphabet = task.tokenizer.alphabet
+    ids = induction.probe(
+        sorted(alphabet[c] for c in induction.LETTERS if c in alphabet), model.config.max_len
+    )
+    return ids, induction.measure_induction(model, ids)
+
+
+def question_text(lang: str, step: int, probe) -> str:
+    """The step's question as the page shows it (step 6 names the previous-token head)."""
+    values = {}
+    if step == 6:
+        layer, head, _ = lessons.previous_token_head(probe[1])
+        values["head"] = head_name(layer, head)
+    return translate(lang, "lessons.question", question=translate(lang, QUESTIONS[step], **values))
+
+
+def chinese_english_left(at, *data: str) -> list[str]:
+    """tests/test_zh_review.py's check of a Chinese page for English words, with what these
+    steps show as data (the model's alphabet in a help text, the typed line) counted as data."""
+    from tests import test_zh_review as review
+
+    inert = review.inert_words(at) | review.LATIN_KEPT
+    inert |= {w for text in data for w in re.findall(r"[A-Za-z][A-Za-z_\-]*", text)}
+    found = []
+    for text in review.shown_texts(at._tree, []):
+        plain = re.sub(r"\S*/\S*", " ", text.replace("\\", ""))  # md escapes; paths are names
+        words = review.latin_words(plain)
+        left = [w for w in words if w not in inert and not review.model_answer(w, at)]
+        if left:
+            found.append(f"{left} in {text[:90]!r}")
+    return found
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_decoder_steps_open_in_both_languages_with_their_questions(lang, probe):
+    at = open_lessons(lang)
+    lm_alphabet = "".join(sorted(hf.open_folder(str(LM_FOLDER)).tokenizer.alphabet))
+    for step in DECODER_STEPS:
+        go_to(at, step)
+        assert not at.error and not at.warning, [e.value for e in [*at.error, *at.warning]]
+        title = translate(lang, f"lessons.step{step}.title")
+        assert ("decoder" in title.lower()) if lang == "en" else ("解码器" in title), title
+        text = page_text(at)
+        assert "⟦" not in text, f"step {step}: a key is missing from the {lang} catalogue"
+        assert title in text and question_text(lang, step, probe) in text
+        assert translate(lang, "lessons.show_answer") in [e.label for e in at.expander]
+        charts = page_figures(at)
+        assert len(charts) >= (2 if step == 7 else 1), step
+        if lang == "zh":
+            left = chinese_english_left(at, lm_alphabet, lessons_view.LINE_EXAMPLE)
+            assert not left, left
+
+
+def test_step_5_shows_one_head_s_map_blank_above_the_diagonal_and_the_row_sums(lm):
+    model, task = lm
+    at = open_lessons()
+    go_to(at, 5)
+    line = at.text_input(key="lesson_line").value
+    assert line == lessons_view.LINE_EXAMPLE
+    trace = run_trace(model, task, line)
+    rows = lessons.causal_rows(trace.attn)
+    T = len(trace.labels)
+    said = f"the largest |row sum − 1| over all 8 heads and {T} rows is "
+    assert said + lessons_view.difference_text(rows.row_error) in page_text(at)
+    assert f"{T * (T - 1) // 2} of each map's {T * T} cells are masked" in page_text(at)
+    at.selectbox(key="lesson_mask_layer").set_value(1).run()
+    at.selectbox(key="lesson_mask_head").set_value(2).run()
+    (figure,) = page_figures(at)
+    assert figure["layout"]["title"]["text"] == translate("en", "lessons.s5.map_title", head="L1H2")
+    z = figure["data"][0]["z"]
+    if isinstance(z, dict):  # plotly's typed-array encoding
+        z = np.frombuffer(base64.b64decode(z["bdata"]), dtype=z["dtype"]).reshape(T, T)
+    z = np.asarray(z, dtype=np.float64)
+    assert np.isnan(z[np.triu_indices(T, 1)]).all()  # masked: blank, not a weight of 0
+    np.testing.assert_allclose(
+        z[np.tril_indices(T)], trace.attn[1, 2][np.tril_indices(T)], atol=1e-6
+    )
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_chinese_typed_in_step_5_gets_the_catalogue_s_message_naming_the_characters(lang, lm):
+    _, task = lm
+    at = open_lessons(lang)
+    go_to(at, 5)
+    at.text_input(key="lesson_line").set_value("生存还是毁灭 To be").run()
+    assert not at.exception, at.exception
+    with pytest.raises(InputError) as info:
+        task.validate("生存还是毁灭 To be")
+    expected = md_escape(translate(lang, "input.outside_alphabet", **info.value.values))
+    assert [e.value for e in at.error] == [expected]
+    assert "U\\+751F" in expected and "'生'" in expected  # md_escape: U\+751F
+    if lang == "zh":
+        assert "这个模型只认识" in expected
+    assert not page_figures(at)  # nothing drawn from a refused line
+    go_to(at, 6)  # the same box on the next step: the same refusal
+    assert [e.value for e in at.error] == [expected]
+    at.text_input(key="lesson_line").set_value("x" * 101).run()
+    assert [e.value for e in at.error] == [
+        translate(lang, "lessons.s5.line_length", low=2, high=100, n=101)
+    ]
+
+
+def test_step_6_shows_the_probe_s_best_previous_token_head_on_the_typed_line(lm, probe):
+    model, task = lm
+    at = open_lessons()
+    go_to(at, 6)
+    layer, head, score = lessons.previous_token_head(probe[1])
+    name = head_name(layer, head)
+    text = page_text(at)
+    assert translate("en", "lessons.s6.found", head=name, score=f"{score:.2g}") in text
+    (figure,) = page_figures(at)
+    assert figure["layout"]["title"]["text"] == translate("en", "lessons.s5.map_title", head=name)
+    trace = run_trace(model, task, lessons_view.LINE_EXAMPLE)
+    line = lessons.previous_token_line(trace.attn[layer, head])
+    assert f"{line.hits} of {line.queries} characters" in text
+    assert f"{line.score:.2g} on your line" in text
+
+
+@pytest.mark.parametrize("source", ["sentence", "letters"])
+def test_step_7_compares_the_first_copy_with_the_repeat_from_live_numbers(source, lm, probe):
+    model, task = lm
+    at = open_lessons()
+    go_to(at, 7)
+    if source == "letters":
+        at.radio(key="lesson_repeat_source").set_value("letters").run()
+        alphabet = task.tokenizer.alphabet
+        ids = sorted(alphabet[c] for c in induction.LETTERS if c in alphabet)
+        sentence = lessons.random_letters(task.tokenizer, ids)
+    else:
+        sentence = at.text_input(key="lesson_sentence").value
+        assert sentence == lessons_view.SENTENCE_EXAMPLE
+    assert not at.exception and not at.error
+    rep = lessons.repeated_sentence(model, task, sentence)
+    assert [c.value for c in at.main.code][-1] == rep.text == (sentence + " ") * 2
+    text = page_text(at)
+    s = rep.scores
+    losses = translate(
+        "en", "lessons.s7.answer_losses", first=f"{s.loss_first:.2f}",
+        repeat=f"{s.loss_repeat:.2f}", acc_first=f"{rep.acc_first:.0%}",
+        acc_repeat=f"{rep.acc_repeat:.0%}",
+    )  # fmt: skip
+    assert losses in text
+    better = "lessons.s7.better" if s.in_context_drop > 0 else "lessons.s7.not_better"
+    assert translate("en", better, drop=f"{s.in_context_drop:.2f}") in text
+    # What it says of the induction head follows the probe's best score, whatever it is.
+    layer, head, best = probe[1].best()
+    even = lessons.even_score(2 * probe[1].period, probe[1].period)
+    verdict = lessons.head_verdict(best, even)
+    said = translate("en", f"lessons.s7.answer_{verdict}", head=head_name(layer, head),
+                     score=f"{best:.2g}", here=f"{float(s.induction[layer, head]):.2g}",
+                     even=f"{even:.2g}", k="3")  # fmt: skip
+    assert said in text
+    if verdict == "none":
+        assert "No induction head formed" in text
+    titles = [f["layout"]["title"]["text"] for f in page_figures(at) if "title" in f["layout"]]
+    assert translate("en", "lessons.s7.map_title", head=head_name(layer, head)) in titles
+
+
+def test_step_7_refuses_a_sentence_outside_the_alphabet_or_of_the_wrong_length():
+    at = open_lessons("zh")
+    go_to(at, 7)
+    at.text_input(key="lesson_sentence").set_value("国王死了。").run()
+    assert not at.exception
+    (error,) = [e.value for e in at.error]
+    assert "U\\+56FD" in error and "这个模型只认识" in error
+    at.text_input(key="lesson_sentence").set_value("x").run()
+    assert [e.value for e in at.error] == [
+        translate("zh", "lessons.s5.line_length", low=2, high=60, n=1)
+    ]
+
+
+def test_step_8_measures_the_learned_best_induction_head_under_each_w_o_switch(lm, probe):
+    model, _ = lm
+    ids, learned = probe
+    at = open_lessons()
+    go_to(at, 8)
+    layer, head, best = learned.best()
+    name = head_name(layer, head)
+    (table,) = at.main.dataframe
+    frame = table.value
+    switches = [
+        NONE,
+        Interventions(w_o={0: "identity"}),
+        Interventions(w_o={1: "identity"}),
+        Interventions(w_o="identity"),
+    ]
+    assert list(frame.iloc[:, 0]) == [
+        "learned W_o", "W_o off (identity) in layer 0", "W_o off (identity) in layer 1",
+        "W_o off (identity) in all layers",
+    ]  # fmt: skip
+    for row, iv in zip(frame.itertuples(index=False), switches, strict=True):
+        s = induction.measure_induction(model, ids, iv)
+        assert row[1] == pytest.approx(float(s.induction[layer, head]), abs=1e-5)
+        assert row[2] == pytest.approx(float(s.induction.max()), abs=1e-5)
+        assert row[3] == pytest.approx(s.in_context_drop, abs=1e-4)
+    assert frame.columns[1] == translate("en", "induction.col.that_head", head=name)
+    off0 = induction.measure_induction(model, ids, switches[1])
+    text = page_text(at)
+    assert f"{best:.2g}" in text and f"{float(off0.induction[layer, head]):.2g}" in text
+    assert f"from {learned.in_context_drop:.2f} to {off0.in_context_drop:.2f} nats" in text
+    assert translate("en", "lessons.s8.answer_why") in text
+    (losses,) = page_figures(at)
+    assert len(losses["data"]) == 4  # one loss curve per switch
+
+
+@pytest.mark.parametrize("broken", ["missing", "unreadable"])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_each_decoder_step_says_so_when_the_bundled_model_is_missing_or_broken(
+    broken, lang, tmp_path, monkeypatch
+):
+    from tfviz.ui import folders
+
+    if broken == "unreadable":  # listed (config and weights are fine), its tokenizer is not JSON
+        folder = tmp_path / LM_FOLDER.name
+        shutil.copytree(LM_FOLDER, folder)
+        (folder / "tokenizer.json").write_text("{not json", encoding="utf-8")
+    monkeypatch.setattr(folders, "LANGUAGE_DIR", tmp_path)
+    at = open_lessons(lang)
+    for step in DECODER_STEPS:
+        go_to(at, step)
+        if broken == "missing":
+            said = [w.value for w in at.warning]
+            assert translate(lang, "lessons.lm.missing", name=LM_FOLDER.name) in said
+        else:
+            (said,) = [e.value for e in at.error]
+            assert said.startswith(
+                md_escape(translate(lang, "lessons.lm.cannot_load", name=LM_FOLDER.name, why="X"))[
+                    :12
+                ]
+            )
+            assert "tokenizer" in said
+        assert not page_figures(at)
+        assert translate(lang, f"lessons.step{step}.title") in page_text(at)

@@ -5,7 +5,9 @@ The server, browser and page fixtures and the waiting helpers are tests/test_bro
 without Chromium except under CI=true). Chinese is opened through the address (?lang=zh), which
 tfviz.ui.i18n reads when the session has not chosen a language. What is checked on each step is
 what a student sees: the step's title, no exception element, no ⟦missing key⟧ marker, and on
-the first step the three dependency maps drawn.
+the first step the three dependency maps drawn. The decoder's steps (5-8, on the bundled language
+model) are opened by a link and checked at a desktop's width and a phone's (390 px): their charts
+drawn, nothing wider than the screen, a screenshot of each.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import json
 import pytest
 
 from tests import test_browser as shared
-from tests.conftest import go_to
+from tests.conftest import go_to, resized
 from tests.test_browser import (
     EXCEPTION,
     assert_charts_drawn,
@@ -32,6 +34,19 @@ pytestmark = pytest.mark.browser
 app_exists, browser, server, page = shared.app_exists, shared.browser, shared.server, shared.page
 MAIN = '[data-testid="stMain"]'
 MARKER = missing("x")[0]  # the bracket that opens a missing key's marker
+
+
+DESKTOP = {"width": 1400, "height": 1000}
+PHONE = {"width": 390, "height": 844}
+# The decoder's steps and the charts each draws: one head's map (5, 6), the map and the loss
+# along the text typed twice (7), the loss along the probe under each W_o switch (8).
+DECODER_CHARTS = {5: 1, 6: 1, 7: 2, 8: 1}
+# The main area's content width and the width it would scroll to: equal when nothing is wider
+# than the screen.
+WIDTHS_JS = f"""() => {{
+    const main = document.querySelector('{MAIN}');
+    return [main.clientWidth, main.scrollWidth];
+}}"""
 
 
 def shows(text: str) -> str:
@@ -60,6 +75,8 @@ def check_step(page, lang: str, step: int) -> None:
         assert "1.8" in text
     if step == 3:  # the bundled sum_seed answers at once, nothing trained
         assert translate(lang, "lessons.s3.digits") in text
+    if step in DECODER_CHARTS:  # the bundled language model's maps and loss curves
+        assert_charts_drawn(page, at_least=DECODER_CHARTS[step], heatmaps=step in (5, 6))
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -81,3 +98,24 @@ def test_every_lesson_step_in_both_languages(page, server, lang):
     page.get_by_text(translate(lang, "lessons.show_answer"), exact=True).click()
     page.wait_for_function(shows("99999999"))
     assert page.locator(EXCEPTION).count() == 0
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_decoder_steps_at_a_desktop_s_and_a_phone_s_width(page, server, lang):
+    link = f"{server}/?view=lessons&step=5" + ("&lang=zh" if lang != "en" else "")
+    go_to(page, link)
+    for step in DECODER_CHARTS:
+        if step > 5:
+            resized(page, DESKTOP)
+            button = page.get_by_role("button", name=translate(lang, "lessons.next"), exact=True)
+            rerun(page, button.click, shows(translate(lang, f"lessons.step{step}.title")))
+        for name, size in (("desktop", DESKTOP), ("phone", PHONE)):
+            resized(page, size)
+            check_step(page, lang, step)
+            client, scroll = page.evaluate(WIDTHS_JS)
+            assert scroll <= client + 1, f"step {step} is wider than a {name}: {scroll} > {client}"
+            screenshot(page, f"browser_lessons_{lang}_{step}_{name}.png")
+    # The last step's answer opens, worded from the model's numbers.
+    page.get_by_text(translate(lang, "lessons.show_answer"), exact=True).click()
+    page.wait_for_function(shows(translate(lang, "lessons.s8.answer_why")[:20]))
+    assert_no_exception(page)

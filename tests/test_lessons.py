@@ -12,6 +12,8 @@ import torch
 
 from tests.conftest import MODELS, make_model
 from tfviz import get_task, load_checkpoint, plots
+from tfviz.analysis import induction
+from tfviz.core.trace import run_trace
 from tfviz.serve import jobs
 from tfviz.serve import lessons as L
 from tfviz.training.recipes import RECIPES
@@ -338,3 +340,167 @@ def test_attention_is_computed_from_the_input_so_two_inputs_attend_differently()
     np.testing.assert_array_equal(same.max_diff, 0.0)  # the same input: the same routing
     with pytest.raises(ValueError, match="same length"):
         L.attention_pair(model, task, "123", "1234")
+
+
+# ---- steps 5-8: the bundled character language model (a decoder) ------------------------------
+
+LESSON_LM = MODELS / "language" / "shakespeare-2l-attn"  # the lessons' decoder (its folder)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    """(model, task) of the bundled decoder the lessons read. Its weights may be replaced by a
+    better-trained model of the same shape: nothing here depends on them."""
+    from tfviz import hf
+
+    torch.set_num_threads(1)
+    loaded = hf.open_folder(str(LESSON_LM), device="cpu")
+    return loaded.model, hf.NextTokenTask(loaded.tokenizer)
+
+
+@pytest.fixture(scope="module")
+def probe_ids(lm):
+    """tfviz's probe in the model's letters (as tfviz.ui.induction.probe_token_ids draws it)."""
+    model, task = lm
+    alphabet = task.tokenizer.alphabet
+    letters = sorted(alphabet[c] for c in induction.LETTERS if c in alphabet)
+    return induction.probe(letters, model.config.max_len)
+
+
+def causal_attention(T: int) -> np.ndarray:
+    """Even attention of a causal head: query t gives 1 / (t + 1) to each key 0..t."""
+    return np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
+
+
+def test_causal_rows_sum_to_one_over_the_allowed_keys_and_nothing_falls_after_a_query(lm):
+    model, task = lm
+    trace = run_trace(model, task, "To be, or not to be, that is the question")
+    rows = L.causal_rows(trace.attn)
+    a = np.asarray(trace.attn, dtype=np.float64)  # (L, H, T, T)
+    T = a.shape[-1]
+    by_hand = max(abs(a[lay, h, t, : t + 1].sum() - 1) for lay, h, t in np.ndindex(a.shape[:3]))
+    assert rows.row_error == pytest.approx(by_hand, abs=1e-12) and rows.row_error < 1e-5
+    assert rows.above == 0.0  # masked: not a small learned weight, none at all
+    assert (rows.masked, rows.allowed) == (T * (T - 1) // 2, T * (T + 1) // 2)
+    # The drawn map: the masked cells are blank (NaN), the others the weights themselves.
+    shown = trace.shown(trace.attn[0, 0])
+    assert np.isnan(shown[np.triu_indices(T, 1)]).all()
+    assert not np.isnan(shown[np.tril_indices(T)]).any()
+    # An encoder's full rows: weight after the query, and rows that are not whole over k <= t.
+    full = np.full((2, 3, 5, 5), 0.2)
+    encoder = L.causal_rows(full)
+    assert encoder.above == pytest.approx(0.2) and encoder.row_error == pytest.approx(0.8)
+    assert L.causal_rows(causal_attention(6)).row_error < 1e-12
+    for bad in (np.ones((2, 3)), np.full((3, 3), np.nan)):
+        with pytest.raises(ValueError):
+            L.causal_rows(bad)
+
+
+def test_even_score_is_the_score_of_a_head_that_spreads_its_weight_evenly():
+    T, n = 12, 6
+    even = causal_attention(T)[None, None]  # (1, 1, T, T)
+    prev = induction.previous_token_score(even)[0, 0]
+    ind = induction.induction_score(even, period=n)[0, 0]
+    assert L.even_score(T, 1) == pytest.approx(prev, rel=1e-6)
+    assert L.even_score(T, n) == pytest.approx(ind, rel=1e-6)
+    assert L.even_score(T, 1) == pytest.approx(np.mean([1 / (t + 1) for t in range(1, T)]))
+    with pytest.raises(ValueError):
+        L.even_score(T, T)
+
+
+def test_a_head_is_called_formed_only_from_its_score():
+    assert L.head_verdict(L.HEAD_FORMED, 0.01) == "formed"
+    assert L.head_verdict(0.29, 0.01) == "weak"  # well above even attention, far from all
+    assert L.head_verdict(0.02, 0.01) == "none"  # twice even attention: nothing formed
+    assert L.head_verdict(0.0002, 0.0054) == "none"
+    assert L.head_kept(0.6, 0.31) and not L.head_kept(0.6, 0.29)
+
+
+def test_the_previous_token_head_is_the_argmax_of_the_score_on_the_probe(lm, probe_ids):
+    model, _ = lm
+    scores = induction.measure_induction(model, probe_ids)
+    layer, head, score = L.previous_token_head(scores)
+    # Independently: every head's attention on the probe, scored by previous_token_score.
+    with torch.no_grad():
+        out = model(probe_ids, None, trace=True)
+    attn = torch.stack([lt.attn for lt in out.trace.layers], dim=1)  # (N, L, H, T, T)
+    prev = induction.previous_token_score(attn)  # (L, H)
+    assert (layer, head) == np.unravel_index(int(np.argmax(prev)), prev.shape)
+    assert score == pytest.approx(float(prev.max()), abs=1e-5)
+    # On a hand-made score table, the first of a tie, layer-major.
+    tie = dataclasses.replace(scores, previous_token=np.array([[0.1, 0.7], [0.7, 0.2]]))
+    assert L.previous_token_head(tie) == (0, 1, pytest.approx(0.7))
+
+
+def test_previous_token_line_measures_one_head_on_a_typed_line(lm):
+    T = 6
+    exact = np.eye(T, k=-1)
+    exact[0, 0] = 1.0  # the first character can read only itself
+    line = L.previous_token_line(exact)
+    assert (line.score, line.hits, line.queries) == (1.0, T - 1, T - 1)
+    assert line.even == pytest.approx(L.even_score(T, 1))
+    assert L.previous_token_line(np.eye(T)).hits == 0  # each character on itself
+    model, task = lm
+    trace = run_trace(model, task, "To be, or not to be")
+    drawn = trace.shown(trace.attn[0, 2])  # NaN above the diagonal: read as masked
+    line = L.previous_token_line(drawn)
+    a = np.asarray(trace.attn[0, 2], dtype=np.float64)
+    T = a.shape[0]
+    assert line.score == pytest.approx(np.mean([a[t, t - 1] for t in range(1, T)]), abs=1e-6)
+    assert line.hits == sum(int(np.argmax(a[t, : t + 1]) == t - 1) for t in range(1, T))
+    with pytest.raises(ValueError):
+        L.previous_token_line(np.ones((1, 1)))
+
+
+def test_a_sentence_typed_twice_is_scored_on_each_copy_from_the_model_s_logits(lm):
+    model, task = lm
+    rep = L.repeated_sentence(model, task, "The king is dead.")
+    assert rep.text == "The king is dead. The king is dead. " and rep.period == 18
+    # Independently: the logits of the text, the loss and the likeliest character at each
+    # position t for character t + 1; the first copy's characters 1..n-1, the repeat's n+1..2n-1.
+    ids = torch.tensor([[task.tokenizer.alphabet[c] for c in rep.text]])
+    with torch.no_grad():
+        logits = model(ids, None, trace=False).logits[0].double()  # (T, V)
+    target = ids[0, 1:]
+    loss = torch.nn.functional.cross_entropy(logits[:-1], target, reduction="none").numpy()
+    right = (logits[:-1].argmax(-1) == target).numpy()
+    n = rep.period
+    assert rep.scores.loss_first == pytest.approx(loss[: n - 1].mean(), abs=1e-4)
+    assert rep.scores.loss_repeat == pytest.approx(loss[n:].mean(), abs=1e-4)
+    assert rep.acc_first == pytest.approx(right[: n - 1].mean())
+    assert rep.acc_repeat == pytest.approx(right[n:].mean())
+    assert rep.scores.in_context_drop == pytest.approx(
+        loss[: n - 1].mean() - loss[n:].mean(), abs=2e-4
+    )
+    # Its attention is the traced text's, and the scores are measure_induction's on it.
+    assert rep.trace.attn.shape[-1] == len(rep.trace.labels) == 2 * n
+    np.testing.assert_allclose(
+        rep.scores.induction, induction.induction_score(rep.trace.attn, n), atol=1e-5
+    )
+
+
+def test_a_sentence_the_model_cannot_read_is_refused_by_name(lm):
+    from tfviz.core.tasks import InputError
+
+    model, task = lm
+    with pytest.raises(InputError) as info:
+        L.repeated_sentence(model, task, "生存还是毁灭")
+    assert info.value.code == "outside_alphabet" and "U+751F" in info.value.values["chars"]
+    with pytest.raises(ValueError, match="at least"):
+        L.repeated_sentence(model, task, "a")
+    too_long = "a" * model.config.max_len
+    with pytest.raises(ValueError, match="reads"):
+        L.repeated_sentence(model, task, too_long)
+
+
+def test_random_letters_are_drawn_as_the_probe_draws_them(lm):
+    _, task = lm
+    tok = task.tokenizer
+    ids = sorted(tok.alphabet[c] for c in induction.LETTERS if c in tok.alphabet)
+    letters = L.random_letters(tok, ids)
+    assert len(letters) == L.RANDOM_LETTERS and set(letters) <= set(induction.LETTERS)
+    row = induction.repeated_random_tokens(
+        1, L.RANDOM_LETTERS, ids, np.random.default_rng(induction.PROBE_SEED)
+    )[0, : L.RANDOM_LETTERS]
+    assert [tok.alphabet[c] for c in letters] == row.tolist()
+    assert L.random_letters(tok, ids) == letters  # the same every time

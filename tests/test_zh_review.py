@@ -24,6 +24,7 @@ import pytest
 
 from tests.test_glossary import LATIN_KEPT, latin_words, terms, words
 from tfviz.core import tasks
+from tfviz.training.corpus import CORPUS_DIR, load_manifest
 from tfviz.ui import i18n
 from tfviz.words import fill_spaced, placeholders
 
@@ -301,13 +302,16 @@ def inert_words(at) -> set[str]:
     found |= {option.split("（")[0] for option in picker.options}
     for task in tasks.TASKS.values():
         found |= {task.alphabet, *task.examples}
+    found.add(load_manifest(CORPUS_DIR)["alphabet"])  # the language models' characters
     found.add(typed(at))
     return {w for text in found for w in re.findall(r"[A-Za-z][A-Za-z_\-]*", text)}
 
 
 def typed(at) -> str:
     return " ".join(
-        str(at.session_state[k]) for k in ("sequence", "sentence_b") if k in at.session_state
+        str(at.session_state[k])
+        for k in ("sequence", "sentence_b", "lesson_line", "lesson_sentence")
+        if k in at.session_state
     )
 
 
@@ -346,10 +350,10 @@ PAGES = [
     ("w_o", {}),
     ("w_o_off", {"w_o_mode": "identity"}),
     *[("parts", {"parts_section": s}) for s in ("modes", "permutation", "pattern", "predict")],
-    *[("train", {"train_section": s}) for s in ("train", "retrain", "timeline")],
+    *[("train", {"train_section": s}) for s in ("train", "language", "retrain", "timeline")],
     *[("analysis", {"analysis_section": s}) for s in ("Norm-based attention", "OV circuits")],
     ("experiment", {}),
-    *[("lessons", {"lesson_step": s}) for s in (1, 2, 3, 4)],
+    *[("lessons", {"lesson_step": s}) for s in range(1, 9)],
 ]
 
 
@@ -364,6 +368,21 @@ def test_no_english_is_left_in_the_chinese_pages_of_a_toy_model():
         found += english_left(at, f"{view} {widgets}")
     sidebar = " ".join(shown_texts(at.sidebar, []))
     assert i18n.translate("zh", "task.reverse.name") in sidebar.replace("\\", "")
+    assert not found, "\n".join(dict.fromkeys(found))
+
+
+@pytest.mark.usefixtures("fresh_app")
+def test_no_english_is_left_in_the_chinese_pages_of_a_bundled_language_model():
+    """tfviz's own decoder: its sidebar, the next-character table and every view, and the
+    Induction heads section (issue 42)."""
+    from tests.conftest import start_app
+
+    at = start_app(model="bundled-lm:shakespeare-2l-attn", lang="zh")
+    found = english_left(at, "first page")
+    for view, widgets in (("attention", {}), ("w_o_off", {"w_o_mode": "identity"}),
+                          ("analysis", {"analysis_section": "Induction heads"})):  # fmt: skip
+        open_tab(at, view, **widgets)
+        found += english_left(at, f"{view} {widgets}")
     assert not found, "\n".join(dict.fromkeys(found))
 
 

@@ -70,7 +70,7 @@ def _train_language(name: str, out: Path, recipe: dict, quiet: bool = False) -> 
     vocab = language.CharVocabulary(manifest["alphabet"])
     train_ids = vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "train"))
     valid_ids = vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "valid"))
-    sizes = {k: recipe[k] for k in ("n_layers", "n_heads", "d_model", "ffn")}
+    sizes = {k: recipe[k] for k in language.SIZE_KEYS if k in recipe}
     config = language.language_config(vocab, recipe["context"], **sizes)
     bar = tqdm(total=recipe["steps"], desc=name, file=sys.stderr, disable=quiet,
                dynamic_ncols=True)  # fmt: skip
@@ -80,7 +80,7 @@ def _train_language(name: str, out: Path, recipe: dict, quiet: bool = False) -> 
         if info.step % 10 == 0 or info.step == info.steps:
             bar.set_postfix(loss=f"{info.loss:.4f}")
 
-    keys = ("steps", "batch_size", "lr", "seed", "weight_decay", "w_o")
+    keys = language.TRAIN_KEYS
     model, history = language.train_language_model(
         train_ids, config, on_step=show, device="cpu", **{k: recipe[k] for k in keys if k in recipe}
     )
@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="train --task with its bundled model's recipe instead of the Train tab's defaults",
     )
-    p.add_argument("--models", type=Path, default=Path(__file__).resolve().parent.parent / "models")
+    p.add_argument("--models", type=Path, default=Path(__file__).resolve().parents[2] / "models")
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
     args = p.parse_args(argv)
     # One thread: these models are too small to gain from more, and two processes each

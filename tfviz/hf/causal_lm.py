@@ -89,6 +89,9 @@ def greedy_continuation(
 
 
 NEXT_TOKEN_EXAMPLE = "The cat sat on the"
+# A character model's first text: Hamlet's line (Hamlet is in its training split, punctuated
+# "be,--that is"), whose repeated "to be" gives an induction head something to copy.
+CHARACTER_EXAMPLE = "To be, or not to be, that is the question"
 NEXT_TOKEN_DESCRIPTION = (
     "Reads a text left to right and gives, at every position, how likely each token of its "
     "vocabulary is to come next; continued greedily, it writes on."
@@ -115,6 +118,8 @@ class NextTokenTask(SentenceTask):
 
     def __init__(self, tokenizer: PieceTokenizer):
         super().__init__(tokenizer, head=None)
+        if tokenizer.alphabet is not None:  # a character model (tfviz's own, on Shakespeare)
+            self.examples = (CHARACTER_EXAMPLE, CHARACTER_EXAMPLE)
 
     def answer_from_logits(self, logits: Tensor, length: int) -> list[str]:
         """The likeliest next token after each position, as text."""

@@ -7,7 +7,11 @@
 - ExperimentWork reruns the W_o experiment (tfviz.experiments.experiment: learned against identity
 or
   block-diagonal) from an ExperimentSpec; its result stays in memory, so the shipped results are
-  never overwritten.
+  never overwritten;
+- LanguageWork trains a small character language model on the bundled Shakespeare corpus from a
+  LanguageSpec and saves it as a model folder (tfviz.training.language, the "tfviz-lm" family)
+  under a name, atomically and never over an existing model, with its validation loss and
+  induction score in the folder's record.
 
 Each reports its progress and how it ended as tfviz.messages.Message values, and refuses bad
 settings with tfviz.messages.Refused (tfviz.serve.checks), for the app to word in the page's
@@ -16,9 +20,15 @@ language.
 
 from __future__ import annotations
 
+import functools
+import os
+import secrets
+import shutil
 from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+import numpy as np
 
 from tfviz.core import modes
 from tfviz.core.config import ModelConfig
@@ -27,7 +37,7 @@ from tfviz.core.tasks import get_task
 from tfviz.experiments import experiment
 from tfviz.messages import Message, Refused, say
 from tfviz.refusal import cause
-from tfviz.serve.checks import check_size, one_of, positive_at_most, whole_number
+from tfviz.serve.checks import _shown, check_size, one_of, positive_at_most, whole_number
 from tfviz.serve.jobs import JobFailed, Report, Stopped, step_reporter
 from tfviz.settings import (
     EXPERIMENT_MAX_SEEDS,
@@ -36,7 +46,8 @@ from tfviz.settings import (
     MAX_STEPS,
     RETRAIN_MAX_STEPS,
 )
-from tfviz.training.checkpoint import safe_model_path, save_checkpoint
+from tfviz.training import corpus, language
+from tfviz.training.checkpoint import SUFFIX, safe_model_path, save_checkpoint
 from tfviz.training.evaluate import evaluate
 from tfviz.training.recipes import CLASS_RECIPES, CLASS_SIZES
 from tfviz.training.timeline import MAX_SNAPSHOTS, Timeline, save_timeline, timeline_path
@@ -156,7 +167,9 @@ class TrainWork:
         self.config = self.spec.model_config()
         self.path = safe_model_path(self.folder, self.spec.name, reserved=self.reserved)
         self.spec = replace(self.spec, name=self.path.stem)
-        if self.path.exists() or self.path in claimed:
+        # A language model's folder of that name (LanguageWork) takes the name too.
+        taken = self.path.exists() or folder_path(self.path).exists()
+        if taken or self.path in claimed:
             raise Refused(say("name_taken", name=self.path.stem))
 
     def run(self, report: Report, should_stop: Callable[[], bool]) -> Message:
@@ -397,3 +410,241 @@ class ExperimentWork:
                 raise Stopped(say("no_run_finished", done=done, total=self.total))
             raise Stopped(say("runs_kept", finished=finished, runs=spec.runs))
         return say("runs_finished", finished=finished)
+
+
+# ---- a language model --------------------------------------------------------------------------
+
+# The Train form's sizes for a language model: small enough that a class server runs many at once
+# (the largest, 4 layers of D 128 with the feed-forward net, has about 0.8 M parameters).
+LM_LAYERS = (1, 4)  # the fewest and most layers
+LM_D_MODELS = (32, 64, 128)
+LM_MAX_HEADS = 8
+LM_CONTEXTS = (64, 128, 256)  # characters a window holds
+LM_POSITIONS = ("rotary", "learned")
+LM_BATCH = (1, 64)
+LM_MAX_LR = 0.1
+# Measured (bench/lm_estimate.py, torch 2.13 on one thread of a 2-core machine shared with other
+# work): the default model, 2 layers of D 64 attention only, context 128, batch 16, took 25 ms a
+# step, so these steps train in about 50 s (53 s with the corpus read, measuring and saving; two
+# or three times that on a busy class server). Its validation loss is then about 1.88 nats per
+# character (a character's frequency alone gives 3.36) and its samples read as English: words,
+# lines, speakers' names ("There be, if he be oft this the grown; her mather do thee").
+LM_STEPS = 2000
+
+
+@dataclass(frozen=True)
+class LanguageSpec:
+    """A character language model to train on the bundled Shakespeare corpus, and its name.
+
+    The sizes and settings are tfviz.training.language's (language_config, train_language_model):
+    a causal model, pre-norm, one token a character; the feed-forward net on or off, positions
+    rotary or learned; AdamW with a warm-up and cosine decay. w_o: a training mode
+    (tfviz.core.modes.TRAINING), as for a toy model.
+    """
+
+    name: str
+    n_layers: int = 2
+    n_heads: int = 4
+    d_model: int = 64
+    ffn: bool = False
+    context: int = 128
+    positions: str = "rotary"
+    steps: int = LM_STEPS
+    batch_size: int = 16
+    lr: float = 3e-3
+    seed: int = 0
+    w_o: str = "learned"
+
+    def check(self) -> None:
+        """Refused (a ValueError) with a message a student can act on, for settings out of range."""
+        low, high = LM_LAYERS
+        if not _whole(self.n_layers, low, high):
+            raise Refused(say("lm_layers", low=low, high=high, got=_shown(self.n_layers)))
+        if self.d_model not in LM_D_MODELS or isinstance(self.d_model, bool):
+            options = ", ".join(map(str, LM_D_MODELS))
+            raise Refused(say("lm_d_model", options=options, got=_shown(self.d_model)))
+        if not _whole(self.n_heads, 1, LM_MAX_HEADS) or self.d_model % self.n_heads:
+            raise Refused(
+                say("lm_heads", high=LM_MAX_HEADS, d_model=self.d_model, got=_shown(self.n_heads))
+            )
+        if not isinstance(self.ffn, bool):
+            raise Refused(say("lm_ffn", got=_shown(self.ffn)))
+        if self.context not in LM_CONTEXTS or isinstance(self.context, bool):
+            options = ", ".join(map(str, LM_CONTEXTS))
+            raise Refused(say("lm_context", options=options, got=_shown(self.context)))
+        if self.positions not in LM_POSITIONS:
+            options = ", ".join(LM_POSITIONS)
+            raise Refused(say("lm_positions", options=options, got=_shown(self.positions)))
+        low, high = LM_BATCH
+        if not _whole(self.batch_size, low, high):
+            raise Refused(say("lm_batch", low=low, high=high, got=_shown(self.batch_size)))
+        whole_number(self.steps, "steps", 1, MAX_STEPS, int_only=True)
+        positive_at_most(self.lr, "lr", LM_MAX_LR)
+        whole_number(self.seed, "seed", 0, MAX_SEED, int_only=True)
+        one_of(self.w_o, "w_o", TRAIN_W_O)
+
+
+def _whole(value, low: int, high: int) -> bool:
+    """value is an int (not a bool) in [low, high]."""
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+@functools.cache
+def corpus_vocabulary() -> language.CharVocabulary:
+    """The bundled corpus's characters, from its manifest alone (no text read)."""
+    return language.CharVocabulary(corpus.load_manifest(corpus.CORPUS_DIR)["alphabet"])
+
+
+@functools.cache
+def bundled_corpus() -> tuple[language.CharVocabulary, np.ndarray, np.ndarray, dict]:
+    """(vocabulary, training ids, validation ids, manifest) of the bundled corpus, read once per
+    process (about 5 MB of text, each split checked against its sha256) and shared, never
+    changed, by every language-model job."""
+    manifest = corpus.load_manifest(corpus.CORPUS_DIR)
+    vocab = corpus_vocabulary()
+    train_ids = vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "train"))
+    valid_ids = vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "valid"))
+    return vocab, train_ids, valid_ids, manifest
+
+
+def folder_path(checkpoint: Path) -> Path:
+    """The model folder of the same name as a checkpoint path (folder/NAME.safetensors ->
+    folder/NAME): a toy model and a language model never share a name."""
+    return checkpoint.with_name(checkpoint.name.removesuffix(SUFFIX))
+
+
+@dataclass(frozen=True)
+class LanguageResult:
+    """A finished language model: its folder and what its record measured."""
+
+    path: str  # the model folder
+    valid_loss: float  # nats per character over the corpus's whole validation split
+    induction: float  # the best head's induction score on the repeated random letters
+    induction_layer: int
+    induction_head: int
+    in_context_drop: float  # loss on the first copy minus loss on the repeat, nats
+    record: dict
+
+
+class LanguageWork:
+    """Train a character language model from a LanguageSpec and save it as folder/<name>/, a
+    model folder tfviz.hf opens (the picker lists it for everyone: tfviz.ui.folders).
+
+    The name is checked (and claimed) on submit: not a bundled model's, not an existing model
+    folder's nor a toy checkpoint's (<name>.safetensors). The folder is written into a hidden
+    temporary folder beside it and renamed into place once whole; a model that appeared under the
+    name meanwhile is kept, and this one is not saved. A stopped run saves nothing.
+    """
+
+    kind = "language"
+    # As TrainWork: a closed tab's training goes on and saves its model for the picker.
+    finishes_without_owner = True
+
+    def __init__(
+        self,
+        spec: LanguageSpec,
+        folder: Path,
+        reserved: frozenset[str] = frozenset(),
+        device: str = "auto",
+    ):
+        self.spec = spec
+        self.folder = Path(folder)
+        self.reserved = reserved  # names the picker already uses (the bundled models)
+        self.device = device
+        self.path: Path | None = None  # the model folder
+        self._checkpoint: Path | None = None  # folder/<name>.safetensors: the claim
+        self.result: LanguageResult | None = None
+
+    @property
+    def total(self) -> int:
+        return self.spec.steps
+
+    @property
+    def claim(self) -> Path | None:
+        # The toy checkpoint's path: a toy training (TrainWork) of the same name claims it too.
+        return self._checkpoint
+
+    def validate(self, claimed: Collection[Hashable]) -> None:
+        self.spec.check()
+        checkpoint = safe_model_path(self.folder, self.spec.name, reserved=self.reserved)
+        path = folder_path(checkpoint)
+        self.spec = replace(self.spec, name=path.name)
+        config = self.config()
+        check_size(config)
+        if path.exists() or checkpoint.exists() or checkpoint in claimed:
+            raise Refused(say("name_taken", name=path.name))
+        self.path, self._checkpoint = path, checkpoint
+
+    def config(self) -> ModelConfig:
+        s = self.spec
+        return language.language_config(
+            corpus_vocabulary(), s.context, s.n_layers, s.n_heads, s.d_model, s.ffn, s.positions
+        )
+
+    def run(self, report: Report, should_stop: Callable[[], bool]) -> Message:
+        spec, path = self.spec, self.path
+        vocab, train_ids, valid_ids, manifest = bundled_corpus()
+        report(message=say("training"))
+        model, history = language.train_language_model(
+            train_ids,
+            self.config(),
+            steps=spec.steps,
+            batch_size=spec.batch_size,
+            lr=spec.lr,
+            seed=spec.seed,
+            device=str(resolve_device(self.device)),
+            on_step=step_reporter(report, should_stop),
+            w_o=spec.w_o,
+        )
+        if history["cancelled"]:
+            raise Stopped(say("after_steps_not_saved", steps=history["steps_done"]))
+        report(message=say("lm_measuring", n=len(valid_ids)))
+        record = language.measure_record(model, vocab, valid_ids, history, manifest)
+        sizes = ("n_layers", "n_heads", "d_model", "ffn", "positions")
+        record |= {"name": spec.name} | {k: getattr(spec, k) for k in sizes}
+        self.save(model, vocab, record)
+        best = record["induction_best"]
+        self.result = LanguageResult(
+            path=str(path),
+            valid_loss=record["valid_loss"],
+            induction=best["score"],
+            induction_layer=best["layer"],
+            induction_head=best["head"],
+            in_context_drop=record["in_context_drop"],
+            record=record,
+        )
+        return say("saved", file=f"{path.name}/")
+
+    def save(self, model, vocab: language.CharVocabulary, record: dict) -> None:
+        """Write the folder beside its place, then rename it into place: readers (the picker)
+        see no folder or a whole one, and nothing that appeared under the name is replaced."""
+        path = self.path
+        shown = f"{path.name}/"
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+        try:
+            language.save_language_folder(tmp, model, vocab, record, card(path.name, record))
+            # Not over a model saved under this name meanwhile (another server sharing the
+            # folder, or someone by hand): a folder, or a toy checkpoint of the same name.
+            if path.exists() or self._checkpoint.exists():
+                raise JobFailed(say("name_appeared", name=path.name))
+            os.rename(tmp, path)  # fails on a folder with files in it: never over a model
+        except JobFailed:
+            raise
+        except OSError as e:
+            if path.exists():
+                raise JobFailed(say("name_appeared", name=path.name)) from None
+            raise JobFailed(say("save_failed", file=shown, why=cause(e))) from e
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def card(name: str, record: dict) -> str:
+    """The folder's README.md: tfviz.training.language.model_card, made in the app's Train tab
+    (not rebuilt by the command line, as a bundled model is)."""
+    lines = language.model_card(name, record).splitlines()
+    made = (
+        f"Trained in tfviz's Train tab: {record['n_layers']} layers, D {record['d_model']}, "
+        f"{record['n_heads']} heads, feed-forward net {'on' if record['ffn'] else 'off'}, "
+        f"{record['positions']} positions, W_o {record['w_o']}, seed {record['seed']}."
+    )
+    return "\n".join(made if line.startswith("Rebuild:") else line for line in lines)

@@ -5,7 +5,9 @@ The server's folder is listed from config.json and each safetensors header only 
 so the picker shows every model without loading one; an unusable folder is named once, with the
 library's reason. A model is loaded the first time someone picks it and then shared by every
 session, like MiniLM: it is never changed (the W_o switch and head ablation are forward
-arguments). A zipped folder uploaded by a student is opened by hf.open_zip, which refuses zip
+arguments). The bundled language models (models/language/) and those trained in the Train tab
+(folders of the user models folder, tfviz.serve.work.LanguageWork) are listed the same way, for
+every server. A zipped folder uploaded by a student is opened by hf.open_zip, which refuses zip
 bombs, path traversal, links, pickles and code, and is kept in that session only (tfviz.ui.uploads).
 """
 
@@ -24,7 +26,7 @@ from tfviz.refusal import Refusal
 from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui.i18n import t, why
 from tfviz.ui.labels import layout_word
-from tfviz.ui.models import BUNDLED_DIR, ModelEntry
+from tfviz.ui.models import BUNDLED_DIR, ModelEntry, user_models_dir
 from tfviz.ui.text import md_escape
 
 SOURCE = "folder"  # ModelEntry.source of a model from the server's folder
@@ -33,6 +35,10 @@ KEY_PREFIX = "folder:"
 # every server's picker, with or without $TFVIZ_PRETRAINED_DIR.
 LANGUAGE_DIR = BUNDLED_DIR / "language"
 BUNDLED_KEY_PREFIX = "bundled-lm:"
+# Language models trained in the Train tab (tfviz.serve.work.LanguageWork): folders of the user
+# models folder, beside the toy checkpoints, listed for every visitor.
+YOURS_KEY_PREFIX = "yours-lm:"
+LANGUAGE_MODEL_TYPE = "tfviz-lm"  # their config.json's model_type (tfviz.hf.decoders)
 # A zip may unpack to this many times the upload limit: float weights compress about 1.1 times,
 # a tokenizer.json about 4 times; hf.zipped refuses a single entry compressed past 50 times.
 UNPACK_FACTOR = 8
@@ -102,10 +108,13 @@ def listed(root: str, signature: tuple) -> list[hf.FolderInfo | hf.Refused]:
 
 
 def folder_entries(problems: list[str]) -> list[ModelEntry]:
-    """The bundled language models (models/language/), then the usable models of
-    $TFVIZ_PRETRAINED_DIR; each refused folder (or a bad setting) is added to problems, with its
-    reason."""
+    """The bundled language models (models/language/), the language models trained in the app
+    (folders of the user models folder), then the usable models of $TFVIZ_PRETRAINED_DIR; each
+    refused folder (or a bad setting) is added to problems, with its reason."""
     entries = root_entries(LANGUAGE_DIR, problems, BUNDLED_KEY_PREFIX)
+    entries += root_entries(
+        user_models_dir(), problems, YOURS_KEY_PREFIX, model_type=LANGUAGE_MODEL_TYPE
+    )
     try:
         root = settings.pretrained_dir()
     except ValueError as e:
@@ -116,8 +125,11 @@ def folder_entries(problems: list[str]) -> list[ModelEntry]:
     return entries + root_entries(root, problems, KEY_PREFIX)
 
 
-def root_entries(root: Path, problems: list[str], prefix: str) -> list[ModelEntry]:
-    """The usable model folders under root as picker entries keyed prefix + name."""
+def root_entries(
+    root: Path, problems: list[str], prefix: str, model_type: str | None = None
+) -> list[ModelEntry]:
+    """The usable model folders under root as picker entries keyed prefix + name; only those of
+    model_type when given (the user models folder: tfviz's own language models)."""
     if not root.is_dir():
         return []
     sig = signature(root)
@@ -131,6 +143,8 @@ def root_entries(root: Path, problems: list[str], prefix: str) -> list[ModelEntr
     for item in found:
         if isinstance(item, hf.Refused):
             problems.append(t("folder.refused", name=item.name, why=why(item.error)))
+            continue
+        if model_type is not None and item.model_type != model_type:
             continue
         # The weights files' times and sizes stand for their contents (hashing a 400 MB file on
         # every server's first page would be slow); an edited folder is then a new model.
@@ -150,6 +164,10 @@ def option_source(entry: ModelEntry, lang: str) -> str | None:
         return None
     if entry.key.startswith(BUNDLED_KEY_PREFIX):
         return t("folder.option_bundled", lang=lang)
+    if entry.key.startswith(YOURS_KEY_PREFIX):
+        # The same words in every session: this is called from the picker's format_func, which
+        # may be asked again outside the session's run (AppTest), where its state is not read.
+        return t("folder.option_lm_class", lang=lang)
     if entry.source == SOURCE:
         return t("folder.option", family=entry.family, lang=lang)
     return t("folder.option_uploaded", family=entry.family, lang=lang)
@@ -195,7 +213,7 @@ def load_folder(path: str, digest: str, device: str):
         return None, Unreadable("unreadable", why=e), None
     bundled = Path(path).parent.resolve() == LANGUAGE_DIR.resolve()
     meta, task = meta_and_task(loaded, "bundled" if bundled else "folder")
-    if bundled:  # its training record: what the sidebar says it learned, and how well
+    if loaded.model_type == hf.decoders.TFVIZ_MODEL_TYPE:  # tfviz's own: its training record
         record = hf.files.read_json(Path(path) / "config.json").get("record", {})
         meta.record["training"] = record if isinstance(record, dict) else {}
     return loaded.model, meta, task
@@ -220,10 +238,10 @@ def folder_info(meta: CheckpointMeta, task: pretrained.SentenceTask, device: str
     masked = record.get("masked_lm")
     what = "next" if c.causal else "masked" if masked else "sentence"
     st.markdown(t("sidebar.task", name=md_escape(t(f"folder.task_{what}"))))
-    bundled = record.get("source") == "bundled"
-    st.caption(md_escape(t("folder.kind_char" if bundled else f"folder.kind_{what}")))
+    ours = record.get("model_type") == hf.decoders.TFVIZ_MODEL_TYPE  # a character model
+    st.caption(md_escape(t("folder.kind_char" if ours else f"folder.kind_{what}")))
     trained = record.get("training") or {}
-    if bundled and "valid_loss" in trained:
+    if ours and "valid_loss" in trained:
         best = trained.get("induction_best", {})
         st.caption(md_escape(t(
             "folder.trained", steps=f"{trained['steps_done']:,}",

@@ -120,6 +120,13 @@ TRAIN_CAUSAL: Key[bool] = Key("train_causal")
 TRAINED_HERE: Key[list] = Key("_trained_here")
 # The training timeline's slider: a step of the shown model's timeline.
 TIMELINE_STEP: Key[int] = Key("timeline_step")
+# A language model's training (the Train view's language part): this session's job, the id of
+# the job the picker was last listed after, the form's name field, and that a job took the
+# name (the next run of the form proposes another).
+LM_JOB: Key[Job] = Key("lm_job")
+LM_LISTED_AFTER: Key[int] = Key("_lm_listed_after")
+LM_NAME: Key[str] = Key("lm_name")
+LM_NAME_USED: Key[bool] = Key("_lm_name_used")
 
 # ---- "Does W_o matter?" ------------------------------------------------------------------------
 
@@ -136,7 +143,7 @@ ATLAS_OWNER: Key[str] = Key("atlas_owner")
 
 # The lesson step shown, one of LESSON_STEPS (a link may set it: tfviz.ui.share).
 LESSON_STEP: Key[int] = Key("lesson_step")
-LESSON_STEPS = (1, 2, 3, 4)
+LESSON_STEPS = (1, 2, 3, 4, 5, 6, 7, 8)  # 5-8: a decoder (the bundled language model)
 # Step 1: the table editor of W, and W as the student left it (the editor is not always drawn).
 LESSON_W_EDITOR: Key[Any] = Key("lesson_w")
 LESSON_W_VALUES: Key[list] = Key("lesson_w_values")

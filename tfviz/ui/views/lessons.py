@@ -7,9 +7,23 @@
    bundled `sum_seed` answers at once), predicting sums the student types.
 4. W_o switched off on the loaded model, and the shipped with/without-W_o experiment's verdict.
 
+Steps 5-8 look inside a decoder: the bundled character language model shakespeare-2l-attn
+(models/language/, opened by tfviz.ui.folders whatever the sidebar has loaded; a step says so when
+it is missing or unusable). Every number is measured live on it, never written down:
+5. The causal mask: one head's attention on a typed line of Shakespeare, its upper triangle
+   blank, and each row's sum over the keys it may read.
+6. The head with the highest previous-token score on tfviz's probe, on the typed line.
+7. A sentence (or the probe's kind of random letters) typed twice: the best induction head's
+   stripe, and the loss and next-character accuracy on each copy. A model whose best induction
+   score is low is said to have no induction head, with the number.
+8. W_o switched off (the identity) in layer 0, in layer 1 and in all layers: the learned best
+   induction head's score and the in-context loss drop on the probe (K-composition).
+The probe's scores and one head's pattern come from tfviz.ui.induction (the Analysis view's
+induction section, cached there), the traces from tfviz.ui.view.trace_for.
+
 Each step says what to look at and asks one question with its answer folded away. Every string
 a student reads goes through the language catalogue (tfviz.ui.i18n.t); numbers come from
-tfviz.serve.lessons, figures from tfviz.plots. The step is tfviz.ui.state.LESSON_STEP (1..4).
+tfviz.serve.lessons, figures from tfviz.plots. The step is tfviz.ui.state.LESSON_STEP (1..8).
 """
 
 from __future__ import annotations
@@ -21,19 +35,23 @@ import streamlit as st
 
 from tfviz import get_task, plots
 from tfviz.core import modes
+from tfviz.core.interventions import NONE, Interventions, head_name
 from tfviz.core.metrics import compact
 from tfviz.serve import checks, jobs, lessons
 from tfviz.serve.lessons import LessonInputError
 from tfviz.training.recipes import RECIPES
 from tfviz.ui import atlas as atlas_view
-from tfviz.ui import state
-from tfviz.ui.i18n import current, t
+from tfviz.ui import folders, state
+from tfviz.ui import induction as induction_view
+from tfviz.ui.i18n import current, t, why
 from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check, time_left
+from tfviz.ui.labels import describe
+from tfviz.ui.labels import refusal as input_refusal
 from tfviz.ui.models import BUNDLED_DIR, file_sha256, load_model
 from tfviz.ui.standalone import download_button
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import POLL_SECONDS, View
-from tfviz.ui.widgets import chart, index_picker, plot_words
+from tfviz.ui.view import POLL_SECONDS, View, trace_for
+from tfviz.ui.widgets import chart, index_picker, number_table, plot_words
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -44,6 +62,10 @@ STEP_TITLES = {
     2: "lessons.step2.title",
     3: "lessons.step3.title",
     4: "lessons.step4.title",
+    5: "lessons.step5.title",
+    6: "lessons.step6.title",
+    7: "lessons.step7.title",
+    8: "lessons.step8.title",
 }
 INPUT_ERRORS = {
     "shape": "lessons.err.shape",
@@ -69,7 +91,9 @@ def render(view: View) -> None:
     st.subheader(t("lessons.heading"))
     step = step_navigation()
     st.markdown(f"### {t(STEP_TITLES[step])}")
-    {1: step_concat, 2: step_projection, 3: step_train, 4: step_switch}[step](view)
+    steps = {1: step_concat, 2: step_projection, 3: step_train, 4: step_switch}
+    steps |= {5: step_causal, 6: step_previous, 7: step_induction, 8: step_w_o_off}
+    steps[step](view)
 
 
 # ---- navigation -------------------------------------------------------------------------------
@@ -102,9 +126,10 @@ def step_navigation() -> int:
     return step
 
 
-def question(q_key: str, answer: str) -> None:
-    """The step's one question, and its answer folded away."""
-    st.markdown(t("lessons.question", question=t(q_key)))
+def question(q_key: str, answer: str, **values) -> None:
+    """The step's one question (its {placeholders} filled from values), and its answer folded
+    away."""
+    st.markdown(t("lessons.question", question=t(q_key, **values)))
     with st.expander(t("lessons.show_answer")):
         st.markdown(answer)
 
@@ -585,3 +610,325 @@ def show_experiment(view: View) -> None:
     answer = atlas_view.lesson()
     if answer is not None:
         question("lessons.s4.question", answer)
+
+
+# ---- steps 5-8: a decoder, the bundled character language model ---------------------------------
+
+LESSON_LM = "shakespeare-2l-attn"  # its folder: tfviz.ui.folders.LANGUAGE_DIR / LESSON_LM
+LINE_EXAMPLE = "To be, or not to be, that is the question"
+SENTENCE_EXAMPLE = "The king is dead."
+LINE_CHARS = (2, 100)  # a typed line's length, at least and at most: one map row a character
+SENTENCE_CHARS = (2, 60)  # one copy of step 7's sentence (typed twice it must fit the context)
+# Steps 5 and 6 draw the same box (same key, label and default): the line goes from one to the
+# other.
+LINE_KEY = "lesson_line"
+REPEAT_SOURCES = {"sentence": "lessons.s7.source.sentence", "letters": "lessons.s7.source.letters"}
+# What each step says of the model's best head of a kind, by lessons.head_verdict.
+PREVIOUS_ANSWERS = {
+    "formed": "lessons.s6.answer_formed",
+    "weak": "lessons.s6.answer_weak",
+    "none": "lessons.s6.answer_none",
+}
+INDUCTION_ANSWERS = {
+    "formed": "lessons.s7.answer_formed",
+    "weak": "lessons.s7.answer_weak",
+    "none": "lessons.s7.answer_none",
+}
+
+
+def lesson_lm(view: View) -> View | None:
+    """The decoder lessons' model, the bundled LESSON_LM, as a View of its own (learned W_o,
+    nothing switched), whatever model the sidebar has loaded; None after saying why when its
+    folder is missing or it cannot be used."""
+    problems: list[str] = []
+    entries = folders.root_entries(folders.LANGUAGE_DIR, problems, folders.BUNDLED_KEY_PREFIX)
+    entry = next((e for e in entries if e.name == LESSON_LM), None)
+    if entry is None:
+        st.warning(t("lessons.lm.missing", name=LESSON_LM))  # a name of ours: not escaped
+        for problem in problems:  # a refused folder, with the library's reason
+            st.caption(md_escape(problem))
+        return None
+    model, meta, task = folders.load_folder(entry.path, entry.digest, str(view.model.device))
+    if model is None:
+        st.error(md_escape(t("lessons.lm.cannot_load", name=entry.name, why=why(meta))))
+        return None
+    if not getattr(task, "causal", False) or task.tokenizer.alphabet is None:
+        st.error(md_escape(t("lessons.lm.not_character", name=entry.name)))
+        return None
+    return View(entry=entry, model=model, meta=meta, task=task, interventions=NONE)
+
+
+def lm_intro(lm: View, short: bool = False) -> None:
+    """Which model steps 5-8 read, with its shape from its config: at length on step 5, in one
+    line on the others (a link may open any of them)."""
+    cfg = lm.model.config
+    shape = "lessons.lm.shape_ffn" if cfg.ffn else "lessons.lm.shape_attn"
+    shape = t(shape, layers=cfg.n_layers, heads=cfg.n_heads, context=cfg.max_len)
+    if short:
+        st.caption(t("lessons.lm.short", name=md_escape(lm.entry.name), shape=shape))
+    else:
+        st.markdown(t("lessons.lm.intro", name=md_escape(lm.entry.name), shape=shape))
+
+
+def score_text(x: float) -> str:
+    """A head's score as shown: two significant digits, so that 0.0002 is not rounded to 0."""
+    return f"{x:.2g}"
+
+
+def probe_length(scores) -> int:
+    """T of the probe's sequences (InductionScores: a prefix and two copies)."""
+    return scores.offset + 2 * scores.period
+
+
+def typed_line(lm: View) -> str | None:
+    """Steps 5 and 6's line of Shakespeare, or None after an error saying why it is refused."""
+    alphabet = "".join(sorted(lm.task.tokenizer.alphabet)).replace("\n", "↵")
+    low, high = LINE_CHARS
+    text = st.text_input(
+        t("lessons.s5.line"),
+        value=LINE_EXAMPLE,
+        key=LINE_KEY,
+        help=t("lessons.s5.line_help", low=low, high=high, alphabet=md_escape(alphabet)),
+    )
+    if not low <= len(text) <= high:  # no echo of the text: it may be a long paste
+        st.error(t("lessons.s5.line_length", low=low, high=high, n=len(text)))
+        return None
+    try:
+        return lm.task.validate(text)
+    except ValueError as e:  # characters outside the model's alphabet, named by the catalogue
+        st.error(md_escape(input_refusal(e)))
+        return None
+
+
+def head_map(trace, layer: int, head: int, title: str, key: str) -> None:
+    """One head's attention on a traced text, its masked cells blank (NaN)."""
+    weights = trace.shown(trace.attn[layer, head])
+    chart(plots.attention_map(weights, trace.labels, title, words=plot_words()), key=key)
+
+
+# ---- step 5: the causal mask ------------------------------------------------------------------
+
+
+def step_causal(view: View) -> None:
+    lm = lesson_lm(view)
+    if lm is None:
+        return
+    lm_intro(lm)
+    st.markdown(t("lessons.s5.intro"))
+    text = typed_line(lm)
+    if text is None:
+        return
+    cfg = lm.model.config
+    left, right = st.columns(2)
+    with left:
+        layer = index_picker(t("lessons.layer"), cfg.n_layers, "lesson_mask_layer", "L")
+    with right:
+        head = index_picker(t("induction.head"), cfg.n_heads, "lesson_mask_head", "H")
+    st.info(t("lessons.s5.look"))
+    trace = trace_for(lm, text, NONE)
+    title = t("lessons.s5.map_title", head=head_name(layer, head))
+    head_map(trace, layer, head, title, key="lesson_mask_map")
+    rows = lessons.causal_rows(trace.attn)
+    question(
+        "lessons.s5.question",
+        t(
+            "lessons.s5.answer",
+            error=difference_text(rows.row_error),
+            heads=cfg.n_layers * cfg.n_heads,
+            T=len(trace.labels),
+            above=compact(rows.above),
+            masked=rows.masked,
+            cells=rows.masked + rows.allowed,
+        ),
+    )
+
+
+# ---- step 6: a previous-token head --------------------------------------------------------------
+
+
+def step_previous(view: View) -> None:
+    lm = lesson_lm(view)
+    if lm is None:
+        return
+    lm_intro(lm, short=True)
+    learned = induction_view.scores_for(lm, NONE)
+    st.markdown(t("lessons.s6.intro", n=learned.n_seqs, period=learned.period))
+    layer, head, score = lessons.previous_token_head(learned)
+    name = head_name(layer, head)
+    st.markdown(t("lessons.s6.found", head=name, score=score_text(score)))
+    text = typed_line(lm)
+    if text is None:
+        return
+    trace = trace_for(lm, text, NONE)
+    line = lessons.previous_token_line(trace.attn[layer, head])
+    even = lessons.even_score(probe_length(learned), 1)
+    verdict = lessons.head_verdict(score, even)
+    answer = t(
+        PREVIOUS_ANSWERS[verdict],
+        head=name,
+        probe=score_text(score),
+        line=score_text(line.score),
+        hits=line.hits,
+        queries=line.queries,
+        even=score_text(even),
+        k=f"{lessons.WEAK_OVER_EVEN:g}",
+    )
+    question("lessons.s6.question", answer, head=name)
+    head_map(trace, layer, head, t("lessons.s5.map_title", head=name), key="lesson_prev_map")
+    st.caption(t("lessons.s6.caption"))
+
+
+# ---- step 7: an induction head on a repeated sentence ------------------------------------------
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def cached_repeat(digest: str, sentence: str, _model, _task) -> lessons.RepeatedSentence:
+    """The sentence typed twice through the model (tfviz.serve.lessons.repeated_sentence), per
+    model digest and sentence; a ValueError is raised again, not cached."""
+    return lessons.repeated_sentence(_model, _task, sentence)
+
+
+def repeat_source(lm: View) -> str | None:
+    """One copy of step 7's text: the student's sentence or the probe's kind of random letters;
+    None after an error saying why a sentence is refused."""
+    lang = current()
+    source = st.radio(
+        t("lessons.s7.source"),
+        list(REPEAT_SOURCES),
+        format_func=lambda k: t(REPEAT_SOURCES[k], lang=lang),
+        key="lesson_repeat_source",
+        horizontal=True,
+    )
+    if source == "letters":
+        ids = induction_view.probe_token_ids(lm)
+        return lessons.random_letters(lm.task.tokenizer, ids)
+    low, high = SENTENCE_CHARS
+    sentence = st.text_input(
+        t("lessons.s7.sentence"),
+        value=SENTENCE_EXAMPLE,
+        key="lesson_sentence",
+        help=t("lessons.s7.sentence_help", low=low, high=high),
+    )
+    if not low <= len(sentence) <= high:
+        st.error(t("lessons.s5.line_length", low=low, high=high, n=len(sentence)))
+        return None
+    return sentence
+
+
+def step_induction(view: View) -> None:
+    lm = lesson_lm(view)
+    if lm is None:
+        return
+    lm_intro(lm, short=True)
+    st.markdown(t("lessons.s7.intro"))
+    sentence = repeat_source(lm)
+    if sentence is None:
+        return
+    try:
+        rep = cached_repeat(lm.entry.digest, sentence, _model=lm.model, _task=lm.task)
+    except ValueError as e:
+        st.error(md_escape(input_refusal(e)))
+        return
+    st.markdown(t("lessons.s7.text", n=rep.period))
+    st.code(rep.text, language=None, wrap_lines=True)  # typed text: shown inert
+    learned = induction_view.scores_for(lm, NONE)
+    layer, head, best = learned.best()
+    name = head_name(layer, head)
+    even = lessons.even_score(probe_length(learned), learned.offset + learned.period)
+    s = rep.scores
+    drop = s.in_context_drop
+    parts = [
+        t(
+            "lessons.s7.answer_losses",
+            first=f"{s.loss_first:.2f}",
+            repeat=f"{s.loss_repeat:.2f}",
+            acc_first=f"{rep.acc_first:.0%}",
+            acc_repeat=f"{rep.acc_repeat:.0%}",
+        ),
+        t("lessons.s7.better" if drop > 0 else "lessons.s7.not_better", drop=f"{drop:.2f}"),
+        t(
+            INDUCTION_ANSWERS[lessons.head_verdict(best, even)],
+            head=name,
+            score=score_text(best),
+            here=score_text(float(s.induction[layer, head])),
+            even=score_text(even),
+            k=f"{lessons.WEAK_OVER_EVEN:g}",
+        ),
+    ]
+    question("lessons.s7.question", "\n\n".join(parts))
+    title = t("lessons.s7.map_title", head=name)
+    head_map(rep.trace, layer, head, title, key="lesson_induction_map")
+    st.caption(t("lessons.s7.map_caption", head=name))
+    st.caption(t("induction.stripe_caption", period=rep.period))
+    curves = {t("lessons.s7.curve"): s.loss_by_position}
+    chart(
+        plots.induction_losses(curves, rep.period, t("lessons.s7.loss_title"), words=plot_words()),
+        key="lesson_induction_losses",
+    )
+    st.caption(t("lessons.loss_caption"))
+
+
+# ---- step 8: W_o switched off in layer 0 --------------------------------------------------------
+
+
+def w_o_off_switches(n_layers: int) -> list[Interventions]:
+    """The learned model, W_o off (the identity) in each layer, and in all layers."""
+    one = [Interventions(w_o={layer: modes.IDENTITY}) for layer in range(n_layers)]
+    return [NONE, *one, *([Interventions(w_o=modes.IDENTITY)] if n_layers > 1 else [])]
+
+
+def step_w_o_off(view: View) -> None:
+    lm = lesson_lm(view)
+    if lm is None:
+        return
+    lm_intro(lm, short=True)
+    st.markdown(t("lessons.s8.intro"))
+    measured = {
+        iv: induction_view.scores_for(lm, iv) for iv in w_o_off_switches(lm.model.config.n_layers)
+    }
+    learned = measured[NONE]
+    off0 = measured[Interventions(w_o={0: modes.IDENTITY})]
+    layer, head, best = learned.best()
+    name = head_name(layer, head)
+    switched = float(off0.induction[layer, head])
+    even = lessons.even_score(probe_length(learned), learned.offset + learned.period)
+    if lessons.head_verdict(best, even) == "none":
+        outcome = "lessons.s8.answer_none"
+    else:
+        outcome = (
+            "lessons.s8.answer_kept"
+            if lessons.head_kept(best, switched)
+            else "lessons.s8.answer_lost"
+        )
+    values = dict(
+        head=name,
+        learned=score_text(best),
+        switched=score_text(switched),
+        even=score_text(even),
+        drop=f"{learned.in_context_drop:.2f}",
+        drop_off=f"{off0.in_context_drop:.2f}",
+    )
+    parts = [t(outcome, **values)]
+    if layer == 0:
+        parts.append(t("lessons.s8.answer_layer0", head=name))
+    parts.append(t("lessons.s8.answer_why"))
+    question("lessons.s8.question", "\n\n".join(parts))
+    st.caption(t("lessons.s8.table_caption", n=learned.n_seqs, period=learned.period))
+    rows = [
+        {
+            t("induction.col.switch"): describe(iv),
+            t("induction.col.that_head", head=name): float(s.induction[layer, head]),
+            t("induction.col.best_any"): float(s.induction.max()),
+            t("induction.col.drop"): s.in_context_drop,
+        }
+        for iv, s in measured.items()
+    ]
+    number_table(rows, key="lesson_w_o_off_table")
+    curves = {describe(iv): s.loss_by_position for iv, s in measured.items()}
+    chart(
+        plots.induction_losses(
+            curves, learned.period, t("lessons.s8.loss_title"), words=plot_words()
+        ),
+        key="lesson_w_o_off_losses",
+    )
+    st.caption(t("lessons.loss_caption"))

@@ -1,8 +1,13 @@
-"""The Train view: train a small model, retrain the chosen model's W_o alone, replay a training.
+"""The Train view: train a small model or a language model, retrain the chosen model's W_o alone,
+replay a training.
 
-Three parts, one at a time:
+Four parts, one at a time:
 - Train a model: a worker thread trains it (work.TrainWork); it is saved to the user models folder
   with its timeline beside it, and joins every session's picker.
+- Train a language model: a small character model on the bundled Shakespeare corpus
+  (work.LanguageWork), saved as a model folder in the user models folder with its validation loss
+  and induction score; it joins every session's picker too. It needs no toy model: it is the one
+  part offered whatever model is picked.
 - Retrain W_o alone: a copy of the chosen model with every weight but W_o frozen, W_o started from
   identity, zeros, random or the learned one (work.RetrainWoWork); its accuracy over the steps is
   drawn against the learned W_o's. Nothing is saved and the shared model is never changed.
@@ -26,20 +31,20 @@ from tfviz.ui.i18n import current, t
 from tfviz.ui.jobs import job_manager
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import TRAINS_TOYS, View, toy_only
+from tfviz.ui.views.train.language import language_section
 from tfviz.ui.views.train.new_model import train_section
 from tfviz.ui.views.train.retrain import retrain_section
 from tfviz.ui.views.train.timeline import timeline_section
 
 SECTIONS = {
     "train": "train.section.train",
+    "language": "train.section.language",
     "retrain": "train.section.retrain",
     "timeline": "train.section.timeline",
 }
 
 
 def render(view: View) -> None:
-    if toy_only(view, t("train.what"), TRAINS_TOYS):
-        return
     try:
         manager = job_manager()
     except ValueError as e:  # a bad TFVIZ_MAX_JOBS / TFVIZ_MAX_QUEUE setting on the server
@@ -55,7 +60,11 @@ def render(view: View) -> None:
         required=True,
         label_visibility="collapsed",
     )
-    if section == "retrain":
+    if section == "language":  # whatever model is picked: it trains a model of its own
+        language_section(manager)
+    elif toy_only(view, t("train.what"), TRAINS_TOYS):
+        return
+    elif section == "retrain":
         retrain_section(view, manager)
     elif section == "timeline":
         timeline_section(view)

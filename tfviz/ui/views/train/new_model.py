@@ -9,27 +9,21 @@ from pathlib import Path
 
 import streamlit as st
 
-from tfviz import get_task, list_tasks, plots, settings
+from tfviz import get_task, list_tasks, settings
 from tfviz.messages import Refused
 from tfviz.serve import checks, jobs, work
 from tfviz.training.checkpoint import safe_model_path
 from tfviz.training.recipes import CLASS_SIZES, class_recipe, learned
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
-from tfviz.ui.jobs import claim_model, job_text, refusal, session_alive_check, time_left
+from tfviz.ui.jobs import claim_model, job_text, refusal, session_alive_check
 from tfviz.ui.labels import METRIC_NAMES, metric_text, task_label, task_short
-from tfviz.ui.models import ROOT, SOURCES, bundled_names, user_models_dir
+from tfviz.ui.models import SOURCES, bundled_names, user_models_dir
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import POLL_SECONDS, View
-from tfviz.ui.widgets import chart, plot_words
+from tfviz.ui.view import View
+from tfviz.ui.views.train.progress import follow_job, loss_chart, slots_caption
 
 TRAIN_W_O_LABELS = {mode: f"train.w_o.{mode}" for mode in work.TRAIN_W_O}
-
-
-def loss_chart(losses, every: int, steps: int, key: str) -> None:
-    """A job's loss so far (or all of it), in the student's words (the retrain part draws its own
-    with it too)."""
-    chart(plots.loss_curve(losses, every, steps, words=plot_words()), key=key)
 
 
 def train_section(view: View, manager: jobs.JobManager) -> None:
@@ -38,32 +32,10 @@ def train_section(view: View, manager: jobs.JobManager) -> None:
     with form_col:
         train_form(manager, folder, default_task=view.task.name)
     with status_col:
-        running, queued = manager.counts()
-        # A path outside the app folder is the server's business, not every student's.
-        shown = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder.name
-        st.caption(
-            t(
-                "train.slots",
-                running=running,
-                slots=manager.max_jobs,
-                queued=queued,
-                folder=md_escape(f"{shown}/"),
-            )
-        )
-        job: jobs.Job | None = state.TRAIN_JOB.get()
-        if job is None:
-            st.caption(t("train.progress_here"))
-            return
-        snap = job.state()
-        if snap.active:
-            job_progress(job)
-            return
-        if snap.status == jobs.DONE and state.TRAIN_LISTED_AFTER.get() != job.id:
-            # It ended after the sidebar listed the models in this run: list them again, so
-            # the picker holds the model the message below says it holds.
-            state.TRAIN_LISTED_AFTER.set(job.id)
-            st.rerun()
-        job_result(snap)
+        slots_caption(manager, folder)
+        snap = follow_job(state.TRAIN_JOB.get(), state.TRAIN_LISTED_AFTER, "train.progress_here")
+        if snap is not None:
+            job_result(snap)
 
 
 def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> None:
@@ -245,26 +217,6 @@ def form_numbers(steps, lr, seed) -> tuple[dict, list[str]]:
         except Refused as e:
             problems.append(job_text(e.message))
     return numbers, problems
-
-
-@st.fragment(run_every=POLL_SECONDS)
-def job_progress(job: jobs.Job) -> None:
-    """Live progress of a queued or running job, polled; reruns the page once it ends."""
-    snap = job.state()
-    if not snap.active:
-        state.TRAIN_LISTED_AFTER.set(job.id)
-        st.rerun()  # the whole page: the result shows, and a saved model joins the picker
-    name = md_escape(snap.spec.name)
-    if snap.position is not None:
-        st.info(t("train.queued", name=name, position=snap.position))
-    else:
-        loss = t("train.loss_suffix", loss=f"{snap.losses[-1]:.4f}") if snap.losses else ""
-        said = t("train.progress", name=name, step=snap.step, steps=snap.spec.steps, loss=loss)
-        st.progress(snap.fraction, text=said + time_left(snap))
-        st.caption(job_text(snap.message))
-        if snap.losses:
-            loss_chart(snap.losses, snap.loss_every, snap.spec.steps, "live_loss")
-    st.button(t("train.cancel"), key="cancel_training", on_click=job.cancel)
 
 
 def job_result(snap: jobs.JobState) -> None:

@@ -19,7 +19,7 @@ from tfviz.ui.jobs import job_text, refusal, session_alive_check, time_left
 from tfviz.ui.labels import METRIC_NAMES, metric_text
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, View
-from tfviz.ui.views.train.new_model import loss_chart
+from tfviz.ui.views.train.progress import loss_chart
 
 # Where W_o starts from, worded as a job message words it (tfviz.messages.CHOICES["start"]).
 START_PREFIX, STARTS = CHOICES["start"]
