@@ -271,7 +271,7 @@ def folder_info(meta: CheckpointMeta, task: pretrained.SentenceTask, device: str
     st.text(
         t("sidebar.size", d_model=c.d_model, heads=c.n_heads, layers=c.n_layers, d_ff=c.d_ff)
         + "\n"
-        + t("folder.pieces", norm=norm, pieces=task.max_pieces)
+        + t("folder.chars" if ours else "folder.pieces", norm=norm, pieces=task.max_pieces)
         + "\n"
         + t("sidebar.device", device=device.upper())
     )
