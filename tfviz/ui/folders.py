@@ -25,7 +25,7 @@ from tfviz.hf import pretrained
 from tfviz.refusal import Refusal
 from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui.i18n import t, why
-from tfviz.ui.labels import layout_word
+from tfviz.ui.labels import layout_word, size_text
 from tfviz.ui.models import BUNDLED_DIR, ModelEntry, user_models_dir
 from tfviz.ui.text import md_escape
 
@@ -269,7 +269,7 @@ def folder_info(meta: CheckpointMeta, task: pretrained.SentenceTask, device: str
         + t(origin)
     )
     st.text(
-        t("sidebar.size", d_model=c.d_model, heads=c.n_heads, layers=c.n_layers, d_ff=c.d_ff)
+        size_text(c)
         + "\n"
         + t("folder.chars" if ours else "folder.pieces", norm=norm, pieces=task.max_pieces)
         + "\n"

@@ -77,3 +77,13 @@ def metric_delta(metric: str, diff: float) -> str:
     if metric == "mae":
         return f"{diff:+.3f}"
     return t("common.points", diff=f"{100 * diff:+.1f}")
+
+
+def size_text(c) -> str:
+    """A model's sizes as the sidebar says them (a ModelConfig): an attention-only model has no
+    d_ff to name."""
+    if not c.ffn:
+        return t(
+            "sidebar.size_attention_only", d_model=c.d_model, heads=c.n_heads, layers=c.n_layers
+        )
+    return t("sidebar.size", d_model=c.d_model, heads=c.n_heads, layers=c.n_layers, d_ff=c.d_ff)

@@ -18,7 +18,7 @@ from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui import folders, share, state, switches
 from tfviz.ui.i18n import catalogue, current, t, why
 from tfviz.ui.jobs import trained_here
-from tfviz.ui.labels import METRIC_NAMES, layout_word, task_label
+from tfviz.ui.labels import METRIC_NAMES, layout_word, size_text, task_label
 from tfviz.ui.models import (
     BUNDLED_DIR,
     DEFAULT_MODEL,
@@ -154,7 +154,7 @@ def model_info(meta: CheckpointMeta, task: Task, device: str) -> None:
     # A causal model (the Train form's box) says so: its attention is a decoder's.
     causal = "\n" + t("sidebar.causal") if c.causal else ""
     st.text(
-        t("sidebar.size", d_model=c.d_model, heads=c.n_heads, layers=c.n_layers, d_ff=c.d_ff)
+        size_text(c)
         + "\n"
         + t("sidebar.norm_embed", **layout_words(c))
         + causal
@@ -182,7 +182,7 @@ def pretrained_info(meta: CheckpointMeta, task: Task, device: str) -> None:
         )
     )
     st.text(
-        t("sidebar.size", d_model=c.d_model, heads=c.n_heads, layers=c.n_layers, d_ff=c.d_ff)
+        size_text(c)
         + "\n"
         + t("sidebar.pretrained_kind", norm=layout_words(c)["norm"], pieces=task.max_pieces)
         + "\n"
