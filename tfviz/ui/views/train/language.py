@@ -20,7 +20,8 @@ from tfviz.ui.i18n import current, t
 from tfviz.ui.jobs import claim_model, job_text, refusal, session_alive_check
 from tfviz.ui.models import bundled_names, user_models_dir
 from tfviz.ui.text import md_escape
-from tfviz.ui.views.train.new_model import TRAIN_W_O_LABELS, form_numbers
+from tfviz.ui.views.train.fields import seed_box, w_o_radio
+from tfviz.ui.views.train.new_model import form_numbers
 from tfviz.ui.views.train.progress import follow_job, loss_chart, slots_caption
 
 LAYERS = list(range(work.LM_LAYERS[0], work.LM_LAYERS[1] + 1))
@@ -124,22 +125,8 @@ def language_form(manager: jobs.JobManager, folder: Path) -> None:
             key="lm_lr",
             help=t("train.lm.lr_help", high=f"{work.LM_MAX_LR:g}"),
         )
-        seed = c.number_input(
-            t("train.seed"),
-            value=float(DEFAULTS.seed),
-            step=1.0,
-            format="%.0f",
-            key="lm_seed",
-            help=t("train.seed_help", high=f"{settings.MAX_SEED:,}"),
-        )
-        w_o = st.radio(
-            t("train.w_o"),
-            list(TRAIN_W_O_LABELS),
-            format_func=lambda m: t(TRAIN_W_O_LABELS[m], lang=lang),
-            key="lm_w_o",
-            horizontal=True,
-            help=t("train.w_o_help"),
-        )
+        seed = seed_box(c, float(DEFAULTS.seed), "lm_seed")
+        w_o = w_o_radio("lm_w_o")
         # No max_chars: the check below says what the limit is (see the toy form's name).
         name = st.text_input(t("train.name"), key=state.LM_NAME.name, help=t("train.lm.name_help"))
         submitted = st.form_submit_button(t("train.lm.submit"), key="lm_submit", type="primary")

@@ -21,9 +21,8 @@ from tfviz.ui.labels import METRIC_NAMES, metric_text, task_label, task_short
 from tfviz.ui.models import SOURCES, bundled_names, user_models_dir
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View
+from tfviz.ui.views.train.fields import seed_box, w_o_radio
 from tfviz.ui.views.train.progress import follow_job, loss_chart, slots_caption
-
-TRAIN_W_O_LABELS = {mode: f"train.w_o.{mode}" for mode in work.TRAIN_W_O}
 
 
 def train_section(view: View, manager: jobs.JobManager) -> None:
@@ -40,7 +39,6 @@ def train_section(view: View, manager: jobs.JobManager) -> None:
 
 def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> None:
     tasks = list_tasks()
-    lang = current()
     if not state.TRAIN_TASK.is_set():  # the session's first visit: the model's task
         state.TRAIN_TASK.set(default_task)
         use_task_defaults(folder)
@@ -96,22 +94,8 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
             key=state.TRAIN_LR.name,
             help=t("train.lr_help", low=f"{settings.MIN_LR:g}", high=f"{settings.MAX_LR:g}"),
         )
-        seed = c.number_input(
-            t("train.seed"),
-            value=0.0,
-            step=1.0,
-            format="%.0f",
-            key="train_seed",
-            help=t("train.seed_help", high=f"{settings.MAX_SEED:,}"),
-        )
-        w_o = st.radio(
-            t("train.w_o"),
-            list(TRAIN_W_O_LABELS),
-            format_func=lambda m: t(TRAIN_W_O_LABELS[m], lang=lang),
-            key="train_w_o",
-            horizontal=True,
-            help=t("train.w_o_help"),
-        )
+        seed = seed_box(c, 0.0, "train_seed")
+        w_o = w_o_radio("train_w_o")
         # A causal model reads its answer at the last token: only the tasks with one answer per
         # sequence can be learned so (use_task_defaults clears the box for the others).
         learns_causally = get_task(task).learns_causally
