@@ -529,7 +529,7 @@ def test_a_python_file_in_the_folder_is_refused(bert_copy):
 @pytest.mark.parametrize(
     "changes, message",
     [
-        (dict(model_type="t5"), "model_type='t5'.*gpt2.*qwen2 models"),
+        (dict(model_type="t5"), "model_type='t5'.*gpt2.*qwen2.*tfviz-lm models"),
         (dict(position_embedding_type="relative_key"), "position_embedding_type"),
         (dict(hidden_act="swish"), "hidden_act='swish'"),
         (dict(is_decoder=True), "is_decoder"),
