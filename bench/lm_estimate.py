@@ -25,6 +25,7 @@ import torch
 
 from tfviz import hf
 from tfviz.serve import jobs, work
+from tfviz.training import language
 
 POLL_S = 0.02
 
@@ -32,7 +33,7 @@ POLL_S = 0.02
 def sample(folder: Path, prompt: str, n: int = 200, temperature: float = 0.8) -> str:
     """n characters the saved model writes after prompt, sampled (seed 0)."""
     loaded = hf.open_folder(folder)
-    vocab = work.corpus_vocabulary()
+    vocab = language.corpus_vocabulary()
     ids = [int(i) for i in vocab.encode(prompt)]
     context = loaded.model.config.max_len
     g = torch.Generator().manual_seed(0)

@@ -46,11 +46,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from tfviz.core.model import Encoder
-from tfviz.training import corpus
 from tfviz.training.language import (
     LANGUAGE_RECIPES,
     CharVocabulary,
     LanguageTask,
+    bundled_corpus,
     init_language_weights,
     language_config,
     train_language_model,
@@ -312,10 +312,7 @@ def main(argv: list[str] | None = None) -> dict:
         recipe["context"] = args.context
     steps = args.steps or recipe["steps"]
 
-    manifest = corpus.load_manifest(corpus.CORPUS_DIR)
-    vocab = CharVocabulary(manifest["alphabet"])
-    train_ids = vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "train"))
-    valid_ids = vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "valid"))
+    vocab, train_ids, valid_ids, _ = bundled_corpus()
 
     before = torch.get_num_threads()
     torch.set_num_threads(args.threads)

@@ -460,8 +460,8 @@ def test_step_7_compares_the_first_copy_with_the_repeat_from_live_numbers(source
     assert translate("en", better, drop=f"{s.in_context_drop:.2f}") in text
     # What it says of the induction head follows the probe's best score, whatever it is.
     layer, head, best = probe[1].best()
-    even = lessons.even_score(2 * probe[1].period, probe[1].period)
-    verdict = lessons.head_verdict(best, even)
+    even = induction.even_score(2 * probe[1].period, probe[1].period)
+    verdict = induction.head_verdict(best, even)
     said = translate("en", f"lessons.s7.answer_{verdict}", head=head_name(layer, head),
                      score=f"{best:.2g}", here=f"{float(s.induction[layer, head]):.2g}",
                      even=f"{even:.2g}", k="3")  # fmt: skip

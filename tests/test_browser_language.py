@@ -57,9 +57,7 @@ def test_each_language_model_opens_in_every_view(browser, server, name):
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_text_outside_the_alphabet_is_refused_by_name_in_the_pages_language(
-    browser, server, lang
-):
+def test_text_outside_the_alphabet_is_refused_by_name_in_the_pages_language(browser, server, lang):
     query = link(server, model=f"bundled-lm:{NAMES[0]}", lang=lang)
     with opened_app(browser, query, DESKTOP) as page:
         box = page.get_by_role("textbox", name=translate(lang, "next.box"))

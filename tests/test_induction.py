@@ -272,6 +272,12 @@ def test_measure_induction_equals_the_scores_of_a_plain_traced_pass(lm, period, 
     assert got.loss_by_position[9] == pytest.approx(at_10, abs=1e-5)
     assert (got.period, got.offset, got.n_seqs) == (period, offset, 7)
     assert got.interventions.is_default
+    # Even attention's scores on this probe: what the scoring functions give a uniform pattern.
+    uniform = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]  # (T, T) causal rows
+    assert got.even() == pytest.approx(induction_score(uniform[None, None], period, offset)[0, 0])
+    assert got.even("previous_token") == pytest.approx(
+        previous_token_score(uniform[None, None])[0, 0]
+    )
     # One pass, or a batch size of its own choosing, gives the same numbers.
     whole = measure_induction(lm, ids, offset=offset, period=period, batch_size=64)
     auto = measure_induction(lm, ids, offset=offset)

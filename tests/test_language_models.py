@@ -34,8 +34,7 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def valid_ids():
-    vocab = language.CharVocabulary(corpus.load_manifest(corpus.CORPUS_DIR)["alphabet"])
-    return vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "valid"))
+    return language.bundled_corpus()[2]
 
 
 def opened(name: str):

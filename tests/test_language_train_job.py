@@ -18,6 +18,7 @@ from tfviz import hf, settings
 from tfviz.hf.decoders import TFVIZ_MODEL_TYPE
 from tfviz.messages import Refused, say
 from tfviz.serve import jobs, work
+from tfviz.training import language
 from tfviz.training.language import FOLDER_FILES, validation_loss
 
 # A small model that trains in a few milliseconds a step.
@@ -132,7 +133,7 @@ def test_a_finished_job_saves_a_folder_that_opens_with_its_validation_loss(manag
     assert record["steps_done"] == 30 and record["name"] == "tiny_lm"
     assert record["induction_best"]["score"] == result.induction
     # The record's loss is the saved model's own, re-measured on the first windows.
-    _, _, valid_ids, _ = work.bundled_corpus()
+    _, _, valid_ids, _ = language.bundled_corpus()
     again = validation_loss(loaded.model, valid_ids, max_windows=record["valid_slice_windows"])
     assert again == pytest.approx(record["valid_loss_slice"], abs=2e-4)
     card = (folder / "README.md").read_text()

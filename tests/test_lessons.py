@@ -401,18 +401,18 @@ def test_even_score_is_the_score_of_a_head_that_spreads_its_weight_evenly():
     even = causal_attention(T)[None, None]  # (1, 1, T, T)
     prev = induction.previous_token_score(even)[0, 0]
     ind = induction.induction_score(even, period=n)[0, 0]
-    assert L.even_score(T, 1) == pytest.approx(prev, rel=1e-6)
-    assert L.even_score(T, n) == pytest.approx(ind, rel=1e-6)
-    assert L.even_score(T, 1) == pytest.approx(np.mean([1 / (t + 1) for t in range(1, T)]))
+    assert induction.even_score(T, 1) == pytest.approx(prev, rel=1e-6)
+    assert induction.even_score(T, n) == pytest.approx(ind, rel=1e-6)
+    assert induction.even_score(T, 1) == pytest.approx(np.mean([1 / (t + 1) for t in range(1, T)]))
     with pytest.raises(ValueError):
-        L.even_score(T, T)
+        induction.even_score(T, T)
 
 
 def test_a_head_is_called_formed_only_from_its_score():
-    assert L.head_verdict(L.HEAD_FORMED, 0.01) == "formed"
-    assert L.head_verdict(0.29, 0.01) == "weak"  # well above even attention, far from all
-    assert L.head_verdict(0.02, 0.01) == "none"  # twice even attention: nothing formed
-    assert L.head_verdict(0.0002, 0.0054) == "none"
+    assert induction.head_verdict(induction.HEAD_FORMED, 0.01) == "formed"
+    assert induction.head_verdict(0.29, 0.01) == "weak"  # well above even attention, far from all
+    assert induction.head_verdict(0.02, 0.01) == "none"  # twice even attention: nothing formed
+    assert induction.head_verdict(0.0002, 0.0054) == "none"
     assert L.head_kept(0.6, 0.31) and not L.head_kept(0.6, 0.29)
 
 
@@ -438,7 +438,7 @@ def test_previous_token_line_measures_one_head_on_a_typed_line(lm):
     exact[0, 0] = 1.0  # the first character can read only itself
     line = L.previous_token_line(exact)
     assert (line.score, line.hits, line.queries) == (1.0, T - 1, T - 1)
-    assert line.even == pytest.approx(L.even_score(T, 1))
+    assert line.even == pytest.approx(induction.even_score(T, 1))
     assert L.previous_token_line(np.eye(T)).hits == 0  # each character on itself
     model, task = lm
     trace = run_trace(model, task, "To be, or not to be")

@@ -76,6 +76,13 @@ class InductionScores:
     n_seqs: int
     interventions: Interventions  # the switches the passes ran with
 
+    def even(self, by: str = "induction") -> float:
+        """What a head spreading each query's weight evenly over the keys it may read scores on
+        this probe (even_score): the previous-token score's queries from position 1, the
+        induction and duplicate scores' from the repeat."""
+        first = 1 if by == "previous_token" else self.offset + self.period
+        return even_score(self.offset + 2 * self.period, first)
+
     @property
     def in_context_drop(self) -> float:
         """loss_first - loss_repeat: how much better the model predicts a token it has seen
@@ -385,6 +392,32 @@ def _batch_size(model: Encoder, T: int) -> int:
     per_layer = cfg.n_heads * T * T + 6 * T * cfg.d_model  # attn; concat, z, outputs, streams
     per_seq = (cfg.n_layers * per_layer + T * cfg.vocab_size) * 4  # float32 (or smaller)
     return int(min(MAX_BATCH, max(1, TRACE_BUDGET // per_seq)))
+
+
+# ---- what a score means -------------------------------------------------------------------------
+
+# A head "formed" when it puts at least this share of its attention where the score looks, on
+# average (a clean head of the kind puts most of it there); "weak" when it puts at least
+# WEAK_OVER_EVEN times what even attention would, "none" below that.
+HEAD_FORMED = 0.3
+WEAK_OVER_EVEN = 3.0
+
+
+def even_score(T: int, first_query: int) -> float:
+    """The score of a causal head that spreads each query's weight evenly over the keys it may
+    read (1 / (t + 1) on each), averaged over queries t = first_query .. T-1: the level a
+    previous-token or induction score must rise above to mean anything."""
+    if not 0 <= first_query < T:
+        raise ValueError(f"first_query must lie in 0..{T - 1}, got {first_query}")
+    return float(np.mean(1.0 / np.arange(first_query + 1, T + 1)))
+
+
+def head_verdict(score: float, even: float) -> str:
+    """ "formed" (score >= HEAD_FORMED), "weak" (>= WEAK_OVER_EVEN x even, below that) or
+    "none": what a lesson may say of a head from its score and even attention's (even_score)."""
+    if score >= HEAD_FORMED:
+        return "formed"
+    return "weak" if score >= WEAK_OVER_EVEN * even else "none"
 
 
 # ---- the probe every page and record of tfviz uses -------------------------------------------

@@ -64,12 +64,9 @@ def _train_language(name: str, out: Path, recipe: dict, quiet: bool = False) -> 
     """Train a language model on the bundled corpus and write its folder; returns its record."""
     from tqdm import tqdm
 
-    from tfviz.training import corpus, language
+    from tfviz.training import language
 
-    manifest = corpus.load_manifest(corpus.CORPUS_DIR)
-    vocab = language.CharVocabulary(manifest["alphabet"])
-    train_ids = vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "train"))
-    valid_ids = vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "valid"))
+    vocab, train_ids, valid_ids, manifest = language.bundled_corpus()
     sizes = {k: recipe[k] for k in language.SIZE_KEYS if k in recipe}
     config = language.language_config(vocab, recipe["context"], **sizes)
     bar = tqdm(total=recipe["steps"], desc=name, file=sys.stderr, disable=quiet,

@@ -29,8 +29,8 @@ view loads it): nothing here knows its weights, every number is measured on the 
    as the probe does, the alternative to a sentence.
 8. W_o switched off in layer 0: the view measures the probe under each switch; `head_kept` says
    whether the learned model's induction head kept its score.
-`head_verdict` words a score against `even_score`, what a head spreading its weight evenly over
-the keys it may read would get, so that a lesson never calls a head formed that is not.
+A head is called formed, weak or absent by tfviz.analysis.induction.head_verdict, against what
+even attention scores, so that a lesson never calls a head formed that is not.
 
 The algebra of W_o is tfviz.core.wo's (head_blocks, head_contributions, head_energy): nothing here
 re-derives it. Dimensions: B batch, T tokens, H heads, d_k per head, D = H * d_k.
@@ -464,11 +464,6 @@ def w_o_switch(
 
 # ---- 5-8. a decoder: the bundled character language model --------------------------------------
 
-# A head "formed" when it puts at least this share of its attention where the score looks, on
-# average (a clean head of the kind puts most of it there); "weak" when it puts at least
-# WEAK_OVER_EVEN times what even attention would, "none" below that.
-HEAD_FORMED = 0.3
-WEAK_OVER_EVEN = 3.0
 # The learned model's induction head is "kept" under a switch while its score stays at least this
 # share of its learned score.
 KEPT_SHARE = 0.5
@@ -510,23 +505,6 @@ def causal_rows(attn) -> CausalRows:
     )
 
 
-def even_score(T: int, first_query: int) -> float:
-    """The score of a causal head that spreads each query's weight evenly over the keys it may
-    read (1 / (t + 1) on each), averaged over queries t = first_query .. T-1: the level a
-    previous-token or induction score must rise above to mean anything."""
-    if not 0 <= first_query < T:
-        raise ValueError(f"first_query must lie in 0..{T - 1}, got {first_query}")
-    return float(np.mean(1.0 / np.arange(first_query + 1, T + 1)))
-
-
-def head_verdict(score: float, even: float) -> str:
-    """ "formed" (score >= HEAD_FORMED), "weak" (>= WEAK_OVER_EVEN x even, below that) or
-    "none": what a lesson may say of a head from its score and even attention's (even_score)."""
-    if score >= HEAD_FORMED:
-        return "formed"
-    return "weak" if score >= WEAK_OVER_EVEN * even else "none"
-
-
 def previous_token_head(scores: induction.InductionScores) -> tuple[int, int, float]:
     """(layer, head, score) of the highest previous-token score (the first, layer-major, on a
     tie), as InductionScores.best() gives it for the induction score."""
@@ -542,7 +520,7 @@ class PreviousToken:
     score: float  # mean weight from each query t >= 1 to key t - 1
     hits: int  # queries t >= 1 whose largest allowed weight is on key t - 1
     queries: int  # T - 1
-    even: float  # even_score(T, 1): the score of even attention on this text
+    even: float  # induction.even_score(T, 1): the score of even attention on this text
 
 
 def previous_token_line(weights) -> PreviousToken:
@@ -555,7 +533,7 @@ def previous_token_line(weights) -> PreviousToken:
     score = induction.previous_token_score(a[None, None])[0, 0]
     masked = np.where(np.tril(np.ones((T, T), dtype=bool)), a, -np.inf)
     hits = int((masked[1:].argmax(axis=1) == np.arange(T - 1)).sum())
-    return PreviousToken(float(score), hits, T - 1, even_score(T, 1))
+    return PreviousToken(float(score), hits, T - 1, induction.even_score(T, 1))
 
 
 @dataclass(frozen=True)

@@ -20,15 +20,12 @@ language.
 
 from __future__ import annotations
 
-import functools
 import os
 import secrets
 import shutil
 from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-import numpy as np
 
 from tfviz.core import modes
 from tfviz.core.config import ModelConfig
@@ -46,7 +43,7 @@ from tfviz.settings import (
     MAX_STEPS,
     RETRAIN_MAX_STEPS,
 )
-from tfviz.training import corpus, language
+from tfviz.training import language
 from tfviz.training.checkpoint import SUFFIX, safe_model_path, save_checkpoint
 from tfviz.training.evaluate import evaluate
 from tfviz.training.recipes import CLASS_RECIPES, CLASS_SIZES
@@ -489,24 +486,6 @@ def _whole(value, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-@functools.cache
-def corpus_vocabulary() -> language.CharVocabulary:
-    """The bundled corpus's characters, from its manifest alone (no text read)."""
-    return language.CharVocabulary(corpus.load_manifest(corpus.CORPUS_DIR)["alphabet"])
-
-
-@functools.cache
-def bundled_corpus() -> tuple[language.CharVocabulary, np.ndarray, np.ndarray, dict]:
-    """(vocabulary, training ids, validation ids, manifest) of the bundled corpus, read once per
-    process (about 5 MB of text, each split checked against its sha256) and shared, never
-    changed, by every language-model job."""
-    manifest = corpus.load_manifest(corpus.CORPUS_DIR)
-    vocab = corpus_vocabulary()
-    train_ids = vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "train"))
-    valid_ids = vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "valid"))
-    return vocab, train_ids, valid_ids, manifest
-
-
 def folder_path(checkpoint: Path) -> Path:
     """The model folder of the same name as a checkpoint path (folder/NAME.safetensors ->
     folder/NAME): a toy model and a language model never share a name."""
@@ -518,12 +497,30 @@ class LanguageResult:
     """A finished language model: its folder and what its record measured."""
 
     path: str  # the model folder
-    valid_loss: float  # nats per character over the corpus's whole validation split
-    induction: float  # the best head's induction score on the repeated random letters
-    induction_layer: int
-    induction_head: int
-    in_context_drop: float  # loss on the first copy minus loss on the repeat, nats
-    record: dict
+    record: dict  # tfviz.training.language.measure_record's, as the folder's config.json holds
+
+    @property
+    def valid_loss(self) -> float:
+        """Nats per character over the corpus's whole validation split."""
+        return self.record["valid_loss"]
+
+    @property
+    def induction(self) -> float:
+        """The best head's induction score on the repeated random letters."""
+        return self.record["induction_best"]["score"]
+
+    @property
+    def induction_layer(self) -> int:
+        return self.record["induction_best"]["layer"]
+
+    @property
+    def induction_head(self) -> int:
+        return self.record["induction_best"]["head"]
+
+    @property
+    def in_context_drop(self) -> float:
+        """The loss on the first copy minus the loss on the repeat, nats."""
+        return self.record["in_context_drop"]
 
 
 class LanguageWork:
@@ -578,12 +575,18 @@ class LanguageWork:
     def config(self) -> ModelConfig:
         s = self.spec
         return language.language_config(
-            corpus_vocabulary(), s.context, s.n_layers, s.n_heads, s.d_model, s.ffn, s.positions
+            language.corpus_vocabulary(),
+            s.context,
+            s.n_layers,
+            s.n_heads,
+            s.d_model,
+            s.ffn,
+            s.positions,
         )
 
     def run(self, report: Report, should_stop: Callable[[], bool]) -> Message:
         spec, path = self.spec, self.path
-        vocab, train_ids, valid_ids, manifest = bundled_corpus()
+        vocab, train_ids, valid_ids, manifest = language.bundled_corpus()
         report(message=say("training"))
         model, history = language.train_language_model(
             train_ids,
@@ -603,16 +606,7 @@ class LanguageWork:
         sizes = ("n_layers", "n_heads", "d_model", "ffn", "positions")
         record |= {"name": spec.name} | {k: getattr(spec, k) for k in sizes}
         self.save(model, vocab, record)
-        best = record["induction_best"]
-        self.result = LanguageResult(
-            path=str(path),
-            valid_loss=record["valid_loss"],
-            induction=best["score"],
-            induction_layer=best["layer"],
-            induction_head=best["head"],
-            in_context_drop=record["in_context_drop"],
-            record=record,
-        )
+        self.result = LanguageResult(path=str(path), record=record)
         return say("saved", file=f"{path.name}/")
 
     def save(self, model, vocab: language.CharVocabulary, record: dict) -> None:
@@ -641,10 +635,9 @@ class LanguageWork:
 def card(name: str, record: dict) -> str:
     """The folder's README.md: tfviz.training.language.model_card, made in the app's Train tab
     (not rebuilt by the command line, as a bundled model is)."""
-    lines = language.model_card(name, record).splitlines()
     made = (
         f"Trained in tfviz's Train tab: {record['n_layers']} layers, D {record['d_model']}, "
         f"{record['n_heads']} heads, feed-forward net {'on' if record['ffn'] else 'off'}, "
         f"{record['positions']} positions, W_o {record['w_o']}, seed {record['seed']}."
     )
-    return "\n".join(made if line.startswith("Rebuild:") else line for line in lines)
+    return language.model_card(name, record, made)

@@ -11,6 +11,7 @@ copies letters it has seen before. Ids: the alphabet's characters in sorted orde
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from tfviz.core.interventions import Interventions
 from tfviz.core.model import Encoder
 from tfviz.core.tasks import Batch
 from tfviz.hf.decoders import TFVIZ_MODEL_TYPE
+from tfviz.training import corpus
 from tfviz.training.checkpoint import write_atomic
 from tfviz.training.train import StepInfo, fit_params, resolve_device
 
@@ -337,6 +339,24 @@ TRAIN_KEYS = ("steps", "batch_size", "lr", "seed", "weight_decay", "w_o", "repea
 SLICE_WINDOWS = 32  # windows of the validation split's start that a record's slice loss covers
 
 
+@functools.cache
+def corpus_vocabulary() -> CharVocabulary:
+    """The bundled corpus's characters, from its manifest alone (no text read)."""
+    return CharVocabulary(corpus.load_manifest(corpus.CORPUS_DIR)["alphabet"])
+
+
+@functools.cache
+def bundled_corpus() -> tuple[CharVocabulary, np.ndarray, np.ndarray, dict]:
+    """(vocabulary, training ids, validation ids, manifest) of the bundled corpus, read once per
+    process (about 5 MB of text, each split checked against its sha256) and shared: never change
+    the arrays."""
+    manifest = corpus.load_manifest(corpus.CORPUS_DIR)
+    vocab = corpus_vocabulary()
+    train_ids = vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "train"))
+    valid_ids = vocab.encode(corpus.load_split(corpus.CORPUS_DIR, "valid"))
+    return vocab, train_ids, valid_ids, manifest
+
+
 def induction_probe(vocab: CharVocabulary, context: int) -> Tensor:
     """The standard probe (tfviz.analysis.induction.probe) in vocab's letters."""
     return probe([vocab.alphabet.index(c) for c in LETTERS if c in vocab.alphabet], context)
@@ -373,15 +393,16 @@ def measure_record(
     }
 
 
-def model_card(name: str, record: dict) -> str:
-    """The folder's README.md: what the model is, what it learned from, how it was made."""
+def model_card(name: str, record: dict, made: str | None = None) -> str:
+    """The folder's README.md: what the model is, what it learned from, how it was made (made;
+    by default the command that rebuilds a bundled model)."""
     return "\n".join([
         f"# {name}",
         "",
         "A character-level language model trained by tfviz on Project Gutenberg's texts of",
         "Shakespeare's plays and poems (public domain; tfviz's bundled corpus, models/corpus).",
         "",
-        f"Rebuild: `python -m tfviz.cli.train --language {name}`",
+        made or f"Rebuild: `python -m tfviz.cli.train --language {name}`",
         "",
         f"- training: {record['steps_done']} steps x {record['batch_size']} windows of "
         f"{record['context']} characters, AdamW lr {record['lr']}, {record['seconds']} s",

@@ -18,7 +18,6 @@ from tfviz import plots
 from tfviz.analysis import induction
 from tfviz.core import modes
 from tfviz.core.interventions import NONE, Interventions, head_name
-from tfviz.serve import lessons
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import describe
 from tfviz.ui.text import md_escape
@@ -87,16 +86,15 @@ def induction_section(view: View) -> None:
     switched = scores_for(view, view.interventions)
     st.caption(md_escape(t("induction.caption", n=learned.n_seqs, period=learned.period)))
     layer, head, best = learned.best()
-    # A best head is only a head of its kind above what even attention scores (tfviz.serve.lessons).
-    T = learned.offset + 2 * learned.period
-    even = lessons.even_score(T, learned.offset + learned.period)
-    formed = lessons.head_verdict(best, even) != "none"
+    # A best head is only a head of its kind above what even attention scores.
+    even = learned.even()
+    formed = induction.head_verdict(best, even) != "none"
     cols = st.columns(3)
     shown = head_name(layer, head) if formed else t("induction.none")
     cols[0].metric(t("induction.best_head"), shown, f"{best:.3f}", delta_color="off",
                    help=t("induction.best_help"))  # fmt: skip
     if not formed:
-        st.caption(md_escape(t("induction.none_caption", k=f"{lessons.WEAK_OVER_EVEN:g}",
+        st.caption(md_escape(t("induction.none_caption", k=f"{induction.WEAK_OVER_EVEN:g}",
                                even=f"{even:.4f}", head=head_name(layer, head),
                                best=f"{best:.4f}")))  # fmt: skip
     cols[1].metric(t("induction.drop"), f"{learned.in_context_drop:.2f}",

@@ -34,6 +34,7 @@ import numpy as np
 import streamlit as st
 
 from tfviz import get_task, plots
+from tfviz.analysis import induction
 from tfviz.core import modes
 from tfviz.core.interventions import NONE, Interventions, head_name
 from tfviz.core.metrics import compact
@@ -623,7 +624,7 @@ SENTENCE_CHARS = (2, 60)  # one copy of step 7's sentence (typed twice it must f
 # other.
 LINE_KEY = "lesson_line"
 REPEAT_SOURCES = {"sentence": "lessons.s7.source.sentence", "letters": "lessons.s7.source.letters"}
-# What each step says of the model's best head of a kind, by lessons.head_verdict.
+# What each step says of the model's best head of a kind, by induction.head_verdict.
 PREVIOUS_ANSWERS = {
     "formed": "lessons.s6.answer_formed",
     "weak": "lessons.s6.answer_weak",
@@ -673,11 +674,6 @@ def lm_intro(lm: View, short: bool = False) -> None:
 def score_text(x: float) -> str:
     """A head's score as shown: two significant digits, so that 0.0002 is not rounded to 0."""
     return f"{x:.2g}"
-
-
-def probe_length(scores) -> int:
-    """T of the probe's sequences (InductionScores: a prefix and two copies)."""
-    return scores.offset + 2 * scores.period
 
 
 def typed_line(lm: View) -> str | None:
@@ -761,8 +757,8 @@ def step_previous(view: View) -> None:
         return
     trace = trace_for(lm, text, NONE)
     line = lessons.previous_token_line(trace.attn[layer, head])
-    even = lessons.even_score(probe_length(learned), 1)
-    verdict = lessons.head_verdict(score, even)
+    even = learned.even("previous_token")
+    verdict = induction.head_verdict(score, even)
     answer = t(
         PREVIOUS_ANSWERS[verdict],
         head=name,
@@ -771,7 +767,7 @@ def step_previous(view: View) -> None:
         hits=line.hits,
         queries=line.queries,
         even=score_text(even),
-        k=f"{lessons.WEAK_OVER_EVEN:g}",
+        k=f"{induction.WEAK_OVER_EVEN:g}",
     )
     question("lessons.s6.question", answer, head=name)
     head_map(trace, layer, head, t("lessons.s5.map_title", head=name), key="lesson_prev_map")
@@ -834,7 +830,7 @@ def step_induction(view: View) -> None:
     learned = induction_view.scores_for(lm, NONE)
     layer, head, best = learned.best()
     name = head_name(layer, head)
-    even = lessons.even_score(probe_length(learned), learned.offset + learned.period)
+    even = learned.even()
     s = rep.scores
     drop = s.in_context_drop
     parts = [
@@ -847,12 +843,12 @@ def step_induction(view: View) -> None:
         ),
         t("lessons.s7.better" if drop > 0 else "lessons.s7.not_better", drop=f"{drop:.2f}"),
         t(
-            INDUCTION_ANSWERS[lessons.head_verdict(best, even)],
+            INDUCTION_ANSWERS[induction.head_verdict(best, even)],
             head=name,
             score=score_text(best),
             here=score_text(float(s.induction[layer, head])),
             even=score_text(even),
-            k=f"{lessons.WEAK_OVER_EVEN:g}",
+            k=f"{induction.WEAK_OVER_EVEN:g}",
         ),
     ]
     question("lessons.s7.question", "\n\n".join(parts))
@@ -891,8 +887,8 @@ def step_w_o_off(view: View) -> None:
     layer, head, best = learned.best()
     name = head_name(layer, head)
     switched = float(off0.induction[layer, head])
-    even = lessons.even_score(probe_length(learned), learned.offset + learned.period)
-    if lessons.head_verdict(best, even) == "none":
+    even = learned.even()
+    if induction.head_verdict(best, even) == "none":
         outcome = "lessons.s8.answer_none"
     else:
         outcome = (
