@@ -113,3 +113,8 @@ def test_the_docs_state_each_models_figures(name):
         text = (ROOT / "docs" / doc).read_text()
         assert f"{rec['valid_loss']:.3f}" in text, (doc, name)
         assert f"{rec['induction_best']['score']:.3f}" in text, (doc, name)
+
+
+def test_the_readme_states_the_nanogpt_sized_models_loss():
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"{record('shakespeare-char')['valid_loss']:.3f} nats per character" in readme
