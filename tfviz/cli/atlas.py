@@ -4,6 +4,8 @@
                                   [--cells sort/L1/noffn/H4/D64/post ...] [--budget STEPS]
                                   [--out models/atlas/runs.jsonl] [--workers N]
                                   [--scheduler tcp://host:8786] [--plan]
+    python -m tfviz.cli.atlas run --language [--seeds 5] [--cells language/L2/noffn/H4/D64 ...]
+                                  [--budget STEPS] [--out models/atlas/language.jsonl] ...
 
 Each run of the plan (tfviz.experiments.atlas.plan) not already in --out is submitted to Dask as
 tfviz.experiments.atlas.run_one; each finished row is appended to --out at once
@@ -14,7 +16,9 @@ A worker that dies is replaced (the LocalCluster's nanny starts a new one) and D
 again elsewhere; a killed sweep loses only the runs in flight, and running the same command again
 continues from --out. `--plan` prints the number of runs still to do and an estimate of the time,
 and starts nothing. `python -m tfviz.cli.atlas report` writes models/atlas/README.md from the rows
-(tfviz.experiments.atlas_report).
+(tfviz.experiments.atlas_report). `--language` runs the language atlas instead
+(tfviz.experiments.language_atlas.run_language: every cell and arm on the bundled corpus, a fixed
+budget of steps) into models/atlas/language.jsonl, the same way.
 """
 
 from __future__ import annotations
@@ -27,12 +31,14 @@ import time
 from pathlib import Path
 
 from tfviz.experiments import atlas
-from tfviz.experiments.atlas_store import BUNDLED, RowWriter, read_rows
+from tfviz.experiments.atlas_cells import FORMAT, LANGUAGE_FORMAT
+from tfviz.experiments.atlas_store import BUNDLED, LANGUAGE, RowWriter, read_rows
 
 
-def todo(specs: list[atlas.RunSpec], out: Path) -> list[atlas.RunSpec]:
-    """The specs whose rows are not in out yet (once each, in plan order)."""
-    done = read_rows(out)
+def todo(specs: list, out: Path, fmt: str = FORMAT) -> list:
+    """The specs (RunSpec or LanguageRunSpec) whose rows of format fmt are not in out yet (once
+    each, in plan order)."""
+    done = read_rows(out, fmt)
     seen: set[str] = set()
     left = []
     for spec in specs:
@@ -79,14 +85,20 @@ def sweep(
     workers: int | None = None,
     scheduler: str | None = None,
     echo=print,
+    language: bool = False,
 ) -> int:
     """Run the specs not yet in out on Dask, appending each row as it comes. Returns rows written.
 
     A LocalCluster (workers processes, one thread each) unless a scheduler address is given.
+    language: the specs are the language atlas's (run by language_atlas.run_language).
     """
     from dask.distributed import Client, as_completed
 
-    left = todo(specs, out)
+    if language:
+        from tfviz.experiments.language_atlas import run_language as run
+    else:
+        run = atlas.run_one
+    left = todo(specs, out, LANGUAGE_FORMAT if language else FORMAT)
     if not left:
         echo("nothing to do: every run of the plan is in " + str(out))
         return 0
@@ -97,7 +109,7 @@ def sweep(
             futures = [
                 # pure=False: a run is never merged with another; retries: a failure in the run
                 # itself is tried again (a dead worker's tasks are moved by Dask on its own).
-                client.submit(atlas.run_one, s.to_dict(), key=f"atlas-{s.key}", retries=2)
+                client.submit(run, s.to_dict(), key=f"atlas-{s.key}", retries=2)
                 for s in left
             ]
             start = time.perf_counter()
@@ -133,6 +145,11 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run the sweep (or print its plan)")
     r.add_argument("--grid", choices=tuple(atlas.GRIDS), default="core")
+    r.add_argument(
+        "--language",
+        action="store_true",
+        help="the language atlas (cells as language/L2/noffn/H4/D64; rows in language.jsonl)",
+    )
     r.add_argument("--seeds", type=int, default=5)
     r.add_argument("--tasks", nargs="+", choices=tuple(atlas.ATLAS_TASKS))
     r.add_argument(
@@ -142,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         help="only these cells (keys as sort/L1/noffn/H4/D64/post)",
     )
     r.add_argument("--budget", type=int, help="steps per run (default: each task's recipe)")
-    r.add_argument("--out", type=Path, default=BUNDLED)
+    r.add_argument("--out", type=Path, help="rows file (default: the bundled one)")
     r.add_argument("--workers", type=int, help="LocalCluster workers (default: one per core)")
     r.add_argument("--scheduler", help="address of a running Dask scheduler, tcp://host:8786")
     r.add_argument("--plan", action="store_true", help="print the runs left and an estimate")
@@ -155,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         print(atlas_report.write(args.rows.parent / "README.md", args.rows))
         return 0
 
+    if args.language:
+        return _language(args)
+    args.out = args.out or BUNDLED
     try:
         if args.cells:
             specs = atlas.plan_cells([atlas.Cell.from_key(k) for k in args.cells], args.seeds)
@@ -177,16 +197,47 @@ def main(argv: list[str] | None = None) -> int:
             f"(runs that reach their target stop early)"
         )
         return 0
+    return _sweep(specs, args)
+
+
+def _sweep(specs: list, args, language: bool = False) -> int:
     # A polite kill (SIGTERM) stops the sweep as Ctrl-C does: the cluster is closed, no worker
     # is left behind, and every finished row is already on disk.
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        written = sweep(specs, args.out, args.workers, args.scheduler)
+        written = sweep(specs, args.out, args.workers, args.scheduler, language=language)
     except KeyboardInterrupt:
         print(f"stopped; finished rows are in {args.out}: run the same command to continue")
         return 130
     print(f"{written} rows written to {args.out}")
     return 0
+
+
+def _language(args) -> int:
+    """`run --language`: the language atlas's plan, or its sweep."""
+    from tfviz.experiments import language_atlas
+    from tfviz.experiments.atlas_cells import LanguageCell
+
+    args.out = args.out or LANGUAGE
+    try:
+        chosen = [LanguageCell.from_key(k) for k in args.cells] if args.cells else None
+        steps = language_atlas.STEPS if args.budget is None else args.budget
+        specs = language_atlas.plan(args.seeds, chosen, steps)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.plan:
+        left = todo(specs, args.out, LANGUAGE_FORMAT)
+        cores = args.workers or os.cpu_count() or 1
+        seconds = language_atlas.estimate_seconds(left)
+        print(
+            f"{len(specs)} runs of the language atlas ({len({s.cell for s in specs})} cells, "
+            f"{args.seeds} seeds, {steps} steps each); {len(specs) - len(left)} done in "
+            f"{args.out}, {len(left)} to run: about {_duration(seconds)} of one core, "
+            f"{_duration(seconds / cores)} on {cores} workers"
+        )
+        return 0
+    return _sweep(specs, args, language=True)
 
 
 if __name__ == "__main__":  # the guard a LocalCluster's worker processes need

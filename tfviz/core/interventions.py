@@ -191,7 +191,7 @@ class LayerSwitches:
     """The switches of one layer, as its attention sublayer applies them."""
 
     mode: str  # W_o mode
-    gate: Tensor | None = None  # (H,) multiplier of each head's z
+    gate: Tensor | None = None  # (H,) multiplier of each head's z, or (B, H, T, 1) per token
     out_gate: Tensor | None = None  # (D,) multiplier of attn_out
     order: tuple[int, ...] | None = None  # the heads' order in concat
     permute_w_o: bool = False  # W_o's column blocks in the same order

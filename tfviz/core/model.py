@@ -216,7 +216,9 @@ class MultiHeadAttention(nn.Module):
             if pad_mask is not None:
                 z = z.nan_to_num(0.0)
         if sw.gate is not None:
-            z = z * sw.gate.view(1, H, 1, 1)  # zero (or scale) heads before they reach W_o
+            # zero (or scale) heads before they reach W_o: (H,) one factor a head, or
+            # (B, H, T, 1) one a head and token (the language atlas's gated arm)
+            z = z * (sw.gate.view(1, H, 1, 1) if sw.gate.dim() == 1 else sw.gate)
         if sw.order is not None:
             # Heads enter concat in another order; z is kept in that order too, so that the
             # per-head terms z_h W_O^h still add up to attn_out.

@@ -72,3 +72,46 @@ class Cell:
             norm=self.norm,
             ffn=self.ffn,
         )
+
+
+# ---- the language atlas (tfviz.experiments.language_atlas) --------------------------------------
+LANGUAGE_FORMAT = "tfviz-language-atlas/1"
+# W_o learned, none, one map per head, left at its random start, and learned after a per-head
+# sigmoid gate on each head's output (Qiu et al. 2025): the language atlas's arms, in that order.
+LANGUAGE_ARMS = (modes.LEARNED, modes.IDENTITY, modes.BLOCK_DIAGONAL, "frozen", "gated")
+
+
+@dataclass(frozen=True, order=True)
+class LanguageCell:
+    """One architecture of the language atlas: a causal character model of the bundled corpus,
+    pre-norm. task and norm are fixed, so that labels written for the toy atlas's cells serve."""
+
+    n_layers: int = 2
+    ffn: bool = False
+    n_heads: int = 4
+    d_model: int = 64
+    task = "language"
+    norm = "pre"
+
+    def __post_init__(self) -> None:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model {self.d_model} is not divisible by {self.n_heads} heads")
+
+    @property
+    def key(self) -> str:
+        ffn = "ffn" if self.ffn else "noffn"
+        return f"language/L{self.n_layers}/{ffn}/H{self.n_heads}/D{self.d_model}"
+
+    @property
+    def arch(self) -> str:
+        return self.key.split("/", 1)[1]
+
+    @classmethod
+    def from_key(cls, key: str) -> LanguageCell:
+        try:
+            task, layers, ffn, heads, d_model = key.split("/")
+            if task != "language" or ffn not in ("ffn", "noffn"):
+                raise ValueError("not a language cell")
+            return cls(int(layers[1:]), ffn == "ffn", int(heads[1:]), int(d_model[1:]))
+        except ValueError as e:
+            raise ValueError(f"not a language atlas cell key: {key!r} ({e})") from None

@@ -15,10 +15,12 @@ from pathlib import Path
 from tfviz.experiments.atlas_cells import FORMAT
 
 BUNDLED = Path(__file__).resolve().parents[2] / "models" / "atlas" / "runs.jsonl"
+LANGUAGE = BUNDLED.with_name("language.jsonl")  # the language atlas's rows (LANGUAGE_FORMAT)
 
 
-def read_rows(path: str | Path) -> dict[str, dict]:
-    """Every whole row in the file, by key (first one wins); {} if there is no file."""
+def read_rows(path: str | Path, fmt: str = FORMAT) -> dict[str, dict]:
+    """Every whole row of format fmt in the file, by key (first one wins); {} if there is no
+    file."""
     path = Path(path)
     rows: dict[str, dict] = {}
     if not path.is_file():
@@ -29,7 +31,7 @@ def read_rows(path: str | Path) -> dict[str, dict]:
                 row = json.loads(line)
             except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
                 continue  # a line torn by a kill, or not ours: its run is simply not done
-            if isinstance(row, dict) and row.get("format") == FORMAT and "key" in row:
+            if isinstance(row, dict) and row.get("format") == fmt and "key" in row:
                 rows.setdefault(str(row["key"]), row)
     return rows
 

@@ -228,8 +228,12 @@ def train_language_model(
     on_step: Callable[[StepInfo], bool | None] | None = None,
     w_o: str = "learned",
     repeat_share: float = 0.0,
+    prepare: Callable[[Encoder], list[torch.nn.Parameter]] | None = None,
 ) -> tuple[Encoder, dict]:
     """Train a fresh character model on random windows of train_ids.
+
+    prepare: given the freshly initialised model, changes it in place if it must and returns the
+    parameters to train (the language atlas's frozen and gated arms); None: all of them.
 
     AdamW (betas 0.9, 0.99; weight decay on the matrices only) with a linear warm-up over the
     first 5% of steps then cosine decay to a tenth of lr, gradients clipped at 1: nanoGPT's
@@ -244,10 +248,12 @@ def train_language_model(
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = init_language_weights(Encoder(config)).to(dev)
+        model = init_language_weights(Encoder(config))
+        params = list(model.parameters()) if prepare is None else prepare(model)
+        model.to(dev)  # (in place: params are still the model's)
         losses = fit_params(
             model,
-            list(model.parameters()),
+            params,
             task,
             np.random.default_rng(seed),
             steps,
