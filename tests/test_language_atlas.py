@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -169,3 +172,22 @@ def test_the_cli_sweeps_the_language_atlas_on_dask_and_resumes(tmp_path, capsys)
     assert cli.main(argv) == 0
     assert "nothing to do" in capsys.readouterr().out
     assert cli.main([*argv[:3], "language/L2/noffn/H3/D64"]) == 2
+
+
+def test_the_dask_bench_runs_the_language_atlas_and_its_rows_equal_the_plain_runs():
+    """bench/atlas_dask.py --language, tiny: it prints the speed-up and rows equal without Dask
+    (its figures are measured by running it, bench/README.md)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "bench.atlas_dask", "--language", "--runs", "2", "--budget", "3"]
+    env = {**os.environ, "PYTHONPATH": str(root)}  # the workers import bench and tfviz too
+    out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "2 runs of 3 steps (language, L2, attention only, H4, D64)" in out.stdout
+    assert re.search(r"runs per minute, 2 workers / 1 worker: \d+\.\d\d", out.stdout)
+    assert (
+        "rows equal to the runs without Dask (all but seconds): 1 worker True, 2 workers True"
+        in out.stdout
+    )

@@ -4,6 +4,7 @@
                                   [--cells sort/L1/noffn/H4/D64/post ...] [--budget STEPS]
                                   [--out models/atlas/runs.jsonl] [--workers N]
                                   [--scheduler tcp://host:8786] [--plan]
+    python -m tfviz.cli.atlas run --untrained --budget 4000 --arms learned --seeds 2 --out ...
     python -m tfviz.cli.atlas run --language [--seeds 5] [--cells language/L2/noffn/H4/D64 ...]
                                   [--budget STEPS] [--out models/atlas/language.jsonl] ...
 
@@ -32,7 +33,7 @@ from pathlib import Path
 
 from tfviz.experiments import atlas
 from tfviz.experiments.atlas_cells import FORMAT, LANGUAGE_FORMAT
-from tfviz.experiments.atlas_store import BUNDLED, LANGUAGE, RowWriter, read_rows
+from tfviz.experiments.atlas_store import BUNDLED, LANGUAGE, RowWriter, note_made, read_rows
 
 
 def todo(specs: list, out: Path, fmt: str = FORMAT) -> list:
@@ -46,6 +47,38 @@ def todo(specs: list, out: Path, fmt: str = FORMAT) -> list:
             seen.add(spec.key)
             left.append(spec)
     return left
+
+
+def _commit() -> str:
+    """The checkout's commit (with "+changes" if files differ from it): what the rows were made
+    by, for the README. "unknown" outside a git checkout."""
+    import subprocess
+
+    here = Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "tfviz"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+changes" if dirty else "")  # fmt: skip
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__
 
 
 def local_cluster(workers: int):
@@ -102,6 +135,7 @@ def sweep(
     if not left:
         echo("nothing to do: every run of the plan is in " + str(out))
         return 0
+    note_made(out, _commit(), _torch_version())
     cluster = None if scheduler is not None else local_cluster(workers or os.cpu_count() or 1)
     written = 0
     try:
@@ -159,6 +193,12 @@ def main(argv: list[str] | None = None) -> int:
         help="only these cells (keys as sort/L1/noffn/H4/D64/post)",
     )
     r.add_argument("--budget", type=int, help="steps per run (default: each task's recipe)")
+    r.add_argument(
+        "--untrained",
+        action="store_true",
+        help="only the cells whose learned arm missed its target in the bundled rows",
+    )
+    r.add_argument("--arms", nargs="+", choices=atlas.ARMS, help="only these arms")
     r.add_argument("--out", type=Path, help="rows file (default: the bundled one)")
     r.add_argument("--workers", type=int, help="LocalCluster workers (default: one per core)")
     r.add_argument("--scheduler", help="address of a running Dask scheduler, tcp://host:8786")
@@ -176,12 +216,20 @@ def main(argv: list[str] | None = None) -> int:
         return _language(args)
     args.out = args.out or BUNDLED
     try:
-        if args.cells:
+        if args.untrained:
+            from tfviz.experiments import atlas_stats
+
+            results = atlas_stats.analyse(read_rows(BUNDLED))
+            untrained = [r.cell for r in results.values() if not r.trained]
+            specs = atlas.plan_cells(untrained, args.seeds)
+        elif args.cells:
             specs = atlas.plan_cells([atlas.Cell.from_key(k) for k in args.cells], args.seeds)
         else:
             specs = atlas.plan(args.grid, args.seeds, tuple(args.tasks) if args.tasks else None)
         if args.budget is not None:
             specs = [atlas.RunSpec(s.cell, s.arm, s.seed, args.budget) for s in specs]
+        if args.arms:
+            specs = [s for s in specs if s.arm in args.arms]
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -102,8 +102,8 @@ class RunSpec:
 
 # ---- the plan -----------------------------------------------------------------------------------
 # The bundled atlas ("core"): every task at D=64, post-norm, layers 1/2 x FFN on/off x heads 1/4,
-# the three main arms, and the mechanism arm where the hypothesis says W_o cannot be absorbed
-# (one layer, no FFN). "full" adds heads 2/8, pre-norm, D=32 and the frozen arm: for a cluster.
+# the three main arms and the frozen one, and the mechanism arm where the hypothesis says W_o
+# cannot be absorbed (one layer, no FFN). "full" adds heads 2/8, pre-norm and D=32: for a cluster.
 GRIDS = {
     "core": dict(layers=(1, 2), ffn=(False, True), heads=(4, 1), d_model=(64,), norm=("post",)),
     "full": dict(
@@ -134,10 +134,11 @@ def cells(grid: str = "core", tasks: tuple[str, ...] | None = None) -> list[Cell
     ]
 
 
-def arms_of(cell: Cell, grid: str = "core") -> tuple[str, ...]:
-    """The arms a cell runs: the main three, the mechanism arm in one-layer cells without an FFN
-    (and several heads: with one head W_o is a full map either way), the frozen arm on "full"."""
-    arms = MAIN_ARMS + (("frozen",) if grid == "full" else ())
+def arms_of(cell: Cell) -> tuple[str, ...]:
+    """The arms a cell runs: the main three and the frozen one, and the mechanism arm in
+    one-layer cells without an FFN (and several heads: with one head W_o is a full map either
+    way)."""
+    arms = MAIN_ARMS + ("frozen",)
     if cell.n_layers == 1 and not cell.ffn and cell.n_heads > 1:
         arms += (MECHANISM_ARM,)
     return arms
@@ -145,18 +146,18 @@ def arms_of(cell: Cell, grid: str = "core") -> tuple[str, ...]:
 
 def plan(grid: str = "core", seeds: int = 5, tasks: tuple[str, ...] | None = None) -> list[RunSpec]:
     """Every run of the sweep, a cell's runs together (seed by seed, every arm of a seed)."""
-    return plan_cells(cells(grid, tasks), seeds, grid)
+    return plan_cells(cells(grid, tasks), seeds)
 
 
-def plan_cells(chosen: list[Cell], seeds: int = 5, grid: str = "core") -> list[RunSpec]:
-    """The runs of the chosen cells with the grid's arms, seed by seed."""
+def plan_cells(chosen: list[Cell], seeds: int = 5) -> list[RunSpec]:
+    """The runs of the chosen cells with their arms (arms_of), seed by seed."""
     if not isinstance(seeds, int) or isinstance(seeds, bool) or seeds < 1:
         raise ValueError(f"seeds must be a positive integer, got {seeds!r}")
     return [
         RunSpec(cell, arm, seed)
         for cell in chosen
         for seed in range(seeds)
-        for arm in arms_of(cell, grid)
+        for arm in arms_of(cell)
     ]
 
 
@@ -289,7 +290,8 @@ def estimate_seconds(specs: list[RunSpec]) -> float:
     layers and FFN (a rough plan: runs that reach their target early take less)."""
     total = 0.0
     for s in specs:
-        base = RECIPES[s.cell.task].seconds
+        recipe = RECIPES[s.cell.task]
+        base = recipe.seconds * s.steps / recipe.steps  # a budget of its own scales the time
         scale = s.cell.n_layers / 2 * (1.0 if s.cell.ffn else 0.7)
         total += base * scale
     return total

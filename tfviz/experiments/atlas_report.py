@@ -1,7 +1,10 @@
 """models/atlas/README.md, written from the bundled rows: `python -m tfviz.cli.atlas report`.
 
-Every number in it is computed from models/atlas/runs.jsonl by tfviz.experiments.atlas_stats;
-docs/claims.md quotes it. tests/test_atlas.py checks the shipped file is what this writes.
+Every number in it is computed from models/atlas/runs.jsonl (the toy atlas) and
+models/atlas/language.jsonl (the language atlas, tfviz.experiments.language_report, which also
+writes its sections of docs/claims.md and claims.zh.md) by tfviz.experiments.atlas_stats.
+tests/test_atlas.py and tests/test_language_atlas_rows.py check the shipped files are what this
+writes.
 """
 
 from __future__ import annotations
@@ -12,8 +15,11 @@ from pathlib import Path
 import numpy as np
 
 from tfviz.core import modes
-from tfviz.experiments import atlas, atlas_stats
-from tfviz.experiments.atlas_store import BUNDLED, read_rows
+from tfviz.experiments import atlas, atlas_stats, language_report
+from tfviz.experiments.atlas_cells import LANGUAGE_FORMAT
+from tfviz.experiments.atlas_store import BUNDLED, LANGUAGE, read_made, read_rows
+
+DOCS = BUNDLED.parents[2] / "docs"
 
 VERDICT_WORDS = {
     "helps": "W_o helps",
@@ -43,12 +49,44 @@ def _p(c: atlas_stats.Comparison) -> str:
     return "" if c.p_holm is None else f"{c.p_holm:.3g}"
 
 
-def write(path: Path = BUNDLED.parent / "README.md", rows_path: Path = BUNDLED) -> Path:
-    rows = read_rows(rows_path)
-    results = atlas_stats.analyse(rows)
-    text = render(rows, results)
-    path.write_text(text, encoding="utf-8")
+def write(
+    path: Path = BUNDLED.parent / "README.md",
+    rows_path: Path = BUNDLED,
+    language_path: Path = LANGUAGE,
+    docs: Path | None = DOCS,
+) -> Path:
+    """The README from both atlases' rows; with docs, also the language atlas's sections of
+    docs/claims.md and docs/claims.zh.md (language_report.replace_section)."""
+    path.write_text(readme(rows_path, language_path), encoding="utf-8")
+    language = read_rows(language_path, LANGUAGE_FORMAT)
+    if docs is not None and language:
+        for name, lang in (("claims.md", "en"), ("claims.zh.md", "zh")):
+            doc = docs / name
+            section = language_report.claims_section(language, lang)
+            doc.write_text(
+                language_report.replace_section(doc.read_text("utf-8"), section), "utf-8"
+            )
     return path
+
+
+def readme(rows_path: Path = BUNDLED, language_path: Path = LANGUAGE) -> str:
+    """The whole README: the toy atlas (render), then the language atlas's section."""
+    rows = read_rows(rows_path)
+    language = language_report.readme_section(
+        read_rows(language_path, LANGUAGE_FORMAT), read_made(language_path)
+    )
+    made = ["", made_by(read_made(rows_path))]
+    text = render(rows, atlas_stats.analyse(rows)) + "\n".join([*made, "", *language])
+    return text.rstrip("\n") + "\n"
+
+
+def made_by(made: list[dict]) -> str:
+    """Which commit and torch made the rows (tfviz.experiments.atlas_store.note_made)."""
+    if not made:
+        return "Made by: not recorded."
+    return (
+        "Made by: " + "; ".join(f"commit {m['commit']} with torch {m['torch']}" for m in made) + "."
+    )
 
 
 def render(rows: dict, results: dict) -> str:

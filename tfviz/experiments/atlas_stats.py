@@ -189,13 +189,16 @@ def mechanism(results: dict[str, CellResult], measure: str = HEADLINE) -> list[M
     return out
 
 
-def curves(rows: dict[str, dict] | list[dict], cell: str) -> dict[str, list[tuple[int, list]]]:
-    """A cell's loss curves: arm -> [(seed, [mean loss of every CURVE_EVERY steps])]."""
+def curves(
+    rows: dict[str, dict] | list[dict], cell: str, field: str = "curve"
+) -> dict[str, list[tuple[int, list]]]:
+    """A cell's curves: arm -> [(seed, the row's field)]; by default the training loss, the mean
+    of every CURVE_EVERY steps (the language atlas's "valid_curve" is [[step, loss], ...])."""
     rows = list(rows.values()) if isinstance(rows, dict) else list(rows)
     out: dict[str, list[tuple[int, list]]] = {}
     for row in sorted(rows, key=lambda r: (r["arm"], r["seed"])):
         if row["cell"] == cell:
-            out.setdefault(row["arm"], []).append((int(row["seed"]), list(row["curve"])))
+            out.setdefault(row["arm"], []).append((int(row["seed"]), list(row[field])))
     return out
 
 
@@ -240,13 +243,15 @@ def arm_means(
     return ArmMeans(tuple(cells), tuple(arms), mean, half)
 
 
-def verdict_counts(results: dict[str, CellResult], arm: str, **where) -> dict[str, int]:
-    """How many cells have each verdict for an arm, among the cells whose Cell fields equal
-    `where` (e.g. ffn=False); every verdict of VERDICTS is a key."""
+def verdict_counts(
+    results: dict[str, CellResult], arm: str, measure: str = HEADLINE, **where
+) -> dict[str, int]:
+    """How many cells have each verdict for an arm on a measure, among the cells whose Cell fields
+    equal `where` (e.g. ffn=False); every verdict of VERDICTS is a key."""
     counts = dict.fromkeys(VERDICTS, 0)
     for res in results.values():
         if all(getattr(res.cell, k) == v for k, v in where.items()):
-            counts[res.verdict(arm)] += 1
+            counts[res.verdict(arm, measure)] += 1
     return counts
 
 
@@ -291,3 +296,83 @@ def mechanism_hint(results: dict[str, CellResult], measure: str = "final_loss") 
             if iv is not None and iv.low <= 0 <= iv.high:
                 recovered.append(key)
     return Hint(tuple(cells), tuple(helped), tuple(recovered))
+
+
+# ---- the language atlas (tfviz.experiments.language_atlas) -----------------------------------
+# Its measures, each learned - other over seeds with Welch's interval and Holm's correction across
+# the cells of an arm: the validation loss (nats per character) at the end of the budget and half
+# way (the curve's slice), the final training loss, and the best head's induction score.
+LANGUAGE_MEASURES = ("valid_loss", "valid_mid", "final_loss", "induction")
+LANGUAGE_HEADLINE = "valid_loss"
+
+
+def _language_value(row: dict, measure: str) -> float:
+    if measure == "valid_mid":
+        half = row["steps"] // 2
+        return float(next(v for step, v in row["valid_curve"] if step >= half))
+    if measure == "induction":
+        return float(row["induction"]["score"])
+    return float(row[measure])
+
+
+def analyse_language(rows: dict[str, dict] | list[dict]) -> dict[str, CellResult]:
+    """Every cell of the language atlas with rows, by cell key: each arm against the learned one
+    on each measure (LANGUAGE_MEASURES), seeds paired, Holm-adjusted across cells. There is no
+    target: every cell counts as trained (CellResult.trained)."""
+    from tfviz.experiments.atlas_cells import LanguageCell
+
+    rows = list(rows.values()) if isinstance(rows, dict) else list(rows)
+    by_cell: dict[str, dict[str, dict[int, dict]]] = {}
+    for row in rows:
+        by_cell.setdefault(row["cell"], {}).setdefault(row["arm"], {})[int(row["seed"])] = row
+    results = {}
+    for key, arms in sorted(by_cell.items()):
+        learned = arms.get("learned", {})
+        comparisons = {}
+        for arm, others in arms.items():
+            if arm == "learned":
+                continue
+            seeds = sorted(set(learned) & set(others))
+            for measure in LANGUAGE_MEASURES:
+                a = [_language_value(learned[s], measure) for s in seeds]
+                b = [_language_value(others[s], measure) for s in seeds]
+                enough = len(seeds) >= 2
+                comparisons[(arm, measure)] = Comparison(
+                    cell=key,
+                    arm=arm,
+                    measure=measure,
+                    learned=tuple(a),
+                    other=tuple(b),
+                    interval=welch_interval(a, b) if enough else None,
+                    p=welch_p_value(a, b) if enough else None,
+                    lower_is_better=measure != "induction",
+                )
+        results[key] = CellResult(
+            cell=LanguageCell.from_key(key),
+            seeds=len(learned),
+            learned_reached=len(learned),
+            arms=tuple(sorted(arms)),
+            comparisons=comparisons,
+        )
+    return _with_holm(results)
+
+
+def language_arm_values(
+    rows: dict[str, dict] | list[dict], cell: str, arm: str, measure: str
+) -> list[float]:
+    """One arm's values of a measure in one cell, in seed order."""
+    rows = list(rows.values()) if isinstance(rows, dict) else list(rows)
+    found = sorted(
+        (r for r in rows if r["cell"] == cell and r["arm"] == arm), key=lambda r: r["seed"]
+    )
+    return [_language_value(r, measure) for r in found]
+
+
+def language_values_by_arm(rows: dict[str, dict] | list[dict], measure: str) -> dict[str, list]:
+    """Every run's value of a measure, by arm, over all cells (e.g. the induction scores the
+    runs of each arm reached)."""
+    rows = list(rows.values()) if isinstance(rows, dict) else list(rows)
+    out: dict[str, list[float]] = {}
+    for row in sorted(rows, key=lambda r: (r["arm"], r["cell"], r["seed"])):
+        out.setdefault(row["arm"], []).append(_language_value(row, measure))
+    return out

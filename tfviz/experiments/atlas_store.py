@@ -63,3 +63,29 @@ class RowWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def made_path(rows: str | Path) -> Path:
+    """The file beside a rows file that says what made its rows (note_made)."""
+    rows = Path(rows)
+    return rows.with_name(rows.stem + ".made.json")
+
+
+def read_made(rows: str | Path) -> list[dict]:
+    """What made the rows: one entry per sweep started on them (note_made); [] if none noted."""
+    try:
+        made = json.loads(made_path(rows).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return made if isinstance(made, list) else []
+
+
+def note_made(rows: str | Path, commit: str, torch_version: str) -> None:
+    """Add (commit, torch) to the rows' record unless already there: a resumed sweep's rows may
+    come from several commits, and the README names each."""
+    made = read_made(rows)
+    entry = {"commit": commit, "torch": torch_version}
+    if entry not in made:
+        path = made_path(rows)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps([*made, entry], indent=1) + "\n", encoding="utf-8")

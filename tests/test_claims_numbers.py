@@ -1,0 +1,123 @@
+"""docs/claims.md and claims.zh.md quote the bundled toy atlas's numbers by hand (sections 2 and 3):
+each quoted figure is computed here from models/atlas/runs.jsonl and must appear, so written the
+same way, in both languages. (The language atlas's section is written from its rows: see
+tests/test_language_atlas_rows.py.)"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tfviz.experiments import atlas_stats
+from tfviz.experiments.atlas_store import BUNDLED, read_rows
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+@pytest.fixture(scope="module")
+def results():
+    return atlas_stats.analyse(read_rows(BUNDLED))
+
+
+@pytest.fixture(scope="module", params=["claims.md", "claims.zh.md"])
+def doc(request):
+    return (DOCS / request.param).read_text(encoding="utf-8")
+
+
+def _signed(x: float, digits: int) -> str:
+    return f"{x:+.{digits}f}".replace("-", "−")
+
+
+def _mean(values) -> float:
+    return sum(values) / len(values)
+
+
+def quoted(results) -> list[str]:
+    """Every figure the hand-written sections quote, formatted as they write it."""
+    trained = [r for r in results.values() if r.trained]
+    outside = [
+        r
+        for r in trained
+        if (c := r.comparisons.get(("identity", "steps"))) is not None
+        and c.interval is not None
+        and not c.interval.low <= 0 <= c.interval.high
+    ]
+    figures = [
+        f"{len(results)} ",  # cells
+        f"{len(trained)} ",  # trained cells
+        f"m = {atlas_stats.family_size(results, 'identity')}",
+        f"{sum(r.cell.ffn for r in trained)} ",  # trained cells with a feed-forward net
+    ]
+    assert len(outside) == 6  # "six cells" / "六个格子"
+    slow = results["max_position/L2/ffn/H4/D64/post"].comparisons[("identity", "steps")]
+    figures += [
+        f"{_mean(slow.learned):.0f}",
+        f"{_mean(slow.other):.0f}",
+        f"+{slow.difference:.0f}, [+{slow.interval.low:.0f}, +{slow.interval.high:.0f}]",
+        f"Holm p = {slow.p_holm:.2f}",
+    ]
+    block = results["reverse/L2/ffn/H4/D64/post"].comparisons[("block_diagonal", "steps")]
+    figures += [
+        f"{block.difference:.0f}",
+        f"[+{block.interval.low:.0f}, +{block.interval.high:.0f}]",
+        f"Holm p = {block.p_holm:.3f}",
+    ]
+
+    def comp(cell, arm, measure):
+        return results[cell].comparisons[(arm, measure)]
+
+    diff = "difference/L1/noffn/H4/D64/post"
+    rev = "reverse/L1/noffn/H4/D64/post"
+    c = comp(diff, "identity", "final_loss")
+    figures += [
+        f"{_mean(c.learned):.2f}",
+        f"{_mean(c.other):.2f}",
+        _signed(c.difference, 2),
+        f"[{_signed(c.interval.low, 2)}, {_signed(c.interval.high, 2)}]",
+    ]
+    c = comp(diff, "identity", "metric")
+    figures += [f"{_mean(c.learned):.2f}", f"{_mean(c.other):.2f}"]
+    c = comp(rev, "identity", "metric")
+    figures += [
+        f"{_mean(c.learned):.3f}",
+        f"{_mean(c.other):.3f}",
+        _signed(c.difference, 3),
+        f"[{_signed(c.interval.low, 3)}, {_signed(c.interval.high, 3)}]",
+    ]
+    for cell in (diff, rev):  # the readout arm's accuracy: 0.45 and 0.46
+        figures.append(f"{_mean(comp(cell, 'identity_readout', 'metric').other):.2f}")
+    c = comp(rev, "identity_readout", "final_loss")
+    figures.append(
+        f"{_signed(c.difference, 3)}, [{_signed(c.interval.low, 3)}, {_signed(c.interval.high, 3)}]"
+    )
+    c = comp(diff, "identity_readout", "final_loss")
+    figures.append(
+        f"{_signed(c.difference, 2)}, [{_signed(c.interval.low, 2)}, {_signed(c.interval.high, 2)}]"
+    )
+    c = comp("difference/L1/ffn/H4/D64/post", "identity", "final_loss")
+    figures += [
+        f"{_mean(c.other):.3f}",
+        f"{_mean(c.learned):.3f}",
+        f"{_signed(c.difference, 2)}, "
+        f"[{_signed(c.interval.low, 2)}, {_signed(c.interval.high, 2)}]",
+    ]
+    c = comp("difference/L1/ffn/H4/D64/post", "identity", "metric")
+    figures += [f"{_mean(c.other):.2f}", f"{_mean(c.learned):.2f}"]
+    c = comp("reverse/L1/ffn/H4/D64/post", "identity", "metric")
+    figures += [f"{_mean(c.other):.2f}", f"{_mean(c.learned):.2f}"]
+    return figures
+
+
+def test_every_figure_the_claims_quote_from_the_toy_atlas_is_its_rows(results, doc):
+    # the docs write a minus sign as "−" in intervals and "-" in a few plain differences; the
+    # Chinese text separates with "，" and says "Holm 校正后 p"
+    text = doc.replace("，", ", ").replace("Holm 校正后 p", "Holm p")
+    missing = [f for f in quoted(results) if f not in text and f.replace("−", "-") not in text]
+    assert not missing, f"figures not in the doc as the rows give them: {missing}"
+
+
+def test_a_changed_figure_would_be_caught(results, doc):
+    # the check above can fail: a figure one unit off is not in the doc
+    slow = results["max_position/L2/ffn/H4/D64/post"].comparisons[("identity", "steps")]
+    assert f"Holm p = {slow.p_holm + 0.01:.2f}" not in doc

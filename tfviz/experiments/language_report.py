@@ -1,0 +1,265 @@
+"""The language atlas in words, from its rows: a section of models/atlas/README.md and the
+sections of docs/claims.md and docs/claims.zh.md between LANGUAGE_MARKERS, written by
+`python -m tfviz.cli.atlas report`. Every number is computed here from models/atlas/language.jsonl
+by tfviz.experiments.atlas_stats.analyse_language; tests/test_language_atlas_rows.py checks that
+the shipped files say what this writes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tfviz.experiments import atlas_stats
+from tfviz.experiments.atlas_cells import LANGUAGE_ARMS, LanguageCell
+
+LANGUAGE_MARKERS = ("<!-- language-atlas: begin (written by python -m tfviz.cli.atlas report) -->",
+                    "<!-- language-atlas: end -->")  # fmt: skip
+INDUCTION_LINE = 0.4  # a head attending this much to the induction stripe is an induction head
+AGAINST = tuple(a for a in LANGUAGE_ARMS if a != "learned")
+
+WORDS = {
+    "en": {
+        "arm": {"identity": "no W_o", "block_diagonal": "a block-diagonal W_o",
+                "frozen": "a W_o frozen at its random start", "gated": "a gated W_o"},
+        "short": {"learned": "learned", "identity": "none", "block_diagonal": "block-diag.",
+                  "frozen": "frozen", "gated": "gated"},
+        "measure": {"valid_loss": "the validation loss at the end",
+                    "valid_mid": "the validation loss half way"},
+        "yes": "yes", "no": "no",
+    },
+    "zh": {
+        "arm": {"identity": "去掉 W_o", "block_diagonal": "块对角的 W_o",
+                "frozen": "冻结在随机初值的 W_o", "gated": "带门控的 W_o"},
+        "short": {"learned": "学到的", "identity": "去掉", "block_diagonal": "块对角",
+                  "frozen": "冻结", "gated": "门控"},
+        "measure": {"valid_loss": "训练结束时的验证损失", "valid_mid": "训练到一半时的验证损失"},
+        "yes": "有", "no": "无",
+    },
+}  # fmt: skip
+
+
+def _n(x: float) -> str:
+    return f"{x:+.3f}".replace("-", "−")
+
+
+def _iv(c: atlas_stats.Comparison) -> str:
+    iv = c.interval
+    return f"{_n(c.difference)} [{_n(iv.low)}, {_n(iv.high)}]" if iv else _n(c.difference)
+
+
+def _p(c: atlas_stats.Comparison) -> str:
+    return "–" if c.p_holm is None else f"{c.p_holm:.2g}"
+
+
+def _arch(cell: LanguageCell, lang: str) -> str:
+    w = WORDS[lang]
+    ffn = w["yes"] if cell.ffn else w["no"]
+    if lang == "zh":
+        return f"{cell.n_layers} 层，前馈网络{ffn}，{cell.n_heads} 头，D {cell.d_model}"
+    return f"{cell.n_layers} layers, FFN {ffn}, {cell.n_heads} heads, D {cell.d_model}"
+
+
+def counts(results: dict, arm: str, measure: str = atlas_stats.LANGUAGE_HEADLINE) -> dict:
+    """Cells where the learned W_o does better (helps), worse (hurts) or is not told apart, and
+    m, Holm's family size."""
+    out = dict.fromkeys(("helps", "hurts", "unclear"), 0)
+    for res in results.values():
+        out[res.verdict(arm, measure).replace("missing", "unclear")] += 1
+    return out | {"m": atlas_stats.family_size(results, arm, measure)}
+
+
+def best_induction(rows: dict) -> dict[str, float]:
+    """arm -> the highest best-head induction score of any of its runs."""
+    best: dict[str, float] = {}
+    for r in rows.values():
+        best[r["arm"]] = max(best.get(r["arm"], 0.0), float(r["induction"]["score"]))
+    return best
+
+
+def recipe_of(rows: dict) -> dict:
+    r = next(iter(rows.values()))
+    seeds = max(int(x["seed"]) for x in rows.values()) + 1
+    return r["recipe"] | {"steps": r["steps"], "seeds": seeds, "windows": r["valid_windows"]}
+
+
+def claims_section(rows: dict, lang: str = "en") -> str:
+    """docs/claims(.zh).md's account of the language atlas, between LANGUAGE_MARKERS."""
+    results = atlas_stats.analyse_language(rows)
+    if not results:
+        return ""
+    rec = recipe_of(rows)
+    w = WORDS[lang]
+    head = atlas_stats.LANGUAGE_HEADLINE
+    ident = counts(results, "identity")
+    mid = counts(results, "identity", "valid_mid")
+    largest = atlas_stats.largest_difference(results, "identity", head)
+    best = best_induction(rows)
+    learned_loss = [float(r["valid_loss"]) for r in rows.values() if r["arm"] == "learned"]
+    chars = rec["windows"] * rec["context"]
+    others = []
+    for arm in AGAINST[1:]:
+        c = counts(results, arm)
+        big = atlas_stats.largest_difference(results, arm, head)
+        others.append((arm, c, big))
+    if lang == "zh":
+        text = [
+            f"**在真实文本上：语言图谱。** {len(rows)} 次训练："
+            "以内置的莎士比亚语料训练的因果字符模型，"
+            "2 层，只有注意力或带前馈网络，4 或 8 个头，D 为 64 或 128（8 个格子），"
+            f"每格 {rec['seeds']} 个种子，五个分支只在 W_o 上不同（学到的、去掉、块对角、"
+            "冻结在随机初值、在 W_o 之前加逐头的 sigmoid 门控，Qiu 等 2025）。"
+            f"每次训练固定 {rec['steps']:,} 步（上下文 {rec['context']}，"
+            f"批量 {rec['batch_size']}，AdamW，学习率 {rec['lr']}，余弦调度），"
+            f"读它在模型从未见过的四部剧本的前 {chars:,} 个字符上的验证损失"
+            f"（每字符奈特；学到的 W_o 为 {min(learned_loss):.2f} 到 {max(learned_loss):.2f}）。"
+            "每个差值是学到的减去另一分支，对种子取平均，附 Welch 95% 区间；"
+            f"p 值在每个分支的 {len(results)} 个格子间做 Holm 校正。",
+            "",
+            f"对比去掉 W_o：训练结束时，{len(results)} 个格子中，"
+            f"学到的 W_o 在 {ident['helps']} 个格子里验证损失更低，"
+            f"在 {ident['hurts']} 个格子里更高，{ident['unclear']} 个格子分不出"
+            f"（Holm，m = {ident['m']}）；"
+            f"训练到一半时分别为 {mid['helps']}、{mid['hurts']}、{mid['unclear']}。",
+        ]
+        if largest is not None:
+            text[-1] += (
+                f"差值最大的是 {_arch(results[largest.cell].cell, lang)}：{_iv(largest)} 奈特，"
+                f"Holm p = {_p(largest)}。"
+            )
+        for arm, c, big in others:
+            line = (
+                f"对比{w['arm'][arm]}：学到的 W_o 更好 {c['helps']} 格，更差 {c['hurts']} 格，"
+                f"分不出 {c['unclear']} 格"
+            )
+            if big is not None:
+                where = _arch(results[big.cell].cell, lang)
+                line += f"（差值最大：{where}，{_iv(big)}，Holm p = {_p(big)}）"
+            text += ["", line + "。"]
+        ind = "、".join(f"{w['short'][a]} {best.get(a, 0):.3f}" for a in LANGUAGE_ARMS)
+        formed = [a for a in LANGUAGE_ARMS if best.get(a, 0) >= INDUCTION_LINE]
+        text += [
+            "",
+            f"归纳头：各分支所有训练中最好的归纳分数为 {ind}；"
+            + (
+                f"达到 {INDUCTION_LINE} 的分支：{'、'.join(w['short'][a] for a in formed)}。"
+                if formed
+                else f"没有一次训练达到 {INDUCTION_LINE}："
+                "在这个预算内，无论有没有 W_o，都没有形成归纳头。"
+            ),
+            "",
+            _table(results, lang),
+        ]
+        return "\n".join(text) + "\n"
+    text = [
+        f"**On real text: the language atlas.** {len(rows)} runs: causal character models of the "
+        f"bundled Shakespeare corpus, 2 layers, attention alone or with a feed-forward net, 4 or "
+        f"8 heads, D 64 or 128 (8 cells), {rec['seeds']} seeds a cell, five arms that differ at "
+        f"W_o alone (learned; none; block-diagonal; frozen at its random start; learned after a "
+        f"per-head sigmoid gate, Qiu et al. 2025). Every run makes {rec['steps']:,} steps (context "
+        f"{rec['context']}, batch {rec['batch_size']}, AdamW at {rec['lr']}, cosine schedule) and "
+        f"is read by its validation loss in nats per character on the first {chars:,} "
+        f"characters of four plays it never saw ({min(learned_loss):.2f} to "
+        f"{max(learned_loss):.2f} with the learned W_o). Each difference is learned minus the "
+        f"other arm, mean over seeds, with its Welch 95% interval; p is Holm-adjusted across the "
+        f"{len(results)} cells of each arm.",
+        "",
+        f"Against no W_o, at the end of training the learned W_o has the lower validation loss in "
+        f"{ident['helps']} of the {len(results)} cells, the higher in {ident['hurts']}, and is "
+        f"not told apart in {ident['unclear']} (Holm, m = {ident['m']}); half way through, "
+        f"{mid['helps']}, {mid['hurts']} and {mid['unclear']}.",
+    ]
+    if largest is not None:
+        text[-1] += (
+            f" The largest difference is in {_arch(results[largest.cell].cell, lang)}: "
+            f"{_iv(largest)} nats, Holm p = {_p(largest)}."
+        )
+    for arm, c, big in others:
+        line = (
+            f"Against {w['arm'][arm]}: the learned W_o does better in {c['helps']} cells, worse "
+            f"in {c['hurts']}, not told apart in {c['unclear']}"
+        )
+        if big is not None:
+            line += (
+                f" (largest difference: {_arch(results[big.cell].cell, lang)}, {_iv(big)}, "
+                f"Holm p = {_p(big)})"
+            )
+        text += ["", line + "."]
+    ind = ", ".join(f"{w['short'][a]} {best.get(a, 0):.3f}" for a in LANGUAGE_ARMS)
+    formed = [a for a in LANGUAGE_ARMS if best.get(a, 0) >= INDUCTION_LINE]
+    text += [
+        "",
+        f"Induction heads: the best induction score of any run, per arm: {ind}. "
+        + (
+            f"Arms with a run at {INDUCTION_LINE} or more: "
+            f"{', '.join(w['short'][a] for a in formed)}."
+            if formed
+            else f"No run reached {INDUCTION_LINE}: within this budget no induction head formed, "
+            "with W_o or without."
+        ),
+        "",
+        _table(results, lang),
+    ]
+    return "\n".join(text) + "\n"
+
+
+def _table(results: dict, lang: str) -> str:
+    """Cells down; the learned arm's mean validation loss, then learned - other per arm."""
+    w = WORDS[lang]
+    head = atlas_stats.LANGUAGE_HEADLINE
+    first = "格子" if lang == "zh" else "cell"
+    learned = "学到的 W_o（奈特/字符）" if lang == "zh" else "learned W_o (nats/char)"
+    cols = [first, learned] + [
+        (f"学到的 − {w['short'][a]}" if lang == "zh" else f"learned − {w['short'][a]}")
+        for a in AGAINST
+    ]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for res in results.values():
+        comps = [res.comparisons.get((a, head)) for a in AGAINST]
+        base = next((c for c in comps if c is not None), None)
+        mean = "" if base is None else f"{np.mean(base.learned):.3f}"
+        cells = [
+            ""
+            if c is None
+            else f"{_iv(c)}, p {_p(c)}"
+            + (" ✓" if c.verdict == "helps" else " ✗" if c.verdict == "hurts" else "")
+            for c in comps
+        ]
+        lines.append("| " + " | ".join([_arch(res.cell, lang), mean, *cells]) + " |")
+    note = (
+        "（✓：学到的 W_o 更好，✗：更差，Holm 校正后 p < 0.05；其余分不出。）"
+        if lang == "zh"
+        else "(✓: the learned W_o does better, ✗: worse, Holm-adjusted p < 0.05; otherwise not "
+        "told apart.)"
+    )
+    return "\n".join(lines) + "\n\n" + note
+
+
+def readme_section(rows: dict, made: list[dict] = ()) -> list[str]:
+    """models/atlas/README.md's section on the language atlas; made: what made the rows
+    (tfviz.experiments.atlas_store.read_made)."""
+    from tfviz.experiments.atlas_report import made_by
+
+    if not rows:
+        return []
+    seconds = [r["seconds"] for r in rows.values()]
+    torch_versions = sorted({r["torch_version"] for r in rows.values()})
+    return [
+        "## The language atlas (language.jsonl)",
+        "",
+        f"Written from `language.jsonl` ({len(rows)} runs, a run took {np.median(seconds):.1f} s "
+        f"(median; {sum(seconds) / 3600:.2f} h of one core in all), torch "
+        f"{', '.join(torch_versions)}), made by `python -m tfviz.cli.atlas run --language`.",
+        made_by(list(made)),
+        "",
+        claims_section(rows, "en"),
+    ]
+
+
+def replace_section(document: str, section: str) -> str:
+    """document with the text between LANGUAGE_MARKERS replaced by section (markers kept)."""
+    begin, end = LANGUAGE_MARKERS
+    if begin not in document or end not in document:
+        raise ValueError("the document has no language-atlas markers")
+    before, rest = document.split(begin, 1)
+    _, after = rest.split(end, 1)
+    return f"{before}{begin}\n{section}{end}{after}"
