@@ -49,9 +49,13 @@ def todo(specs: list, out: Path, fmt: str = FORMAT) -> list:
     return left
 
 
+# The code a row depends on: a change elsewhere (the app's pages) does not change what runs make.
+ROW_CODE = ("tfviz/core", "tfviz/training", "tfviz/experiments", "tfviz/analysis")
+
+
 def _commit() -> str:
-    """The checkout's commit (with "+changes" if files differ from it): what the rows were made
-    by, for the README. "unknown" outside a git checkout."""
+    """The checkout's commit (with "+changes" if the code rows depend on differs from it): what
+    the rows were made by, for the README. "unknown" outside a git checkout."""
     import subprocess
 
     here = Path(__file__).resolve().parents[2]
@@ -64,7 +68,7 @@ def _commit() -> str:
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "tfviz"],
+            ["git", "status", "--porcelain", "--untracked-files=no", *ROW_CODE],
             cwd=here,
             capture_output=True,
             text=True,
