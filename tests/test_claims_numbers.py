@@ -50,6 +50,14 @@ def quoted(results) -> list[str]:
         f"{sum(r.cell.ffn for r in trained)} ",  # trained cells with a feed-forward net
     ]
     assert len(outside) == 6  # "six cells" / "六个格子"
+    # "the three such cells that did not train" / "三个没有学会的这类格子": the mechanism hint's
+    hint = atlas_stats.mechanism_hint(results)
+    assert len(hint.cells) == 3
+    assert all(
+        c.interval.low <= 0 <= c.interval.high  # "In `sum` no arm differs from another"
+        for c in results["sum/L1/noffn/H4/D64/post"].comparisons.values()
+        if c.measure != "steps"
+    )
     slow = results["max_position/L2/ffn/H4/D64/post"].comparisons[("identity", "steps")]
     figures += [
         f"{_mean(slow.learned):.0f}",
@@ -115,6 +123,18 @@ def test_every_figure_the_claims_quote_from_the_toy_atlas_is_its_rows(results, d
     text = doc.replace("，", ", ").replace("Holm 校正后 p", "Holm p")
     missing = [f for f in quoted(results) if f not in text and f.replace("−", "-") not in text]
     assert not missing, f"figures not in the doc as the rows give them: {missing}"
+
+
+WORDS = {2: ("two", "两"), 3: ("three", "三"), 4: ("four", "四"), 5: ("five", "五")}
+
+
+def test_the_count_of_unread_cells_with_the_mechanism_run_is_the_rows(results, doc):
+    n = len(atlas_stats.mechanism_hint(results).cells)
+    en, zh = WORDS[n]
+    assert (
+        f"in the {en} such cells that" in doc.replace("\n", " ")
+        or f"来自{zh}个没有学会的这类格子" in doc
+    )
 
 
 def test_a_changed_figure_would_be_caught(results, doc):
