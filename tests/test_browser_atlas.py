@@ -1,6 +1,7 @@
 """Browser test of the W_o atlas (issue 29): a fresh server opens "Does W_o matter?" on the
-bundled atlas, its grid and a cell's curves drawn, and a student opens another cell; in English and
-Chinese, on a desktop and a phone's width, with screenshots in artifacts/.
+bundled atlas, its grid and a cell's curves drawn, and a student opens another cell; the language
+atlas's grid below it is drawn within the page's width; in English and Chinese, on a desktop and a
+phone's width, with screenshots in artifacts/ (the page, and the language atlas's grid alone).
 
 The browser, server, page and waiting helpers are tests/test_browser.py's (so the test is skipped
 without Chromium except under CI=true).
@@ -12,9 +13,10 @@ import pytest
 
 from tests import test_browser as shared
 from tests.conftest import go_to, quiet
-from tests.test_browser import assert_charts_drawn, assert_no_exception, screenshot
+from tests.test_browser import assert_charts_drawn, assert_no_exception, screenshot, screenshots
 from tfviz.experiments import atlas_stats
-from tfviz.experiments.atlas_store import BUNDLED, read_rows
+from tfviz.experiments.atlas_cells import LANGUAGE_FORMAT
+from tfviz.experiments.atlas_store import BUNDLED, LANGUAGE, read_rows
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.browser
@@ -91,4 +93,23 @@ def test_the_atlas_opens_and_a_cell_opens_its_curves(page, server, lang, width):
     after = curves_title(page)
     assert after != before and task.replace(" ", "") in after.replace(" ", "")  # its task named
     assert panel.locator("[data-testid=stDataFrame]").count() >= 1  # the cell's numbers
+    language_grid(page, panel, lang, width)
     screenshot(page, f"browser_atlas_{lang}_{width}.png")
+
+
+def language_grid(page, panel, lang: str, width: int) -> None:
+    """The language atlas's grid, scrolled to: drawn under its title, no wider than the page, and
+    kept as a screenshot of its own; without rows, the message that says how to make them."""
+    if not read_rows(LANGUAGE, LANGUAGE_FORMAT):
+        empty = translate(lang, "latlas.empty")
+        assert squeezed(empty.split("`")[0]) in squeezed(panel.inner_text())
+        return
+    grid = panel.locator(".st-key-latlas_grid").first
+    grid.scroll_into_view_if_needed()  # the main area scrolls inside itself
+    grid.locator(".main-svg").first.wait_for()
+    measure = translate(lang, f"atlas.measure.{atlas_stats.LANGUAGE_HEADLINE}")
+    want = translate(lang, "latlas.grid.title", what=measure)
+    assert squeezed(want) in squeezed(page.evaluate(TITLE_JS, "latlas_grid"))
+    box = grid.bounding_box()
+    assert box is not None and box["width"] <= width, box
+    grid.screenshot(path=screenshots() / f"browser_language_atlas_{lang}_{width}.png")

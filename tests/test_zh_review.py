@@ -353,6 +353,7 @@ PAGES = [
     *[("train", {"train_section": s}) for s in ("train", "language", "retrain", "timeline")],
     *[("analysis", {"analysis_section": s}) for s in ("Norm-based attention", "OV circuits")],
     ("experiment", {}),
+    ("experiment", {"latlas_measure": "induction"}),  # the language atlas's score legend
     *[("lessons", {"lesson_step": s}) for s in range(1, 9)],
 ]
 

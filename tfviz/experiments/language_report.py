@@ -9,30 +9,31 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfviz.analysis.induction import HEAD_FORMED
+from tfviz.core import modes
 from tfviz.experiments import atlas_stats
 from tfviz.experiments.atlas_cells import LANGUAGE_ARMS, LanguageCell
 
 LANGUAGE_MARKERS = ("<!-- language-atlas: begin (written by python -m tfviz.cli.atlas report) -->",
                     "<!-- language-atlas: end -->")  # fmt: skip
-INDUCTION_LINE = 0.4  # a head attending this much to the induction stripe is an induction head
+# A head counts as an induction head from this score on, as in the lessons and Analysis.
+INDUCTION_LINE = HEAD_FORMED
 AGAINST = tuple(a for a in LANGUAGE_ARMS if a != "learned")
 
+LEARNED, NONE, BLOCK = modes.LEARNED, modes.IDENTITY, modes.BLOCK_DIAGONAL
 WORDS = {
     "en": {
-        "arm": {"identity": "no W_o", "block_diagonal": "a block-diagonal W_o",
+        "arm": {NONE: "no W_o", BLOCK: "a block-diagonal W_o",
                 "frozen": "a W_o frozen at its random start", "gated": "a gated W_o"},
-        "short": {"learned": "learned", "identity": "none", "block_diagonal": "block-diag.",
+        "short": {LEARNED: "learned", NONE: "none", BLOCK: "block-diag.",
                   "frozen": "frozen", "gated": "gated"},
-        "measure": {"valid_loss": "the validation loss at the end",
-                    "valid_mid": "the validation loss half way"},
         "yes": "yes", "no": "no",
     },
     "zh": {
-        "arm": {"identity": "去掉 W_o", "block_diagonal": "块对角的 W_o",
+        "arm": {NONE: "去掉 W_o", BLOCK: "块对角的 W_o",
                 "frozen": "冻结在随机初值的 W_o", "gated": "带门控的 W_o"},
-        "short": {"learned": "学到的", "identity": "去掉", "block_diagonal": "块对角",
+        "short": {LEARNED: "学到的", NONE: "去掉", BLOCK: "块对角",
                   "frozen": "冻结", "gated": "门控"},
-        "measure": {"valid_loss": "训练结束时的验证损失", "valid_mid": "训练到一半时的验证损失"},
         "yes": "有", "no": "无",
     },
 }  # fmt: skip
@@ -106,14 +107,14 @@ def claims_section(rows: dict, lang: str = "en") -> str:
             f"**在真实文本上：语言图谱。** {len(rows)} 次训练："
             "以内置的莎士比亚语料训练的因果字符模型，"
             "2 层，只有注意力或带前馈网络，4 或 8 个头，D 为 64 或 128（8 个格子），"
-            f"每格 {rec['seeds']} 个种子，五个分支只在 W_o 上不同（学到的、去掉、块对角、"
+            f"每格 {rec['seeds']} 个随机种子，五种做法只在 W_o 上不同（学到的、去掉、块对角、"
             "冻结在随机初值、在 W_o 之前加逐头的 sigmoid 门控，Qiu 等 2025）。"
             f"每次训练固定 {rec['steps']:,} 步（上下文 {rec['context']}，"
             f"批量 {rec['batch_size']}，AdamW，学习率 {rec['lr']}，余弦调度），"
             f"读它在模型从未见过的四部剧本的前 {chars:,} 个字符上的验证损失"
             f"（每字符奈特；学到的 W_o 为 {min(learned_loss):.2f} 到 {max(learned_loss):.2f}）。"
-            "每个差值是学到的减去另一分支，对种子取平均，附 Welch 95% 区间；"
-            f"p 值在每个分支的 {len(results)} 个格子间做 Holm 校正。",
+            "每个差值是学到的减去另一种做法，对随机种子取平均，附 Welch 95% 区间；"
+            f"p 值在每种做法的 {len(results)} 个格子间做 Holm 校正。",
             "",
             f"对比去掉 W_o：训练结束时，{len(results)} 个格子中，"
             f"学到的 W_o 在 {ident['helps']} 个格子里验证损失更低，"
@@ -139,9 +140,9 @@ def claims_section(rows: dict, lang: str = "en") -> str:
         formed = [a for a in LANGUAGE_ARMS if best.get(a, 0) >= INDUCTION_LINE]
         text += [
             "",
-            f"归纳头：各分支所有训练中最好的归纳分数为 {ind}；"
+            f"归纳头：各种做法所有训练中最好的归纳分数：{ind}；"
             + (
-                f"达到 {INDUCTION_LINE} 的分支：{'、'.join(w['short'][a] for a in formed)}。"
+                f"达到 {INDUCTION_LINE} 的做法：{'、'.join(w['short'][a] for a in formed)}。"
                 if formed
                 else f"没有一次训练达到 {INDUCTION_LINE}："
                 "在这个预算内，无论有没有 W_o，都没有形成归纳头。"

@@ -1,5 +1,6 @@
-"""Figures of the W_o atlas: the grid of cells and one cell's loss curves. Numbers and labels in,
-plotly figures out; no model code, no statistics (tfviz.experiments.atlas_stats computes them).
+"""Figures of the W_o atlas: the grid of cells and one cell's loss curves (the toy atlas's
+training loss, the language atlas's validation loss). Numbers and labels in, plotly figures out;
+no model code, no statistics (tfviz.experiments.atlas_stats computes them).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ ARM_COLOURS = {
     "block_diagonal": "44, 160, 44",
     "frozen": "140, 86, 75",
     "identity_readout": "148, 103, 189",
+    "gated": "255, 127, 14",
 }
 
 
@@ -169,16 +171,52 @@ def cell_curves(
         names: arm -> legend name.
     The y axis is linear from 0: a log axis over less than a decade reads as a row of digits.
     """
+    runs = {
+        arm: [(seed, every * (np.arange(len(y)) + 1), y) for seed, y in found]
+        for arm, found in curves.items()
+    }
+    return _seed_curves(runs, names, title, step_word, loss_word, seed_word)
+
+
+def step_curves(
+    curves: Mapping[str, Sequence[tuple[int, Sequence[Sequence[float]]]]],
+    names: Mapping[str, str],
+    title: str,
+    step_word: str,
+    loss_word: str,
+    seed_word: str,
+) -> go.Figure:
+    """As cell_curves, for curves measured at given steps: arm -> [(seed, [[step, loss], ...])]
+    (the language atlas's validation curves, atlas_stats.curves(rows, cell, "valid_curve"))."""
+    runs = {
+        arm: [
+            (seed, [float(p[0]) for p in points], [float(p[1]) for p in points])
+            for seed, points in found
+        ]
+        for arm, found in curves.items()
+    }
+    return _seed_curves(runs, names, title, step_word, loss_word, seed_word)
+
+
+def _seed_curves(
+    runs: Mapping[str, Sequence[tuple[int, Sequence[float], Sequence[float]]]],
+    names: Mapping[str, str],
+    title: str,
+    step_word: str,
+    loss_word: str,
+    seed_word: str,
+) -> go.Figure:
+    """One line per (arm, seed): runs is arm -> [(seed, steps, losses)]; an arm's colour, its
+    name once in the legend."""
     fig = go.Figure()
-    for arm, runs in curves.items():
+    for arm, found in runs.items():
         rgb = ARM_COLOURS.get(arm, "99, 99, 99")
         name = _escape(names.get(arm, arm))
-        for i, (seed, losses) in enumerate(runs):
+        for i, (seed, x, losses) in enumerate(found):
             y = np.maximum(np.asarray(losses, np.float64), 1e-6)
-            x = every * (np.arange(len(y)) + 1)
             fig.add_trace(
                 go.Scatter(
-                    x=x,
+                    x=np.asarray(x).tolist(),
                     y=y,
                     mode="lines",
                     line=dict(color=f"rgba({rgb}, 0.8)", width=1.5),

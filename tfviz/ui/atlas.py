@@ -19,6 +19,7 @@ import streamlit as st
 from tfviz.core import modes
 from tfviz.core.metrics import compact
 from tfviz.experiments import atlas, atlas_runner, atlas_stats
+from tfviz.experiments.atlas_cells import LANGUAGE_ARMS
 from tfviz.experiments.atlas_store import BUNDLED, read_rows
 from tfviz.plots import atlas as atlas_plots  # tfviz.experiments.atlas is the sweep's own module
 from tfviz.ui import state
@@ -33,7 +34,8 @@ MAX_SEEDS = 5
 # Lesson 4's chart: the final loss first, where the one-layer cells differ (atlas_stats.MEASURES).
 LESSON_MEASURES = ("final_loss", "metric", "steps")
 
-ARM_LABELS = {arm: f"atlas.arm.{arm}" for arm in atlas.ARMS}
+# Both atlases' arms: the toy atlas's (atlas.ARMS) and the language atlas's (LANGUAGE_ARMS).
+ARM_LABELS = {arm: f"atlas.arm.{arm}" for arm in (*atlas.ARMS, *LANGUAGE_ARMS)}
 MARKS = {"helps": "✓", "hurts": "✗", "unclear": "≈", "not_trained": "–", "missing": ""}
 
 
@@ -68,7 +70,8 @@ def cell_name(cell: atlas.Cell, varied: set[str], lang: str | None = None) -> st
     return f"{task_label(cell.task, lang)} · {arch_label(cell, varied, lang)}"
 
 
-def _varied(cells: list[atlas.Cell]) -> set[str]:
+def varied_fields(cells: list) -> set[str]:
+    """The fields a label names only where the cells differ in them (D, the norm)."""
     return {f for f in ("d_model", "norm") if len({getattr(c, f) for c in cells}) > 1}
 
 
@@ -104,7 +107,7 @@ def verdict_text(res: atlas_stats.CellResult, arm: str, m: int) -> str:
 def grid(rows: dict, results: dict, arm: str, key: str) -> None:
     """The atlas's grid for one arm against the learned W_o: tasks down, architectures across."""
     cells = [r.cell for r in results.values()]
-    varied = _varied(cells)
+    varied = varied_fields(cells)
     tasks = [name for name in atlas.ATLAS_TASKS if any(c.task == name for c in cells)]
     archs = sorted({c.arch for c in cells}, key=lambda a: atlas.Cell.from_key("sum/" + a))
     R, C = len(tasks), len(archs)
@@ -205,23 +208,50 @@ def mechanism_hint_text(results: dict) -> str | None:
     )
 
 
+def pick_cell(keys: list[str], default: str, name, key: str) -> str:
+    """A picker of an atlas's cells (name: key -> its label, in a language fixed now); a value
+    left from another set of rows is dropped, so the picker opens on default."""
+    if state.widget_value(key) not in keys:
+        state.forget(key)
+    return st.selectbox(t("atlas.cell"), keys, index=keys.index(default), format_func=name, key=key)
+
+
+def comparison_rows(comparisons: dict, number=compact) -> list[dict]:
+    """A cell's comparisons as a table: the arm, the measure, each side's mean over seeds, their
+    difference (learned minus other) with its 95% interval, the Holm-adjusted p and the seeds;
+    number writes a value (the toy atlas's 3 significant digits, the language atlas's 3
+    decimals). Both atlases' cell tables."""
+    table = []
+    for (other, measure), comp in comparisons.items():
+        iv = comp.interval
+        table.append(
+            {
+                t("atlas.col.arm"): t(ARM_LABELS[other]),
+                t("atlas.col.measure"): t(f"atlas.measure.{measure}"),
+                t("atlas.col.learned"): number(float(np.mean(comp.learned))),
+                t("atlas.col.other"): number(float(np.mean(comp.other))),
+                t("atlas.col.difference"): number(comp.difference),
+                t("atlas.col.ci"): f"[{number(iv.low)}, {number(iv.high)}]" if iv else "",
+                t("atlas.col.p_holm"): _p(comp.p_holm),
+                t("atlas.col.seeds"): len(comp.learned),
+            }
+        )
+    return table
+
+
 def cell_detail(rows: dict, results: dict, arm: str, key: str) -> str | None:
     """A picker of cells; the chosen one's curves (every seed, every arm), numbers and verdict."""
     keys = list(results)
     if not keys:
         return None
-    varied = _varied([r.cell for r in results.values()])
+    varied = varied_fields([r.cell for r in results.values()])
     lang = current()
 
     def name(k: str) -> str:
         return cell_name(results[k].cell, varied, lang)
 
     default = next((k for k in keys if results[k].verdict(arm) == "helps"), keys[0])
-    if state.widget_value(key) not in keys:
-        state.forget(key)
-    chosen = st.selectbox(
-        t("atlas.cell", lang=lang), keys, index=keys.index(default), format_func=name, key=key
-    )
+    chosen = pick_cell(keys, default, name, key)
     res = results[chosen]
     curves = atlas_stats.curves(rows, chosen)
     every = next(iter(rows.values()))["curve_every"]
@@ -237,22 +267,7 @@ def cell_detail(rows: dict, results: dict, arm: str, key: str) -> str | None:
         ),
         key=f"{key}_curves",
     )
-    table = []
-    for (other, measure), comp in res.comparisons.items():
-        iv = comp.interval
-        table.append(
-            {
-                t("atlas.col.arm"): t(ARM_LABELS[other]),
-                t("atlas.col.measure"): t(f"atlas.measure.{measure}"),
-                t("atlas.col.learned"): compact(float(np.mean(comp.learned))),
-                t("atlas.col.other"): compact(float(np.mean(comp.other))),
-                t("atlas.col.difference"): compact(comp.difference),
-                t("atlas.col.ci"): f"[{compact(iv.low)}, {compact(iv.high)}]" if iv else "",
-                t("atlas.col.p_holm"): _p(comp.p_holm),
-                t("atlas.col.seeds"): len(comp.learned),
-            }
-        )
-    st.dataframe(table, hide_index=True, key=f"{key}_table")
+    st.dataframe(comparison_rows(res.comparisons), hide_index=True, key=f"{key}_table")
     m = atlas_stats.family_size(results, arm)
     st.markdown(verdict_text(res, arm, m))
     return chosen
@@ -291,7 +306,7 @@ def render_atlas(key: str = "atlas") -> None:
         st.markdown(hint)
     chosen = cell_detail(rows, results, arm, key=f"{key}_cell")
     if chosen is not None:
-        name = cell_name(results[chosen].cell, _varied([r.cell for r in results.values()]))
+        name = cell_name(results[chosen].cell, varied_fields([r.cell for r in results.values()]))
         own_sweep(chosen, name, arm, key=f"{key}_own")
 
 
@@ -438,7 +453,7 @@ def largest_text(results: dict) -> str:
         return ""
     return t(
         "lessons.s4.answer_largest",
-        cell=cell_name(results[c.cell].cell, _varied([r.cell for r in results.values()])),
+        cell=cell_name(results[c.cell].cell, varied_fields([r.cell for r in results.values()])),
         diff=f"{c.difference:+.0f}",
         low=f"{c.interval.low:+.0f}",
         high=f"{c.interval.high:+.0f}",

@@ -1,6 +1,7 @@
-"""The "Does W_o matter?" view: the bundled W_o atlas (tfviz.ui.atlas) first, then the sidebar
-task's own experiment: seeds trained with the learned W_o and with what it is compared against
-(W_o off, or a block-diagonal W_o), shipped and rerunnable.
+"""The "Does W_o matter?" view: the bundled W_o atlas (tfviz.ui.atlas) first, the language atlas
+on real text (tfviz.ui.language_atlas) beside it, then the sidebar task's own experiment: seeds
+trained with the learned W_o and with what it is compared against (W_o off, or a block-diagonal
+W_o), shipped and rerunnable.
 
 The model in the sidebar only picks the task. A choice says what the learned W_o is compared with;
 the shipped result (models/experiments/<task>.json, which holds every comparison) is shown with a
@@ -24,6 +25,7 @@ from tfviz.ui.atlas import render_atlas
 from tfviz.ui.i18n import current, t, why
 from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check, time_left
 from tfviz.ui.labels import task_label
+from tfviz.ui.language_atlas import render_language_atlas
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import POLL_SECONDS, TRAINS_TOYS, View, toy_only
 from tfviz.ui.widgets import chart, plot_words
@@ -41,6 +43,7 @@ def cached_precomputed(task_name: str) -> experiment.ExperimentResult | None:
 
 def render(view: View) -> None:
     render_atlas()  # the answer first, whatever model the sidebar holds
+    render_language_atlas()  # its own grid beside the toy one: the same question on real text
     st.subheader(t("experiment.own_title"))
     st.caption(t("experiment.own_caption"))
     if toy_only(view, t("experiment.what"), TRAINS_TOYS):

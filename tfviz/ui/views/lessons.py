@@ -42,7 +42,7 @@ from tfviz.serve import checks, jobs, lessons
 from tfviz.serve.lessons import LessonInputError
 from tfviz.training.recipes import RECIPES
 from tfviz.ui import atlas as atlas_view
-from tfviz.ui import folders, state
+from tfviz.ui import folders, language_atlas, state
 from tfviz.ui import induction as induction_view
 from tfviz.ui.i18n import current, t, why
 from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check, time_left
@@ -607,8 +607,11 @@ def step_switch(view: View) -> None:
 
 def show_experiment(view: View) -> None:
     """The atlas's answer (tfviz.ui.atlas): where W_o matters, where not, and the run that
-    tests why; the step's question is answered from the same numbers."""
+    tests why; then the same question asked of language models (tfviz.ui.language_atlas), when
+    its rows are there; the step's question is answered from the toy atlas's numbers."""
     answer = atlas_view.lesson()
+    if (on_text := language_atlas.lesson_text()) is not None:
+        st.markdown(on_text)
     if answer is not None:
         question("lessons.s4.question", answer)
 
