@@ -80,3 +80,36 @@ def no_sweep_left(fresh_app):
     r = atlas_view.runner()
     for owner in list(r._sweeps):
         r.stop(owner)
+
+
+def test_a_cell_that_did_not_train_says_what_more_steps_made_of_it(
+    fresh_app, tmp_path, monkeypatch
+):
+    """With longer runs on file: the square of a cell read at the longer budget carries its
+    verdict marked *, every untrained square says its state, and a sentence counts them."""
+    import json
+
+    from tests.test_atlas import longer_rows
+    from tfviz.experiments import atlas_store
+
+    rows = longer_rows(3000, {"learned": [1200, 1300, 1250], "identity": [2000, 2100, 1900]})
+    path = tmp_path / "longer.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows.values()), encoding="utf-8")
+    monkeypatch.setattr(atlas_store, "LONGER", path)
+    results = atlas_stats.analyse(read_rows(BUNDLED))
+    longer = atlas_stats.longer(results, rows)
+    at = start_app(view=VIEW)
+    assert not at.exception, at.exception
+    counts = atlas_stats.longer_counts(longer)
+    said = translate(
+        "en", "atlas.longer.summary", cells=len(longer), budget=str(atlas.RECIPES["reverse"].steps),
+        **counts,
+    )  # fmt: skip
+    assert said in [m.value for m in at.markdown]
+    grid = page_figures(at)[0]
+    texts = [t for tr in grid["data"] for row in tr.get("text") or [] for t in row if t]
+    assert any(t.startswith("✓*") for t in texts)  # reverse, one layer, 4 heads: read at 3,000
+    hovers = " ".join(str(h) for row in grid["data"][0]["customdata"] for h in row)
+    read = translate("en", "atlas.longer.read", budget=3000, seeds=3, reached=3)
+    assert read.split(",")[0] in hovers.replace("<br>", " ")
+    assert translate("en", "atlas.longer.pending") in hovers.replace("<br>", " ")

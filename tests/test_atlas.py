@@ -516,3 +516,45 @@ def test_a_bundled_row_is_reproduced_by_its_spec_within_what_training_allows():
     assert row["steps_to_target"] is not None and again["steps_to_target"] is not None
     assert abs(again["steps_to_target"] - row["steps_to_target"]) <= REPLAY_STEPS
     assert again["metric_value"] >= row["target"] - 0.02  # the held-out metric, at the target
+
+
+# ---- the cells that did not train, given more steps ----------------------------------------------
+UNTRAINED = "reverse/L1/noffn/H4/D64/post"  # 0 of 5 seeds reached the target in 1,000 steps
+
+
+def longer_rows(budget: int, reached: dict[str, list[int | None]]) -> dict[str, dict]:
+    """UNTRAINED's bundled rows made over as runs of a longer budget: reached[arm][seed] is the
+    step the run reached the target at (None: never)."""
+    bundled = read_rows(BUNDLED)
+    out = {}
+    for arm, steps in reached.items():
+        for seed, step in enumerate(steps):
+            row = dict(bundled[f"{UNTRAINED}/{arm}/s{seed}"])
+            row.update(key=f"{row['key']}/b{budget}", budget=budget, steps_to_target=step)
+            out[row["key"]] = row
+    return out
+
+
+def test_a_cell_that_did_not_train_is_read_at_a_longer_budget_only_if_every_seed_learned():
+    results = atlas_stats.analyse(read_rows(BUNDLED))
+    assert not results[UNTRAINED].trained
+    untrained = [k for k, r in results.items() if not r.trained]
+    pending = atlas_stats.longer(results, {})
+    assert set(pending) == set(untrained)
+    assert {x.state for x in pending.values()} == {"pending"}
+
+    def state(reached):
+        got = atlas_stats.longer(results, longer_rows(3000, reached))
+        assert {k for k, x in got.items() if x.state != "pending"} == {UNTRAINED}
+        return got[UNTRAINED]
+
+    assert state({"learned": [None, None]}).state == "none"
+    partly = state({"learned": [2000, None, 2500]})
+    assert (partly.state, partly.seeds, partly.reached, partly.budget) == ("partly", 3, 2, 3000)
+    assert state({"learned": [2000, 2500]}).state == "trains"  # nothing compared yet
+    read = state({"learned": [1200, 1300, 1250], "identity": [2000, 2100, 1900]})
+    assert read.state == "read"
+    c = read.result.comparisons[("identity", "steps")]
+    assert c.difference == pytest.approx(1250 - 2000) and read.result.verdict("identity") == "helps"
+    counts = atlas_stats.longer_counts(pending | {UNTRAINED: read})
+    assert counts == {"read": 1, "trains": 0, "partly": 0, "none": 0, "pending": len(untrained) - 1}

@@ -4,7 +4,7 @@
                                   [--cells sort/L1/noffn/H4/D64/post ...] [--budget STEPS]
                                   [--out models/atlas/runs.jsonl] [--workers N]
                                   [--scheduler tcp://host:8786] [--plan]
-    python -m tfviz.cli.atlas run --untrained --budget 4000 --arms learned --seeds 2 --out ...
+    python -m tfviz.cli.atlas run --untrained [partly|never] --budget 3000 [--arms learned]
     python -m tfviz.cli.atlas run --language [--seeds 5] [--cells language/L2/noffn/H4/D64 ...]
                                   [--budget STEPS] [--out models/atlas/language.jsonl] ...
 
@@ -199,8 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--budget", type=int, help="steps per run (default: each task's recipe)")
     r.add_argument(
         "--untrained",
-        action="store_true",
-        help="only the cells whose learned arm missed its target in the bundled rows",
+        nargs="?",
+        const="all",
+        choices=("all", "partly", "never"),
+        help="only the cells whose learned arm missed its target in some seed of the bundled rows "
+        "(partly: reached it in some seeds; never: in none)",
     )
     r.add_argument("--arms", nargs="+", choices=atlas.ARMS, help="only these arms")
     r.add_argument("--out", type=Path, help="rows file (default: the bundled one)")
@@ -224,7 +227,14 @@ def main(argv: list[str] | None = None) -> int:
             from tfviz.experiments import atlas_stats
 
             results = atlas_stats.analyse(read_rows(BUNDLED))
-            untrained = [r.cell for r in results.values() if not r.trained]
+            untrained = [
+                r.cell
+                for r in results.values()
+                if not r.trained
+                and {"all": True, "partly": r.learned_reached > 0, "never": r.learned_reached == 0}[
+                    args.untrained
+                ]
+            ]
             specs = atlas.plan_cells(untrained, args.seeds)
         elif args.cells:
             specs = atlas.plan_cells([atlas.Cell.from_key(k) for k in args.cells], args.seeds)

@@ -298,6 +298,58 @@ def mechanism_hint(results: dict[str, CellResult], measure: str = "final_loss") 
     return Hint(tuple(cells), tuple(helped), tuple(recovered))
 
 
+# ---- the cells that did not train, given a longer budget ---------------------------------------
+# What a cell that did not train within its recipe's steps became with a longer budget (the rows of
+# tfviz.experiments.atlas_store.LONGER, analysed on their own: their own Holm family):
+# "read": the learned W_o reached the target in every seed, and the cell is read at that budget;
+# "trains": it did, but only the learned arm ran there (nothing to compare yet); "partly": it
+# reached the target in some seeds; "none": in none; "pending": no longer runs yet.
+LONGER_STATES = ("read", "trains", "partly", "none", "pending")
+
+
+@dataclass(frozen=True)
+class Longer:
+    """One cell that did not train within its recipe, at the longer budget."""
+
+    cell: str
+    state: str  # one of LONGER_STATES
+    budget: int | None  # the longer runs' steps (None: pending)
+    seeds: int  # learned-arm runs at that budget
+    reached: int  # of them, how many reached the target
+    result: CellResult | None  # the cell at that budget (None: pending)
+
+
+def longer(results: dict[str, CellResult], longer_rows: dict[str, dict] | list[dict]) -> dict:
+    """Every cell of results that did not train, by key, as the longer rows leave it (Longer)."""
+    rows = list(longer_rows.values()) if isinstance(longer_rows, dict) else list(longer_rows)
+    at = analyse(rows)
+    budgets: dict[str, int] = {}
+    for row in rows:
+        budgets[row["cell"]] = max(budgets.get(row["cell"], 0), int(row["budget"]))
+    out = {}
+    for key, res in results.items():
+        if res.trained:
+            continue
+        got = at.get(key)
+        if got is None or got.seeds == 0:
+            out[key] = Longer(key, "pending", None, 0, 0, None)
+            continue
+        if got.trained:
+            state = "read" if got.comparisons else "trains"
+        else:
+            state = "partly" if got.learned_reached else "none"
+        out[key] = Longer(key, state, budgets[key], got.seeds, got.learned_reached, got)
+    return out
+
+
+def longer_counts(read: dict) -> dict[str, int]:
+    """How many cells are in each of LONGER_STATES."""
+    counts = dict.fromkeys(LONGER_STATES, 0)
+    for item in read.values():
+        counts[item.state] += 1
+    return counts
+
+
 # ---- the language atlas (tfviz.experiments.language_atlas) -----------------------------------
 # Its measures, each learned - other over seeds with Welch's interval and Holm's correction across
 # the cells of an arm: the validation loss (nats per character) at the end of the budget and half

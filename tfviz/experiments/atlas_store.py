@@ -16,6 +16,9 @@ from tfviz.experiments.atlas_cells import FORMAT
 
 BUNDLED = Path(__file__).resolve().parents[2] / "models" / "atlas" / "runs.jsonl"
 LANGUAGE = BUNDLED.with_name("language.jsonl")  # the language atlas's rows (LANGUAGE_FORMAT)
+# The toy atlas's cells that did not train within their recipe's steps, given a longer budget
+# (tfviz.cli.atlas run --untrained ... --budget N): rows as BUNDLED's, keyed with /bN.
+LONGER = BUNDLED.with_name("longer.jsonl")
 
 
 def read_rows(path: str | Path, fmt: str = FORMAT) -> dict[str, dict]:

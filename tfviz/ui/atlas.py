@@ -18,7 +18,7 @@ import streamlit as st
 
 from tfviz.core import modes
 from tfviz.core.metrics import compact
-from tfviz.experiments import atlas, atlas_runner, atlas_stats
+from tfviz.experiments import atlas, atlas_runner, atlas_stats, atlas_store
 from tfviz.experiments.atlas_cells import LANGUAGE_ARMS
 from tfviz.experiments.atlas_store import BUNDLED, read_rows
 from tfviz.plots import atlas as atlas_plots  # tfviz.experiments.atlas is the sweep's own module
@@ -54,6 +54,25 @@ def load(path=BUNDLED) -> tuple[dict, dict]:
     return cached_atlas(str(path), (st_.st_mtime_ns, st_.st_size))
 
 
+def load_longer(results: dict, path=None) -> dict:
+    """The cells that did not train, as the longer runs leave them (atlas_stats.longer), by key;
+    path: atlas_store.LONGER, read when called (a test points it elsewhere)."""
+    rows, _ = load(atlas_store.LONGER if path is None else path)
+    return atlas_stats.longer(results, rows)
+
+
+def longer_text(item: atlas_stats.Longer, arm: str) -> str:
+    """What a cell that did not train became with more steps, for one arm."""
+    if item.state == "pending":
+        return t("atlas.longer.pending")
+    said = t(f"atlas.longer.{item.state}", budget=item.budget, seeds=item.seeds,
+             reached=item.reached)  # fmt: skip
+    if item.state != "read":
+        return said
+    m = atlas_stats.family_size({item.cell: item.result}, arm)
+    return said + " " + verdict_text(item.result, arm, m, budget=item.budget)
+
+
 def arch_label(cell: atlas.Cell, varied: set[str], lang: str | None = None) -> str:
     """An architecture as a row label; D and the norm are named only where the atlas varies them.
     lang: fixed for a widget's format_func, which Streamlit may call outside the script."""
@@ -75,10 +94,11 @@ def varied_fields(cells: list) -> set[str]:
     return {f for f in ("d_model", "norm") if len({getattr(c, f) for c in cells}) > 1}
 
 
-def verdict_text(res: atlas_stats.CellResult, arm: str, m: int) -> str:
-    """What one cell shows for one arm, in the page's language, from its numbers alone."""
+def verdict_text(res: atlas_stats.CellResult, arm: str, m: int, budget: int | None = None) -> str:
+    """What one cell shows for one arm, in the page's language, from its numbers alone.
+    budget: the runs' steps, if not their task's recipe's (a longer budget)."""
     other = t(f"atlas.versus.{arm}")
-    budget = atlas.RECIPES[res.cell.task].steps
+    budget = atlas.RECIPES[res.cell.task].steps if budget is None else budget
     if not res.trained:
         return t(
             "atlas.verdict.not_trained",
@@ -104,8 +124,11 @@ def verdict_text(res: atlas_stats.CellResult, arm: str, m: int) -> str:
     return text
 
 
-def grid(rows: dict, results: dict, arm: str, key: str) -> None:
-    """The atlas's grid for one arm against the learned W_o: tasks down, architectures across."""
+def grid(rows: dict, results: dict, arm: str, key: str, longer: dict | None = None) -> None:
+    """The atlas's grid for one arm against the learned W_o: tasks down, architectures across.
+    longer: the cells that did not train, given more steps (load_longer): those read at the
+    longer budget are drawn with their verdict there, marked *."""
+    longer = longer or {}
     cells = [r.cell for r in results.values()]
     varied = varied_fields(cells)
     tasks = [name for name in atlas.ATLAS_TASKS if any(c.task == name for c in cells)]
@@ -123,19 +146,22 @@ def grid(rows: dict, results: dict, arm: str, key: str) -> None:
                 texts[i][j] = ["·"]
                 hover[i][j] = [t("atlas.grid.missing")]
                 continue
+            said = verdict_text(res, arm, m)
+            budget, star = atlas.RECIPES[task].steps, ""
+            more = longer.get(res.cell.key)
+            if more is not None:
+                said += " " + longer_text(more, arm)
+                if more.state == "read":  # read at the longer budget instead
+                    res, budget, star = more.result, more.budget, "*"
             verdict = res.verdict(arm)
             comp = res.comparisons.get((arm, atlas_stats.HEADLINE))
             if verdict == "not_trained":
                 texts[i][j] = [MARKS[verdict]]
             elif comp is not None and comp.interval is not None:
-                budget = atlas.RECIPES[task].steps
                 effect[i, j] = atlas_stats.relative(comp, budget)
                 faint[i, j] = verdict == "unclear"
-                texts[i][j] = [MARKS[verdict], f"{-comp.difference:+.0f}"]
-            hover[i][j] = [
-                cell_name(res.cell, varied),
-                *atlas_plots.wrap_lines(verdict_text(res, arm, m), 60),
-            ]
+                texts[i][j] = [MARKS[verdict] + star, f"{-comp.difference:+.0f}"]
+            hover[i][j] = [cell_name(res.cell, varied), *atlas_plots.wrap_lines(said, 60)]
     figure = atlas_plots.atlas_grid(
         effect,
         texts,
@@ -177,6 +203,20 @@ def summary(results: dict, arm: str) -> str:
         not_trained=counts["not_trained"],
         other=t(f"atlas.versus.{arm}"),
         m=atlas_stats.family_size(results, arm),
+    )
+
+
+def longer_summary(results: dict, longer: dict) -> str | None:
+    """How the cells that did not train fared with more steps; None when every cell trained."""
+    if not longer:
+        return None
+    counts = atlas_stats.longer_counts(longer)
+    tasks = {results[k].cell.task for k in longer}
+    return t(
+        "atlas.longer.summary",
+        cells=len(longer),
+        budget="/".join(sorted({str(atlas.RECIPES[task].steps) for task in tasks})),
+        **counts,
     )
 
 
@@ -239,8 +279,11 @@ def comparison_rows(comparisons: dict, number=compact) -> list[dict]:
     return table
 
 
-def cell_detail(rows: dict, results: dict, arm: str, key: str) -> str | None:
-    """A picker of cells; the chosen one's curves (every seed, every arm), numbers and verdict."""
+def cell_detail(
+    rows: dict, results: dict, arm: str, key: str, longer: dict | None = None
+) -> str | None:
+    """A picker of cells; the chosen one's curves (every seed, every arm), numbers and verdict;
+    for a cell that did not train, what more steps made of it (longer, load_longer)."""
     keys = list(results)
     if not keys:
         return None
@@ -250,7 +293,9 @@ def cell_detail(rows: dict, results: dict, arm: str, key: str) -> str | None:
     def name(k: str) -> str:
         return cell_name(results[k].cell, varied, lang)
 
-    default = next((k for k in keys if results[k].verdict(arm) == "helps"), keys[0])
+    # A cell where W_o helps, else one that trained: never one nothing is read from.
+    trained = [k for k in keys if results[k].trained] or keys
+    default = next((k for k in trained if results[k].verdict(arm) == "helps"), trained[0])
     chosen = pick_cell(keys, default, name, key)
     res = results[chosen]
     curves = atlas_stats.curves(rows, chosen)
@@ -270,6 +315,8 @@ def cell_detail(rows: dict, results: dict, arm: str, key: str) -> str | None:
     st.dataframe(comparison_rows(res.comparisons), hide_index=True, key=f"{key}_table")
     m = atlas_stats.family_size(results, arm)
     st.markdown(verdict_text(res, arm, m))
+    if (more := (longer or {}).get(chosen)) is not None:
+        st.markdown(longer_text(more, arm))
     return chosen
 
 
@@ -299,12 +346,15 @@ def render_atlas(key: str = "atlas") -> None:
         key=f"{key}_arm",
         horizontal=True,
     )
-    grid(rows, results, arm, key=f"{key}_grid")
+    longer = load_longer(results)
+    grid(rows, results, arm, key=f"{key}_grid", longer=longer)
     st.markdown(summary(results, arm))
+    if (more := longer_summary(results, longer)) is not None:
+        st.markdown(more)
     st.markdown(mechanism_summary(results))
     if (hint := mechanism_hint_text(results)) is not None:
         st.markdown(hint)
-    chosen = cell_detail(rows, results, arm, key=f"{key}_cell")
+    chosen = cell_detail(rows, results, arm, key=f"{key}_cell", longer=longer)
     if chosen is not None:
         name = cell_name(results[chosen].cell, varied_fields([r.cell for r in results.values()]))
         own_sweep(chosen, name, arm, key=f"{key}_own")
