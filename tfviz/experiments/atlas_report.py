@@ -17,7 +17,7 @@ import numpy as np
 from tfviz.core import modes
 from tfviz.experiments import atlas, atlas_stats, language_report
 from tfviz.experiments.atlas_cells import LANGUAGE_FORMAT
-from tfviz.experiments.atlas_store import BUNDLED, LANGUAGE, read_made, read_rows
+from tfviz.experiments.atlas_store import BUNDLED, LANGUAGE, LONGER, read_made, read_rows
 
 DOCS = BUNDLED.parents[2] / "docs"
 
@@ -69,15 +69,62 @@ def write(
     return path
 
 
-def readme(rows_path: Path = BUNDLED, language_path: Path = LANGUAGE) -> str:
-    """The whole README: the toy atlas (render), then the language atlas's section."""
+def readme(
+    rows_path: Path = BUNDLED, language_path: Path = LANGUAGE, longer_path: Path = LONGER
+) -> str:
+    """The whole README: the toy atlas (render), its untrained cells given more steps
+    (longer_section), then the language atlas's section."""
     rows = read_rows(rows_path)
     language = language_report.readme_section(
         read_rows(language_path, LANGUAGE_FORMAT), read_made(language_path)
     )
     made = ["", made_by(read_made(rows_path))]
-    text = render(rows, atlas_stats.analyse(rows)) + "\n".join([*made, "", *language])
+    results = atlas_stats.analyse(rows)
+    more = longer_section(results, read_rows(longer_path), read_made(longer_path))
+    text = render(rows, results) + "\n".join([*made, "", *more, *language])
     return text.rstrip("\n") + "\n"
+
+
+LONGER_WORDS = {
+    "read": "learned in every seed: read at this budget",
+    "trains": "learned in every seed (the learned W_o alone ran)",
+    "partly": "learned in some seeds",
+    "none": "learned in no seed",
+    "pending": "not run yet",
+}
+
+
+def longer_section(results: dict, longer_rows: dict, made: list[dict]) -> list[str]:
+    """The README's account of the cells that did not train, given more steps (longer.jsonl)."""
+    more = atlas_stats.longer(results, longer_rows)
+    if not more:
+        return []
+    lines = [
+        "## The cells that did not train, given more steps (longer.jsonl)",
+        "",
+        textwrap.fill(
+            f"{len(more)} cells did not train within their recipe's steps. "
+            "`python -m tfviz.cli.atlas run --untrained never --budget 4000 --arms learned "
+            "--seeds 2` gave those where no seed learned 4,000 steps with the learned W_o; "
+            "`run --untrained partly --budget 3000` gave those where some seeds learned 3,000 "
+            "steps with every arm and 5 seeds. A cell whose learned W_o reached the target in "
+            "every seed is read at that budget, its p-values Holm-adjusted across the cells so "
+            f"read (in steps to the target; m below). {made_by(made)}",
+            96,
+        ),
+        "",
+        "| cell | steps | learned reached | state | steps: learned - no W_o | p (Holm) | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    m = atlas_stats.family_size({k: x.result for k, x in more.items() if x.result}, "identity")
+    for key, item in more.items():
+        c = None if item.result is None else item.result.comparisons.get(("identity", "steps"))
+        read = item.state == "read" and c is not None
+        reached = f"{item.reached}/{item.seeds}" if item.seeds else ""
+        said = [_interval(c), _p(c), VERDICT_WORDS[c.verdict]] if read else ["", "", ""]
+        cols = [key, str(item.budget or ""), reached, LONGER_WORDS[item.state], *said]
+        lines.append("| " + " | ".join(cols) + " |")
+    return [*lines, "", f"Holm's m over the cells read at a longer budget: {m}.", ""]
 
 
 def made_by(made: list[dict]) -> str:
