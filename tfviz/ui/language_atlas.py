@@ -147,7 +147,7 @@ def grid(results: dict, measure: str, key: str) -> None:
         effect,
         texts,
         [" · ".join(short_arch(c, varied)) for c in cells],
-        [atlas_plots.wrap_lines(t(ARM_LABELS[a]), COLUMN_WIDTH) for a in arms],
+        [atlas_plots.wrap_lines(t(f"latlas.col.{a}"), COLUMN_WIDTH) for a in arms],  # short
         hover,
         title=t("latlas.grid.title", what=what),
         colour_title=t("latlas.grid.colour"),
