@@ -211,19 +211,24 @@ def test_a_chinese_page_says_why_a_folder_and_a_zip_are_refused_in_chinese(model
         hf.describe_folder(model_root / HOSTILE)
     why = folder.value.text("zh")
     assert "`pickle`" in why and "pytorch_model.bin" in why  # the code's Chinese, its values
-    said = md_escape(translate("zh", "folder.refused", name=HOSTILE, why=why))
+    # The folder's name and the reason's values inert, the catalogue's markup (`pickle`) kept.
+    said = translate(
+        "zh", "folder.refused", name=md_escape(HOSTILE), why=folder.value.text("zh", md_escape)
+    )
     assert [w.value for w in at.warning if HOSTILE in w.value] == [said]
+    assert "`pickle`" in said and "\\`" not in said
 
     data = zipped(model_root / "bert", {"../evil.txt": b"outside"})
     with pytest.raises(hf.ZipRefusedError) as refused:
         hf.open_zip(data)
     at.file_uploader(key="upload").set_value(("evil.zip", data, MIME)).run()
     assert not at.exception
-    said = md_escape(
-        translate("zh", "uploads.refused", name="evil.zip", why=refused.value.text("zh"))
+    said = translate(
+        "zh", "uploads.refused", name=md_escape("evil.zip"), why=refused.value.text("zh", md_escape)
     )
     assert [e.value for e in at.error] == [said]
     assert "'..' path" not in unescape(said) and "`'..'`" in unescape(said)  # not the English
+    assert "\\`" not in said
 
 
 def test_a_zip_with_a_pickle_only_is_refused(model_root):

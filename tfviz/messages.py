@@ -67,7 +67,7 @@ class Message:
             if isinstance(value, Message):
                 values[key] = value.text(lang, name)
             elif isinstance(value, Refusal):  # a library's reason (tfviz.refusal.cause)
-                values[key] = name(value.text(lang))
+                values[key] = value.text(lang, name)
             elif key in CHOICES:
                 values[key] = translate(lang, CHOICES[key][0] + value)
             elif isinstance(value, int) and not isinstance(value, bool):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 from tfviz.words import DEFAULT, translate
@@ -72,12 +73,18 @@ class Refusal(Exception):
     def key(self) -> str:
         return self.PREFIX + self.code
 
-    def text(self, lang: str = DEFAULT) -> str:
+    def text(self, lang: str = DEFAULT, name: Callable[[str], str] = str) -> str:
         """The sentence in lang (at most MAX_TEXT characters); a value that is itself a
-        refusal is worded in lang too."""
+        refusal is worded in lang too. name: applied to every text value (the app passes
+        md_escape, so that a file's name is shown inert while the catalogue's own markup, a file
+        name in backticks, is kept)."""
         values = {
-            name: value.text(lang) if isinstance(value, Refusal) else value
-            for name, value in self.values.items()
+            key: value.text(lang, name)
+            if isinstance(value, Refusal)
+            else name(value)
+            if isinstance(value, str)
+            else value
+            for key, value in self.values.items()
         }
         sentence = translate(lang, self.key, **values)
         return sentence if len(sentence) <= MAX_TEXT else sentence[: MAX_TEXT - 1] + "…"
@@ -93,12 +100,13 @@ class Refusal(Exception):
         return _rebuilt, (type(self), self.code, self.values)
 
 
-def worded(reason: Any, lang: str = DEFAULT) -> str:
+def worded(reason: Any, lang: str = DEFAULT, name: Callable[[str], str] = str) -> str:
     """Why something was refused, in lang: a Refusal through the catalogue, another error
-    through `cause`, anything else as str()."""
+    through `cause`, anything else as str(). name: applied to the text that does not come from
+    the catalogue (a Refusal's text values, another reason's own words)."""
     if isinstance(reason, BaseException) and not isinstance(reason, Refusal):
         reason = cause(reason)
-    return reason.text(lang) if isinstance(reason, Refusal) else str(reason)
+    return reason.text(lang, name) if isinstance(reason, Refusal) else name(str(reason))
 
 
 class Cause(Refusal):

@@ -14,6 +14,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from tfviz.refusal import Refusal
+
 # ---- environment variables -----------------------------------------------------------------------
 USER_MODELS_ENV = "TFVIZ_USER_MODELS"  # folder of models trained in the app (shared by replicas)
 MAX_JOBS_ENV = "TFVIZ_MAX_JOBS"  # trainings and experiment reruns running at once
@@ -48,6 +50,14 @@ MAX_DRAIN_SECONDS = 3600
 TRAINING = {"steps": 1000, "batch_size": 64, "lr": 1e-3, "schedule": "cosine", "clip": 1.0}
 
 
+class SettingError(Refusal, ValueError):
+    """A server setting (an environment variable) that cannot be used: its code and values, worded
+    by the catalogue (keys "refusal.setting.<code>") in each page's language; str() is the
+    English, for the server's log. A ValueError too, as the readers always raised."""
+
+    PREFIX = "refusal.setting."
+
+
 def user_models_dir(root: Path, environ: Mapping[str, str] = os.environ) -> Path:
     """Where models trained in the app are saved: $TFVIZ_USER_MODELS, else root/user_models."""
     return Path(environ.get(USER_MODELS_ENV) or root / "user_models")
@@ -62,7 +72,7 @@ def pretrained_dir(environ: Mapping[str, str] = os.environ) -> Path | None:
         return None
     path = Path(raw)
     if not path.is_dir():
-        raise ValueError(f"{PRETRAINED_DIR_ENV} must name a folder of model folders, got {raw!r}")
+        raise SettingError("not_folder", name=PRETRAINED_DIR_ENV, value=repr(raw))
     return path
 
 
@@ -84,9 +94,7 @@ def upload_mb(environ: Mapping[str, str] = os.environ) -> int:
     if not raw:
         return DEFAULT_UPLOAD_MB
     if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= MAX_UPLOAD_MB:
-        raise ValueError(
-            f"{UPLOAD_MB_ENV} must be a whole number of MB from 1 to {MAX_UPLOAD_MB}, got {raw!r}"
-        )
+        raise SettingError("upload_mb", name=UPLOAD_MB_ENV, most=MAX_UPLOAD_MB, value=repr(raw))
     return int(raw)
 
 
@@ -95,8 +103,8 @@ def drain_seconds(environ: Mapping[str, str] = os.environ) -> int:
     DEFAULT_DRAIN_SECONDS; 0 stops at once."""
     value = _env_int(environ, DRAIN_SECONDS_ENV, DEFAULT_DRAIN_SECONDS, minimum=0)
     if value > MAX_DRAIN_SECONDS:
-        raise ValueError(
-            f"{DRAIN_SECONDS_ENV} must be at most {MAX_DRAIN_SECONDS} seconds, got {value}"
+        raise SettingError(
+            "drain_seconds", name=DRAIN_SECONDS_ENV, most=MAX_DRAIN_SECONDS, value=value
         )
     return value
 
@@ -108,7 +116,7 @@ def _env_int(environ: Mapping[str, str], name: str, default: int, minimum: int) 
     try:
         value = int(raw)
     except ValueError:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {raw!r}") from None
+        raise SettingError("not_integer", name=name, least=minimum, value=repr(raw)) from None
     if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {raw!r}")
+        raise SettingError("not_integer", name=name, least=minimum, value=repr(raw))
     return value

@@ -118,7 +118,7 @@ def folder_entries(problems: list[str]) -> list[ModelEntry]:
     try:
         root = settings.pretrained_dir()
     except ValueError as e:
-        problems.append(t("folder.bad_setting", why=e))
+        problems.append(t("folder.bad_setting", why=why(e)))
         return entries
     if root is None:
         return entries
@@ -142,7 +142,7 @@ def root_entries(
     stamps = {name: weights for name, _, weights in sig}
     for item in found:
         if isinstance(item, hf.Refused):
-            problems.append(t("folder.refused", name=item.name, why=why(item.error)))
+            problems.append(t("folder.refused", name=md_escape(item.name), why=why(item.error)))
             continue
         if model_type is not None and item.model_type != model_type:
             continue

@@ -13,6 +13,7 @@ import streamlit as st
 
 from tfviz.refusal import worded
 from tfviz.ui import state
+from tfviz.ui.text import md_escape
 from tfviz.words import (  # noqa: F401 - re-exported: the views ask i18n for every word
     DEFAULT,
     LANGUAGES,
@@ -48,10 +49,12 @@ def t(key: str, *, lang: str | None = None, **values) -> str:
 
 
 def why(reason) -> str:
-    """Why the library refused a file, in the current language: a tfviz.refusal.Refusal (a model
-    folder's, a zip's, a checkpoint's) worded by the catalogue from its code and values; anything
-    else (an OSError's own words) as str(). Shown inert by the caller, like every reason."""
-    return worded(reason, current())
+    """Why the library refused a file, in the current language, as markdown to show as it is: a
+    tfviz.refusal.Refusal (a model folder's, a zip's, a checkpoint's) worded by the catalogue
+    from its code and values, the values (a file's name, a key) made inert and the catalogue's
+    own markup kept; anything else (an OSError's own words) inert. A sentence that takes it as
+    a value escapes its other values (md_escape), not itself."""
+    return worded(reason, current(), md_escape)
 
 
 def language_picker() -> str:

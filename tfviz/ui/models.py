@@ -21,6 +21,7 @@ from tfviz.hf import pretrained
 from tfviz.refusal import cause
 from tfviz.training.checkpoint import CheckpointMeta, file_digest
 from tfviz.ui.i18n import t, why
+from tfviz.ui.text import md_escape
 
 ROOT = Path(__file__).resolve().parents[2]  # the app's folder: models/, user_models/
 BUNDLED_DIR = ROOT / "models"
@@ -151,11 +152,11 @@ def checkpoints_in(folder: Path, source: str, device: str, problems: list[str]) 
             stat = path.stat()
             digest = file_sha256(str(path), stat.st_mtime_ns, stat.st_size)
         except OSError as e:
-            problems.append(t("sequence.model_skipped", name=path.name, why=e.strerror))
+            problems.append(t("sequence.model_skipped", name=md_escape(path.name), why=why(e)))
             continue
         model, meta = load_model(str(path), digest, device)
         if model is None:
-            problems.append(t("sequence.model_skipped", name=path.name, why=why(meta)))
+            problems.append(t("sequence.model_skipped", name=md_escape(path.name), why=why(meta)))
             continue
         entries.append(ModelEntry(f"{source}:{path.stem}", path.stem, source, str(path), digest))
     return entries

@@ -47,9 +47,9 @@ def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] |
     entries += [upload.entry for upload in uploads.values()]
     by_key = {e.key: e for e in entries}
     if not entries:
-        st.error(md_escape(t("sidebar.no_models", folder=BUNDLED_DIR)))
-        for problem in problems:
-            st.warning(md_escape(problem))
+        st.error(t("sidebar.no_models", folder=md_escape(str(BUNDLED_DIR))))
+        for problem in problems:  # each made inert where it names a file (folders, models)
+            st.warning(problem)
         return None
     share.restore_model(by_key)  # a shared link's model, on the session's first run
     opened = state.OPEN_MODEL.pop()  # "Show this model" under a training
@@ -76,7 +76,7 @@ def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] |
         help=t("sidebar.model_help"),
     )
     for problem in problems:
-        st.warning(md_escape(problem))
+        st.warning(problem)
     upload_box(device)
     entry = by_key[key]
     if entry.key in uploads:
@@ -87,14 +87,14 @@ def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] |
         with st.spinner(md_escape(t("sidebar.loading", name=entry.name))):  # a folder's name
             model, meta, task = folders.load_folder(entry.path, entry.digest, device)
         if model is None:
-            st.error(md_escape(t("sidebar.cannot_load", name=entry.name, why=why(meta))))
+            st.error(t("sidebar.cannot_load", name=md_escape(entry.name), why=why(meta)))
             return None
         return entry, model, meta, task
     elif entry.source == "pretrained":
         with st.spinner(t("sidebar.loading", name=entry.name)):
             model, meta, task = load_pretrained(device)
         if model is None:
-            st.error(md_escape(t("sidebar.cannot_load", name=entry.name, why=why(meta))))
+            st.error(t("sidebar.cannot_load", name=md_escape(entry.name), why=why(meta)))
             return None
         return entry, model, meta, task
     else:

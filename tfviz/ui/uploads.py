@@ -201,5 +201,9 @@ def upload_box(device: str) -> None:
     message = state.UPLOAD_MESSAGE.get()
     if message is not None:
         kind, key, values = message
-        values = {k: why(v) if isinstance(v, Refusal) else v for k, v in values.items()}
-        (st.error if kind == "error" else st.success)(md_escape(t(key, **values)))
+        # The file's name and the reason made inert, the sentence's own markup kept.
+        values = {
+            k: why(v) if isinstance(v, Refusal) else md_escape(v) if isinstance(v, str) else v
+            for k, v in values.items()
+        }
+        (st.error if kind == "error" else st.success)(t(key, **values))

@@ -69,7 +69,7 @@ def render(view: View) -> None:
     try:
         shipped = cached_precomputed(task)
     except ValueError as e:  # a damaged file: say so, and still offer the rerun
-        st.error(t("experiment.shipped_unreadable", task=task_label(task), why=md_escape(why(e))))
+        st.error(t("experiment.shipped_unreadable", task=task_label(task), why=why(e)))
         shipped = None
     if shipped is not None and not shipped.runs_of(against):
         shipped = None  # a file from before this comparison was shipped
@@ -168,7 +168,7 @@ def show_experiment(result: experiment.ExperimentResult, against: str) -> None:
     try:
         curves = experiment.summarise(result, window=int(window), against=against)
     except ValueError as e:
-        st.warning(t("experiment.no_curves", why=md_escape(why(e))))
+        st.warning(t("experiment.no_curves", why=why(e)))
     else:
         chart(
             plots.experiment_curves(

@@ -650,11 +650,11 @@ def lesson_lm(view: View) -> View | None:
     if entry is None:
         st.warning(t("lessons.lm.missing", name=LESSON_LM))  # a name of ours: not escaped
         for problem in problems:  # a refused folder, with the library's reason
-            st.caption(md_escape(problem))
+            st.caption(problem)
         return None
     model, meta, task = folders.load_folder(entry.path, entry.digest, str(view.model.device))
     if model is None:
-        st.error(md_escape(t("lessons.lm.cannot_load", name=entry.name, why=why(meta))))
+        st.error(t("lessons.lm.cannot_load", name=md_escape(entry.name), why=why(meta)))
         return None
     if not getattr(task, "causal", False) or task.tokenizer.alphabet is None:
         st.error(md_escape(t("lessons.lm.not_character", name=entry.name)))

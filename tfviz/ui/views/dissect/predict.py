@@ -100,7 +100,7 @@ def predict_section(view: View, k: int | None) -> None:
         try:
             tally.add(qid, guess)
         except ValueError as e:  # the tally's cap on answers: a message, the guess kept
-            st.warning(md_escape(why(e)))
+            st.warning(why(e))
         guesses[qid] = guess
     reveal(view, mode, guesses[qid], lang)
     counts = tally.counts(qid)

@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tfviz.ui.i18n import current, t
+from tfviz.ui.i18n import current, t, why
 from tfviz.ui.jobs import job_manager
-from tfviz.ui.text import md_escape
 from tfviz.ui.view import TRAINS_TOYS, View, toy_only
 from tfviz.ui.views.train.language import language_section
 from tfviz.ui.views.train.new_model import train_section
@@ -48,7 +47,7 @@ def render(view: View) -> None:
     try:
         manager = job_manager()
     except ValueError as e:  # a bad TFVIZ_MAX_JOBS / TFVIZ_MAX_QUEUE setting on the server
-        st.error(t("train.unavailable", why=md_escape(str(e))))
+        st.error(t("train.unavailable", why=why(e)))
         return
     lang = current()  # for the option labels: see tfviz.ui.i18n.t
     section = st.segmented_control(

@@ -76,7 +76,7 @@ def timeline_section(view: View) -> None:
     timeline_key = (str(path), stat.st_mtime_ns, stat.st_size, view.entry.digest)
     timeline, reason = cached_timeline(*timeline_key, _config=view.model.config)
     if timeline is None:
-        st.error(t("train.timeline.unreadable", why=md_escape(why(reason))))
+        st.error(t("train.timeline.unreadable", why=why(reason)))
         return
     steps = timeline.steps
     if state.TIMELINE_STEP.get() not in steps:  # another model's step
