@@ -73,9 +73,14 @@ def test_the_glossary_check_fails_on_a_rejected_or_missing_rendering():
     assert violations(seeds, {"k": "mean over seeds"}, {"k": "各随机种子的平均值"}) == []
 
 
-def test_claims_zh_uses_no_rejected_rendering():
-    """docs/claims.zh.md explains the app to the same students: the same words."""
-    doc = (i18n.LOCALES.parents[1] / "docs" / "claims.zh.md").read_text(encoding="utf-8")
+ZH_DOCS = sorted((i18n.LOCALES.parents[1] / "docs").glob("*.zh.md"))
+
+
+@pytest.mark.parametrize("path", ZH_DOCS, ids=lambda p: p.name)
+def test_the_chinese_docs_use_no_rejected_rendering(path):
+    """Every Chinese page of docs/ explains the app to the same students: the same words."""
+    assert len(ZH_DOCS) >= 3  # claims, decoders, language
+    doc = path.read_text(encoding="utf-8")
     text = re.sub(r"`[^`]*`", " ", doc)  # code: test names, file names
     problems = [
         f"{term['term']}: {match.group(0)!r}"
