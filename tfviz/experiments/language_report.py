@@ -136,6 +136,7 @@ def claims_section(rows: dict, lang: str = "en") -> str:
                 where = _arch(results[big.cell].cell, lang)
                 line += f"（差值最大：{where}，{_iv(big)}，Holm p = {_p(big)}）"
             text += ["", line + "。"]
+        text += ["", reading(results, lang)]
         ind = "、".join(f"{w['short'][a]} {best.get(a, 0):.3f}" for a in LANGUAGE_ARMS)
         formed = [a for a in LANGUAGE_ARMS if best.get(a, 0) >= INDUCTION_LINE]
         text += [
@@ -185,6 +186,7 @@ def claims_section(rows: dict, lang: str = "en") -> str:
                 f"Holm p = {_p(big)})"
             )
         text += ["", line + "."]
+    text += ["", reading(results, lang)]
     ind = ", ".join(f"{w['short'][a]} {best.get(a, 0):.3f}" for a in LANGUAGE_ARMS)
     formed = [a for a in LANGUAGE_ARMS if best.get(a, 0) >= INDUCTION_LINE]
     text += [
@@ -201,6 +203,69 @@ def claims_section(rows: dict, lang: str = "en") -> str:
         _table(results, lang),
     ]
     return "\n".join(text) + "\n"
+
+
+def reading(results: dict, lang: str) -> str:
+    """What article 000's claim (without W_o training is slower and ends worse) becomes on text:
+    the cells where no W_o ended measurably worse and those where it ended better, by name, and
+    the caveat of one recipe for every cell. Worded from the verdicts alone."""
+    head = atlas_stats.LANGUAGE_HEADLINE
+    by = {
+        v: [r.cell for r in results.values() if r.verdict(NONE, head) == v]
+        for v in ("helps", "hurts")
+    }
+    helps, hurts = (
+        ("；" if lang == "zh" else "; ").join(_arch(c, lang) for c in by[v])
+        for v in ("helps", "hurts")
+    )
+    n = len(results)
+    if lang == "zh":
+        k, j = len(by["helps"]), len(by["hurts"])
+        lead = "**文章的论断在文本上变成了什么。** "
+        if k and j:
+            said = (
+                f"{lead}取决于架构：去掉 W_o 在 {k} 个格子里训练结束时明显更差（{helps}），"
+                f"在 {j} 个格子里反而明显更好（{hurts}）。"
+            )
+        elif k:
+            said = (
+                f"{lead}在 {n} 个格子中的 {k} 个里，去掉 W_o 在训练结束时明显更差（{helps}），"
+                "与文章一致；其余格子分不出。"
+            )
+        elif j:
+            said = f"{lead}没有一个格子显示去掉 W_o 更差；在 {j} 个格子里反而明显更好（{hurts}）。"
+        else:
+            said = f"{lead}{n} 个格子中没有一个能把去掉 W_o 与学到的 W_o 区分开。"
+        return said + (
+            "所有格子用同一个配方（同一学习率、同样的步数），比较的是这个配方下的各种做法，"
+            "而不是每种做法各自最好的设置。"
+        )
+    if by["helps"] and by["hurts"]:
+        said = (
+            f"**What article 000's claim becomes on text.** It depends on the architecture: "
+            f"without W_o, training ended measurably worse in {len(by['helps'])} cells "
+            f"({helps}) and measurably better in {len(by['hurts'])} ({hurts})."
+        )
+    elif by["helps"]:
+        said = (
+            f"**What article 000's claim becomes on text.** In {len(by['helps'])} of the {n} "
+            f"cells, training without W_o ended measurably worse ({helps}), as the article "
+            f"says; the others are not told apart."
+        )
+    elif by["hurts"]:
+        said = (
+            f"**What article 000's claim becomes on text.** In no cell did training without "
+            f"W_o end worse; in {len(by['hurts'])} it ended measurably better ({hurts})."
+        )
+    else:
+        said = (
+            f"**What article 000's claim becomes on text.** In none of the {n} cells is the "
+            f"model without W_o told apart from the learned one."
+        )
+    return said + (
+        " Every cell trains with one recipe (one learning rate, one budget of steps): "
+        "the arms are compared under it, not each at its own best settings."
+    )
 
 
 def _table(results: dict, lang: str) -> str:
