@@ -30,8 +30,6 @@ from tfviz.ui.widgets import chart
 
 AGAINST = tuple(arm for arm in LANGUAGE_ARMS if arm != modes.LEARNED)
 MEASURES = atlas_stats.LANGUAGE_MEASURES
-# The usual line for an induction head: a best head that puts this share of its attention on the
-# token to copy (the language models' issue asked for it; docs/language.md).
 COLUMN_WIDTH = 14  # columns of an arm's label in the grid's column heads (read on phones)
 
 
@@ -174,8 +172,8 @@ def summary(results: dict, arm: str, measure: str) -> str:
 
 
 def induction_text(rows: dict) -> str:
-    """The best induction score any run of each arm reached, and how many runs reached the usual
-    line for an induction head."""
+    """The best induction score any run of each arm reached, and how many runs reached the score
+    from which tfviz counts a head as an induction head (language_report.INDUCTION_LINE)."""
     scores = atlas_stats.language_values_by_arm(rows, "induction")
     arms = [a for a in LANGUAGE_ARMS if a in scores]
     best = t("atlas.list_sep").join(
