@@ -12,7 +12,7 @@ import pytest
 
 from tfviz.experiments import atlas_report, atlas_stats, language_atlas, language_report
 from tfviz.experiments.atlas_cells import LANGUAGE_ARMS, LANGUAGE_FORMAT
-from tfviz.experiments.atlas_store import LANGUAGE, read_made, read_rows
+from tfviz.experiments.atlas_store import LANGUAGE, LANGUAGE_LR, read_made, read_rows
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 # The cell re-run in full (both arms of its verdict, every seed): attention alone, 4 heads, D 64,
@@ -54,7 +54,8 @@ def test_the_readme_and_the_claims_say_what_the_rows_give(rows):
     for name, lang in (("claims.md", "en"), ("claims.zh.md", "zh")):
         doc = (DOCS / name).read_text(encoding="utf-8")
         section = doc.split(begin, 1)[1].split(end, 1)[0]
-        assert section == "\n" + language_report.claims_section(rows, lang), name
+        probe = read_rows(LANGUAGE_LR, LANGUAGE_FORMAT)
+        assert section == "\n" + language_report.claims_section(rows, lang, probe), name
 
 
 def test_the_claims_section_quotes_the_analysis(rows):

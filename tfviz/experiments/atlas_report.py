@@ -17,7 +17,14 @@ import numpy as np
 from tfviz.core import modes
 from tfviz.experiments import atlas, atlas_stats, language_report
 from tfviz.experiments.atlas_cells import LANGUAGE_FORMAT
-from tfviz.experiments.atlas_store import BUNDLED, LANGUAGE, LONGER, read_made, read_rows
+from tfviz.experiments.atlas_store import (
+    BUNDLED,
+    LANGUAGE,
+    LANGUAGE_LR,
+    LONGER,
+    read_made,
+    read_rows,
+)
 
 DOCS = BUNDLED.parents[2] / "docs"
 
@@ -62,7 +69,8 @@ def write(
     if docs is not None and language:
         for name, lang in (("claims.md", "en"), ("claims.zh.md", "zh")):
             doc = docs / name
-            section = language_report.claims_section(language, lang)
+            probe = read_rows(language_path.with_name(LANGUAGE_LR.name), LANGUAGE_FORMAT)
+            section = language_report.claims_section(language, lang, probe)
             doc.write_text(
                 language_report.replace_section(doc.read_text("utf-8"), section), "utf-8"
             )
@@ -76,7 +84,9 @@ def readme(
     (longer_section), then the language atlas's section."""
     rows = read_rows(rows_path)
     language = language_report.readme_section(
-        read_rows(language_path, LANGUAGE_FORMAT), read_made(language_path)
+        read_rows(language_path, LANGUAGE_FORMAT),
+        read_made(language_path),
+        read_rows(language_path.with_name(LANGUAGE_LR.name), LANGUAGE_FORMAT),
     )
     made = ["", made_by(read_made(rows_path))]
     results = atlas_stats.analyse(rows)

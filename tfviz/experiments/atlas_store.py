@@ -16,6 +16,8 @@ from tfviz.experiments.atlas_cells import FORMAT
 
 BUNDLED = Path(__file__).resolve().parents[2] / "models" / "atlas" / "runs.jsonl"
 LANGUAGE = BUNDLED.with_name("language.jsonl")  # the language atlas's rows (LANGUAGE_FORMAT)
+# One cell of it run again at another learning rate (how much the recipe decides): its own file.
+LANGUAGE_LR = BUNDLED.with_name("language_lr.jsonl")
 # The toy atlas's cells that did not train within their recipe's steps, given a longer budget
 # (tfviz.cli.atlas run --untrained ... --budget N): rows as BUNDLED's, keyed with /bN.
 LONGER = BUNDLED.with_name("longer.jsonl")

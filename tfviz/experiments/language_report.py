@@ -83,8 +83,9 @@ def recipe_of(rows: dict) -> dict:
     return r["recipe"] | {"steps": r["steps"], "seeds": seeds, "windows": r["valid_windows"]}
 
 
-def claims_section(rows: dict, lang: str = "en") -> str:
-    """docs/claims(.zh).md's account of the language atlas, between LANGUAGE_MARKERS."""
+def claims_section(rows: dict, lang: str = "en", probe: dict | None = None) -> str:
+    """docs/claims(.zh).md's account of the language atlas, between LANGUAGE_MARKERS; probe:
+    the rows of one cell run again at another learning rate (atlas_store.LANGUAGE_LR)."""
     results = atlas_stats.analyse_language(rows)
     if not results:
         return ""
@@ -136,7 +137,7 @@ def claims_section(rows: dict, lang: str = "en") -> str:
                 where = _arch(results[big.cell].cell, lang)
                 line += f"（差值最大：{where}，{_iv(big)}，Holm p = {_p(big)}）"
             text += ["", line + "。"]
-        text += ["", reading(results, lang)]
+        text += ["", reading(results, lang) + lr_probe(results, probe or {}, lang, rec["lr"])]
         ind = "、".join(f"{w['short'][a]} {best.get(a, 0):.3f}" for a in LANGUAGE_ARMS)
         formed = [a for a in LANGUAGE_ARMS if best.get(a, 0) >= INDUCTION_LINE]
         text += [
@@ -186,7 +187,7 @@ def claims_section(rows: dict, lang: str = "en") -> str:
                 f"Holm p = {_p(big)})"
             )
         text += ["", line + "."]
-    text += ["", reading(results, lang)]
+    text += ["", reading(results, lang) + lr_probe(results, probe or {}, lang, rec["lr"])]
     ind = ", ".join(f"{w['short'][a]} {best.get(a, 0):.3f}" for a in LANGUAGE_ARMS)
     formed = [a for a in LANGUAGE_ARMS if best.get(a, 0) >= INDUCTION_LINE]
     text += [
@@ -268,6 +269,34 @@ def reading(results: dict, lang: str) -> str:
     )
 
 
+def lr_probe(results: dict, probe: dict, lang: str, main_lr: float) -> str:
+    """The probe's sentence (empty without probe rows): its cell's learned W_o against none at the
+    probe's learning rate, beside the same at the atlas's."""
+    at = atlas_stats.analyse_language(probe)
+    found = [(k, r.comparisons.get((NONE, atlas_stats.LANGUAGE_HEADLINE))) for k, r in at.items()]
+    found = [(k, c) for k, c in found if c is not None and c.interval is not None]
+    if not found or found[0][0] not in results:
+        return ""
+    key, c = found[0]
+    main = results[key].comparisons[(NONE, atlas_stats.LANGUAGE_HEADLINE)]
+    lr = next(iter(probe.values()))["recipe"]["lr"]
+    learned, none = np.mean(c.learned), np.mean(c.other)
+    where = _arch(results[key].cell, lang)
+    if lang == "zh":
+        return (
+            f"学习率的影响：把 {where} 这个格子改用学习率 {lr} 再训练"
+            f"（{len(c.learned)} 个随机种子，数据在 `models/atlas/language_lr.jsonl`），"
+            f"学到的 W_o 为 {learned:.3f} 奈特，去掉 W_o 为 {none:.3f}，"
+            f"差值 {_iv(c)}（未经校正）；在学习率 {main_lr} 下差值是 {_iv(main)}。"
+        )
+    return (
+        f" How much the recipe decides: the cell {where} trained again at a learning rate of "
+        f"{lr} ({len(c.learned)} seeds, rows in `models/atlas/language_lr.jsonl`) ended at "
+        f"{learned:.3f} nats with the learned W_o and {none:.3f} without, a difference of "
+        f"{_iv(c)} (uncorrected), where at {main_lr} it was {_iv(main)}."
+    )
+
+
 def _table(results: dict, lang: str) -> str:
     """Cells down; the learned arm's mean validation loss, then learned - other per arm."""
     w = WORDS[lang]
@@ -300,7 +329,7 @@ def _table(results: dict, lang: str) -> str:
     return "\n".join(lines) + "\n\n" + note
 
 
-def readme_section(rows: dict, made: list[dict] = ()) -> list[str]:
+def readme_section(rows: dict, made: list[dict] = (), probe: dict | None = None) -> list[str]:
     """models/atlas/README.md's section on the language atlas; made: what made the rows
     (tfviz.experiments.atlas_store.read_made)."""
     from tfviz.experiments.atlas_report import made_by
@@ -317,7 +346,7 @@ def readme_section(rows: dict, made: list[dict] = ()) -> list[str]:
         f"{', '.join(torch_versions)}), made by `python -m tfviz.cli.atlas run --language`.",
         made_by(list(made)),
         "",
-        claims_section(rows, "en"),
+        claims_section(rows, "en", probe),
     ]
 
 
