@@ -53,11 +53,20 @@ def quoted(results) -> list[str]:
     # "the three such cells that did not train" / "三个没有学会的这类格子": the mechanism hint's
     hint = atlas_stats.mechanism_hint(results)
     assert len(hint.cells) == 3
-    assert all(
-        c.interval.low <= 0 <= c.interval.high  # "In `sum` no arm differs from another"
-        for c in results["sum/L1/noffn/H4/D64/post"].comparisons.values()
-        if c.measure != "steps"
+    assert all(  # "In `sum` neither the arm without W_o nor the mechanism arm differs"
+        c.interval.low <= 0 <= c.interval.high
+        for (arm, measure), c in results["sum/L1/noffn/H4/D64/post"].comparisons.items()
+        if measure != "steps" and arm in ("identity", "identity_readout")
     )
+    # The frozen arm: no cell differs after correction; its largest difference as quoted.
+    assert atlas_stats.verdict_counts(results, "frozen")["unclear"] == len(trained)
+    frozen = atlas_stats.largest_difference(results, "frozen")
+    assert frozen.cell == "histogram/L1/noffn/H4/D64/post"
+    figures += [
+        f"{-frozen.difference:.0f} ",  # steps sooner with the learned W_o
+        f"[{_signed(frozen.interval.low, 0)}, {_signed(frozen.interval.high, 0)}]",
+        f"Holm p = {frozen.p_holm:.2f}",
+    ]
     slow = results["max_position/L2/ffn/H4/D64/post"].comparisons[("identity", "steps")]
     figures += [
         f"{_mean(slow.learned):.0f}",
@@ -141,3 +150,31 @@ def test_a_changed_figure_would_be_caught(results, doc):
     # the check above can fail: a figure one unit off is not in the doc
     slow = results["max_position/L2/ffn/H4/D64/post"].comparisons[("identity", "steps")]
     assert f"Holm p = {slow.p_holm + 0.01:.2f}" not in doc
+
+
+def test_the_worked_example_is_read_as_the_lesson_reads_it(doc):
+    """Section 1: rows of W read concat, columns build outputs (the lesson's W, ARTICLE_W_O); the
+    two entries the lesson changed, and the figures of the printed W, are what the doc says."""
+    import numpy as np
+
+    from tfviz.serve.lessons import ARTICLE_W_O, ARTICLE_Z0, ARTICLE_Z1, two_head_example
+
+    lesson = np.array(ARTICLE_W_O)
+    printed = lesson.copy()
+    printed[0, 2] = printed[3, 1] = 0.0  # the article's matrix: the two entries the lesson changed
+    changed = [tuple(int(i) for i in ij) for ij in np.argwhere(lesson != printed)]
+    assert changed == [(0, 2), (3, 1)]
+    concat = np.array([*ARTICLE_Z0, *ARTICLE_Z1])
+    out = concat @ printed  # attn_out[d] = sum_j concat[j] W[j, d]
+    assert out[1] == pytest.approx(0.1) and out[2] == pytest.approx(0.4)
+    assert two_head_example().output[0] == pytest.approx(1.8) == out[0]
+    assert printed[1] @ concat == pytest.approx(0.2)  # the article's 0.2: W's row 1, not column 1
+    text = " ".join(doc.split())
+    if "第 0 行" in text:  # Chinese
+        assert "第 0 行第 2 列 0 → 0.4，第 3 行第 1 列 0 → 0.3" in text
+        assert "第 0 列不变" in text
+    else:
+        assert "(row 0, column 2: 0 → 0.4; row 3, column 1: 0 → 0.3)" in text
+        assert "column 0 is unchanged" in text
+    assert "1.0 · 0.1 = 0.1" in text and "2.0 · 0.2 = 0.4" in text
+    assert "1.0 · 0.8 + 2.0 · 0.5 = 1.8" in text
