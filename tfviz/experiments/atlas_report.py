@@ -141,9 +141,11 @@ def made_by(made: list[dict]) -> str:
     """Which commit and torch made the rows (tfviz.experiments.atlas_store.note_made)."""
     if not made:
         return "Made by: not recorded."
-    return (
-        "Made by: " + "; ".join(f"commit {m['commit']} with torch {m['torch']}" for m in made) + "."
-    )
+    said = [
+        f"commit {m['commit']} with torch {m['torch']}" + (f" ({m['note']})" if "note" in m else "")
+        for m in made
+    ]
+    return "Made by: " + "; ".join(said) + "."
 
 
 def render(rows: dict, results: dict) -> str:
