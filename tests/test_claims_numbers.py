@@ -178,3 +178,31 @@ def test_the_worked_example_is_read_as_the_lesson_reads_it(doc):
         assert "column 0 is unchanged" in text
     assert "1.0 · 0.1 = 0.1" in text and "2.0 · 0.2 = 0.4" in text
     assert "1.0 · 0.8 + 2.0 · 0.5 = 1.8" in text
+
+
+def test_what_more_steps_made_of_the_untrained_cells_is_the_longer_rows(results, doc):
+    """Section 2's account of the cells that did not train, given 4,000 steps (the learned W_o,
+    2 seeds, where no seed had learned) or 3,000 (every arm, where some had)."""
+    from tfviz.experiments.atlas_store import LONGER
+
+    rows = read_rows(LONGER)
+    never = {k: r for k, r in rows.items() if k.endswith("/b4000")}
+    states = atlas_stats.longer(results, never)
+    untrained = [k for k, r in results.items() if not r.trained]
+    nobody = [k for k in untrained if results[k].learned_reached == 0]
+    some = [k for k in untrained if results[k].learned_reached > 0]
+    counts = atlas_stats.longer_counts({k: states[k] for k in nobody})
+    assert (len(nobody), len(some)) == (14, 11)
+    assert (counts["trains"], counts["partly"], counts["none"]) == (4, 1, 9)
+    assert {k for k in nobody if states[k].state == "none"} >= {
+        c for c in nobody if c.startswith("reverse/L1/")
+    }
+    steps = sorted(
+        r["steps_to_target"] for r in never.values() if r["cell"] == "difference/L1/ffn/H4/D64/post"
+    )
+    text = " ".join(doc.split())
+    assert steps == [1750, 2100] and "1,750" in text and "2,100" in text
+    n_runs = len(read_rows(BUNDLED))
+    assert f"{n_runs:,}" in text  # "56 cells, 1,155 runs"
+    for n in (14, 4, 9, 11):
+        assert f" {n} " in text or f"{n} 个" in text
