@@ -101,10 +101,8 @@ def test_a_cell_that_did_not_train_says_what_more_steps_made_of_it(
     at = start_app(view=VIEW)
     assert not at.exception, at.exception
     counts = atlas_stats.longer_counts(longer)
-    said = translate(
-        "en", "atlas.longer.summary", cells=len(longer), budget=str(atlas.RECIPES["reverse"].steps),
-        **counts,
-    )  # fmt: skip
+    budget = f"{atlas.RECIPES['reverse'].steps:,}"
+    said = translate("en", "atlas.longer.summary", cells=len(longer), budget=budget, **counts)
     assert said in [m.value for m in at.markdown]
     grid = page_figures(at)[0]
     texts = [t for tr in grid["data"] for row in tr.get("text") or [] for t in row if t]

@@ -81,7 +81,7 @@ def test_every_step_runs_in_both_languages_without_a_missing_key(lang):
     # Step 4 answers from the bundled atlas, in the student's language.
     rows = read_rows(BUNDLED)
     intro = translate(
-        lang, "lessons.s4.atlas_intro", runs=len(rows), cells=len(atlas_stats.analyse(rows))
+        lang, "lessons.s4.atlas_intro", runs=f"{len(rows):,}", cells=len(atlas_stats.analyse(rows))
     )
     assert intro.replace("`", "").replace("*", "")[:40] in text.replace("`", "").replace("*", "")
     if lang == "zh":

@@ -61,7 +61,7 @@ def test_the_atlas_opens_and_a_cell_opens_its_curves(page, server, lang, width):
     # A title's lines are tspans, read back without the space a wrap took: compare without any.
     want = translate(lang, "atlas.grid.title", other=translate(lang, "atlas.versus.identity"))
     assert want.replace(" ", "") in grid_title.replace("\xa0", "").replace(" ", "")
-    intro = translate(lang, "atlas.intro", runs=len(rows), cells=len(results), seeds=5)
+    intro = translate(lang, "atlas.intro", runs=f"{len(rows):,}", cells=len(results), seeds=5)
     assert intro.split("。")[0].split(".")[0][:30] in panel.inner_text()
 
     # Open the last cell of the picker: its curves are drawn under its own title.

@@ -215,7 +215,7 @@ def longer_summary(results: dict, longer: dict) -> str | None:
     return t(
         "atlas.longer.summary",
         cells=len(longer),
-        budget="/".join(sorted({str(atlas.RECIPES[task].steps) for task in tasks})),
+        budget="/".join(sorted({f"{atlas.RECIPES[task].steps:,}" for task in tasks})),
         **counts,
     )
 
@@ -332,7 +332,7 @@ def render_atlas(key: str = "atlas") -> None:
         st.info(t("atlas.empty"))
         return
     seeds = max(r.seeds for r in results.values())
-    st.caption(t("atlas.intro", runs=len(rows), cells=len(results), seeds=seeds))
+    st.caption(t("atlas.intro", runs=f"{len(rows):,}", cells=len(results), seeds=seeds))
     present = [
         a
         for a in atlas.AGAINST
@@ -434,7 +434,7 @@ def lesson(key: str = "lesson_atlas") -> str | None:
     if not results:
         st.info(t("atlas.empty"))
         return None
-    st.markdown(t("lessons.s4.atlas_intro", runs=len(rows), cells=len(results)))
+    st.markdown(t("lessons.s4.atlas_intro", runs=f"{len(rows):,}", cells=len(results)))
     against_none = summary(results, "identity")  # the articles' question: W_o or none
     st.markdown(against_none)
     cells = [
