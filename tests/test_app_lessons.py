@@ -273,7 +273,7 @@ def test_step_four_switches_w_o_and_states_the_experiment_s_verdict():
     # The atlas's answer, counted from the bundled rows, with the mechanism's chart.
     rows = read_rows(BUNDLED)
     results = atlas_stats.analyse(rows)
-    assert f"({len(rows)} runs in {len(results)} cells)" in text
+    assert f"({len(rows):,} runs in {len(results)} cells)" in text
     helped = atlas_stats.verdict_counts(results, "identity")["helps"]
     key = "lessons.s4.answer_some" if helped else "lessons.s4.answer_none"
     why = "lessons.s4.answer_why_helps" if helped else "lessons.s4.answer_why"
