@@ -206,3 +206,25 @@ def test_what_more_steps_made_of_the_untrained_cells_is_the_longer_rows(results,
     assert f"{n_runs:,}" in text  # "56 cells, 1,155 runs"
     for n in (14, 4, 9, 11):
         assert f" {n} " in text or f"{n} 个" in text
+
+
+def test_the_cells_read_at_3000_steps_are_quoted_as_their_rows_give(results, doc):
+    from tfviz.experiments.atlas_store import LONGER
+
+    states = atlas_stats.longer(results, read_rows(LONGER))
+    some = [k for k, r in results.items() if not r.trained and r.learned_reached > 0]
+    read = {k: states[k].result for k in some if states[k].state == "read"}
+    still = {k: states[k] for k in some if states[k].state == "partly"}
+    assert (len(read), len(still)) == (8, 3)
+    assert atlas_stats.family_size(read, "identity") == 8
+    assert all(
+        r.verdict(arm) == "unclear"
+        for r in read.values()
+        for arm in ("identity", "block_diagonal", "frozen")
+    )
+    text = " ".join(doc.split()).replace("，", ", ")
+    for cell in ("difference/L2/ffn/H4/D64/post", "max_position/L2/ffn/H1/D64/post"):
+        c = read[cell].comparisons[("identity", "steps")]
+        assert f"+{c.difference:.0f}" in text
+        assert f"[+{c.interval.low:.0f}, +{c.interval.high:.0f}]" in text
+    assert sorted(f"{x.reached} " for x in still.values()) == ["1 ", "2 ", "4 "]

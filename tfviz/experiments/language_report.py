@@ -237,9 +237,13 @@ def reading(results: dict, lang: str) -> str:
             said = f"{lead}没有一个格子显示去掉 W_o 更差；在 {j} 个格子里反而明显更好（{hurts}）。"
         else:
             said = f"{lead}{n} 个格子中没有一个能把去掉 W_o 与学到的 W_o 区分开。"
-        return said + (
-            "所有格子用同一个配方（同一学习率、同样的步数），比较的是这个配方下的各种做法，"
-            "而不是每种做法各自最好的设置。"
+        return (
+            said
+            + mixing(results, by, lang)
+            + (
+                "所有格子用同一个配方（同一学习率、同样的步数），比较的是这个配方下的各种做法，"
+                "而不是每种做法各自最好的设置。"
+            )
         )
     if by["helps"] and by["hurts"]:
         said = (
@@ -263,9 +267,40 @@ def reading(results: dict, lang: str) -> str:
             f"**What article 000's claim becomes on text.** In none of the {n} cells is the "
             f"model without W_o told apart from the learned one."
         )
-    return said + (
-        " Every cell trains with one recipe (one learning rate, one budget of steps): "
-        "the arms are compared under it, not each at its own best settings."
+    return (
+        said
+        + mixing(results, by, lang)
+        + (
+            " Every cell trains with one recipe (one learning rate, one budget of steps): "
+            "the arms are compared under it, not each at its own best settings."
+        )
+    )
+
+
+def mixing(results: dict, by: dict, lang: str) -> str:
+    """Whether what the learned W_o adds over none is its mixing of heads: said only where it
+    helps somewhere and neither a block-diagonal W_o (it mixes no heads, and the value map could
+    absorb it: no function the model without W_o lacks) nor a frozen random one does worse than
+    the learned W_o in any cell."""
+    found = {arm: counts(results, arm) for arm in (BLOCK, "frozen")}
+    if not by["helps"] or any(c["helps"] for c in found.values()):
+        return ""
+    block, frozen = found[BLOCK]["hurts"], found["frozen"]["hurts"]
+    if lang == "zh":
+        return (
+            "但对块对角的 W_o（它不混合任何头，而且值映射可以把它吸收进去："
+            "它没有给去掉 W_o 的模型增加任何函数），"
+            f"学到的 W_o 在没有一个格子里更好（在 {block} 个格子里更差）；"
+            f"对冻结在随机初值的 W_o 也没有一个格子更好（{frozen} 个格子更差）。"
+            "所以在这些训练里，学到的 W_o 比去掉它多出来的，并不是它对各头的混合："
+            "每个头一个映射、或者一个固定的随机混合，都一样好。"
+        )
+    return (
+        f" Yet against a block-diagonal W_o, which mixes no heads (and which the value map could "
+        f"absorb: it gives the model without W_o no function it lacks), the learned W_o does "
+        f"better in no cell (worse in {block}), and against a W_o frozen at random in no cell "
+        f"(worse in {frozen}). So in these runs what the learned W_o adds over none is not its "
+        f"mixing of the heads: a map of each head's own, or a fixed random mix, does as well."
     )
 
 
