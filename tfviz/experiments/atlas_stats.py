@@ -88,6 +88,31 @@ def _value(row: dict, measure: str) -> float:
     return float(row["metric_value"])
 
 
+def compared(
+    cell: str,
+    arm: str,
+    measure: str,
+    learned: list[float],
+    other: list[float],
+    lower_is_better: bool = True,
+    censored: int = 0,
+) -> Comparison:
+    """The learned arm's values against another's (paired by seed, in seed order), with Welch's
+    interval and p where each side has two seeds or more."""
+    enough = len(learned) >= 2
+    return Comparison(
+        cell=cell,
+        arm=arm,
+        measure=measure,
+        learned=tuple(learned),
+        other=tuple(other),
+        interval=welch_interval(learned, other) if enough else None,
+        p=welch_p_value(learned, other) if enough else None,
+        censored=censored,
+        lower_is_better=lower_is_better,
+    )
+
+
 def analyse(rows: dict[str, dict] | list[dict]) -> dict[str, CellResult]:
     """Every cell with rows, by cell key, with its comparisons and Holm-adjusted p-values."""
     rows = list(rows.values()) if isinstance(rows, dict) else list(rows)
@@ -106,23 +131,14 @@ def analyse(rows: dict[str, dict] | list[dict]) -> dict[str, CellResult]:
             for measure in MEASURES:
                 a = [_value(learned[s], measure) for s in seeds]
                 b = [_value(others[s], measure) for s in seeds]
-                enough = len(seeds) >= 2
                 metric = learned[seeds[0]]["metric"] if seeds else "accuracy"
                 censored = 0
                 if measure == "steps":
                     censored = sum(
                         r[s]["steps_to_target"] is None for r in (learned, others) for s in seeds
                     )
-                comparisons[(arm, measure)] = Comparison(
-                    cell=key,
-                    arm=arm,
-                    measure=measure,
-                    learned=tuple(a),
-                    other=tuple(b),
-                    interval=welch_interval(a, b) if enough else None,
-                    p=welch_p_value(a, b) if enough else None,
-                    censored=censored,
-                    lower_is_better=measure != "metric" or metric == "mae",
+                comparisons[(arm, measure)] = compared(
+                    key, arm, measure, a, b, measure != "metric" or metric == "mae", censored
                 )
         results[key] = CellResult(
             cell=Cell.from_key(key),
@@ -388,16 +404,8 @@ def analyse_language(rows: dict[str, dict] | list[dict]) -> dict[str, CellResult
             for measure in LANGUAGE_MEASURES:
                 a = [_language_value(learned[s], measure) for s in seeds]
                 b = [_language_value(others[s], measure) for s in seeds]
-                enough = len(seeds) >= 2
-                comparisons[(arm, measure)] = Comparison(
-                    cell=key,
-                    arm=arm,
-                    measure=measure,
-                    learned=tuple(a),
-                    other=tuple(b),
-                    interval=welch_interval(a, b) if enough else None,
-                    p=welch_p_value(a, b) if enough else None,
-                    lower_is_better=measure != "induction",
+                comparisons[(arm, measure)] = compared(
+                    key, arm, measure, a, b, lower_is_better=measure != "induction"
                 )
         results[key] = CellResult(
             cell=LanguageCell.from_key(key),
