@@ -41,7 +41,11 @@ def test_the_view_opens_on_the_atlas_with_its_counted_summary(fresh_app):
     grey, sure, unsure = grid["data"]
     assert unsure["opacity"] < sure.get("opacity", 1)
     drawn = [sum(v is not None for row in tr["z"] for v in row) for tr in (sure, unsure)]
-    assert drawn[1] == counts["unclear"] and sum(drawn) == len(results) - counts["not_trained"]
+    # and the untrained cells read at a longer budget (models/atlas/longer.jsonl), marked *
+    longer = atlas_view.load_longer(results)
+    read = [x.result for x in longer.values() if x.state == "read"]
+    pale = counts["unclear"] + sum(r.verdict("identity") == "unclear" for r in read)
+    assert drawn[1] == pale and sum(drawn) == len(results) - counts["not_trained"] + len(read)
     # One colour bar, on a layer that draws squares; every square's sentence on hover.
     scales = [tr for tr in (sure, unsure) if tr.get("showscale")]
     assert len(scales) == 1 and any(v is not None for row in scales[0]["z"] for v in row)

@@ -149,8 +149,8 @@ def imports_of_app_or_tests(edges: list[Edge]) -> list[Edge]:
 # The library's packages (and its three top-level modules) from the bottom up: a module may import
 # from its own layer or a lower one, never a higher one. docs/architecture.md draws the same order.
 LAYERS = (
-    ("tfviz.settings", "tfviz.words"),
-    ("tfviz.core", "tfviz.messages", "tfviz.refusal"),
+    ("tfviz.settings", "tfviz.words", "tfviz.refusal"),
+    ("tfviz.core", "tfviz.messages"),
     ("tfviz.analysis", "tfviz.hf", "tfviz.plots"),
     ("tfviz.training",),
     ("tfviz.experiments",),

@@ -74,7 +74,10 @@ def assert_inert(page, quoted: list[str]) -> None:
         "els => els.map((a) => a.outerHTML)"
     )
     assert page.locator(EVIL_LINK).count() == 0
-    assert page.locator(f"{ALERT} strong, {ALERT} em, {ALERT} code").count() == 0
+    # The catalogue's own markup may be drawn (a Chinese refusal's `config.json` in code); none
+    # of it may hold what the hostile text brought.
+    marked = page.locator(f"{ALERT} strong, {ALERT} em, {ALERT} code").all_inner_texts()
+    assert not [m for m in marked if any(s in m for s in ("evil", "http", "@", "www", "*"))], marked
     shown = visible("\n".join(alerts.all_inner_texts()))
     for text in quoted:
         assert text in shown, (text, shown)

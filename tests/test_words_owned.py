@@ -69,7 +69,6 @@ def test_the_check_finds_english_where_there_is_some(tmp_path):
 # Views that show a caught error's own words, and why they may: no student's input or file
 # reaches these with an English sentence.
 OWN_WORDS = {
-    ("tfviz/ui/views/train/__init__.py", "render"): "a server setting the administrator got wrong",
     (
         "tfviz/ui/views/dissect/diff.py",
         "diff_section",

@@ -22,6 +22,7 @@ from tfviz.experiments.atlas_store import (
     LANGUAGE,
     LANGUAGE_LR,
     LONGER,
+    made_by,
     read_made,
     read_rows,
 )
@@ -135,17 +136,6 @@ def longer_section(results: dict, longer_rows: dict, made: list[dict]) -> list[s
         cols = [key, str(item.budget or ""), reached, LONGER_WORDS[item.state], *said]
         lines.append("| " + " | ".join(cols) + " |")
     return [*lines, "", f"Holm's m over the cells read at a longer budget: {m}.", ""]
-
-
-def made_by(made: list[dict]) -> str:
-    """Which commit and torch made the rows (tfviz.experiments.atlas_store.note_made)."""
-    if not made:
-        return "Made by: not recorded."
-    said = [
-        f"commit {m['commit']} with torch {m['torch']}" + (f" ({m['note']})" if "note" in m else "")
-        for m in made
-    ]
-    return "Made by: " + "; ".join(said) + "."
 
 
 def render(rows: dict, results: dict) -> str:

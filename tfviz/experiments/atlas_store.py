@@ -94,3 +94,14 @@ def note_made(rows: str | Path, commit: str, torch_version: str) -> None:
         path = made_path(rows)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps([*made, entry], indent=1) + "\n", encoding="utf-8")
+
+
+def made_by(made: list[dict]) -> str:
+    """Which commit and torch made the rows (note_made)."""
+    if not made:
+        return "Made by: not recorded."
+    said = [
+        f"commit {m['commit']} with torch {m['torch']}" + (f" ({m['note']})" if "note" in m else "")
+        for m in made
+    ]
+    return "Made by: " + "; ".join(said) + "."

@@ -13,6 +13,7 @@ from tfviz.analysis.induction import HEAD_FORMED
 from tfviz.core import modes
 from tfviz.experiments import atlas_stats
 from tfviz.experiments.atlas_cells import LANGUAGE_ARMS, LanguageCell
+from tfviz.experiments.atlas_store import made_by
 
 LANGUAGE_MARKERS = ("<!-- language-atlas: begin (written by python -m tfviz.cli.atlas report) -->",
                     "<!-- language-atlas: end -->")  # fmt: skip
@@ -367,8 +368,6 @@ def _table(results: dict, lang: str) -> str:
 def readme_section(rows: dict, made: list[dict] = (), probe: dict | None = None) -> list[str]:
     """models/atlas/README.md's section on the language atlas; made: what made the rows
     (tfviz.experiments.atlas_store.read_made)."""
-    from tfviz.experiments.atlas_report import made_by
-
     if not rows:
         return []
     seconds = [r["seconds"] for r in rows.values()]

@@ -235,7 +235,8 @@ def _seed_curves(
         margin=dict(l=10, r=10, t=70, b=10),
         xaxis=dict(title=_escape(step_word), automargin=True),
         yaxis=dict(title=_escape(loss_word), rangemode="tozero", automargin=True),
-        legend=dict(orientation="h", y=-0.25),
+        # below the step axis's title, whatever the rows a phone wraps the arms into
+        legend=dict(orientation="h", y=-0.32, yanchor="top"),
         plot_bgcolor="white",
     )
     return fig
