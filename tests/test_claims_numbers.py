@@ -186,7 +186,10 @@ def test_what_more_steps_made_of_the_untrained_cells_is_the_longer_rows(results,
     from tfviz.experiments.atlas_store import LONGER
 
     rows = read_rows(LONGER)
-    never = {k: r for k, r in rows.items() if k.endswith("/b4000")}
+    # the first look: the learned W_o alone, seeds 0 and 1
+    never = {
+        k: r for k, r in rows.items() if k.endswith(("/learned/s0/b4000", "/learned/s1/b4000"))
+    }
     states = atlas_stats.longer(results, never)
     untrained = [k for k, r in results.items() if not r.trained]
     nobody = [k for k in untrained if results[k].learned_reached == 0]
@@ -216,13 +219,16 @@ def test_the_cells_read_at_3000_steps_are_quoted_as_their_rows_give(results, doc
     read = {k: states[k].result for k in some if states[k].state == "read"}
     still = {k: states[k] for k in some if states[k].state == "partly"}
     assert (len(read), len(still)) == (8, 3)
-    assert atlas_stats.family_size(read, "identity") == 8
-    assert all(
-        r.verdict(arm) == "unclear"
-        for r in read.values()
-        for arm in ("identity", "block_diagonal", "frozen")
-    )
-    text = " ".join(doc.split()).replace("，", ", ")
+    every = {k: x.result for k, x in states.items() if x.state == "read"}
+    assert atlas_stats.family_size(every, "identity") == 12  # "m = 12"
+    text = " ".join(doc.split()).replace("，", ", ").replace("Holm 校正后 p", "Holm p")
+    differs = {k: r for k, r in every.items() if r.verdict("identity") != "unclear"}
+    assert list(differs) == ["difference/L2/ffn/H1/D64/post"]
+    for arm in ("identity", "frozen"):  # the one cell that differs: the learned W_o slower
+        c = differs["difference/L2/ffn/H1/D64/post"].comparisons[(arm, "steps")]
+        assert c.verdict == "hurts" and f"{c.difference:.0f}" in text
+        assert f"[+{c.interval.low:.0f}, +{c.interval.high:.0f}]" in text
+        assert f"Holm p = {c.p_holm:.2g}" in text
     for cell in ("difference/L2/ffn/H4/D64/post", "max_position/L2/ffn/H1/D64/post"):
         c = read[cell].comparisons[("identity", "steps")]
         assert f"+{c.difference:.0f}" in text
