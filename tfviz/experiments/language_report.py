@@ -62,11 +62,11 @@ def _arch(cell: LanguageCell, lang: str) -> str:
 
 
 def counts(results: dict, arm: str, measure: str = atlas_stats.LANGUAGE_HEADLINE) -> dict:
-    """Cells where the learned W_o does better (helps), worse (hurts) or is not told apart, and
-    m, Holm's family size."""
-    out = dict.fromkeys(("helps", "hurts", "unclear"), 0)
-    for res in results.values():
-        out[res.verdict(arm, measure).replace("missing", "unclear")] += 1
+    """Cells where the learned W_o does better than arm (helps), worse (hurts) or is not told
+    apart (unclear), and m, Holm's family size; cells without the arm's runs yet (a sweep still
+    filling the file) are not counted. The page's sentences count with it too."""
+    found = atlas_stats.verdict_counts(results, arm, measure)
+    out = {v: found[v] for v in ("helps", "hurts", "unclear")}
     return out | {"m": atlas_stats.family_size(results, arm, measure)}
 
 

@@ -87,13 +87,6 @@ def arms_present(results: dict, measure: str) -> list[str]:
     return [a for a in AGAINST if any((a, measure) in r.comparisons for r in results.values())]
 
 
-def counts(results: dict, arm: str, measure: str) -> dict[str, int]:
-    """Cells where the learned W_o does better than arm (helps), worse (hurts), or is not told
-    apart (unclear); cells without the arm's runs are not counted."""
-    found = atlas_stats.verdict_counts(results, arm, measure)
-    return {v: found[v] for v in ("helps", "hurts", "unclear")}
-
-
 def hover_lines(comp: atlas_stats.Comparison, m: int) -> list[str]:
     """A square's numbers, in the page's language."""
     other = t(f"atlas.versus.{comp.arm}")
@@ -158,16 +151,16 @@ def grid(results: dict, measure: str, key: str) -> None:
 def summary(results: dict, arm: str, measure: str) -> str:
     """One sentence: in how many cells the learned W_o does better than arm, worse, or is not
     told apart, on the measure, with Holm's m."""
-    c = counts(results, arm, measure)
+    c = language_report.counts(results, arm, measure)
     return t(
         "latlas.summary",
         other=t(f"atlas.versus.{arm}"),
         what=t(f"atlas.measure.{measure}"),
-        cells=sum(c.values()),
+        cells=c["helps"] + c["hurts"] + c["unclear"],
         helps=c["helps"],
         hurts=c["hurts"],
         unclear=c["unclear"],
-        m=atlas_stats.family_size(results, arm, measure),
+        m=c["m"],
     )
 
 
@@ -286,7 +279,7 @@ def lesson_text() -> str | None:
     head = atlas_stats.LANGUAGE_HEADLINE
     values = recipe_values(rows, results)
     cells = [r.cell for r in results.values()]
-    none, gated = counts(results, "identity", head), counts(results, "gated", head)
+    none, gated = (language_report.counts(results, arm, head) for arm in ("identity", "gated"))
     parts = [
         t(
             "lessons.s4.language",
