@@ -18,6 +18,7 @@ import time
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -258,6 +259,25 @@ def test_a_headless_bert_is_a_sentence_model_for_the_sentence_task(opened):
     )
     assert -1 <= pair.learned <= 1 and pair.switched != pytest.approx(pair.learned, abs=1e-6)
     assert task.labels(TEXTS[1]) == ["[CLS]", "a", "dog", "ran", "[SEP]"]
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta", "bert-encoder-only"])
+def test_a_traced_sentence_embeds_as_its_own_forward_pass(kind, opened):
+    """A folder encoder's trace keeps its output, per token (T, D) or mean-pooled (D,) for a
+    headless one; pooled, it is the sentence embedding embed_each computes (the app's sentence
+    A, issue 44)."""
+    from tfviz.core.trace import run_trace
+    from tfviz.hf import pretrained
+
+    loaded = opened[kind]
+    task = pretrained.SentenceTask(loaded.tokenizer)
+    iv = Interventions(w_o={0: "identity"})
+    trace = run_trace(loaded.model, task, TEXTS[2], iv)
+    cfg = loaded.model.config
+    tokens = () if cfg.pool == "mean" else (len(trace.labels),)
+    assert trace.output.shape == (*tokens, cfg.d_model)
+    alone = pretrained.embed_each(loaded.model, task, (TEXTS[2],), iv)[0].numpy()
+    np.testing.assert_allclose(pretrained.trace_embedding(trace.output), alone, atol=1e-6, rtol=0)
 
 
 def test_families_configs_and_key_maps(opened):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
@@ -133,6 +134,24 @@ def test_a_text_alone_embeds_as_in_a_padded_batch(model, tok, batch):
     e_alone = P.sentence_embedding(model, alone.ids, alone.pad_mask)
     e_batch = P.sentence_embedding(model, batch.ids, batch.pad_mask)
     torch.testing.assert_close(e_alone[0], e_batch[1], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(
+    "iv", [Interventions(), Interventions(w_o={2: "identity"}, ablate_heads=[(0, 3)])], ids=str
+)
+def test_a_traced_sentence_embeds_as_its_own_forward_pass(model, tok, iv):
+    """The app pools sentence A's embedding from the trace a keystroke already ran
+    (trace_embedding) instead of running the model again (embed_each): the same vector."""
+    from tfviz.core.trace import run_trace
+
+    task = P.SentenceTask(tok)
+    for text in (SENTENCES[2], PARAPHRASE[1]):
+        traced = P.trace_embedding(run_trace(model, task, text, iv).output)
+        alone = P.embed_each(model, task, (text,), iv)[0].numpy()
+        assert traced.shape == (384,)
+        np.testing.assert_allclose(traced, alone, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="no output"):
+        P.trace_embedding(None)
 
 
 def test_word_pieces_equal_the_packaged_tokenizer(tok, batch):

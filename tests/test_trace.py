@@ -58,6 +58,7 @@ def test_run_trace_shapes_and_dtypes(learned, task):
     assert learned.answer == list(reversed(TEXT))
     assert len(learned.prediction) == len(TEXT)
     np.testing.assert_allclose(learned.attn.sum(-1), 1.0, atol=1e-5)
+    assert learned.output is None  # a toy model answers through its head: no embedding to pool
 
 
 def test_run_trace_matches_the_model(model, task, learned):

@@ -46,6 +46,10 @@ class TraceArrays:
     causal: bool = False
     top_ids: np.ndarray | None = None
     top_probs: np.ndarray | None = None
+    # A model without a head of tfviz's (a sentence encoder, a masked-LM folder's encoder): what
+    # it returns, (D,) pooled or (T, D) per token, from which a sentence embedding is pooled
+    # (tfviz.hf.pretrained.trace_embedding) without running the model again. None otherwise.
+    output: np.ndarray | None = None
 
     def shown(self, weights: np.ndarray) -> np.ndarray:
         """Attention weights (..., T, T) of this trace as the charts draw them: a causal model's
@@ -126,6 +130,7 @@ def run_trace(
         prediction=prediction,
         answer=task.solve_tokens(text),
         **next_tokens,
+        output=None if cfg.n_out else out.logits[0].to("cpu", torch.float32).numpy(),
     )
 
 

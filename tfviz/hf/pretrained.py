@@ -26,6 +26,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
@@ -171,6 +172,21 @@ def sentence_embedding(
             keep = (~pad_mask).to(out.dtype)
         out = (out * keep.unsqueeze(-1)).sum(1) / keep.sum(1, keepdim=True).clamp_min(1.0)
     return F.normalize(out, p=2, dim=-1)
+
+
+def trace_embedding(output) -> np.ndarray:
+    """A traced sentence's unit embedding (D,), pooled from the trace's output
+    (tfviz.core.trace.TraceArrays.output) as sentence_embedding pools the model's: the mean over
+    the tokens for a per-token output (a trace holds one unpadded sentence), then L2-normalised.
+
+    What embed_each gives for the same text and switches (to float rounding: the traced forward
+    pass is the same computation), without running the model again: a keystroke in sentence A
+    already traced it.
+    """
+    if output is None:
+        raise ValueError("the trace has no output to pool: not a sentence model's")
+    pooled = output.mean(axis=0) if output.ndim == 2 else output
+    return pooled / max(float(np.linalg.norm(pooled)), 1e-12)
 
 
 def similarity(

@@ -193,10 +193,22 @@ def next_token_agreement(view: View, text: str, iv: Interventions) -> float:
 
 
 def similarity_for(view: View) -> PairSimilarity | None:
-    """Sentences A and B compared under the view's switches; None unless both are valid."""
-    if view.text is None or view.text_b is None:
+    """Sentences A and B compared under the view's switches; None unless both are valid.
+
+    Sentence A's embeddings are pooled from the view's traces of it (learned and switched), which
+    a keystroke in A has already run: running the model on A again for its embedding cost as
+    much as the trace itself (bench/README.md, issue 44). B's come from cached_embedding.
+    """
+    if view.text is None or view.text_b is None or view.trace is None or view.base is None:
         return None
-    return similarity(view, view.text, view.text_b, view.interventions)
+    digest, model, task, iv = view.entry.digest, view.model, view.task, view.interventions
+
+    def embeddings(trace: TraceArrays, switches: Interventions) -> np.ndarray:  # (2, D)
+        b = cached_embedding(digest, view.text_b, switches, _model=model, _task=task)
+        return np.stack([pretrained.trace_embedding(trace.output), b])
+
+    learned = embeddings(view.base, NONE)
+    return PairSimilarity.of(learned, learned if iv.is_default else embeddings(view.trace, iv))
 
 
 def accuracy_for(view: View, iv: Interventions) -> dict[str, float]:
