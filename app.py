@@ -25,7 +25,6 @@ view is one module with a render(view) function, added to VIEWS.
 
 from __future__ import annotations
 
-import gc
 import importlib
 from dataclasses import replace
 
@@ -121,7 +120,7 @@ heading, warm_up = first_paint()
 
 # The heavy imports (torch, through tfviz) come after the first paint on purpose: see above.
 from tfviz.core.interventions import NONE  # noqa: E402
-from tfviz.serve import jobs  # noqa: E402
+from tfviz.serve import heap, jobs  # noqa: E402
 from tfviz.training.train import resolve_device  # noqa: E402
 from tfviz.ui import i18n, sequence, share, sidebar, switches  # noqa: E402
 from tfviz.ui.i18n import t  # noqa: E402
@@ -148,8 +147,9 @@ def setup_process() -> str:
     # that walk took ~90 ms of each keystroke (bench/README.md). Freezing what exists now (the
     # libraries, never garbage) leaves only each run's own objects for it to scan. No collect
     # first: it cost ~170 ms of the first page, the imports leave no cyclic garbage to speak
-    # of, and Streamlit's own collect after this run clears what the run leaves.
-    gc.freeze()
+    # of, and Streamlit's own collect after this run clears what the run leaves. Later imports
+    # are frozen at the end of the run that made them (main_area).
+    heap.freeze_new_imports()
     return device
 
 
@@ -253,6 +253,9 @@ def main_area(view: View) -> None:
                 view_fragment(module, view)
             else:
                 render_view(module, view)
+    # A view opened for the first time, or a model loaded, may have imported modules: their
+    # objects are frozen, so that the collection after every later run does not walk them.
+    heap.freeze_new_imports()
 
 
 def render_view(module: str, view: View) -> None:
