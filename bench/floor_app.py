@@ -20,7 +20,8 @@ what Streamlit and plotly.js alone take on the machine at hand; the app's time m
 what the app's page adds. Served by bench/mode_switch.py and bench/timeline_slider.py; not part
 of the app.
 
-TFVIZ_FLOOR_MODEL: the bundled model's name (default max_position), or "minilm" (attention only).
+TFVIZ_FLOOR_MODEL: the bundled model's name (default max_position), "minilm", or "folder:PATH" (a
+model folder the app reads: a decoder's or a masked-LM encoder's; attention only).
 """
 
 from __future__ import annotations
@@ -163,15 +164,42 @@ def attention_cells(tr) -> np.ndarray:
     return np.concatenate(blocks).reshape(-1, tr.attn.shape[-1])
 
 
+@st.cache_resource(show_spinner=False)
+def folder_model(path: str):
+    """A model folder as the app reads it: a decoder with its next-token task, or an encoder
+    with its masked-LM head's."""
+    from tfviz import hf
+    from tfviz.hf.pretrained import SentenceTask
+
+    loaded = hf.open_folder(path)
+    if loaded.model.config.causal:
+        return loaded.model, hf.NextTokenTask(loaded.tokenizer)
+    return loaded.model, SentenceTask(loaded.tokenizer, head=loaded.head)
+
+
+NEXT_ROWS = 16  # the app's next-token table lists the last 16 positions (tfviz.ui.next_token)
+
+
 def attention(name: str) -> None:
-    if name == "minilm":
-        model, task = sentence_model()
-        text = st.text_input("Sentence A (traced)", task.examples[0], key="floor_text")
+    decoder = False
+    if name == "minilm" or name.startswith("folder:"):
+        if name == "minilm":
+            model, task = sentence_model()
+        else:
+            model, task = folder_model(name.removeprefix("folder:"))
+        decoder = model.config.causal
+        label = "Text" if decoder else "Sentence A (traced)"
+        text = st.text_input(label, task.examples[0], key="floor_text")
     else:
         model, task = model_and_task(name)
         text = st.text_input("Sequence", task.examples[0], key="floor_text")
     tr = run_trace(model, task, text)
-    if name == "minilm":
+    if decoder:  # the input as the app's table shows it: a position and its token a row
+        rows = ["position  token"] + [
+            f"{i}  {label}" for i, label in enumerate(tr.labels) if i >= len(tr.labels) - NEXT_ROWS
+        ]
+        st.container(key="prediction").code("\n".join(rows), language=None)
+    elif name == "minilm" or name.startswith("folder:"):
         st.container(key="pieces").code(" ".join(task.pieces(text).pieces), language=None)
     else:
         st.container(key="prediction").code(f"input   {text}", language=None)
@@ -180,6 +208,16 @@ def attention(name: str) -> None:
     st.plotly_chart(go.Figure(go.Heatmap(z=z), layout=dict(height=height)), key="floor")
 
 
+@st.cache_resource(show_spinner=False)
+def one_thread() -> None:
+    """torch on one thread, as the app runs it (tfviz.serve.jobs.limit_torch_threads): the
+    model's forward pass then costs the same on both pages, and only the pages are compared."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
+one_thread()
 VIEWS = {"before_after": before_after, "parts": parts, "timeline": timeline, "attention": attention}
 VIEWS[os.environ.get("TFVIZ_FLOOR_VIEW", "before_after")](
     os.environ.get("TFVIZ_FLOOR_MODEL", "max_position")
