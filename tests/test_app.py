@@ -19,7 +19,6 @@ from streamlit.testing.v1 import AppTest
 from tests.conftest import page_figures, start_app, submit_training
 from tfviz import get_task, plots
 from tfviz.serve import jobs, work
-from tfviz.ui.heads import HEAD_COLUMNS
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -59,14 +58,14 @@ def test_starts_on_a_bundled_model_with_its_first_example():
     table = prediction(at)
     assert "right answer" in table and " ".join(reversed(example)) in table
     figures = charts(at)
-    # The grid (heads and their means) in HEAD_COLUMNS columns of squares, readable on a phone
-    # (issue 31); a head is enlarged on request.
-    assert len(figures) == HEAD_COLUMNS
-    titles = [title for figure in figures for title in plots.block_titles(figure)]
-    assert sorted(titles) == sorted(
+    # The grid (heads and their means): one column of squares, which the canvas charts draw a
+    # head to a cell, HEAD_COLUMNS to a row, row by row, readable on a phone (issues 31, 44);
+    # a head is enlarged on request.
+    assert len(figures) == 1
+    assert plots.block_titles(figures[0]) == [
         f"L{lay} {h}" for lay in range(2) for h in ("H0", "H1", "H2", "H3", "mean")
-    )
-    assert plots.block_titles(figures[0]) == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"]
+    ]
+    assert figures[0]["layout"]["meta"][plots.BLOCKS_META]["starts"] == [0, 5]  # a row a layer
     assert figures[0]["data"][0]["x"][0] == "key BOS"
     # The device the models run on here, from what torch finds (the rule the sidebar states:
     # CUDA where there is a GPU, then Apple's MPS, else the CPU).
@@ -380,12 +379,12 @@ def test_a_bad_job_limit_setting_is_reported_not_raised(monkeypatch):
 
 def test_one_head_is_enlarged_on_choice():
     at = start()
-    assert len(charts(at)) == HEAD_COLUMNS  # only the grid until a head is asked for
+    assert len(charts(at)) == 1  # only the grid until a head is asked for
     at.toggle(key="attn_enlarge").set_value(True).run()
     at.selectbox(key="attn_layer").set_value(1).run()
     at.selectbox(key="attn_head").set_value(2).run()
     assert not at.exception
-    big = charts(at)[HEAD_COLUMNS]
+    big = charts(at)[1]
     assert big["layout"]["title"]["text"] == "L1 H2"
     grid_weights = array(big["data"][0]["z"])
     assert grid_weights.shape[0] == len(at.text_input(key="sequence").value) + 1  # BOS + tokens

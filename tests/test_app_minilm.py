@@ -183,8 +183,9 @@ def test_attention_shows_one_layer_of_twelve_heads_with_a_layer_picker():
         "L0 mean"
     ]
     assert not any(t.startswith("L1 ") for t in titles)
-    # In columns of a few heads each (side by side, or stacked on a phone), every one labelled.
-    assert len(charts(at)) == 3
+    # One figure of the layer's blocks, which the page lays out three to a row (one under the
+    # other on a phone), every one labelled.
+    assert len(charts(at)) == 1
     _, tokenizer = pretrained.load_minilm()
     labels = list(pretrained.SentenceTask(tokenizer).labels(PARAPHRASE[0]))  # "a (1)", "a (5)"
     for column in charts(at):
@@ -210,7 +211,7 @@ def test_a_long_input_shows_a_window_of_squares_the_whole_layer_and_a_ranked_lis
     assert T == 86 > attention.LONG_PIECES
     squares = [c for c in charts(at) if c["layout"]["xaxis"].get("ticktext")][:3]
     assert all(len(c["layout"]["xaxis"]["ticktext"]) <= attention.WINDOW for c in squares)
-    assert len(charts(at)) == 3  # the whole map waits for its toggle (a keystroke's cost)
+    assert len(charts(at)) == 1  # the whole map waits for its toggle (a keystroke's cost)
     at.toggle(key="attn_whole").set_value(True).run()
     (whole,) = [c for c in charts(at) if c["layout"]["title"]["text"].startswith("Layer 0, mean")]
     model, tokenizer = pretrained.load_minilm()

@@ -16,7 +16,6 @@ from tests.test_app_lessons import page_text
 from tfviz import get_task
 from tfviz.core import dissect
 from tfviz.hf import pretrained
-from tfviz.ui.heads import HEAD_COLUMNS
 from tfviz.ui.i18n import translate
 from tfviz.ui.models import list_models
 from tfviz.ui.view import accuracy_cache
@@ -401,7 +400,7 @@ def test_the_w_o_views_work_in_the_new_modes(mode, k):
     assert len(figures(at)) >= 3  # later attention (learned, switched), residual stream, drift
     # Attention: drawn whatever the mode (a switch acts after the attention it is in).
     at = start_app(view=en("app.view.attention"), **state)
-    assert not errors(at) and len(figures(at)) == HEAD_COLUMNS  # the grid's columns of heads
+    assert not errors(at) and len(figures(at)) == 1  # the grid's column of heads
 
 
 @pytest.mark.parametrize("model", ["bundled:reverse", MINILM])

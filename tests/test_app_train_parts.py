@@ -252,11 +252,13 @@ def test_the_causal_box_trains_a_decoder_whose_attention_reads_no_later_token(fr
     at.session_state["view"] = "Attention"
     at.run()
     assert not at.exception and not at.error
-    maps = [f for f in page_figures(at) if plots.block_titles(f)]
-    assert [plots.block_titles(f)[0] for f in maps] == ["L0 H0", "L0 H1", "L0 mean"]
+    (grid,) = [f for f in page_figures(at) if plots.block_titles(f)]
+    assert plots.block_titles(grid) == ["L0 H0", "L0 H1", "L0 mean"]  # read row by row
     want = run_trace(model, get_task("balanced"), at.text_input(key="sequence").value).attn
-    for f, head in zip(maps, [want[0, 0], want[0, 1], want[0].mean(0)], strict=True):
-        z = array(f["data"][0]["z"]).astype(float)  # rows: queries, columns: keys
+    T, gap = want.shape[-1], grid["layout"]["meta"]["blocks"]["gap"]
+    mosaic = array(grid["data"][0]["z"]).astype(float)  # the blocks one under the other
+    for b, head in enumerate([want[0, 0], want[0, 1], want[0].mean(0)]):
+        z = mosaic[b * (T + gap) : b * (T + gap) + T]  # rows: queries, columns: keys
         above = np.triu(np.ones(z.shape, dtype=bool), 1)
         # the masked cells are gaps in the chart, not weights of 0; the model gives them 0
         assert z.shape[0] >= 2 and np.isnan(z[above]).all() and (head[above] == 0).all(), z

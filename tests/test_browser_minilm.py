@@ -107,11 +107,9 @@ def assert_hover_names_a_cell(page, model, task) -> None:
     from tfviz.core.trace import run_trace
 
     tr = run_trace(model, task, SENTENCE)
-    column = page.locator(".tfviz-chart").first
+    column = page.locator('.tfviz-chart[data-block="L0 H1"]')  # a chart per head, in a grid
     column.scroll_into_view_if_needed()
-    T = len(tr.labels)
-    row = (T + 2) * 1 + 3  # block 1 (head 1) starts after block 0 and its two gap rows
-    x, y = column.evaluate(f"div => tfvizChart.cellAt(div, 0, {row}, 5)")
+    x, y = column.evaluate("div => tfvizChart.cellAt(div, 0, 3, 5)")
     box = column.locator("canvas").bounding_box()
     page.mouse.move(box["x"] + x, box["y"] + y)
     hover = column.locator(".tfviz-hover")

@@ -17,7 +17,6 @@ import pytest
 from tests import test_browser as shared
 from tests.conftest import opened_app
 from tests.test_browser import PLOT, rerun
-from tfviz.ui.heads import HEAD_COLUMNS
 
 pytestmark = pytest.mark.browser
 app_exists, browser, server = shared.app_exists, shared.browser, shared.server
@@ -40,9 +39,10 @@ def plotly_chunks(page) -> list[str]:
 
 def test_the_toy_attention_page_fetches_plotly_only_when_a_chart_needs_it(browser, server):
     with opened_app(browser, f"{server}/?view=attention", DESKTOP) as page:
-        # The grid's columns of heads (tfviz.ui.heads), every one on a canvas.
+        # The grid's heads and means (tfviz.ui.heads), each on a canvas: reverse's 2 layers of
+        # 4 heads and their mean.
         drawn = page.locator(".st-key-attention_grid .tfviz-chart[data-drawn]").count()
-        assert drawn == HEAD_COLUMNS
+        assert drawn == 2 * (4 + 1)
         assert page.locator(PLOT).count() == 0
         page.wait_for_timeout(500)  # a fetch the first view started is recorded by now
         assert plotly_chunks(page) == [], "the first view fetched Streamlit's plotly chunk"

@@ -186,8 +186,8 @@ def test_every_head_is_wide_enough_and_no_title_sits_on_data(browser, server, mo
 
 
 HOVER_JS = """
-([row, col]) => {
-  const div = document.querySelector('.tfviz-chart[data-drawn]');
+([block, row, col]) => {
+  const div = document.querySelector(`.tfviz-chart[data-drawn][data-block="${block}"]`);
   const [x, y] = window.tfvizChart.cellAt(div, 0, row, col);
   return window.tfvizChart.hoverAt(div, x, y);
 }
@@ -212,8 +212,7 @@ def test_minilm_on_the_log_scale_draws_decades_and_hovers_the_weight(browser, se
         assert "≤ 0.001" in drawn and "0.1" in drawn, drawn  # the colour bar's decades
         model, tokenizer = pretrained.load_minilm()
         tr = run_trace(model, pretrained.SentenceTask(tokenizer), SENTENCE)
-        T = len(tr.labels)
-        lines = page.evaluate(HOVER_JS, [(T + 2) * 1 + 3, 5])  # head 1, query 3, key 5
+        lines = page.evaluate(HOVER_JS, ["L0 H1", 3, 5])  # head 1's chart, query 3, key 5
         assert lines[-1] == f"weight {tr.attn[0, 1, 3, 5]:.3f}", lines
 
 

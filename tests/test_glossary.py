@@ -73,6 +73,21 @@ def test_the_glossary_check_fails_on_a_rejected_or_missing_rendering():
     assert violations(seeds, {"k": "mean over seeds"}, {"k": "各随机种子的平均值"}) == []
 
 
+def test_the_glossary_check_fails_on_a_rejected_rendering_of_a_run_or_the_values():
+    run = next(t for t in terms() if t["term"].startswith("run "))
+    en = {"k": "{runs} training runs in {cells} cells"}
+    assert violations(run, en, {"k": "{cells} 个格子中共 {runs} 次运行"}) == []
+    assert violations(run, en, {"k": "{cells} 个格子中共 {runs} 次训练"})  # 次训练 for a run
+    # 首次训练 (the first training) and 再次训练 (train again) are not a run
+    assert violations(run, {"k": "its recipe"}, {"k": "首次训练配方，再次训练"}) == []
+    values = next(t for t in terms() if t["term"].startswith("values "))
+    en = {"k": "it still reads its own values"}
+    assert violations(values, en, {"k": "它仍然读取自己的值向量"}) == []
+    assert violations(values, en, {"k": "它仍然读取自己的值"})
+    assert violations(values, {"k": "nothing"}, {"k": "同组的头读同样的键和值"})
+    assert violations(values, {"k": "nothing"}, {"k": "差值、数值和均值"}) == []
+
+
 ZH_DOCS = sorted((i18n.LOCALES.parents[1] / "docs").glob("*.zh.md"))
 
 

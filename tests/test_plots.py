@@ -213,8 +213,14 @@ def test_activation_map_marks_head_blocks():
 def test_w_o_matrix():
     W = np.random.default_rng(0).normal(size=(8, 8))
     fig = plots.w_o_matrix(W, n_heads=2)
-    np.testing.assert_allclose(fig.data[0].z, W, rtol=1e-6)
-    assert [s.x0 for s in fig.layout.shapes] == [3.5]
+    # Drawn as lesson 1's table reads it (attn_out = concat · W_o): rows = concat dims in the
+    # heads' blocks, columns = output dims; W is nn.Linear's (out, in).
+    np.testing.assert_allclose(fig.data[0].z, W.T, rtol=1e-6)
+    assert [(s.y0, s.y1, s.xref) for s in fig.layout.shapes] == [(3.5, 3.5, "paper")]
+    assert list(fig.layout.yaxis.ticktext) == ["H0", "H1"]
+    assert list(fig.layout.yaxis.tickvals) == [1.5, 5.5]
+    assert fig.layout.yaxis.title.text == "input dim (concat: head blocks)"
+    assert fig.layout.xaxis.title.text == "output dim (attn_out)"
     with pytest.raises(ValueError, match="square"):
         plots.w_o_matrix(np.zeros((8, 4)), n_heads=2)
 

@@ -44,6 +44,7 @@ INTERNAL = {
     ("tokenizer", "batch"): "the app validates each text first (SentenceTask.validate)",
     ("pretrained", "_check_sentence_model"): "the app passes only headless encoders",
     ("pretrained", "drift_from_traces"): "both traces come from one sequence",
+    ("pretrained", "trace_embedding"): "the app pools only a sentence model's trace",
     ("pretrained", "encode_batch"): "the app always passes a text",
     ("pretrained", "check_config"): "a sentence task is never in a checkpoint's metadata",
     ("timeline", "__post_init__"): "the training code's own recorder settings",

@@ -157,11 +157,15 @@ def test_the_attention_view_s_figures_are_put_in_the_page_s_language(trace):
     assert len(globals()["drawn"](page)) == 2
 
 
-def test_a_many_headed_layer_is_exported_as_the_columns_the_view_shows(trace):
+def test_a_many_headed_layer_is_exported_as_the_grid_the_view_shows(trace):
     drawn = attention.exported_figures(trace, 1, None, caption="L1")
-    titles = [title for _, f in drawn for title in plots.block_titles(f)]
-    assert len(drawn) == min(heads.HEAD_COLUMNS, trace.n_heads + 1)
+    assert len(drawn) == 1  # one column of heads, a cell per head on the page, row by row
+    titles = plots.block_titles(drawn[0][1])
     assert titles == [f"L1 H{h}" for h in range(trace.n_heads)] + ["L1 mean"]
+    page = build_page("T", drawn, {}, "en")
+    grid = 'tfvizChart.grid("tfviz-chart-0",[{'
+    assert grid in page and f"}}],{heads.HEAD_COLUMNS})</script>" in page
+    assert '<div class="tfviz-charts" id="tfviz-chart-0">' in page
 
 
 @pytest.mark.usefixtures("fresh_app")

@@ -5,7 +5,11 @@ new text cannot bring one back:
 - wrong or unidiomatic variants (作业系统 for the job system, 词片, 开关后 beside 切换后, 第一猜测,
   被追踪, 忘掉, 目录键, H for an entropy), in zh.json and every docs/*.zh.md;
 - punctuation: no bracket inside a bracket (后归一化（Post-Norm）（BERT）), no sentence with two
-  colons, also once a job's message is filled into the sentence that reports it;
+  colons, also once a job's message is filled into the sentence that reports it; in zh.json and
+  every docs/*.zh.md, no ... or lone … in Chinese (……), no half-width brackets around Chinese
+  text, no ASCII x for × (6 x 12);
+- before and after W_o name a place in the computation, never a time (W_o 前/后置零);
+- MAE, logits, softmax and RMSNorm are glossed once where a teacher meets them;
 - spacing: a Latin word or number stands one space apart from Han characters, in the catalogue
   and once placeholders are filled (tfviz.words.fill_spaced);
 - the glossary (tests/test_glossary.py) has an entry for every term the lessons use, and the
@@ -96,6 +100,157 @@ def test_the_checks_find_each_class():
     assert wrong_variants("后归一化（Post-Norm）（BERT）")
     assert nested_brackets("（在后归一化（Post-Norm）层中）") and not nested_brackets("（a）（b）")
     assert colon_heavy("重新运行：已取消：已训练 3 步。") and not colon_heavy("**问题：** 是：否")
+
+
+# ---- before and after W_o: a place in the computation, never a time --------------------------
+
+# Before W_o is its input (concat), after W_o its output (attn_out): 在 W_o 之前/之后 (or 经过 W_o
+# 之后), W_o 的输入/输出. A bare W_o 前/后 (W_o 前/后置零) or W_o 之前/之后 standing alone as a
+# title (W_o 之前：…) reads as a moment, before or after W_o was there.
+TIME_READING = re.compile(
+    r"W_o ?[前后](?!馈)|(?<!在 )(?<!于 )(?<!经过 )(?<!任何 )(?<!的 )W_o 之[前后]"
+)
+
+
+def time_readings(text: str) -> list[str]:
+    return [m.group(0) for m in TIME_READING.finditer(text.replace("`", ""))]
+
+
+def test_before_and_after_w_o_are_never_read_as_a_time():
+    problems = [
+        f"{key}: {found}"
+        for key, text in i18n.catalogue("zh").items()
+        if (found := time_readings(text))
+    ]
+    problems += [
+        f"{doc.name}: {found}"
+        for doc in ZH_DOCS
+        if (found := time_readings(doc.read_text(encoding="utf-8")))
+    ]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_time_reading_check_finds_one():
+    assert time_readings("头的重要性和 W_o 前/后置零的比较") and time_readings("去掉 `W_o` 后")
+    assert time_readings("W_o 之前/之后") and time_readings("W_o 之前：各头的拼接")
+    assert not time_readings("在 W_o 之前置零，经过 W_o 之后，在任何 W_o 之前；W_o 的输入与输出")
+
+
+# ---- glosses: a term a teacher may not know is explained once where it is met ----------------
+
+GLOSSES = {  # the term (a regular expression) -> its gloss, in full-width brackets right after it
+    "MAE": "平均绝对误差",
+    "logits?": "未归一化的对数几率",
+    "softmax": "归一化指数函数",
+    "RMSNorm": "均方根归一化",
+}
+
+
+def unglossed(text: str) -> list[str]:
+    """The terms of GLOSSES that text uses without their gloss right after any use of them
+    (MAE（平均绝对误差）, `softmax`（归一化指数函数）)."""
+    return [
+        term
+        for term, gloss in GLOSSES.items()
+        if re.search(rf"(?<![A-Za-z_.]){term}(?![A-Za-z_])", text)
+        and not re.search(rf"(?<![A-Za-z_.]){term}`?（{gloss}）", text)
+    ]
+
+
+def test_each_term_is_glossed_once_in_the_catalogue_and_in_each_chinese_doc():
+    catalogue = "\n".join(i18n.catalogue("zh").values())
+    assert all(re.search(term, catalogue) for term in ("MAE", "softmax"))
+    problems = [f"zh.json: {t}" for t in unglossed(catalogue)]
+    problems += [f"{doc.name}: {t}" for doc in ZH_DOCS for t in unglossed(doc.read_text("utf-8"))]
+    assert not problems, problems
+
+
+def test_the_gloss_check_finds_a_bare_term():
+    assert unglossed("在 softmax 之前") == ["softmax"]
+    assert unglossed("下一个词元的 logits 相差，logit 的和") == ["logits?"]
+    assert unglossed("通过 `softmax`（归一化指数函数），再做 softmax") == []
+    assert unglossed("out.logits[0]，没有别的") == []
+
+
+# ---- punctuation: ellipses, brackets, colons, the times sign --------------------------------
+
+FULL_WIDTH = "，。；：？！、（）“”《》"
+
+
+def ellipses(text: str) -> list[str]:
+    """An ellipsis in Chinese prose is ……: no ASCII ..., and a lone … only in a formula, between
+    spaces and Latin ([0, 1, …, 7], [A][B] … [A] → [B])."""
+    found = re.findall(r"\.\.\.|…{3,}", text)
+    for m in re.finditer(r"(?<!…)…(?!…)", text):
+        near = text[m.start() - 1 : m.start()] + text[m.end() : m.end() + 1]
+        if m.end() == len(text.rstrip()) or re.search(rf"{HAN}|[{FULL_WIDTH}]", near):
+            found.append(text[max(0, m.start() - 6) : m.end() + 6])
+    return found
+
+
+def half_width_brackets(text: str) -> list[str]:
+    """Half-width brackets around Chinese text, which takes （）; ( ) stay around formulas and
+    code. A bracket quoted as a character ('(') and an interval ((0, 0.1], [0, 1)) are neither."""
+    text = re.sub(r"'[()]'|“[()]”|[\[(][-−\d.e ]+,[-−\d.e ]+[\])]", " ", text)
+    return re.findall(rf"\([^()]*{HAN}[^()]*\)?|{HAN}[^()]*\)", text)
+
+
+def ascii_times(text: str) -> list[str]:
+    """An ASCII x for the times sign: between two numbers or sizes (6 x 12, D x D, d_k x d_k), or
+    before a number (x 1 个或 4 个头), or after one as a ratio (2x). An x that names a variable
+    (字符 x 处, x · W, 把 x (T, D)) stays."""
+    found = re.findall(r"\d(?:\.\d+)?x\b", text)
+    for m in re.finditer(r"(?<![\w.])x(?![\w])", text):
+        left, right = text[: m.start()].rstrip(), text[m.end() :].lstrip()
+        if re.match(r"\d|[A-Z]\b|d_\w", right) and (
+            not left or re.search(rf"(\d|\b[A-Z]|\bd_\w+|{HAN}|[{FULL_WIDTH}])$", left)
+        ):
+            found.append(text[max(0, m.start() - 8) : m.end() + 8])
+    return found
+
+
+def punctuation_problems(text: str) -> list[str]:
+    return (
+        [f"ellipsis {e!r}: …… in Chinese" for e in ellipses(text)]
+        + [f"half-width brackets around Chinese {b!r}: （）" for b in half_width_brackets(text)]
+        + [f"an ASCII x for × in {x!r}" for x in ascii_times(text)]
+        + [f"two colons in {s!r}" for s in colon_heavy(text)]
+    )
+
+
+def doc_prose(doc: Path) -> str:
+    """A Chinese doc as prose: fenced code blocks and `code` left out, the wrapped lines of a
+    paragraph joined (a sentence runs over several), a table's cells apart."""
+    text = re.sub(r"```.*?```", "\n", doc.read_text(encoding="utf-8"), flags=re.S)
+    text = re.sub(r"\n(?![\n\-|#*>\s])", "", text)
+    return re.sub(r"`[^`]*`", " ", text).replace("|", "\n")
+
+
+def test_the_chinese_catalogue_uses_chinese_punctuation():
+    problems = [
+        f"{key}: {p}"
+        for key, text in i18n.catalogue("zh").items()
+        for p in punctuation_problems(words(text))
+    ]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("doc", ZH_DOCS, ids=lambda p: p.name)
+def test_the_chinese_docs_use_chinese_punctuation(doc):
+    problems = punctuation_problems(doc_prose(doc))
+    assert not problems, "\n".join(problems)
+
+
+def test_the_punctuation_checks_find_each_class():
+    assert ellipses("正在开始…") and ellipses("正在加载...") and ellipses("置零……，…")
+    assert not ellipses("正在开始……") and not ellipses("[0, 1, …, 7] 和 [A][B] … [A]")
+    assert half_width_brackets("余弦(学到的, 切换后)") and half_width_brackets("名字 (类别)")
+    assert not half_width_brackets("x 是 (T, d_model)，每个 '(' 都由后面的 ')' 闭合")
+    assert not half_width_brackets("必须是 [0, 1) 中的数，或 (0, 0.1] 之内")
+    assert ascii_times("D x D 映射") and ascii_times("d_k x d_k") and ascii_times("6 x 12")
+    assert ascii_times("2 层 x 1 个或 4 个头") and ascii_times("快 1.9x")
+    assert not ascii_times("在字符 x 处，它回头找 x 之前；x · W；把 x (T, D)；D × D")
+    assert colon_heavy(doc_prose(ROOT / "docs" / "claims.zh.md") + "甲：乙：丙。") == ["甲：乙：丙"]
 
 
 # ---- filled messages: what a page shows once a job's message is in its sentence -------------

@@ -1,10 +1,10 @@
 """Memory for a traced pass's stacked sites (tfviz.core.model.run_layers), reused on the CPU.
 
 A traced pass writes every layer's attention weights and four (T, D) sites into tensors made
-before layer 0: 152 MiB for a Llama-sized model at 256 tokens. Memory that size is new to the
+before layer 0: 135 MiB for a Llama-sized model at 256 tokens. Memory that size is new to the
 process every time (malloc maps it from the system and unmaps it when freed), and each first
-write of a 4 KiB page faults in a zeroed page: about 50 ms for 152 MiB on this project's CPU,
-5% of that pass. A model's own per-layer tensors are small and come from memory malloc reuses.
+write of a 4 KiB page faults in a zeroed page, a measurable share of that pass (bench/README.md).
+A model's own per-layer tensors are small and come from memory malloc reuses.
 
 So the memory of a trace nobody holds any more is kept for the next one:
 

@@ -91,70 +91,33 @@ def claims_section(rows: dict, lang: str = "en", probe: dict | None = None) -> s
     if not results:
         return ""
     rec = recipe_of(rows)
-    w = WORDS[lang]
-    head = atlas_stats.LANGUAGE_HEADLINE
-    ident = counts(results, "identity")
-    mid = counts(results, "identity", "valid_mid")
-    largest = atlas_stats.largest_difference(results, "identity", head)
-    best = best_induction(rows)
+    text = [_recipe_paragraph(rows, results, rec, lang), "", _against_none(results, lang)]
+    for arm in AGAINST[1:]:
+        text += ["", _against_arm(results, arm, lang)]
+    text += ["", reading(results, lang) + lr_probe(results, probe or {}, lang, rec["lr"])]
+    text += ["", _induction_heads(best_induction(rows), lang), "", _table(results, lang)]
+    return "\n".join(text) + "\n"
+
+
+def _recipe_paragraph(rows: dict, results: dict, rec: dict, lang: str) -> str:
+    """What was trained and how it is read: the cells, arms, recipe and the statistics."""
     learned_loss = [float(r["valid_loss"]) for r in rows.values() if r["arm"] == "learned"]
     chars = rec["windows"] * rec["context"]
-    others = []
-    for arm in AGAINST[1:]:
-        c = counts(results, arm)
-        big = atlas_stats.largest_difference(results, arm, head)
-        others.append((arm, c, big))
     if lang == "zh":
-        text = [
-            f"**在真实文本上：语言图谱。** {len(rows)} 次训练："
+        return (
+            f"**在真实文本上：语言图谱。** {len(rows)} 次运行："
             "以内置的莎士比亚语料训练的因果字符模型，"
             "2 层，只有注意力或带前馈网络，4 或 8 个头，D 为 64 或 128（8 个格子），"
             f"每格 {rec['seeds']} 个随机种子，五种做法只在 W_o 上不同（学到的、去掉、块对角、"
             "冻结在随机初值、在 W_o 之前加逐头的 sigmoid 门控，Qiu 等 2025）。"
-            f"每次训练固定 {rec['steps']:,} 步（上下文 {rec['context']}，"
+            f"每次运行固定 {rec['steps']:,} 步（上下文 {rec['context']}，"
             f"批量 {rec['batch_size']}，AdamW，学习率 {rec['lr']}，余弦调度），"
             f"读它在模型从未见过的四部剧本的前 {chars:,} 个字符上的验证损失"
             f"（每字符奈特；学到的 W_o 为 {min(learned_loss):.2f} 到 {max(learned_loss):.2f}）。"
             "每个差值是学到的减去另一种做法，对随机种子取平均，附 Welch 95% 区间；"
-            f"p 值在每种做法的 {len(results)} 个格子间做 Holm 校正。",
-            "",
-            f"对比去掉 W_o：训练结束时，{len(results)} 个格子中，"
-            f"学到的 W_o 在 {ident['helps']} 个格子里验证损失更低，"
-            f"在 {ident['hurts']} 个格子里更高，{ident['unclear']} 个格子分不出"
-            f"（Holm，m = {ident['m']}）；"
-            f"训练到一半时分别为 {mid['helps']}、{mid['hurts']}、{mid['unclear']}。",
-        ]
-        if largest is not None:
-            text[-1] += (
-                f"差值最大的是 {_arch(results[largest.cell].cell, lang)}：{_iv(largest)} 奈特，"
-                f"Holm p = {_p(largest)}。"
-            )
-        for arm, c, big in others:
-            line = (
-                f"对比{w['arm'][arm]}：学到的 W_o 更好 {c['helps']} 格，更差 {c['hurts']} 格，"
-                f"分不出 {c['unclear']} 格"
-            )
-            if big is not None:
-                where = _arch(results[big.cell].cell, lang)
-                line += f"（差值最大：{where}，{_iv(big)}，Holm p = {_p(big)}）"
-            text += ["", line + "。"]
-        text += ["", reading(results, lang) + lr_probe(results, probe or {}, lang, rec["lr"])]
-        ind = "、".join(f"{w['short'][a]} {best.get(a, 0):.3f}" for a in LANGUAGE_ARMS)
-        formed = [a for a in LANGUAGE_ARMS if best.get(a, 0) >= INDUCTION_LINE]
-        text += [
-            "",
-            f"归纳头：各种做法所有训练中最好的归纳分数：{ind}；"
-            + (
-                f"达到 {INDUCTION_LINE} 的做法：{'、'.join(w['short'][a] for a in formed)}。"
-                if formed
-                else f"没有一次训练达到 {INDUCTION_LINE}："
-                "在这个预算内，无论有没有 W_o，都没有形成归纳头。"
-            ),
-            "",
-            _table(results, lang),
-        ]
-        return "\n".join(text) + "\n"
-    text = [
+            f"p 值在每种做法的 {len(results)} 个格子间做 Holm 校正。"
+        )
+    return (
         f"**On real text: the language atlas.** {len(rows)} runs: causal character models of the "
         f"bundled Shakespeare corpus, 2 layers, attention alone or with a feed-forward net, 4 or "
         f"8 heads, D 64 or 128 (8 cells), {rec['seeds']} seeds a cell, five arms that differ at "
@@ -165,46 +128,87 @@ def claims_section(rows: dict, lang: str = "en", probe: dict | None = None) -> s
         f"characters of four plays it never saw ({min(learned_loss):.2f} to "
         f"{max(learned_loss):.2f} with the learned W_o). Each difference is learned minus the "
         f"other arm, mean over seeds, with its Welch 95% interval; p is Holm-adjusted across the "
-        f"{len(results)} cells of each arm.",
-        "",
+        f"{len(results)} cells of each arm."
+    )
+
+
+def _against_none(results: dict, lang: str) -> str:
+    """The headline: the learned W_o against none, at the end and half way, and where the
+    difference is largest."""
+    ident = counts(results, "identity")
+    mid = counts(results, "identity", "valid_mid")
+    largest = atlas_stats.largest_difference(results, "identity", atlas_stats.LANGUAGE_HEADLINE)
+    if lang == "zh":
+        line = (
+            f"对比去掉 W_o：训练结束时，{len(results)} 个格子中，"
+            f"学到的 W_o 在 {ident['helps']} 个格子里验证损失更低，"
+            f"在 {ident['hurts']} 个格子里更高，{ident['unclear']} 个格子分不出"
+            f"（Holm，m = {ident['m']}）；"
+            f"训练到一半时分别为 {mid['helps']}、{mid['hurts']}、{mid['unclear']}。"
+        )
+        if largest is not None:
+            line += (
+                f"差值最大的是 {_arch(results[largest.cell].cell, lang)}：{_iv(largest)} 奈特，"
+                f"Holm p = {_p(largest)}。"
+            )
+        return line
+    line = (
         f"Against no W_o, at the end of training the learned W_o has the lower validation loss in "
         f"{ident['helps']} of the {len(results)} cells, the higher in {ident['hurts']}, and is "
         f"not told apart in {ident['unclear']} (Holm, m = {ident['m']}); half way through, "
-        f"{mid['helps']}, {mid['hurts']} and {mid['unclear']}.",
-    ]
+        f"{mid['helps']}, {mid['hurts']} and {mid['unclear']}."
+    )
     if largest is not None:
-        text[-1] += (
+        line += (
             f" The largest difference is in {_arch(results[largest.cell].cell, lang)}: "
             f"{_iv(largest)} nats, Holm p = {_p(largest)}."
         )
-    for arm, c, big in others:
+    return line
+
+
+def _against_arm(results: dict, arm: str, lang: str) -> str:
+    """The learned W_o against one of the other arms: its verdicts' counts and the cell where
+    the difference is largest."""
+    w = WORDS[lang]
+    c = counts(results, arm)
+    big = atlas_stats.largest_difference(results, arm, atlas_stats.LANGUAGE_HEADLINE)
+    where = None if big is None else _arch(results[big.cell].cell, lang)
+    if lang == "zh":
         line = (
-            f"Against {w['arm'][arm]}: the learned W_o does better in {c['helps']} cells, worse "
-            f"in {c['hurts']}, not told apart in {c['unclear']}"
+            f"对比{w['arm'][arm]}：学到的 W_o 更好 {c['helps']} 格，更差 {c['hurts']} 格，"
+            f"分不出 {c['unclear']} 格"
         )
         if big is not None:
-            line += (
-                f" (largest difference: {_arch(results[big.cell].cell, lang)}, {_iv(big)}, "
-                f"Holm p = {_p(big)})"
-            )
-        text += ["", line + "."]
-    text += ["", reading(results, lang) + lr_probe(results, probe or {}, lang, rec["lr"])]
-    ind = ", ".join(f"{w['short'][a]} {best.get(a, 0):.3f}" for a in LANGUAGE_ARMS)
+            line += f"（差值最大的是 {where}，{_iv(big)}，Holm p = {_p(big)}）"
+        return line + "。"
+    line = (
+        f"Against {w['arm'][arm]}: the learned W_o does better in {c['helps']} cells, worse "
+        f"in {c['hurts']}, not told apart in {c['unclear']}"
+    )
+    if big is not None:
+        line += f" (largest difference: {where}, {_iv(big)}, Holm p = {_p(big)})"
+    return line + "."
+
+
+def _induction_heads(best: dict[str, float], lang: str) -> str:
+    """Each arm's best induction score, and the arms with a run that formed an induction head."""
+    w = WORDS[lang]
     formed = [a for a in LANGUAGE_ARMS if best.get(a, 0) >= INDUCTION_LINE]
-    text += [
-        "",
-        f"Induction heads: the best induction score of any run, per arm: {ind}. "
-        + (
-            f"Arms with a run at {INDUCTION_LINE} or more: "
-            f"{', '.join(w['short'][a] for a in formed)}."
+    if lang == "zh":
+        ind = "、".join(f"{w['short'][a]} {best.get(a, 0):.3f}" for a in LANGUAGE_ARMS)
+        return f"归纳头：各种做法在所有运行中最好的归纳分数分别为{ind}；" + (
+            f"达到 {INDUCTION_LINE} 的做法：{'、'.join(w['short'][a] for a in formed)}。"
             if formed
-            else f"No run reached {INDUCTION_LINE}: within this budget no induction head formed, "
-            "with W_o or without."
-        ),
-        "",
-        _table(results, lang),
-    ]
-    return "\n".join(text) + "\n"
+            else f"没有一次运行达到 {INDUCTION_LINE}："
+            "在这个预算内，无论有没有 W_o，都没有形成归纳头。"
+        )
+    ind = ", ".join(f"{w['short'][a]} {best.get(a, 0):.3f}" for a in LANGUAGE_ARMS)
+    return f"Induction heads: the best induction score of any run, per arm: {ind}. " + (
+        f"Arms with a run at {INDUCTION_LINE} or more: {', '.join(w['short'][a] for a in formed)}."
+        if formed
+        else f"No run reached {INDUCTION_LINE}: within this budget no induction head formed, "
+        "with W_o or without."
+    )
 
 
 def reading(results: dict, lang: str) -> str:
@@ -293,7 +297,7 @@ def mixing(results: dict, by: dict, lang: str) -> str:
             "它没有给去掉 W_o 的模型增加任何函数），"
             f"学到的 W_o 在没有一个格子里更好（在 {block} 个格子里更差）；"
             f"对冻结在随机初值的 W_o 也没有一个格子更好（{frozen} 个格子更差）。"
-            "所以在这些训练里，学到的 W_o 比去掉它多出来的，并不是它对各头的混合："
+            "所以在这些运行里，学到的 W_o 比去掉它多出来的，并不是它对各头的混合："
             "每个头一个映射、或者一个固定的随机混合，都一样好。"
         )
     return (
@@ -357,7 +361,7 @@ def _table(results: dict, lang: str) -> str:
         ]
         lines.append("| " + " | ".join([_arch(res.cell, lang), mean, *cells]) + " |")
     note = (
-        "（✓：学到的 W_o 更好，✗：更差，Holm 校正后 p < 0.05；其余分不出。）"
+        "（✓ 表示学到的 W_o 更好，✗ 表示更差，均为 Holm 校正后 p < 0.05；其余分不出。）"
         if lang == "zh"
         else "(✓: the learned W_o does better, ✗: worse, Holm-adjusted p < 0.05; otherwise not "
         "told apart.)"

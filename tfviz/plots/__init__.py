@@ -21,6 +21,7 @@ This module only re-exports the names callers use (`plots.attention_grid(...)`).
 """
 
 from tfviz.plots.attention import (
+    BLOCKS_META,
     COLUMN_PX,
     COLUMN_ROW_PX,
     COLUMN_TOP_PX,
@@ -107,6 +108,7 @@ from tfviz.plots.w_o import (
 
 __all__ = [
     "ATTENTION_SCALE",
+    "BLOCKS_META",
     "BOTTOM_LEGEND",
     "CHART_KEYS",
     "CLIPPED_KEY",

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from tfviz.plots.mosaic import _mosaic, labelled
+from tfviz.plots.mosaic import GAP_ROWS, _mosaic, labelled
 from tfviz.plots.style import (
     ATTENTION_SCALE,
     MARGIN,
@@ -149,11 +149,12 @@ COLUMN_PX = 200
 MIN_LABEL_PX = 14
 COLUMN_ROW_PX = 16  # a row of cells: a 10 px token label, with room to spare
 # Every tick label costs the browser a text measurement on every redraw: at 32 word-pieces a
-# column of 5 squares labelled on every row took 160 labels, and a keystroke on MiniLM about 2 s
+# column of 5 squares labelled on every row took 160 labels, and a keystroke on MiniLM was slow
 # to repaint its three columns (bench/ui_latency.py --models reverse,minilm). Beyond this many
 # rows per square, every k-th row is labelled (the hover names each cell anyway).
 MAX_ROW_LABELS = 16
 COLUMN_TOP_PX = 64  # the top margin of every column: the colour bar and the first block's title
+BLOCKS_META = "blocks"  # layout.meta's key for a column of blocks (see _square_column)
 
 
 def attention_column(
@@ -217,8 +218,9 @@ def attention_grid_column(
     if len(layer_ids) != attn.shape[0]:
         raise ValueError(f"attention has {attn.shape[0]} layers but {len(layer_ids)} layer ids")
     heads = _column_heads(attn.shape[1], heads, with_mean)
-    blocks, names = [], []
+    blocks, names, starts = [], [], []
     for i, layer in enumerate(layer_ids):
+        starts.append(len(blocks))  # each layer's first block opens a row of the grid
         blocks += [attn[i, h] for h in heads]
         names += [f"L{layer} H{h}" for h in heads]
         if with_mean:
@@ -234,6 +236,7 @@ def attention_grid_column(
         show_scale=show_scale,
         title=title,
         block_word=words("chart.word.head"),
+        row_starts=starts,
     )
     return _weight_scale(
         fig, np.concatenate([attn, attn.mean(axis=1, keepdims=True)], 1), scale, words
@@ -301,9 +304,18 @@ def _square_column(
     show_scale: bool,
     title: str,
     block_word: str,
+    row_starts: Sequence[int] = (0,),
 ) -> go.Figure:
     """(N, T, T) blocks one above the other, titled by names, sized for COLUMN_PX; block_word:
-    what a block is ("head"), for the hover's line that names it."""
+    what a block is ("head"), for the hover's line that names it.
+
+    The figure says it is such a column in layout.meta["blocks"] (BLOCKS_META): rows (T), gap
+    (the empty rows between two blocks) and starts (the blocks that open a new row of a grid, a
+    layer's first). The app's canvas charts (tfviz.ui.widgets.canvas_charts) draw each block
+    as a chart of its own and lay them out row by row: on a wide screen the first row reads
+    "L0 H0, L0 H1, L0 H2", and a phone's one column reads them in order too (as one chart per
+    column, a wide screen's first row read H0, H5, H9). A page that draws the figure whole
+    (plotly, an exported page) shows the blocks in the same order, one above the other."""
     T = len(labels)
     every = max(1, math.ceil(MIN_LABEL_PX / (COLUMN_PX / T)))
     every_row = max(1, math.ceil(T / MAX_ROW_LABELS))
@@ -350,6 +362,7 @@ def _square_column(
     # overlap their neighbours'.
     fig.layout.xaxis.tickangle = -90
     fig.layout.yaxis.tickfont.size = 10
+    fig.layout.meta = {BLOCKS_META: dict(rows=T, gap=GAP_ROWS, starts=[int(s) for s in row_starts])}
     return fig
 
 

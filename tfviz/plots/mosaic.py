@@ -3,8 +3,8 @@
 A grid is drawn as one heatmap trace on one pair of axes: the blocks are tiled into a mosaic
 with empty (NaN) rows and columns between them, and every row and column gets a unique category
 name ("L0 query a·1", "H2 key b·2") that the hover shows, while the tick text shows only the
-token. The browser draws that in about 40 ms; the same grid as 8 subplots took about 170 ms,
-and a keystroke redraws it.
+token. The browser draws one trace several times faster than the same grid as 8 subplots, and a
+keystroke redraws it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from tfviz.plots.style import _figure_of, _heatmap, escape_labels, hover_labels
 
 MOSAIC_PX = 900  # width the mosaic's cells are sized for (the wide layout's main column)
 LABEL_PX = 14  # the least room a column's label gets (a 10-11 px font's line, rotated)
+GAP_ROWS = 2  # empty rows between two rows of blocks: room for the lower blocks' titles
+GAP_COLUMNS = 1  # an empty column between two blocks side by side
 
 
 CONTINUATION = "\u2026"  # how a byte piece that continues a character is labelled (tfviz.hf)
@@ -72,75 +74,139 @@ def _mosaic(
             words): the hover then gives each on a line of its own ("layer L0", "query a·1",
             "key b·2", "head H2", "weight 0.25"), where it read "key H2 b·2" (see _line_names).
     """
-    R, C, ny, nx = blocks.shape
-    y_ticks, x_ticks = escape_labels(y_labels), escape_labels(x_labels)
-    gap_y, gap_x = 2, 1  # empty rows leave room for the block titles
-    z = np.full((R * (ny + gap_y) - gap_y, C * (nx + gap_x) - gap_x), np.nan, dtype=np.float32)
+    z = _tiled(blocks)
     # Labels at least LABEL_PX apart at the width drawn for: 12 heads of 40 word-pieces in one
     # row left each column 1.8 px, and every label drawn smeared into the next.
     x_tick_every = max(x_tick_every, math.ceil(LABEL_PX * z.shape[1] / width_px))
-    for r in range(R):
-        for c in range(C):
-            y0, x0 = r * (ny + gap_y), c * (nx + gap_x)
-            z[y0 : y0 + ny, x0 : x0 + nx] = blocks[r, c]
-    # The cells' names, which the hover shows: the labels, with any exact piece (hover_labels).
-    y_hovers, x_hovers = hover_labels(y_labels), hover_labels(x_labels)
-    if block_words is None:
-        y_names = _axis_names(rows, y_hovers, gap_y)
-        x_names = _axis_names(cols, x_hovers, gap_x)
-        template = f"{hover[0]} %{{y}}<br>{hover[1]} %{{x}}<br>{hover[2]} %{{z:.3f}}"
-    else:
-        y_names = _line_names(rows, y_hovers, gap_y, hover[0], block_words[0], block_first=True)
-        x_names = _line_names(cols, x_hovers, gap_x, hover[1], block_words[1], block_first=False)
-        template = f"%{{y}}<br>%{{x}}<br>{hover[2]} %{{z:.3f}}"
-    y_rows = labelled(y_labels, y_tick_every)
-    y_tickvals = [y_names[r * (ny + gap_y) + i] for r in range(R) for i in y_rows]
-    # Every block has its columns in the same order, so only the first block column is ticked:
-    # each tick label costs the browser a text measurement on every redraw (about 65 ms for the
-    # 85 of a 2 x 5 grid at T=17), and the hover names each cell anyway.
-    x_cols = labelled(x_labels, x_tick_every)
-    x_tickvals = [x_names[i] for i in x_cols]
+    y_names, x_names, template = _cell_names(y_labels, x_labels, rows, cols, hover, block_words)
     trace = _heatmap(z, x_names, y_names, template)
     trace["hoverongaps"] = False
     cell = max(5.0, min(30.0, width_px / z.shape[1]))
     if row_px is None:
         row_px = max(cell, 14.0)  # wide blocks (D columns) still get readable token rows
-    tick_font = dict(size=9 if cell < 14 else 11)
+    xaxis, yaxis = _tick_axes(
+        y_labels,
+        x_labels,
+        y_names,
+        x_names,
+        block_rows=blocks.shape[0],
+        block_height=blocks.shape[2],
+        y_tick_every=y_tick_every,
+        x_tick_every=x_tick_every,
+        font=dict(size=9 if cell < 14 else 11),
+    )
     layout = dict(
         title=dict(text=title),
         height=int(z.shape[0] * row_px) + 150,
         margin=dict(l=10, r=10, t=80, b=50),
         coloraxis=coloraxis,
         plot_bgcolor="rgba(0,0,0,0)",  # the gaps show the page, not a grey band
-        xaxis=dict(
-            type="category",
-            tickvals=x_tickvals,
-            ticktext=[x_ticks[i] for i in x_cols],
-            tickfont=tick_font,
-            showgrid=False,
-        ),
-        yaxis=dict(
-            type="category",
-            tickvals=y_tickvals,
-            ticktext=[y_ticks[i] for i in y_rows] * R,
-            tickfont=tick_font,
-            autorange="reversed",
-            showgrid=False,
-        ),
+        xaxis=xaxis,
+        yaxis=yaxis,
     )
+    titles = _titles_over_blocks(rows, cols, blocks.shape, z.shape, layout)
+    return _figure_of([trace, titles], layout)
+
+
+def _tiled(blocks: np.ndarray) -> np.ndarray:
+    """The (R, C, ny, nx) blocks tiled into one float32 array, GAP_ROWS empty (NaN) rows and
+    GAP_COLUMNS empty columns between them: the gaps leave room for the block titles."""
+    R, C, ny, nx = blocks.shape
+    z = np.full(
+        (R * (ny + GAP_ROWS) - GAP_ROWS, C * (nx + GAP_COLUMNS) - GAP_COLUMNS),
+        np.nan,
+        dtype=np.float32,
+    )
+    for r in range(R):
+        for c in range(C):
+            y0, x0 = r * (ny + GAP_ROWS), c * (nx + GAP_COLUMNS)
+            z[y0 : y0 + ny, x0 : x0 + nx] = blocks[r, c]
+    return z
+
+
+def _cell_names(
+    y_labels: Sequence[str],
+    x_labels: Sequence[str],
+    rows: list[str],
+    cols: list[str],
+    hover: tuple[str, str, str],
+    block_words: tuple[str, str] | None,
+) -> tuple[list[str], list[str], str]:
+    """The unique names of the mosaic's rows and columns, which the hover shows (the labels,
+    with any exact piece: hover_labels), and the hover's template (see _mosaic's arguments)."""
+    y_hovers, x_hovers = hover_labels(y_labels), hover_labels(x_labels)
+    if block_words is None:
+        y_names = _axis_names(rows, y_hovers, GAP_ROWS)
+        x_names = _axis_names(cols, x_hovers, GAP_COLUMNS)
+        template = f"{hover[0]} %{{y}}<br>{hover[1]} %{{x}}<br>{hover[2]} %{{z:.3f}}"
+    else:
+        y_names = _line_names(rows, y_hovers, GAP_ROWS, hover[0], block_words[0], block_first=True)
+        x_names = _line_names(
+            cols, x_hovers, GAP_COLUMNS, hover[1], block_words[1], block_first=False
+        )
+        template = f"%{{y}}<br>%{{x}}<br>{hover[2]} %{{z:.3f}}"
+    return y_names, x_names, template
+
+
+def _tick_axes(
+    y_labels: Sequence[str],
+    x_labels: Sequence[str],
+    y_names: list[str],
+    x_names: list[str],
+    *,
+    block_rows: int,
+    block_height: int,
+    y_tick_every: int,
+    x_tick_every: int,
+    font: dict,
+) -> tuple[dict, dict]:
+    """The mosaic's category x and y axes, ticked with the labels (escaped) of the cells that
+    get one (labelled): every block row's on y, the first block column's only on x."""
+    y_ticks, x_ticks = escape_labels(y_labels), escape_labels(x_labels)
+    y_rows = labelled(y_labels, y_tick_every)
+    y_tickvals = [
+        y_names[r * (block_height + GAP_ROWS) + i] for r in range(block_rows) for i in y_rows
+    ]
+    # Every block has its columns in the same order, so only the first block column is ticked:
+    # each tick label costs the browser a text measurement on every redraw, and the hover names
+    # each cell anyway.
+    x_cols = labelled(x_labels, x_tick_every)
+    xaxis = dict(
+        type="category",
+        tickvals=[x_names[i] for i in x_cols],
+        ticktext=[x_ticks[i] for i in x_cols],
+        tickfont=font,
+        showgrid=False,
+    )
+    yaxis = dict(
+        type="category",
+        tickvals=y_tickvals,
+        ticktext=[y_ticks[i] for i in y_rows] * block_rows,
+        tickfont=font,
+        autorange="reversed",
+        showgrid=False,
+    )
+    return xaxis, yaxis
+
+
+def _titles_over_blocks(
+    rows: list[str], cols: list[str], block_shape: tuple, z_shape: tuple, layout: dict
+) -> dict:
+    """The "row col" title of each of the mosaic's blocks (block_shape: R, C, ny, nx; z_shape:
+    the tiled mosaic's), as _block_titles' trace; its axes are added to layout."""
+    R, C, ny, nx = block_shape
     # Each title centred over its block, its foot on the top edge of the block's first row (in
     # the gap rows, or above the plot for the first block row), in cells as the heatmap's axes
     # count them: from -0.5 to n - 0.5, rows downwards. On the edge, not above it: plotly hides
     # a point outside its axes' range, and the first row's edge is the range's end.
-    titles = _block_titles(
+    return _block_titles(
         [f"{rows[r]} {cols[c]}".strip() for r in range(R) for c in range(C)],
-        x=[c * (nx + gap_x) + (nx - 1) / 2 for r in range(R) for c in range(C)],
-        y=[r * (ny + gap_y) - 0.5 for r in range(R) for c in range(C)],
-        x_range=[-0.5, z.shape[1] - 0.5],
-        y_range=[z.shape[0] - 0.5, -0.5],
+        x=[c * (nx + GAP_COLUMNS) + (nx - 1) / 2 for r in range(R) for c in range(C)],
+        y=[r * (ny + GAP_ROWS) - 0.5 for r in range(R) for c in range(C)],
+        x_range=[-0.5, z_shape[1] - 0.5],
+        y_range=[z_shape[0] - 0.5, -0.5],
         layout=layout,
     )
-    return _figure_of([trace, titles], layout)
 
 
 def _axis_names(blocks: list[str], ticks: list[str], gap: int) -> list[str]:
@@ -260,4 +326,31 @@ def _head_blocks(D: int, n_heads: int, layout: dict) -> dict:
         y_range=[0.0, 1.0],
         layout=layout,
         font_size=12,  # plotly's default, as the names had when they were annotations
+    )
+
+
+def _head_rows(D: int, n_heads: int, layout: dict) -> None:
+    """_head_blocks along a D-high y axis (reversed: row 0 at the top): dotted lines across the
+    plot between n_heads equal blocks of rows, and the blocks' names H0, H1... as the y axis's
+    tick labels, each beside the middle of its block (added to layout)."""
+    if n_heads < 1 or D % n_heads:
+        raise ValueError(f"{D} dimensions cannot be split into {n_heads} equal head blocks")
+    d_k = D // n_heads
+    layout["shapes"] = [
+        dict(
+            type="line",
+            x0=0,
+            x1=1,
+            y0=h * d_k - 0.5,
+            y1=h * d_k - 0.5,
+            xref="paper",
+            yref="y",
+            line=dict(color="black", width=1.5, dash="dot"),
+        )
+        for h in range(1, n_heads)
+    ]
+    layout["yaxis"] = dict(
+        layout.get("yaxis", {}),
+        tickvals=[(h + 0.5) * d_k - 0.5 for h in range(n_heads)],
+        ticktext=[f"H{h}" for h in range(n_heads)],
     )

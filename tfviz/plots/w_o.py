@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from tfviz.plots.mosaic import _head_blocks
+from tfviz.plots.mosaic import _head_blocks, _head_rows
 from tfviz.plots.style import (
     ATTENTION_SCALE,
     MARGIN,
@@ -68,10 +68,13 @@ def activation_map(
 def w_o_matrix(
     W_o: np.ndarray, n_heads: int, title: str = "W_o", *, words: Words = english
 ) -> go.Figure:
-    """The (D, D) output projection in nn.Linear layout: rows = output dims, columns = input dims.
+    """The (D, D) output projection as `attn_out = concat · W_o` reads it (lesson 1's table):
+    rows = concat dims (its input, in the heads' blocks), columns = output dims (attn_out).
 
-    Column block h reads head h's slice of concat; a row is one output dimension, and colour
-    across all its blocks means that output dimension draws on every head.
+    W_o: the matrix in nn.Linear layout (out, in), as the model keeps it; drawn transposed.
+    Row block h holds head h's slice of concat; a column builds one output dimension, and
+    colour in every block of a column means that output dimension draws on every head. (Drawn
+    in nn.Linear's layout, its rows were outputs, the other way round from lesson 1's table.)
     """
     W_o = _float32(W_o, "W_o", ndim=2)
     D_out, D_in = W_o.shape
@@ -79,20 +82,20 @@ def w_o_matrix(
         raise ValueError(f"W_o must be square (D, D), got shape {W_o.shape}")
     output, input_, weight = _hover(words, "output_dim", "input_dim", "weight")
     trace = _heatmap(
-        W_o,
-        np.arange(D_in),
+        np.ascontiguousarray(W_o.T),
         np.arange(D_out),
-        f"{output} %{{y}}<br>{input_} %{{x}}<br>{weight} %{{z:.3f}}",
+        np.arange(D_in),
+        f"{input_} %{{y}}<br>{output} %{{x}}<br>{weight} %{{z:.3f}}",
     )
     layout = dict(
         title=dict(text=title),
         height=520,
         margin=MARGIN,
-        xaxis=dict(title=dict(text=words("chart.axis.input_dim_concat"))),
-        yaxis=dict(title=dict(text=words("chart.axis.output_dim_attn_out")), autorange="reversed"),
+        xaxis=dict(title=dict(text=words("chart.axis.output_dim_attn_out"))),
+        yaxis=dict(title=dict(text=words("chart.axis.input_dim_concat")), autorange="reversed"),
     )
-    titles = _head_blocks(D_in, n_heads, layout)
-    return _signed_figure(trace, layout, words, titles)  # MiniLM's L0 W_o: a few outlier weights
+    _head_rows(D_in, n_heads, layout)
+    return _signed_figure(trace, layout, words)  # MiniLM's L0 W_o: a few outlier weights
 
 
 def head_contributions(

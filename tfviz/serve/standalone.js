@@ -79,21 +79,31 @@
     return [0, 0, 0, 1];
   }
 
-  /* The colour at t in [0, 1] of a plotly colour scale ([[position, colour], ...]), in RGB. */
-  function scaleColour(scale, t) {
+  /* A plotly colour scale ([[position, colour], ...]) with its colours read once, for
+   * colourAt: a heatmap's every cell read them anew (a third of a redraw's time). */
+  function stopsOf(scale) {
+    return scale.map(function (stop) {
+      return [stop[0], rgba(stop[1])];
+    });
+  }
+
+  /* The colour at t in [0, 1] of a colour scale's stops (stopsOf), in RGB. */
+  function colourAt(stops, t) {
     t = Math.min(1, Math.max(0, t));
-    for (var i = 1; i < scale.length; i++) {
-      if (t <= scale[i][0] || i === scale.length - 1) {
-        var a = rgba(scale[i - 1][1]);
-        var b = rgba(scale[i][1]);
-        var span = scale[i][0] - scale[i - 1][0];
-        var f = span > 0 ? Math.min(1, Math.max(0, (t - scale[i - 1][0]) / span)) : 1;
-        return [0, 1, 2].map(function (k) {
-          return Math.round(a[k] + (b[k] - a[k]) * f);
-        });
+    for (var i = 1; i < stops.length; i++) {
+      if (t <= stops[i][0] || i === stops.length - 1) {
+        var a = stops[i - 1][1];
+        var b = stops[i][1];
+        var span = stops[i][0] - stops[i - 1][0];
+        var f = span > 0 ? Math.min(1, Math.max(0, (t - stops[i - 1][0]) / span)) : 1;
+        return [
+          Math.round(a[0] + (b[0] - a[0]) * f),
+          Math.round(a[1] + (b[1] - a[1]) * f),
+          Math.round(a[2] + (b[2] - a[2]) * f),
+        ];
       }
     }
-    return rgba(scale[0][1]).slice(0, 3);
+    return stops[0][1].slice(0, 3);
   }
 
   function css(rgb) {
@@ -406,19 +416,24 @@
     return { scale: axis.colorscale || trace.colorscale, lo: lo, hi: hi === lo ? lo + 1 : hi };
   }
 
+  var cellCanvas = null;
+
   function drawHeatmap(ctx, trace, x, y, colours) {
     var z = trace.z;
     var rows = z.length;
     var cols = (z[0] || []).length;
-    var image = document.createElement("canvas");
-    image.width = cols;
+    // One cell a pixel, on a canvas kept for every heatmap (a new one each cost a grid of
+    // heads, a chart per head, a third of its redraw).
+    var image = cellCanvas || (cellCanvas = document.createElement("canvas"));
+    image.width = cols; // clears it, even at the same size
     image.height = rows;
     var pixels = image.getContext("2d").createImageData(cols, rows);
+    var stops = stopsOf(colours.scale);
     for (var r = 0; r < rows; r++) {
       for (var c = 0; c < cols; c++) {
         var v = z[r][c];
         if (typeof v !== "number" || !isFinite(v)) continue; // a gap: the page shows through
-        var rgb = scaleColour(colours.scale, (v - colours.lo) / (colours.hi - colours.lo));
+        var rgb = colourAt(stops, (v - colours.lo) / (colours.hi - colours.lo));
         var k = 4 * (r * cols + c);
         pixels.data[k] = rgb[0];
         pixels.data[k + 1] = rgb[1];
@@ -447,7 +462,7 @@
         for (var cc = 0; cc < cols; cc++) {
           var val = z[rr][cc];
           if (typeof val !== "number" || !isFinite(val)) continue;
-          var cell = scaleColour(colours.scale, (val - colours.lo) / (colours.hi - colours.lo));
+          var cell = colourAt(stops, (val - colours.lo) / (colours.hi - colours.lo));
           var light = 0.299 * cell[0] + 0.587 * cell[1] + 0.114 * cell[2] > 140;
           textBlock(ctx, lines(fill(trace.texttemplate, { z: val, x: xs[cc], y: ys[rr] })), toPx(x, value(x, xs[cc])), toPx(y, value(y, ys[rr])), size, "center", "middle", light ? "#222" : "#fff", true);
         }
@@ -920,7 +935,9 @@
     if (Array.isArray(v)) return v.map(unpack);
     if (!v || typeof v !== "object") return v;
     if (typeof v.bdata === "string" && TYPED[v.dtype]) {
-      var bytes = Uint8Array.from(atob(v.bdata), function (ch) { return ch.charCodeAt(0); });
+      var text = atob(v.bdata);
+      var bytes = new Uint8Array(text.length);
+      for (var i = 0; i < text.length; i++) bytes[i] = text.charCodeAt(i);
       var flat = Array.from(new TYPED[v.dtype](bytes.buffer));
       var shape = String(v.shape || flat.length).split(",").map(Number);
       if (shape.length === 1) return flat;
@@ -932,6 +949,59 @@
     return out;
   }
 
+  var BLOCK_TOP_PX = 24; // a block's own top margin below the first: room for its title
+
+  /* A column of equal blocks (tfviz.plots.attention's columns of heads: layout.meta.blocks =
+   * {rows, gap, starts}, the blocks' titles in its "block titles" text trace) as one figure per
+   * block, in order: [{figure, name, start}], start where the block opens a row of a grid (a
+   * layer's first head). Each has its block's rows of every per-cell array, its title, its
+   * rows' tick labels and the column's key labels under it; the colour bar stays on the first
+   * (the others' top margins hold their titles only, and the grid lines their plots up at the
+   * bottom). Laid out one block a cell of a grid (the app's canvas charts), they read row by
+   * row on a wide screen and in order on a phone's one column. Any other figure: itself. */
+  function blocks(figure) {
+    var fig = { data: unpack(figure.data || []), layout: figure.layout || {}, unpacked: true };
+    var layout = fig.layout;
+    var spec = (layout.meta || {}).blocks;
+    var heat = fig.data.filter(function (t) { return t.type === "heatmap"; })[0];
+    var titles = fig.data.filter(function (t) { return t.meta === "block titles"; })[0];
+    if (!spec || !heat || !titles) return [{ figure: fig, name: null, start: false }];
+    var total = heat.z.length;
+    var margin = Object.assign({}, DEFAULT_MARGIN, layout.margin || {});
+    var rowPx = ((layout.height || 450) - margin.t - margin.b) / total;
+    var ya = layout.yaxis || {};
+    return titles.text.map(function (name, i) {
+      var first = i * (spec.rows + spec.gap);
+      var cells = {};
+      Object.keys(heat).forEach(function (k) {
+        var v = heat[k];
+        cells[k] = k !== "x" && Array.isArray(v) && v.length === total ? v.slice(first, first + spec.rows) : v;
+      });
+      var mine = {};
+      (cells.y || []).forEach(function (n) { mine[n] = true; });
+      var keep = (ya.tickvals || []).map(function (v, k) { return mine[v] ? k : -1; }).filter(function (k) { return k >= 0; });
+      var top = i === 0 ? margin.t : BLOCK_TOP_PX;
+      var sub = Object.assign({}, layout, {
+        height: Math.round(spec.rows * rowPx) + top + margin.b,
+        margin: Object.assign({}, margin, { t: top }),
+        yaxis: Object.assign({}, ya, {
+          tickvals: keep.map(function (k) { return ya.tickvals[k]; }),
+          ticktext: keep.map(function (k) { return (ya.ticktext || ya.tickvals)[k]; }),
+        }),
+        yaxis2: Object.assign({}, layout.yaxis2, { range: [spec.rows - 0.5, -0.5] }),
+        meta: { block: name },
+      });
+      if (i > 0 && layout.coloraxis) sub.coloraxis = Object.assign({}, layout.coloraxis, { showscale: false });
+      var title = Object.assign({}, titles, { x: [titles.x[i]], y: [-0.5], text: [name] });
+      var data = fig.data.map(function (t) { return t === heat ? cells : t === titles ? title : t; });
+      return {
+        figure: { data: data, layout: sub, unpacked: true },
+        name: lines(name).join(" "),
+        start: (spec.starts || []).indexOf(i) >= 0,
+      };
+    });
+  }
+
   /* Draw figure (plotly JSON) into the element div, or draw div's chart again with a new
    * figure (the app's next run); redrawn whenever div's width changes (a resized window, a
    * phone turned, Streamlit's sidebar opened). save: {file, label}, a button that saves the
@@ -939,7 +1009,7 @@
   function mount(div, figure, save) {
     div.classList.add("tfviz-chart");
     var before = div.__figure;
-    div.__figure = { data: unpack(figure.data || []), layout: figure.layout || {} };
+    div.__figure = figure.unpacked ? figure : { data: unpack(figure.data || []), layout: figure.layout || {} };
     div.__save = save;
     // A zoom outlives a rerun that keeps the map's tokens (W_o switched, another head), not
     // one that changes them (another text).
@@ -975,11 +1045,34 @@
     draw(div);
   }
 
+  /* Lay figures out in the element `grid` (its id, or itself; CSS class tfviz-charts, GRID_CSS
+   * in standalone.py) as a grid `columns` cells to a row, one under the other on a phone, and
+   * draw them: a column of heads a cell per head (blocks), so its heads read row by row, a
+   * layer's first opening a row; any other figure a cell. Cells already there are drawn again
+   * (the app's next run). save(i): cell i's save button ({file, label, reset}), or none. */
+  function grid(where, figures, columns, save) {
+    var box = element(where);
+    box.classList.add("tfviz-charts");
+    box.style.setProperty("--tfviz-columns", columns);
+    var cells = [].concat.apply([], figures.map(blocks));
+    while (box.children.length > cells.length) box.lastChild.remove();
+    cells.forEach(function (cell, i) {
+      var div = box.children[i] || box.appendChild(document.createElement("div"));
+      div.style.gridColumnStart = cell.start ? "1" : "";
+      if (cell.name) div.setAttribute("data-block", cell.name);
+      else div.removeAttribute("data-block");
+      if (box.id) div.id = box.id + "-" + i; // an exported page's cell: tfviz-chart-0-1
+      mount(div, cell.figure, save ? save(i) : undefined);
+    });
+  }
+
   /* Draw figure into the element with id `id` (an exported page's charts). */
   window.tfvizChart = function (id, figure) {
     mount(document.getElementById(id), figure);
   };
   window.tfvizChart.mount = mount;
+  window.tfvizChart.blocks = blocks;
+  window.tfvizChart.grid = grid;
   function element(chart) {
     return typeof chart === "string" ? document.getElementById(chart) : chart;
   }

@@ -7,11 +7,13 @@ text.
 
 Two ways to draw the charts, chosen per page:
 
-- tfviz's own drawing (standalone.js, ~36 kB, inlined): for figures made only of what it
+- tfviz's own drawing (standalone.js, small, inlined): for figures made only of what it
   draws (LITE_TRACES, LITE_LAYOUT: heatmaps, bars, text and rings, one colour bar: every chart
-  the exported views draw today). It opens faster than bertviz's head_view page (0.37x).
+  the exported views draw today). It opens faster than bertviz's head_view page
+  (bench/standalone.py).
 - plotly.js inlined once (the installed plotly package's, ~4.8 MB), for any other figure:
-  parsing it dominates the time to the first chart, ~3x bertviz's page (bench/standalone.py).
+  parsing it dominates the time to the first chart, slower than bertviz's page
+  (bench/standalone.py).
 
 Both take the figure's plotly JSON as tfviz.plots built it, so a chart has one definition.
 """
@@ -47,6 +49,16 @@ border:1px dashed #2a3f5f;background:rgba(42,63,95,.08)}
 .tfviz-reset{display:none;position:absolute;top:2px;right:3.2rem;font:13px system-ui,sans-serif;
 color:#2a3f5f;background:#fff;border:1px solid #bbb;border-radius:3px;padding:0 5px;cursor:pointer}
 """
+# The cells of standalone.js's grid (tfvizChart.grid: the app's canvas charts, and an exported
+# column of heads): GRID_COLUMNS to a row, one under the other below 640 px (Streamlit's own
+# breakpoint for st.columns). A row's cells are aligned at their feet: a column of heads' first
+# cell is taller by its colour bar, and the others' squares line up with its squares.
+GRID_COLUMNS = 3
+GRID_CSS = (
+    ".tfviz-charts{display:grid;gap:1rem;align-items:end;"
+    "grid-template-columns:repeat(var(--tfviz-columns,1),minmax(0,1fr))}"
+    "@media (max-width:640px){.tfviz-charts{grid-template-columns:minmax(0,1fr)}}"
+)
 STYLE = (
     """
 body{font-family:system-ui,sans-serif;margin:1rem auto;max-width:1200px;padding:0 1rem;color:#222}
@@ -55,6 +67,7 @@ dt{font-weight:600}dd{margin:0;white-space:pre-wrap;font-family:ui-monospace,mon
 figure{margin:1.5rem 0}figcaption{color:#555;margin-bottom:.3rem}
 """
     + CHART_CSS
+    + GRID_CSS
 )
 
 
@@ -285,7 +298,15 @@ def chart_js_compact() -> str:
 
 def lite_div(figure: go.Figure | dict, div_id: str) -> str:
     """One figure (or its figure_data) as a <div> and the script that draws it with
-    standalone.js."""
+    standalone.js. A column of heads (tfviz.plots.attention_column: layout.meta "blocks") is a
+    grid of a chart per head, GRID_COLUMNS to a row, read row by row as the app shows it."""
+    data = figure if isinstance(figure, dict) else figure_data(figure)
+    if isinstance((data.get("layout", {}).get("meta") or {}).get("blocks"), dict):
+        return (
+            f'<div class="tfviz-charts" id="{div_id}"></div>'
+            f"<script>tfvizChart.grid({json.dumps(div_id)},[{figure_json(data)}],"
+            f"{GRID_COLUMNS})</script>"
+        )
     return (
         f'<div class="tfviz-chart" id="{div_id}"></div>'
         f"<script>tfvizChart({json.dumps(div_id)},{figure_json(figure)})</script>"

@@ -40,8 +40,9 @@ def chart(figure, key: str) -> None:
 
     Its words are already the student's: the view built it with words=plot_words().
 
-    Applying the theme in the browser cost about 250 ms per keystroke on the Attention tab (three
-    charts) on a 2-core machine; the figures set their own colours, so it adds nothing needed.
+    Applying the theme in the browser cost a noticeable part of every keystroke on the Attention
+    tab (three charts; bench/README.md); the figures set their own colours, so it adds nothing
+    needed.
 
     The toolbar's camera saves the chart as PNG or SVG (the sidebar's choice, CHART_FORMAT),
     named after the model and the chart. plotly.js draws the file itself, from the plotly.js
@@ -61,61 +62,60 @@ def chart(figure, key: str) -> None:
     st.plotly_chart(figure, key=key, theme=None, config=config)
 
 
-# A many-headed layer's columns of heads (MiniLM's 12 and their mean, in three charts) are
-# redrawn on every keystroke: plotly.js took ~123 ms to redraw the three where one plain heatmap
-# of the same cells took ~17 (bench/ui_latency.py --floor), and a keystroke cost 1.33-1.37x the
-# floor page's. They are drawn instead by tfviz's standalone.js, the exported web page's
-# drawing (tfviz/serve/standalone.py), from the same plotly figures, all in one element: its script
-# arrives once per run, not once per chart. It lays them out in `columns` columns, one under the
-# other below Streamlit's own breakpoint for st.columns (640 px), as st.columns did. The toy
-# models' Attention grid is drawn so too: a page of canvas charts alone fetches no plotly.js
-# (Streamlit's 4.7 MB chunk; bench/README.md, issue 31).
+# A many-headed layer's heads (MiniLM's 12 and their mean) are redrawn on every keystroke:
+# plotly.js took several times as long to redraw them as three charts as one plain heatmap of the
+# same cells (bench/ui_latency.py --floor), and a keystroke cost more than the floor page's. They
+# are drawn instead by tfviz's standalone.js, the exported web page's drawing
+# (tfviz/serve/standalone.py), from the same plotly figures, all in one element: its script
+# arrives once per run, not once per chart. It lays them out in a grid, `columns` to a row and
+# one under the other below Streamlit's own breakpoint for st.columns (640 px), a column of
+# heads a chart per head, row by row (standalone.js's grid). The toy models' Attention grid is
+# drawn so too: a page of canvas charts alone fetches no plotly.js (Streamlit's 4.7 MB chunk;
+# bench/README.md).
 CANVAS_JS = (
     standalone.chart_js_compact()
     + """
 export default function ({ parentElement, data }) {
   let grid = parentElement.querySelector(".tfviz-charts");
-  if (!grid) {
-    grid = document.createElement("div");
-    grid.className = "tfviz-charts";
-    parentElement.appendChild(grid);
-  }
-  grid.style.setProperty("--tfviz-columns", data.columns);
-  while (grid.children.length > data.figures.length) grid.lastChild.remove();
-  data.figures.forEach((figure, i) => {
-    const div = grid.children[i] || grid.appendChild(document.createElement("div"));
-    const save = { file: data.files[i], label: data.save, reset: data.reset };
-    window.tfvizChart.mount(div, figure, save);
-  });
+  if (!grid) grid = parentElement.appendChild(document.createElement("div"));
+  // A column of heads is a cell per head, row by row (standalone.js's grid).
+  const save = (i) => ({ file: data.files[i], label: data.save, reset: data.reset });
+  window.tfvizChart.grid(grid, data.figures, data.columns, save);
 }
 """
 )
-CANVAS_CSS = standalone.CHART_CSS + (
-    ".tfviz-charts{display:grid;gap:1rem;"
-    "grid-template-columns:repeat(var(--tfviz-columns,1),minmax(0,1fr))}"
-    "@media (max-width:640px){.tfviz-charts{grid-template-columns:minmax(0,1fr)}}"
-)
+CANVAS_CSS = standalone.CHART_CSS + standalone.GRID_CSS
 CANVAS_NAME = "tfviz_canvas_charts"
 _canvas_charts = st.components.v2.component(
     CANVAS_NAME, js=CANVAS_JS, css=CANVAS_CSS, isolate_styles=False
 )
 
 
+def cell_count(data: dict) -> int:
+    """How many charts CANVAS_JS draws a figure (its figure_data) as: one per block of a column
+    of heads (tfviz.plots' columns: layout.meta[plots.BLOCKS_META]), else one."""
+    if isinstance((data["layout"].get("meta") or {}).get(plots.BLOCKS_META), dict):
+        return max(1, len(plots.block_titles(data)))
+    return 1
+
+
 def canvas_charts(figures: Sequence, key: str, columns: int) -> None:
     """figures (plotly figures that standalone.js draws: tfviz.plots' grids and columns of
-    squares) side by side in `columns` columns, drawn on canvases with their hover, in one
-    element (see CANVAS_JS), each with a button that saves it as a PNG named as chart() names
-    its files (key_0, key_1...; PNG whatever the sidebar's format: a canvas has no SVG). A
-    figure standalone.js does not draw sends them all to plotly, in st.columns."""
+    squares) in a grid `columns` to a row, drawn on canvases with their hover, in one element
+    (see CANVAS_JS): a column of heads (tfviz.plots.attention_column) a chart per head, row by
+    row. Each chart has a button that saves it as a PNG named as chart() names its files
+    (key_0, key_1..., one per chart drawn; PNG whatever the sidebar's format: a canvas has no
+    SVG). A figure standalone.js does not draw sends them all to plotly, in st.columns."""
     shown = [standalone.figure_data(figure) for figure in figures]
     if any(standalone.unsupported(data) for data in shown):
-        slots = st.columns(columns)
+        slots = st.columns(min(columns, len(figures)))  # one figure: the whole width
         for c, figure in enumerate(figures):
-            with slots[c % columns]:
+            with slots[c % len(slots)]:
                 chart(figure, key=f"{key}_{c}")
         return
     model = state.MODEL.get()
-    files = [chart_file_name(f"{key}_{c}", model) for c in range(len(figures))]
+    cells = sum(cell_count(data) for data in shown)
+    files = [chart_file_name(f"{key}_{c}", model) for c in range(cells)]
     data = {
         "columns": columns,
         "figures": shown,

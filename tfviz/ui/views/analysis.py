@@ -20,29 +20,16 @@ from tfviz import get_task, plots
 from tfviz.core import dissect
 from tfviz.core.interventions import Interventions, head_name
 from tfviz.ui import state
-from tfviz.ui.heads import (
-    block_columns,
-    column_figures,
-    grid_columns,
-    head_columns,
-    many_heads,
-    plotly_columns,
-)
+from tfviz.ui.heads import block_columns, grid_columns, head_columns, many_heads
 from tfviz.ui.help import HELP
 from tfviz.ui.i18n import current, t
 from tfviz.ui.induction import induction_section
-from tfviz.ui.labels import describe, metric_delta, metric_text
+from tfviz.ui.labels import describe, first_upper, metric_delta, metric_name, metric_text
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, toy_only
 from tfviz.ui.widgets import chart, index_picker, number_table, plot_words, what_is_this
 
 ANALYSIS_N = 256  # fresh examples behind importance, ablation and the keep-top-k curve
-# A task metric -> the catalogue key of its name.
-METRIC_NAMES = {
-    "token_accuracy": "analysis.metric.token_accuracy",
-    "accuracy": "analysis.metric.accuracy",
-    "mae": "analysis.metric.mae",
-}
 # A head score -> the catalogue key of its name ({metric}: the task metric's name).
 SCORE_NAMES = {
     "loss": "analysis.score.loss",
@@ -175,8 +162,8 @@ def flow_for(view: View) -> dict[str, np.ndarray]:
 
 
 def weight_views_for(view: View, part: str) -> dict:
-    # From the weights alone: computed once per server and switch (under 0.5 s for MiniLM's
-    # 72 heads on one core), usually ahead of the click (warm_weight_views).
+    # From the weights alone: computed once per server and switch (MiniLM's 72 heads too),
+    # usually ahead of the click (warm_weight_views).
     cache = weight_views_cache(view.entry.digest, _model=view.model)
     key = (view.interventions.w_o, part)
     if cache.known(key):
@@ -193,11 +180,6 @@ def warm_weight_views(view: View) -> None:
 
 
 # ---- the view ------------------------------------------------------------------------------
-
-
-def first_upper(text: str) -> str:
-    """text with its first letter in upper case and the rest as written ("MAE", "dL/dξ")."""
-    return text[:1].upper() + text[1:]
 
 
 def render(view: View) -> None:
@@ -258,8 +240,8 @@ def norm_attention_section(view: View) -> None:
             key="norm_attention",
         )
     else:
-        # A toy model's few heads in the same columns, as plotly charts: in one row, a phone
-        # left each head about 70 px.
+        # A toy model's few heads laid out the same way, the layer's first head opening the
+        # grid (in one row, a phone left each head about 70 px).
         st.markdown(f"**{md_escape(t('analysis.norm.raw_title', layer=layer))}**")
         grid_columns(
             tr.shown(tr.attn[layer : layer + 1]), tr.labels, [layer], "raw_attention_layer"
@@ -267,14 +249,12 @@ def norm_attention_section(view: View) -> None:
         st.markdown(f"**{md_escape(t('analysis.norm.title', layer=layer))}**")
         top = max(float(norms.max(initial=0.0)), float(summed.max(initial=0.0)))
         words = plot_words()
-        plotly_columns(
-            column_figures(
-                tr.n_heads,
-                lambda heads, last, scale: plots.norm_attention_column(
-                    norms, summed, tr.labels, layer, heads, last, top, show_scale=scale, words=words
-                ),
+        block_columns(
+            tr.n_heads,
+            lambda heads, last, scale: plots.norm_attention_column(
+                norms, summed, tr.labels, layer, heads, last, top, show_scale=scale, words=words
             ),
-            "norm_attention",
+            key="norm_attention",
         )
     what_is_this("norm_attention", "norm_attention_summed")
 
@@ -303,10 +283,28 @@ def importance_section(view: View) -> None:
     entry, task, w_o = view.entry, view.task, view.interventions.w_o
     with st.spinner(t("analysis.importance.spinner", n=ANALYSIS_N)):
         imp = cached_importance(entry.digest, task.name, w_o, _model=view.model, **on_text(view))
-    L, H = imp.loss_change.shape
-    metric = t(METRIC_NAMES[imp.metric])
+    metric = metric_name(imp.metric, short=True)
     lang = current()  # for format_func, which Streamlit may call outside this run
     names = {kind: t(key, metric=metric, lang=lang) for kind, key in SCORE_NAMES.items()}
+    importance_caption(view, imp, metric)
+    kind = st.radio(
+        t("analysis.importance.rank"),
+        list(SCORE_NAMES),
+        format_func=names.get,
+        key="importance_rank",
+        horizontal=True,
+        help=t("analysis.importance.rank_help"),
+    )
+    left, right = st.columns(2)
+    with left:
+        head_scores(imp, kind, names[kind], metric)
+    with right:
+        keep_top_k(view, imp, kind, metric)
+    what_is_this("head_importance", "accuracy_keeping_top_k")
+
+
+def importance_caption(view: View, imp: analysis.HeadImportance, metric: str) -> None:
+    """What the scores were measured on, and the loss and metric with every head kept."""
     st.caption(
         md_escape(
             t(
@@ -320,70 +318,73 @@ def importance_section(view: View) -> None:
             )
         )
     )
-    kind = st.radio(
-        t("analysis.importance.rank"),
-        list(SCORE_NAMES),
-        format_func=names.get,
-        key="importance_rank",
-        horizontal=True,
-        help=t("analysis.importance.rank_help"),
-    )
+
+
+def head_scores(imp: analysis.HeadImportance, kind: str, name: str, metric: str) -> None:
+    """The heads' scores of the kind picked as a layer x head map (name: the score's name), and
+    every score of every head as a table."""
     shown = {"loss": imp.loss_change, "metric": imp.metric_change, "gradient": imp.gradient}[kind]
-    left, right = st.columns(2)
-    with left:
-        chart(
-            plots.head_score_map(
-                shown, title=first_upper(names[kind]), value=names[kind], words=plot_words()
-            ),
-            key="importance_map",
+    chart(
+        plots.head_score_map(shown, title=first_upper(name), value=name, words=plot_words()),
+        key="importance_map",
+    )
+    L, H = imp.loss_change.shape
+    columns = {
+        "head": t("analysis.col.head"),
+        "loss": t("analysis.col.loss_change"),
+        "metric": t("analysis.col.metric_change", metric=metric),
+        "gradient": t("analysis.col.gradient"),
+    }
+    number_table(
+        [
+            {
+                columns["head"]: head_name(lay, h),
+                columns["loss"]: float(imp.loss_change[lay, h]),
+                columns["metric"]: float(imp.metric_change[lay, h]),
+                columns["gradient"]: float(imp.gradient[lay, h]),
+            }
+            for lay in range(L)
+            for h in range(H)
+        ],
+        key="importance_table",
+    )
+
+
+def keep_top_k(view: View, imp: analysis.HeadImportance, kind: str, metric: str) -> None:
+    """The task metric with only the k heads that score highest kept, k on a slider (all of
+    them at first), the heads kept named, and the curve over every k."""
+    with st.spinner(t("analysis.importance.curve_spinner")):
+        curve = cached_top_k_curve(
+            view.entry.digest,
+            view.task.name,
+            view.interventions.w_o,
+            kind,
+            _model=view.model,
+            **on_text(view),
         )
-        columns = {
-            "head": t("analysis.col.head"),
-            "loss": t("analysis.col.loss_change"),
-            "metric": t("analysis.col.metric_change", metric=metric),
-            "gradient": t("analysis.col.gradient"),
-        }
-        number_table(
-            [
-                {
-                    columns["head"]: head_name(lay, h),
-                    columns["loss"]: float(imp.loss_change[lay, h]),
-                    columns["metric"]: float(imp.metric_change[lay, h]),
-                    columns["gradient"]: float(imp.gradient[lay, h]),
-                }
-                for lay in range(L)
-                for h in range(H)
-            ],
-            key="importance_table",
-        )
-    with right:
-        with st.spinner(t("analysis.importance.curve_spinner")):
-            curve = cached_top_k_curve(
-                entry.digest, task.name, w_o, kind, _model=view.model, **on_text(view)
-            )
-        n_heads = L * H
-        if state.IMPORTANCE_K.get(0) > n_heads:
-            state.IMPORTANCE_K.pop()  # a bigger model was shown before
-        k = st.slider(
-            t("analysis.importance.keep"),
-            0,
-            n_heads,
-            value=n_heads,
-            key=state.IMPORTANCE_K.name,
-            help=HELP["accuracy_keeping_top_k"],
-        )
-        st.metric(
-            t("analysis.importance.keeping", metric=first_upper(metric), k=k, n=n_heads),
-            metric_text(imp.metric, float(curve[k])),
-            delta=None if k == n_heads else metric_delta(imp.metric, float(curve[k] - curve[-1])),
-            delta_color="inverse" if imp.metric == "mae" else "normal",
-            help=t("analysis.importance.keeping_help"),
-        )
-        kept = analysis.top_k_heads(imp.scores(kind), k)
-        heads = ", ".join(head_name(a, b) for a, b in kept) or t("analysis.importance.none")
-        st.caption(md_escape(t("analysis.importance.kept", heads=heads)))
-        chart(plots.keep_top_k_plot(curve, k, metric, words=plot_words()), key="keep_top_k")
-    what_is_this("head_importance", "accuracy_keeping_top_k")
+    L, H = imp.loss_change.shape
+    n_heads = L * H
+    if state.IMPORTANCE_K.get(0) > n_heads:
+        state.IMPORTANCE_K.pop()  # a bigger model was shown before
+    k = st.slider(
+        t("analysis.importance.keep"),
+        0,
+        n_heads,
+        value=n_heads,
+        key=state.IMPORTANCE_K.name,
+        help=HELP["accuracy_keeping_top_k"],
+    )
+    st.metric(
+        t("analysis.importance.keeping", metric=first_upper(metric), k=k, n=n_heads),
+        metric_text(imp.metric, float(curve[k])),
+        delta=None if k == n_heads else metric_delta(imp.metric, float(curve[k] - curve[-1])),
+        delta_color="inverse" if imp.metric == "mae" else "normal",
+        help=t("analysis.importance.keeping_help"),
+    )
+    kept = analysis.top_k_heads(imp.scores(kind), k)
+    heads = ", ".join(head_name(a, b) for a, b in kept) or t("analysis.importance.none")
+    st.caption(md_escape(t("analysis.importance.kept", heads=heads)))
+    chart(plots.keep_top_k_plot(curve, k, metric, words=plot_words()), key="keep_top_k")
 
 
 def ablation_section(view: View) -> None:
@@ -406,7 +407,7 @@ def ablation_section(view: View) -> None:
         with st.spinner(t("analysis.ablation.spinner", head=zeroed, n=ANALYSIS_N)):
             fresh = cached_ablation(*args, None, *switch, _model=view.model)
         shown.append((b, t("analysis.ablation.fresh", n=ANALYSIS_N), fresh))
-    metric = first_upper(t(METRIC_NAMES[typed.metric]))
+    metric = metric_name(typed.metric, short=True, capital=True)
     st.info(md_escape(HELP["compare_ablation_mistake"]))
     for col, what, result in shown:
         with col:
@@ -529,6 +530,7 @@ def mixing_section(view: View) -> None:
         ),
         key="w_o_shares",
     )
+    st.caption(t("analysis.mixing.axes"))  # rows = output dims: the other way from lesson 1
     st.caption(t("analysis.mixing.caption"))
     what_is_this("w_o_mixing")
 

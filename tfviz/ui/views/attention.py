@@ -7,9 +7,9 @@ tokens does token i attend to" is a ranked list.
 
 A model with many heads (MiniLM: 6 layers x 12 heads) shows one layer's heads at a time, picked
 above the grid: 72 squares in one figure are too small to read and slow to draw. That layer's
-heads and their mean are laid out in columns of squares (tfviz.ui.heads): side by
-side on a desktop, one under the other on a phone, drawn on canvases (widgets.canvas_charts). In
-one row, 13 squares left about 5 px per word-piece, and their labels an illegible pile.
+heads and their mean are laid out as a grid of squares read row by row (tfviz.ui.heads): three
+to a row on a desktop, one under the other on a phone, drawn on canvases (widgets.canvas_charts).
+In one row, 13 squares left about 5 px per word-piece, and their labels an illegible pile.
 """
 
 from __future__ import annotations
@@ -158,87 +158,121 @@ def render(view: View) -> None:
     tr = view.trace
     st.caption(t("attention.intro"))
     scale = weight_scale("attn_weight_scale", default_scale(view))
-    layer_shown = None  # every layer in one grid
-    window = slice(None)  # the word-pieces the squares show: all of a short input
     if not many_heads(tr.n_layers, tr.n_heads):
-        layers = list(range(tr.n_layers))
-        st.markdown(f"**{md_escape(t('attention.grid_title'))}**")
-        grid_columns(tr.shown(tr.attn), tr.labels, layers, "attention_grid", scale)
-        weight_scale_caption(scale, tr.shown(tr.attn))
+        every_layer_grid(tr, scale)
+        layer_shown, window = None, slice(None)  # every layer, every word-piece
     else:
-        layer = index_picker(
-            t("attention.layer_shown"),
-            tr.n_layers,
-            "attn_grid_layer",
-            "L",
-            help=t("attention.layer_shown_help", layers=tr.n_layers, heads=tr.n_heads),
-        )
-        st.markdown(f"**{md_escape(t('attention.layer_title', layer=layer))}**")
-        window = zoom(tr.labels)
-        shown = tr.shown(tr.attn[layer][:, window, window])
-        head_columns(shown, tr.labels[window], layer, "attention_grid", scale)
-        weight_scale_caption(scale, shown)
-        layer_shown = layer
-        if len(tr.labels) > LONG_PIECES:
-            whole_layer(tr, layer)
+        layer_shown, window = one_layer_grid(tr, scale)
+    model_notes(view)
+    left, right = st.columns(2)
+    with left:
+        enlarged = enlarged_head(tr, scale)
+    with right:
+        download_buttons(view, tr, layer_shown, enlarged, window, scale)
+
+
+def every_layer_grid(tr, scale: str) -> None:
+    """A model with few heads: every layer x head in one grid of squares."""
+    layers = list(range(tr.n_layers))
+    st.markdown(f"**{md_escape(t('attention.grid_title'))}**")
+    grid_columns(tr.shown(tr.attn), tr.labels, layers, "attention_grid", scale)
+    weight_scale_caption(scale, tr.shown(tr.attn))
+
+
+def one_layer_grid(tr, scale: str) -> tuple[int, slice]:
+    """A model with many heads: the heads of the layer picked above them, of a long input the
+    word-pieces picked on a slider (zoom) and then its whole layer; returns the layer and the
+    word-pieces shown."""
+    layer = index_picker(
+        t("attention.layer_shown"),
+        tr.n_layers,
+        "attn_grid_layer",
+        "L",
+        help=t("attention.layer_shown_help", layers=tr.n_layers, heads=tr.n_heads),
+    )
+    st.markdown(f"**{md_escape(t('attention.layer_title', layer=layer))}**")
+    window = zoom(tr.labels)
+    shown = tr.shown(tr.attn[layer][:, window, window])
+    head_columns(shown, tr.labels[window], layer, "attention_grid", scale)
+    weight_scale_caption(scale, shown)
+    if len(tr.labels) > LONG_PIECES:
+        whole_layer(tr, layer)
+    return layer, window
+
+
+def model_notes(view: View) -> None:
+    """What the squares hold that comes from the model: a decoder's mask and shared heads
+    (decoder_notes), a sentence encoder's own frame of special pieces."""
     if view.is_decoder:
         decoder_notes(view)
     elif view.is_sentence:  # the model's own frame: [CLS] ... [SEP], or RoBERTa's <s> ... </s>
         sp = view.task.tokenizer.specials
         st.caption(md_escape(t("attention.pieces", cls=sp.cls, sep=sp.sep)))
-    enlarged = None  # (layer, head) when one head is shown enlarged
-    left, right = st.columns(2)
-    with left:
-        # Off by default: a second heatmap costs the browser a redraw on every keystroke.
-        if st.toggle(t("attention.enlarge"), key="attn_enlarge"):
-            a, b = st.columns(2)
-            layer = a.selectbox(
-                t("attention.layer"),
-                range(tr.n_layers),
-                format_func=lambda x: f"L{x}",
-                key="attn_layer",
-            )
-            head = b.selectbox(
-                t("attention.head"), range(tr.n_heads), format_func=head_label, key="attn_head"
-            )
-            figure = plots.attention_map(
-                tr.shown(tr.attn[layer, head]),
-                tr.labels,
-                title=layer_head_label(layer, head),
-                words=plot_words(),
-                scale=scale,
-            )
-            canvas_charts([figure], "attention_head", columns=1)  # zoomable, as the whole map
-            st.caption(t("attention.zoom_hint"))
-            enlarged = (layer, head)
-    with right:
-        st.caption(t("attention.csv_intro"))
-        st.download_button(
-            t("attention.csv"),
-            functools.partial(attention_csv, tr.attn, tr.labels),  # built on click only
-            file_name=f"attention_{view.entry.name}.csv",
-            mime="text/csv",
-            key="download_attention",
-            on_click="ignore",
-        )
-        download_button(
-            view,
-            t("standalone.title.attention", model=view.entry.name),
-            # Drawn on click; the captions now, while the session's language is known.
-            functools.partial(
-                exported_figures,
-                tr,
-                layer_shown,
-                enlarged,
-                window=window,
-                caption=t("attention.grid_title")
-                if layer_shown is None
-                else t("attention.layer_title", layer=layer_shown),
-                words=plot_words(),
-                scale=scale,
-            ),
-            key="attention",
-        )
+
+
+def enlarged_head(tr, scale: str) -> tuple[int, int] | None:
+    """One head picked and drawn enlarged, once switched on: its (layer, head), else None."""
+    # Off by default: a second heatmap costs the browser a redraw on every keystroke.
+    if not st.toggle(t("attention.enlarge"), key="attn_enlarge"):
+        return None
+    a, b = st.columns(2)
+    layer = a.selectbox(
+        t("attention.layer"),
+        range(tr.n_layers),
+        format_func=lambda x: f"L{x}",
+        key="attn_layer",
+    )
+    head = b.selectbox(
+        t("attention.head"), range(tr.n_heads), format_func=head_label, key="attn_head"
+    )
+    figure = plots.attention_map(
+        tr.shown(tr.attn[layer, head]),
+        tr.labels,
+        title=layer_head_label(layer, head),
+        words=plot_words(),
+        scale=scale,
+    )
+    canvas_charts([figure], "attention_head", columns=1)  # zoomable, as the whole map
+    st.caption(t("attention.zoom_hint"))
+    return layer, head
+
+
+def download_buttons(
+    view: View,
+    tr,
+    layer_shown: int | None,
+    enlarged: tuple[int, int] | None,
+    window: slice,
+    scale: str,
+) -> None:
+    """The weights as CSV and the charts drawn as a web page, both built on click only."""
+    st.caption(t("attention.csv_intro"))
+    st.download_button(
+        t("attention.csv"),
+        functools.partial(attention_csv, tr.attn, tr.labels),  # built on click only
+        file_name=f"attention_{view.entry.name}.csv",
+        mime="text/csv",
+        key="download_attention",
+        on_click="ignore",
+    )
+    download_button(
+        view,
+        t("standalone.title.attention", model=view.entry.name),
+        # Drawn on click; the captions now, while the session's language is known.
+        functools.partial(
+            exported_figures,
+            tr,
+            layer_shown,
+            enlarged,
+            window=window,
+            caption=t("attention.grid_title")
+            if layer_shown is None
+            else t("attention.layer_title", layer=layer_shown),
+            words=plot_words(),
+            scale=scale,
+        ),
+        key="attention",
+    )
 
 
 def exported_figures(
@@ -251,7 +285,7 @@ def exported_figures(
     scale: str = plots.FIXED,
 ) -> list:
     """The charts render() drew, as (caption, figure) for the web page (tfviz.ui.standalone):
-    the grid (or the shown layer's columns of heads) and the enlarged head, if any. words: the
+    the grid (or the shown layer's column of heads) and the enlarged head, if any. words: the
     charts' words, bound while the script ran (this runs on click, outside it); window: the
     word-pieces the squares showed (a long input's); scale: how their weights were coloured."""
     if layer_shown is None:

@@ -25,11 +25,16 @@ from tfviz.ui.widgets import chart, index_picker, plot_words
 PER_MODEL_KEYS = per_model("wo_layer", "wo_token")
 
 
-def shown(drawn: list, figure, key: str, caption_key: str) -> None:
-    """Draw one chart with its caption below it, and keep both for the web page (drawn)."""
+def shown(drawn: list, figure, key: str, caption_key: str, axes_key: str | None = None) -> None:
+    """Draw one chart with its caption below it, and keep both for the web page (drawn);
+    axes_key: a line before the caption that says which way the chart reads (W_o's rows)."""
     chart(figure, key=key)
+    caption = t(caption_key)
+    if axes_key is not None:
+        st.caption(t(axes_key))
+        caption = f"{t(axes_key)} {caption}"
     st.caption(t(caption_key))
-    drawn.append((t(caption_key), figure))
+    drawn.append((caption, figure))
 
 
 def render(view: View) -> None:
@@ -83,6 +88,7 @@ def render(view: View) -> None:
             ),
             "w_o",
             "w_o.matrix_caption",
+            axes_key="w_o.matrix_axes",  # rows = concat dims, as lesson 1's table
         )
     with right:
         token = st.select_slider(t("w_o.token"), options=tr.labels, key="wo_token")

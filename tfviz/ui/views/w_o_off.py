@@ -30,7 +30,7 @@ from tfviz.ui.heads import (
     weight_scale_caption,
 )
 from tfviz.ui.i18n import t
-from tfviz.ui.labels import describe, metric_delta
+from tfviz.ui.labels import describe, metric_delta, metric_name
 from tfviz.ui.sequence import show_similarity
 from tfviz.ui.standalone import download_button
 from tfviz.ui.text import changed_tokens, md_escape, prediction_table
@@ -143,7 +143,7 @@ def toy_comparison(view: View) -> None:
                 language=None,
             )
             st.metric(
-                t("w_o_off.metric", what=t(f"parts.metric.{key}"), n=ACCURACY_N),
+                t("w_o_off.metric", what=metric_name(key), n=ACCURACY_N),
                 metric(key).format(acc[key]),
                 delta=delta,
                 delta_color="normal" if metric(key).higher_is_better else "inverse",
@@ -175,7 +175,7 @@ def later_attention(view: View) -> list[int]:
                 key=state.COMPARE_LAYER.name,
                 width=200,
             )
-            # The Attention view's readable layout: the heads in columns (stacked on a phone).
+            # The Attention view's readable layout: the heads row by row (stacked on a phone).
             for name, trace, key in (
                 (t("w_o_off.learned"), base, "compare_attention_base"),
                 (t("w_o_off.switched"), sw, "compare_attention_switched"),
@@ -188,7 +188,7 @@ def later_attention(view: View) -> list[int]:
                     scale, trace.shown(trace.attn[layer])
                 )  # a fitted range is each one's
             return [layer]
-        # One above the other, each in columns of heads (stacked on a phone): side by side the
+        # One above the other, each a grid of heads (stacked on a phone): side by side the
         # cells are too small to label.
         for name, trace, key in (
             (t("w_o_off.learned"), base, "compare_attention_base"),
