@@ -32,7 +32,7 @@ from dataclasses import replace
 # importing them (is_homogeneous_array), so on a fresh server a session drawing its first chart
 # while another session's thread was still importing numpy got the half-made module
 # ("partially initialized module 'numpy' has no attribute 'ndarray'"). An import statement waits
-# for an import in flight in another thread; this one costs ~0.5 s once per process.
+# for an import in flight in another thread; this one is paid once per process.
 import numpy  # noqa: F401
 import pandas  # noqa: F401
 import streamlit as st
@@ -72,11 +72,11 @@ PHONE_CSS = '<style>[role="tablist"] { flex-wrap: wrap; row-gap: 0.25rem; }</sty
 def first_paint() -> tuple[DeltaGenerator, DeltaGenerator | None]:
     """The page title's place, and on a session's first run a warm-up for the browser.
 
-    This runs before the views' imports: on a fresh server they (torch) take about 2 s,
+    This runs before the views' imports: on a fresh server they (torch) take seconds,
     and the browser would sit idle through it, then fetch and compile its chart and code-block
     components (4.7 MB of plotly.js) only once the data arrived. A tiny chart and code block,
     sent now and removed once the imports are done, make it do that work meanwhile: the first
-    complete page came about 1.5 s sooner (bench/ui_latency.py --compare-app). The chart only
+    complete page comes sooner (measured: bench/ui_latency.py --compare-app). The chart only
     for a view that draws plotly charts (CANVAS_VIEWS draw none). Returns the
     title's slot, written with the other imports (the page's language comes with the sidebar's
     modules), and the slot to clear once the imports are done, or None when there is nothing
@@ -144,9 +144,9 @@ def setup_process() -> str:
     jobs.limit_torch_threads(1)
     device = str(resolve_device("auto"))
     # Streamlit runs a full gc.collect() after every script run; with torch and plotly imported
-    # that walk took ~90 ms of each keystroke (bench/README.md). Freezing what exists now (the
-    # libraries, never garbage) leaves only each run's own objects for it to scan. No collect
-    # first: it cost ~170 ms of the first page, the imports leave no cyclic garbage to speak
+    # that walk was a large share of each keystroke (measured: bench/README.md). Freezing what
+    # exists now (the libraries, never garbage) leaves only each run's own objects for it to scan.
+    # No collect first: it would delay the first page, the imports leave no cyclic garbage to speak
     # of, and Streamlit's own collect after this run clears what the run leaves. Later imports
     # are frozen at the end of the run that made them (main_area).
     heap.freeze_new_imports()

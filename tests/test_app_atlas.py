@@ -1,16 +1,16 @@
 """The atlas in the app (issue 29), through AppTest: "Does W_o matter?" opens on the bundled
 atlas with every sentence worded from its numbers, and a student runs the open cell again in a
-process of its own, whose rows come back to the page."""
+process of its own, a job of the server's one manager, whose rows come back to the page."""
 
 from __future__ import annotations
-
-import pytest
 
 from tests.conftest import page_figures, start_app
 from tfviz.experiments import atlas, atlas_stats
 from tfviz.experiments.atlas_store import BUNDLED, read_rows
+from tfviz.serve import jobs
 from tfviz.ui import atlas as atlas_view
 from tfviz.ui.i18n import translate
+from tfviz.ui.jobs import job_manager, job_text
 
 VIEW = translate("en", "app.view.experiment")
 
@@ -65,25 +65,47 @@ def test_a_student_runs_the_open_cell_again_outside_the_server(fresh_app, monkey
     at.number_input(key="atlas_own_seeds").set_value(2)
     at.button(key="atlas_own_start").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
-    sweep = atlas_view.runner().of(at.session_state["atlas_owner"])
-    assert sweep is not None and sweep.cell == cell
-    runs = len(atlas.plan_cells([atlas.Cell.from_key(cell)], 2))
-    assert sweep.process.wait(timeout=240) == 0
-    at.run()
-    done = translate("en", "atlas.own.done", done=runs, runs=runs)
-    assert done in [s.value for s in at.success]
-    titles = [f["layout"]["title"]["text"].replace("<br>", " ") for f in page_figures(at)]
-    name = atlas_view.cell_name(atlas.Cell.from_key(cell), set())
-    assert translate("en", "atlas.own.curves", cell=name) in titles
-    assert read_rows(sweep.out) and sweep.out.parent != BUNDLED.parent  # the bundled file untouched
+    job = at.session_state["atlas_job"]  # a job of the server's one manager, like a training
+    try:
+        assert job.kind == "atlas_sweep" and job.spec.cell == cell
+        assert sum(job_manager().counts()) == 1  # it takes one of the server's slots
+        runs = len(atlas.plan_cells([atlas.Cell.from_key(cell)], 2))
+        assert job.wait(timeout=240) and job.work.process.returncode == 0
+        at.run()
+        done = translate("en", "atlas.own.done", done=runs, runs=runs)
+        assert done in [s.value for s in at.success]
+        titles = [f["layout"]["title"]["text"].replace("<br>", " ") for f in page_figures(at)]
+        name = atlas_view.cell_name(atlas.Cell.from_key(cell), set())
+        assert translate("en", "atlas.own.curves", cell=name) in titles
+        out = job.spec.out
+        assert read_rows(out) and out.parent != BUNDLED.parent  # the bundled file untouched
+    finally:
+        job.cancel()
+        job.wait(60)
 
 
-@pytest.fixture(autouse=True)
-def no_sweep_left(fresh_app):
-    yield
-    r = atlas_view.runner()
-    for owner in list(r._sweeps):
-        r.stop(owner)
+def test_a_session_runs_one_sweep_at_a_time_and_stops_it(fresh_app, monkeypatch):
+    """As a training: while the session's sweep runs, the form says so instead of starting
+    another, and the panel's stop button stops it."""
+    monkeypatch.setattr(atlas_view, "APP_BUDGET", 3)
+    at = start_app(view=VIEW)
+    at.number_input(key="atlas_own_seeds").set_value(5)
+    at.button(key="atlas_own_start").click().run()
+    job = at.session_state["atlas_job"]
+    try:
+        assert job.state().active and at.get("progress")
+        at.button(key="atlas_own_start").click().run()
+        assert [e.value for e in at.error] == [translate("en", "atlas.own.still_running")]
+        assert at.session_state["atlas_job"] is job
+        at.button(key="atlas_own_stop").click().run()
+        assert job.wait(60)
+        at.run()
+        assert job.state().status == jobs.CANCELLED, job.state().message
+        said = translate("en", "atlas.own.cancelled", message=job_text(job.state().message))
+        assert said in [w.value for w in at.warning]
+    finally:
+        job.cancel()
+        job.wait(60)
 
 
 def test_a_cell_that_did_not_train_says_what_more_steps_made_of_it(

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.conftest import wait_until
 from tfviz.cli import atlas as cli
 from tfviz.core.model import Encoder
 from tfviz.experiments import atlas, atlas_stats
@@ -426,32 +427,105 @@ def test_plan_prints_the_runs_left_and_an_estimate(tmp_path, capsys):
     assert cli.main(["run", "--plan", "--seeds", "0"]) == 2
 
 
-# ---- a sweep started from the app ------------------------------------------------------------
-def test_an_app_sweep_runs_in_its_own_process_one_at_a_time_and_stops(tmp_path):
+# ---- a sweep started from the app: a job under the server's one manager ------------------------
+def _sweep(tmp_path: Path, name: str, seeds: int = 2, cell: str = TINY.key):
+    """An app sweep of a cell (a few steps a run) into tmp_path/name.jsonl."""
+    from tfviz.serve import work
+
+    return work.AtlasSweep(work.SweepSpec(cell, seeds, tmp_path / f"{name}.jsonl", budget=3))
+
+
+def _started(sweep, timeout: float = 30) -> subprocess.Popen:
+    """The sweep's process, once its job has started it."""
+    end = time.monotonic() + timeout
+    while sweep.process is None:
+        assert time.monotonic() < end, "the sweep's process never started"
+        time.sleep(0.05)
+    return sweep.process
+
+
+def _stop_every_job(m) -> None:
+    for job in m._running + m._queue:
+        job.cancel()
+        job.wait(60)
+
+
+def test_an_app_sweep_is_a_job_of_the_one_manager_in_a_process_of_its_own(tmp_path):
     import psutil
 
-    from tfviz.experiments.atlas_runner import Busy, Runner
+    from tfviz.messages import Refused, say
+    from tfviz.serve import jobs
 
-    runner = Runner(limit=1, budget=3)
-    first = runner.start("a", TINY.key, 2, tmp_path / "a.jsonl")
-    assert first.process.pid != os.getpid() and first.runs == len(atlas.plan_cells([TINY], 2))
-    with pytest.raises(Busy):
-        runner.start("b", TINY.key, 2, tmp_path / "b.jsonl")  # the server's one slot is taken
-    with pytest.raises(Busy):
-        runner.start("a", TINY.key, 2, tmp_path / "a.jsonl")  # and a session runs one
-    first.process.wait(timeout=240)
-    assert not first.running and not first.failed
-    want = {atlas.RunSpec(s.cell, s.arm, s.seed, 3).key for s in atlas.plan_cells([TINY], 2)}
-    assert set(first.rows()) == want
-    second = runner.start("b", TINY.key, 5, tmp_path / "b.jsonl")  # the slot is free again
-    _wait_rows(second.out, 0, second.process, timeout=5)
-    group = second.process.pid
-    runner.stop("b")
-    assert not second.running
-    left = [p for p in psutil.process_iter() if _in_group(p, group)]
-    assert not left, left  # the CLI and its workers are gone
-    with pytest.raises(ValueError):
-        runner.start("c", "sort/L9", 2, tmp_path / "c.jsonl")
+    m = jobs.JobManager(max_jobs=1, max_queue=1)  # the server's one cap: one slot, one place
+    try:
+        a = _sweep(tmp_path, "a")
+        first = m.submit(a)
+        runs = len(atlas.plan_cells([TINY], 2))
+        assert first.kind == "atlas_sweep" and first.state().total == runs
+        process = _started(a)
+        assert process.pid != os.getpid() and os.getpgid(process.pid) == process.pid  # own group
+        with pytest.raises(Refused, match="still running"):
+            m.submit(_sweep(tmp_path, "a"))  # a session's rows file: one sweep at a time
+        b = _sweep(tmp_path, "b", seeds=5)
+        second = m.submit(b)  # the slot is taken: a sweep waits like any job
+        assert second.state().position == 1 and b.process is None
+        with pytest.raises(jobs.QueueFull):
+            m.submit(_sweep(tmp_path, "c"))  # and the queue is full, whatever the kind
+        with pytest.raises(ValueError):
+            m.submit(_sweep(tmp_path, "d", cell="sort/L9"))  # no such cell: nothing starts
+        assert first.wait(240)
+        snap = first.state()
+        assert snap.status == jobs.DONE, snap.message
+        assert snap.done == runs and snap.message == say("runs_finished", finished=runs)
+        want = {atlas.RunSpec(s.cell, s.arm, s.seed, 3).key for s in atlas.plan_cells([TINY], 2)}
+        assert set(read_rows(a.spec.out)) == want == set(snap.result)
+        # The slot went to the waiting sweep; its progress is its rows; a stop ends its group.
+        group = _started(b).pid
+        wait_until(lambda: second.state().done >= 1, timeout=240)
+        assert second.state().status == jobs.RUNNING and second.state().total == 25
+        second.cancel()
+        assert second.wait(30)
+        snap = second.state()
+        how_far = say("runs_kept", finished=snap.done, runs=25)
+        assert snap.status == jobs.CANCELLED and snap.message == say("cancelled", how_far=how_far)
+        assert b.process.poll() is not None and len(snap.result) == snap.done >= 1
+        # The command and its workers are gone (a killed worker may be a zombie for a moment,
+        # until the system reaps it: dead, nothing of it runs).
+        wait_until(lambda: not _alive_in_group(psutil, group), timeout=10)
+        assert m.counts() == (0, 0)
+    finally:
+        _stop_every_job(m)
+
+
+def test_an_app_sweep_whose_command_fails_fails_with_the_catalogue_s_words(tmp_path, monkeypatch):
+    from tfviz.experiments import atlas_runner
+    from tfviz.messages import say
+    from tfviz.serve import jobs
+
+    fails = [sys.executable, "-c", "import sys; sys.exit(3)"]
+    monkeypatch.setattr(atlas_runner, "sweep_command", lambda *args: fails)
+    m = jobs.JobManager(max_jobs=1, max_queue=0)
+    try:
+        job = m.submit(_sweep(tmp_path, "a"))
+        assert job.wait(60)
+        snap = job.state()
+        assert snap.status == jobs.FAILED
+        assert snap.message == say("sweep_failed", exit_code=3, finished=0, runs=snap.total)
+        assert m.counts() == (0, 0)  # its slot is free again
+    finally:
+        _stop_every_job(m)
+
+
+def _alive_in_group(psutil, group: int) -> list:
+    """The processes of the group that still run (a zombie has ended)."""
+    alive = []
+    for p in psutil.process_iter():
+        try:
+            if _in_group(p, group) and p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
 
 
 def _in_group(process, group: int) -> bool:

@@ -41,7 +41,7 @@ def shows_title(text: str) -> str:
 
 def test_the_mode_chart_is_drawn_and_follows_a_mode_switch(page):
     open_tab(page, en("app.view.parts"))
-    every = en("parts.modes.title", what=en("parts.metric.token_accuracy"), scope="all layers")
+    every = en("parts.modes.title", what=en("metric.token_accuracy.name"), scope="all layers")
     page.wait_for_function(shows_title(every))
     assert_no_exception(page)
     assert_charts_drawn(page, at_least=2)  # the modes swept, W_o's singular values
@@ -64,7 +64,7 @@ def test_the_mode_chart_is_drawn_and_follows_a_mode_switch(page):
 
     # The view's own switch: W_o swept in layer 1 only; the chart is redrawn for that layer.
     page.locator(MAIN).get_by_role("combobox", name=en("parts.scope")).click()
-    layer_1 = en("parts.modes.title", what=en("parts.metric.token_accuracy"), scope="L1")
+    layer_1 = en("parts.modes.title", what=en("metric.token_accuracy.name"), scope="L1")
     rerun(
         page,
         lambda: page.get_by_role("option", name="L1", exact=True).click(),

@@ -134,7 +134,7 @@ def test_the_english_of_a_message_is_its_template_filled():
 
 
 def test_a_refused_form_value_is_worded_in_chinese():
-    from tfviz.ui.jobs import refusal
+    from tfviz.ui.i18n import why
 
     with pytest.raises(Refused) as refused:
         work.RetrainSpec(task="sort", steps=0).check()
@@ -142,7 +142,7 @@ def test_a_refused_form_value_is_worded_in_chinese():
     assert text.startswith(translate("zh", "jobs.field.steps")) and "5,000" in text
     assert "whole number" not in text
     # The app's refusal words it the same way (outside a page run: the default language).
-    assert refusal(refused.value) == job_text(refused.value.message, lang="en")
+    assert why(refused.value) == job_text(refused.value.message, lang="en")
 
 
 # ---- on the page, in Chinese --------------------------------------------------------------------
@@ -295,7 +295,7 @@ def test_a_finished_training_names_its_metric_in_chinese():
     at.run()
     assert not at.exception, at.exception
     text = shown(at)
-    metric = translate("zh", "sidebar.metric.token_accuracy")
+    metric = translate("zh", "metric.token_accuracy.name")
     assert translate("zh", "train.done_score", metric=metric, value="99.0%") in text, text
     assert "accuracy" not in text.lower()
     # The model is named as the sidebar's picker lists it, in the language shown (issue 20).

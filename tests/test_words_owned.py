@@ -78,7 +78,7 @@ OWN_WORDS = {
 
 def own_words_shown(path: Path, root: Path = ROOT) -> set[tuple[str, str]]:
     """(file, function) of each str(e) of an exception a handler caught: the library's English
-    on the page, where tfviz.ui.i18n.why or tfviz.ui.labels.refusal words it by its code."""
+    on the page, where tfviz.ui.i18n.why words it by its code."""
     found = set()
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for function in ast.walk(tree):

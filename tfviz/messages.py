@@ -87,9 +87,23 @@ def say(key: str, **values: Any) -> Message:
     return Message(key, values)
 
 
-class Refused(ValueError):
-    """A form's value refused; `message` says why as a Message (str(): the English)."""
+class Said(Refusal):
+    """A tfviz.refusal.Refusal said by a Message: its key and values are the refusal's code and
+    values (catalogue key "jobs.message.<key>"), worded as the Message words them (a value from
+    a fixed set by its label, whole numbers with thousands separators); str(): the English."""
+
+    PREFIX = PREFIX
 
     def __init__(self, message: Message):
-        super().__init__(message.english())
         self.message = message
+        super().__init__(message.key, **message.values)
+
+    def text(self, lang: str = DEFAULT, name: Callable[[str], str] = str) -> str:
+        return self.message.text(lang, name)
+
+    def __reduce__(self):  # pickled as its message
+        return type(self), (self.message,)
+
+
+class Refused(Said, ValueError):
+    """A form's value refused; `message` says why as a Message (str(): the English)."""

@@ -6,6 +6,9 @@ The library raises a `Refusal` subclass with a code and the values its sentence 
 `ConfigError("not_object", file="config.json")`; the catalogue (tfviz.words, key PREFIX + code)
 holds the sentence in every language. str(error) is the English (logs, the command line, tests),
 `error.text(lang)` the page's language. The sentence itself is written only in the catalogue.
+Refusal is the one error type that carries a catalogue key: a typed input's (InputError), a
+form's (tfviz.messages.Refused), a lesson's, a full job queue's are subclasses too, and the app
+words every one the same way (tfviz.ui.i18n.why; tests/test_one_route.py holds it).
 
 Values may come from a hostile folder (a file name that is not UTF-8, a 1 MB model_type): each
 text value is made encodable (`shown`) and clipped when the error is made, so no sentence can
@@ -33,11 +36,11 @@ def shown(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def kept(value: Any) -> Any:
+def kept(value: Any, limit: int | None = MAX_VALUE) -> Any:
     """A value as a refusal keeps it: numbers as they are (the catalogue formats them), another
     refusal as it is (worded in the same language as its parent), another error as its `cause`,
     a list as its items joined by commas, anything else (a tensor's shape, a tuple) as its
-    str(): encodable text of at most MAX_VALUE characters."""
+    str(): encodable text of at most `limit` characters (None: whole)."""
     if isinstance(value, BaseException) and not isinstance(value, Refusal):
         value = cause(value)
     if isinstance(value, Refusal):
@@ -46,8 +49,12 @@ def kept(value: Any) -> Any:
         return value
     if isinstance(value, list):
         value = ", ".join(map(str, value))
-    text = shown(str(value))
-    return text if len(text) <= MAX_VALUE else text[: MAX_VALUE - 1] + "…"
+    return clipped(shown(str(value)), limit)
+
+
+def clipped(text: str, limit: int | None) -> str:
+    """text, or its first limit - 1 characters and "…" if it is longer (None: never cut)."""
+    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _rebuilt(cls: type, code: str, values: dict) -> Refusal:
@@ -57,16 +64,21 @@ def _rebuilt(cls: type, code: str, values: dict) -> Refusal:
 class Refusal(Exception):
     """A refusal: `code` names the catalogue key PREFIX + code, `values` fill its placeholders.
 
-    Subclasses set PREFIX (one part of the catalogue per kind of file). A code's sentence and
-    its placeholders are checked against both catalogues by tests/test_refusal_words.py, which
-    reads every raise site, so a typo fails there rather than on a page.
+    The one error type that carries a catalogue key: every error the library or the app words
+    for a person (a file refused, a typed input, a form's value, a full queue) is a subclass,
+    and the app words each one the same way (tfviz.ui.i18n.why). Subclasses set PREFIX (one
+    part of the catalogue per kind of refusal). A code's sentence and its placeholders are
+    checked against both catalogues by tests/test_refusal_words.py, which reads every raise
+    site, so a typo fails there rather than on a page.
     """
 
     PREFIX = "refusal."
+    MAX_VALUE: int | None = MAX_VALUE  # a text value's characters kept (None: all of it)
+    MAX_TEXT: int | None = MAX_TEXT  # a sentence's characters shown (None: all of it)
 
     def __init__(self, code: str, **values: Any):
         self.code = code
-        self.values = {name: kept(value) for name, value in values.items()}
+        self.values = {name: kept(value, self.MAX_VALUE) for name, value in values.items()}
         super().__init__(self.text(DEFAULT))
 
     @property
@@ -78,7 +90,12 @@ class Refusal(Exception):
         refusal is worded in lang too. name: applied to every text value (the app passes
         md_escape, so that a file's name is shown inert while the catalogue's own markup, a file
         name in backticks, is kept)."""
-        values = {
+        return clipped(translate(lang, self.key, **self.shown_values(lang, name)), self.MAX_TEXT)
+
+    def shown_values(self, lang: str, name: Callable[[str], str]) -> dict[str, Any]:
+        """The values as the sentence in lang shows them: a refusal worded in lang, text
+        through name, numbers as they are (the catalogue formats them)."""
+        return {
             key: value.text(lang, name)
             if isinstance(value, Refusal)
             else name(value)
@@ -86,8 +103,6 @@ class Refusal(Exception):
             else value
             for key, value in self.values.items()
         }
-        sentence = translate(lang, self.key, **values)
-        return sentence if len(sentence) <= MAX_TEXT else sentence[: MAX_TEXT - 1] + "…"
 
     def detached(self) -> Refusal:
         """This refusal without its traceback and the error it was raised while handling: one

@@ -37,7 +37,7 @@ DEFAULT_MAX_QUEUE = 8
 DEFAULT_UPLOAD_MB = 20  # as server.maxUploadSize in .streamlit/config.toml
 MAX_UPLOAD_MB = 1024
 # A rolling update's SIGTERM lets running jobs finish for this long before the server stops. Two
-# minutes covers every Train-form default (8-16 s on one core) many times over and a long custom
+# minutes covers every Train-form default (seconds on one core) many times over and a long custom
 # training's last stretch. deploy/k8s (terminationGracePeriodSeconds, after the preStop pause) and
 # deploy/compose (stop_grace_period) give the process more than this; tests/test_drain.py checks.
 DEFAULT_DRAIN_SECONDS = 120

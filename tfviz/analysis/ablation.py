@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from tfviz.analysis.base import ANALYSIS_SEED, _check_eval, _metric, _np, _sample
-from tfviz.core.model import Encoder
+from tfviz.core.model import Encoder, LayerTrace
 from tfviz.core.tasks import Batch, Task, get_task
 
 
@@ -98,36 +98,7 @@ def compare_ablation(
         after = model(batch.ids, batch.pad_mask, w_o=w_o, ablate_after_w_o=pair)
     real = (~batch.pad_mask).to(torch.float32)  # (B, T)
     a0, a1, a2 = (o.trace.layers[layer].attn_out for o in (base, before, after))
-
-    def token_change(x: Tensor, y: Tensor) -> np.ndarray:
-        return _np((x - y).norm(dim=-1) * real)
-
-    def logit_change(x: Tensor, y: Tensor) -> np.ndarray:
-        d = (x - y).norm(dim=-1)
-        if d.dim() == 2:  # token task: average over the real positions of each example
-            d = (d * real).sum(1) / real.sum(1).clamp_min(1.0)
-        return _np(d)
-
-    def changed(x: Tensor, y: Tensor) -> float:
-        px, py = task.output_classes(x), task.output_classes(y)
-        if task.kind == "regress":  # answers are rounded sums
-            px, py = torch.round(px * task.scale), torch.round(py * task.scale)
-        diff = px != py
-        if diff.dim() == 2:
-            keep = real.bool()
-            if task.bos:
-                keep[:, 0] = False  # BOS has no answer
-            return diff[keep].float().mean().item() if keep.any() else 0.0
-        return diff.float().mean().item()
-
-    # Share of each head's term z_h W_o^h that lies in the zeroed output dims (real tokens only).
-    contrib = base.trace.layers[layer].head_contributions()  # (B, H, T, D)
-    energy = (contrib**2).sum(-1) * real[:, None, :]  # (B, H, T)
-    dims = slice(head * cfg.d_k, (head + 1) * cfg.d_k)
-    in_slice = (contrib[..., dims] ** 2).sum(-1) * real[:, None, :]
-    total = energy.sum(dim=(0, 2))
-    removed = torch.where(total > 0, in_slice.sum(dim=(0, 2)) / total.clamp_min(1e-30), 0.0)
-
+    removed = _removed_share(base.trace.layers[layer], head, cfg.d_k, real)
     t = batch.target
     return AblationComparison(
         layer=layer,
@@ -140,13 +111,51 @@ def compare_ablation(
         base_loss=task.loss(base.logits, t).item(),
         loss_before=task.loss(before.logits, t).item(),
         loss_after=task.loss(after.logits, t).item(),
-        attn_out_change_before=token_change(a1, a0),
-        attn_out_change_after=token_change(a2, a0),
-        attn_out_gap=token_change(a1, a2),
-        logits_change_before=logit_change(before.logits, base.logits),
-        logits_change_after=logit_change(after.logits, base.logits),
-        logits_gap=logit_change(before.logits, after.logits),
-        prediction_changed_before=changed(before.logits, base.logits),
-        prediction_changed_after=changed(after.logits, base.logits),
+        attn_out_change_before=_token_change(a1, a0, real),
+        attn_out_change_after=_token_change(a2, a0, real),
+        attn_out_gap=_token_change(a1, a2, real),
+        logits_change_before=_logit_change(before.logits, base.logits, real),
+        logits_change_after=_logit_change(after.logits, base.logits, real),
+        logits_gap=_logit_change(before.logits, after.logits, real),
+        prediction_changed_before=_prediction_changed(task, before.logits, base.logits, real),
+        prediction_changed_after=_prediction_changed(task, after.logits, base.logits, real),
         removed_share_after=_np(removed),
     )
+
+
+def _token_change(x: Tensor, y: Tensor, real: Tensor) -> np.ndarray:
+    """(B, T) ||x - y|| at each token, 0 at padding (real: (B, T) 1 at real tokens)."""
+    return _np((x - y).norm(dim=-1) * real)
+
+
+def _logit_change(x: Tensor, y: Tensor, real: Tensor) -> np.ndarray:
+    """(B,) ||x - y|| per example; a token task's averaged over the example's real positions."""
+    d = (x - y).norm(dim=-1)
+    if d.dim() == 2:  # token task: average over the real positions of each example
+        d = (d * real).sum(1) / real.sum(1).clamp_min(1.0)
+    return _np(d)
+
+
+def _prediction_changed(task: Task, x: Tensor, y: Tensor, real: Tensor) -> float:
+    """The share of answers (tokens with one, or sequences) that logits x and y answer apart."""
+    px, py = task.output_classes(x), task.output_classes(y)
+    if task.kind == "regress":  # answers are rounded sums
+        px, py = torch.round(px * task.scale), torch.round(py * task.scale)
+    diff = px != py
+    if diff.dim() == 2:
+        keep = real.bool()
+        if task.bos:
+            keep[:, 0] = False  # BOS has no answer
+        return diff[keep].float().mean().item() if keep.any() else 0.0
+    return diff.float().mean().item()
+
+
+def _removed_share(lt: LayerTrace, head: int, d_k: int, real: Tensor) -> Tensor:
+    """(H,) the share of each head's term z_h W_o^h that lies in head's slice of the output
+    dims, the slice that zeroing after W_o removes (real tokens only)."""
+    contrib = lt.head_contributions()  # (B, H, T, D)
+    energy = (contrib**2).sum(-1) * real[:, None, :]  # (B, H, T)
+    dims = slice(head * d_k, (head + 1) * d_k)
+    in_slice = (contrib[..., dims] ** 2).sum(-1) * real[:, None, :]
+    total = energy.sum(dim=(0, 2))
+    return torch.where(total > 0, in_slice.sum(dim=(0, 2)) / total.clamp_min(1e-30), 0.0)

@@ -89,7 +89,7 @@ class OVCircuits(OVSpectra):
 # The weights-only numbers below (OV spectra, composition) are computed in torch, float64, on
 # the CPU: the app limits torch to one thread per kernel (tfviz.serve.jobs.limit_torch_threads),
 # while numpy's OpenBLAS starts a thread per core for every small product and QR; on a loaded 2-core
-# server those threads wait on each other, and the same numbers took 4.5 s instead of 0.5 s.
+# server those threads wait on each other, and the same numbers took several times as long.
 def _f64(W: Tensor) -> Tensor:
     return W.detach().to("cpu", torch.float64)
 

@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tfviz.analysis.base import _check_eval
+from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions
 from tfviz.core.model import Encoder
 
@@ -307,14 +308,53 @@ def measure_induction(
         InductionScores over all N sequences.
     """
     _check_eval(model)
-    cfg = model.config
+    _check_language_model(model.config)
+    iv = Interventions.of(interventions)
+    ids, n = _repeated_ids(ids, model.config.vocab_size, period, offset)
+    N, T = ids.shape
+    if batch_size is None:
+        batch_size = _batch_size(model, T)
+    _check_whole("batch_size", batch_size, 1)
+    stripes = {  # score -> (lag, first query), as the scoring functions above use them
+        "previous_token": (1, 1),
+        "induction": (n - 1, offset + n),
+        "duplicate": (n, offset + n),
+    }
+    sums, loss_sum = _summed_over_batches(model, ids, iv, batch_size, stripes)
+    by_position = loss_sum / N  # (T-1,)
+    # Entry t predicts token t + 1: the first copy's tokens 1..n-1 are targets offset+1..
+    # offset+n-1, entries offset..offset+n-2; the repeat's but its first, entries offset+n..T-2.
+    first_copy = by_position[offset : offset + n - 1]
+    repeat = by_position[offset + n :]
+    return InductionScores(
+        previous_token=(sums["previous_token"] / N).astype(np.float32),
+        induction=(sums["induction"] / N).astype(np.float32),
+        duplicate=(sums["duplicate"] / N).astype(np.float32),
+        loss_by_position=by_position.astype(np.float32),
+        loss_first=float(first_copy.mean()),
+        loss_repeat=float(repeat.mean()),
+        period=int(n),
+        offset=int(offset),
+        n_seqs=int(N),
+        interventions=iv,
+    )
+
+
+def _check_language_model(cfg: ModelConfig) -> None:
+    """ValueError unless the config is a causal language model's (per token, a vocabulary out)."""
     if not cfg.causal or cfg.pool != "none" or cfg.n_out != cfg.vocab_size:
         raise ValueError(
             "measure_induction needs a causal language model (causal=True, pool='none', "
             f"n_out == vocab_size); this one has causal={cfg.causal}, pool={cfg.pool!r}, "
             f"n_out={cfg.n_out}, vocab_size={cfg.vocab_size}"
         )
-    iv = Interventions.of(interventions)
+
+
+def _repeated_ids(
+    ids: Tensor, vocab_size: int, period: int | None, offset: int
+) -> tuple[Tensor, int]:
+    """(ids as a tensor, the period n): ValueError unless ids (N, offset + 2 n) are token ids
+    of the vocabulary that repeat with period n after offset positions (n from T when None)."""
     ids = torch.as_tensor(ids)
     if ids.dim() != 2 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
         raise ValueError(
@@ -333,27 +373,32 @@ def measure_induction(
     _check_period(T, period, offset)
     if N < 1:
         raise ValueError("ids has no sequence")
-    if ids.min() < 0 or ids.max() >= cfg.vocab_size:
-        raise ValueError(f"ids must lie in 0..{cfg.vocab_size - 1}")
+    if ids.min() < 0 or ids.max() >= vocab_size:
+        raise ValueError(f"ids must lie in 0..{vocab_size - 1}")
     n = period
     if not torch.equal(ids[:, offset + n :], ids[:, offset : T - n]):
         raise ValueError(
             f"ids do not repeat with period {n} after {offset} prefix positions: the scores "
             "would not measure induction (make them with repeated_random_tokens)"
         )
-    if batch_size is None:
-        batch_size = _batch_size(model, T)
-    _check_whole("batch_size", batch_size, 1)
+    return ids, n
 
-    L, H = cfg.n_layers, cfg.n_heads
-    # Sums over sequences, in float64 on the CPU: the means are taken once, at the end.
-    sums = {name: np.zeros((L, H)) for name in RANK_KEYS}
-    stripes = {  # score -> (lag, first query), as the scoring functions above use them
-        "previous_token": (1, 1),
-        "induction": (n - 1, offset + n),
-        "duplicate": (n, offset + n),
-    }
-    loss_sum = np.zeros(T - 1)  # (T-1,)
+
+def _summed_over_batches(
+    model: Encoder,
+    ids: Tensor,
+    iv: Interventions,
+    batch_size: int,
+    stripes: dict[str, tuple[int, int]],
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Traced passes over ids, batch_size sequences at a time: each stripe's attention summed
+    over sequences, (L, H) per score, and the next-token loss summed by position, (T-1,).
+
+    Sums in float64 on the CPU: the means are taken once, at the end.
+    """
+    cfg = model.config
+    sums = {name: np.zeros((cfg.n_layers, cfg.n_heads)) for name in RANK_KEYS}
+    loss_sum = np.zeros(ids.shape[1] - 1)  # (T-1,)
     for chunk in ids.split(batch_size):
         chunk = chunk.to(model.device, torch.long)  # (B, T)
         out = model(chunk, None, iv, trace=True)
@@ -365,24 +410,7 @@ def measure_induction(
         losses = F.cross_entropy(logits.transpose(1, 2), chunk[:, 1:], reduction="none")
         loss_sum += losses.sum(0).cpu().numpy()  # (T-1,)
         del out  # the trace goes before the next batch's is made
-
-    by_position = loss_sum / N  # (T-1,)
-    # Entry t predicts token t + 1: the first copy's tokens 1..n-1 are targets offset+1..
-    # offset+n-1, entries offset..offset+n-2; the repeat's but its first, entries offset+n..T-2.
-    first_copy = by_position[offset : offset + n - 1]
-    repeat = by_position[offset + n :]
-    return InductionScores(
-        previous_token=(sums["previous_token"] / N).astype(np.float32),
-        induction=(sums["induction"] / N).astype(np.float32),
-        duplicate=(sums["duplicate"] / N).astype(np.float32),
-        loss_by_position=by_position.astype(np.float32),
-        loss_first=float(first_copy.mean()),
-        loss_repeat=float(repeat.mean()),
-        period=int(n),
-        offset=int(offset),
-        n_seqs=int(N),
-        interventions=iv,
-    )
+    return sums, loss_sum
 
 
 def _batch_size(model: Encoder, T: int) -> int:

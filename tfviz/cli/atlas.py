@@ -92,7 +92,7 @@ def local_cluster(workers: int):
 
     # Dask's nanny starts each worker with MALLOC_TRIM_THRESHOLD_=65536, which turns off glibc's
     # adaptive mmap threshold: every activation tensor of a run (~0.5 MB) is then mmapped and
-    # unmapped afresh, and a run took 1.5x its time outside Dask (bench/atlas_dask.py). None
+    # unmapped afresh, and a run took longer than outside Dask (bench/atlas_dask.py). None
     # unsets it. The profiler's 10 ms stack samples are not needed here either.
     dask.config.set(
         {
@@ -179,6 +179,38 @@ def _interrupt(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "report":
+        from tfviz.experiments import atlas_report
+
+        print(atlas_report.write(args.rows.parent / "README.md", args.rows))
+        return 0
+
+    if args.language:
+        return _language(args)
+    args.out = args.out or BUNDLED
+    try:
+        specs = _toy_specs(args)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    left = todo(specs, args.out)
+    if args.plan:
+        cores = args.workers or os.cpu_count() or 1
+        seconds = atlas.estimate_seconds(left)
+        where = "the chosen cells" if args.cells else f"the {args.grid} grid"
+        print(
+            f"{len(specs)} runs in {where} ({len({s.cell for s in specs})} cells, {args.seeds} "
+            f"seeds); {len(specs) - len(left)} done in {args.out}, {len(left)} to run: about "
+            f"{_duration(seconds)} of one core, {_duration(seconds / cores)} on {cores} workers "
+            f"(runs that reach their target stop early)"
+        )
+        return 0
+    return _sweep(specs, args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line: `run` (the sweep or its plan) and `report`."""
     p = argparse.ArgumentParser(prog="python -m tfviz.cli.atlas", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("run", help="run the sweep (or print its plan)")
@@ -212,54 +244,34 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--plan", action="store_true", help="print the runs left and an estimate")
     rep = sub.add_parser("report", help="write models/atlas/README.md from the rows")
     rep.add_argument("--rows", type=Path, default=BUNDLED)
-    args = p.parse_args(argv)
-    if args.command == "report":
-        from tfviz.experiments import atlas_report
+    return p
 
-        print(atlas_report.write(args.rows.parent / "README.md", args.rows))
-        return 0
 
-    if args.language:
-        return _language(args)
-    args.out = args.out or BUNDLED
-    try:
-        if args.untrained:
-            from tfviz.experiments import atlas_stats
+def _toy_specs(args) -> list:
+    """`run`'s runs of the toy atlas: the untrained cells, the chosen cells or a grid's, at the
+    budget and in the arms asked for; ValueError for a cell or task that does not exist."""
+    if args.untrained:
+        from tfviz.experiments import atlas_stats
 
-            results = atlas_stats.analyse(read_rows(BUNDLED))
-            untrained = [
-                r.cell
-                for r in results.values()
-                if not r.trained
-                and {"all": True, "partly": r.learned_reached > 0, "never": r.learned_reached == 0}[
-                    args.untrained
-                ]
+        results = atlas_stats.analyse(read_rows(BUNDLED))
+        untrained = [
+            r.cell
+            for r in results.values()
+            if not r.trained
+            and {"all": True, "partly": r.learned_reached > 0, "never": r.learned_reached == 0}[
+                args.untrained
             ]
-            specs = atlas.plan_cells(untrained, args.seeds)
-        elif args.cells:
-            specs = atlas.plan_cells([atlas.Cell.from_key(k) for k in args.cells], args.seeds)
-        else:
-            specs = atlas.plan(args.grid, args.seeds, tuple(args.tasks) if args.tasks else None)
-        if args.budget is not None:
-            specs = [atlas.RunSpec(s.cell, s.arm, s.seed, args.budget) for s in specs]
-        if args.arms:
-            specs = [s for s in specs if s.arm in args.arms]
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    left = todo(specs, args.out)
-    if args.plan:
-        cores = args.workers or os.cpu_count() or 1
-        seconds = atlas.estimate_seconds(left)
-        where = "the chosen cells" if args.cells else f"the {args.grid} grid"
-        print(
-            f"{len(specs)} runs in {where} ({len({s.cell for s in specs})} cells, {args.seeds} "
-            f"seeds); {len(specs) - len(left)} done in {args.out}, {len(left)} to run: about "
-            f"{_duration(seconds)} of one core, {_duration(seconds / cores)} on {cores} workers "
-            f"(runs that reach their target stop early)"
-        )
-        return 0
-    return _sweep(specs, args)
+        ]
+        specs = atlas.plan_cells(untrained, args.seeds)
+    elif args.cells:
+        specs = atlas.plan_cells([atlas.Cell.from_key(k) for k in args.cells], args.seeds)
+    else:
+        specs = atlas.plan(args.grid, args.seeds, tuple(args.tasks) if args.tasks else None)
+    if args.budget is not None:
+        specs = [atlas.RunSpec(s.cell, s.arm, s.seed, args.budget) for s in specs]
+    if args.arms:
+        specs = [s for s in specs if s.arm in args.arms]
+    return specs
 
 
 def _sweep(specs: list, args, language: bool = False) -> int:

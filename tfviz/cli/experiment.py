@@ -64,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     # These models are tiny: a second thread buys little, and on a shared 2-core machine torch's
-    # spinning worker threads made a run 3-5x slower in CPU time. The library leaves this alone.
+    # spinning worker threads made a run several times slower in CPU time. The library leaves
+    # this alone.
     torch.set_num_threads(max(1, args.threads))
     if args.readme:
         print(write_readme(args.folder))

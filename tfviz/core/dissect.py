@@ -171,8 +171,8 @@ class MeasureCache:
     """A measure of one model under switches, remembered for every session of the server, and
     filled ahead of need in one background thread.
 
-    The mode sweep of one layer scope measures the model ~20 times (0.4 s for max_position on a
-    2-core machine); warm() measures the other scopes while the student reads the first, so a
+    The mode sweep of one layer scope measures the model ~20 times (long enough to notice on a
+    toy model); warm() measures the other scopes while the student reads the first, so a
     switch of scope is a lookup. Thread-safe: a value being measured (in the background or for
     another session) is waited for, not measured twice. measure(key) must be a pure function of
     key (the shared model is read, never changed), and key hashable.

@@ -29,8 +29,9 @@ Pair = tuple[int, int]
 class Interventions:
     """W_o mode (all layers or some), heads zeroed before W_o, slices zeroed after it, gates."""
 
-    # "learned" | "identity" | "zero" for every layer, or ((layer, mode), ...) for some layers;
-    # a {layer: mode} dict is accepted and stored sorted as pairs.
+    # a W_o mode of tfviz.core.modes ("learned" | "identity" | "zero" | "block_diagonal" |
+    # "rank:K") for every layer, or ((layer, mode), ...) for some layers; a {layer: mode} dict is
+    # accepted and stored sorted as pairs.
     w_o: str | tuple[tuple[int, str], ...] = "learned"
     # (layer, head) pairs whose z is zeroed before W_o: the head's term leaves attn_out exactly.
     ablate_heads: tuple[Pair, ...] = ()

@@ -1,13 +1,20 @@
-"""One vocabulary of metrics: the key evaluate() reports, the label a person reads, the format.
+"""One vocabulary of metrics: the key evaluate() reports, the name a person reads, the format.
 
 Tasks, evaluation, the experiment, the analyses and the views all name the same few numbers; they
 look them up here rather than each keeping a table, so "token accuracy" is spelt, ordered and
-formatted the same everywhere.
+formatted the same everywhere. A metric's name is in the catalogue (tfviz.words), in every
+language, under the key its Metric gives (`name_key`: "metric.mae.name"; `short_key` where a
+table's column has less room: "metric.mae.short", MAE); the views word it through
+tfviz.ui.labels.metric_name, the library's English (`label`) is the same entry.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from tfviz.words import english
+
+NAMES = "metric."  # a metric's catalogue keys: NAMES + key + ".name" (and ".short")
 
 
 def compact(x: float) -> str:
@@ -21,9 +28,23 @@ class Metric:
     """A number a task is judged by."""
 
     key: str  # as evaluate() and ExperimentResult report it
-    label: str  # what a person reads
     higher_is_better: bool
     percent: bool  # a share in 0..1, shown as a percentage
+
+    @property
+    def name_key(self) -> str:
+        """The catalogue key of its name, as a sentence says it ("token accuracy")."""
+        return f"{NAMES}{self.key}.name"
+
+    @property
+    def short_key(self) -> str:
+        """The catalogue key of its short name, where the catalogue has one ("MAE")."""
+        return f"{NAMES}{self.key}.short"
+
+    @property
+    def label(self) -> str:
+        """Its name in English (the command line, a report): the catalogue's."""
+        return english(self.name_key)
 
     def format(self, value: float) -> str:
         """The value as shown: shares as a percentage, others to 3 decimals."""
@@ -37,11 +58,11 @@ class Metric:
 METRICS: dict[str, Metric] = {
     m.key: m
     for m in (
-        Metric("token_accuracy", "token accuracy", True, True),
-        Metric("sequence_accuracy", "sequence accuracy", True, True),
-        Metric("accuracy", "accuracy", True, True),
-        Metric("mae", "mean absolute error", False, False),
-        Metric("loss", "loss", False, False),
+        Metric("token_accuracy", True, True),
+        Metric("sequence_accuracy", True, True),
+        Metric("accuracy", True, True),
+        Metric("mae", False, False),
+        Metric("loss", False, False),
     )
 }
 

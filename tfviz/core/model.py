@@ -52,7 +52,7 @@ from tfviz.core.functional import (
 from tfviz.core.interventions import Interventions, LayerSwitches, layer_map
 from tfviz.core.packing import Packing, from_grid, pool, to_grid
 
-W_O_MODES = wo.W_O_MODES  # re-exported: the modes are defined in tfviz.core.wo
+W_O_MODES = wo.W_O_MODES  # re-exported: the switch's modes, named in tfviz.core.modes
 
 
 @dataclass(frozen=True)
@@ -145,95 +145,103 @@ class MultiHeadAttention(nn.Module):
         rotary: tuple[Tensor, Tensor] | None = None,
         into: dict[str, Tensor] | None = None,
     ) -> tuple[Tensor, dict | None]:
-        """into: this layer's slices of the trace's stacked sites (run_layers), where a traced
+        """attn_out = concat_h(softmax(q_h k_h^T / sqrt(d_k) + mask) v_h) W_o^T + b_o, under the
+        layer's switches; with trace, also the parts a LayerTrace keeps.
+
+        pad_mask: (B, T) True at padding; or a Packing of R runs' batches, x then (R, M, D).
+        into: this layer's slices of the trace's stacked sites (run_layers), where a traced
         pass writes its softmax weights, concat and attn_out as it makes them (written_to)."""
-        H, d_k = self.n_heads, self.d_k
         packed = pad_mask if isinstance(pad_mask, Packing) else None
-        if packed is None:
-            B, T, D = x.shape
-
-            def heads(t: Tensor) -> Tensor:
-                return t.view(B, T, -1, d_k).transpose(1, 2)  # (B, H or n_kv, T, d_k)
-        else:
-            # Packed runs: x is (R, M, D); heads go onto the (R*B, T) grid of all runs' batches.
-            pad_mask = packed.pad_mask
-
-            def heads(t: Tensor) -> Tensor:
-                return to_grid(packed, t, t.shape[-1] // d_k)  # (R*B, H, T, d_k)
-
-        q = heads(linear(x, self.W_q))
-        k = heads(linear(x, self.W_k))
-        v = heads(linear(x, self.W_v))
+        if packed is not None:
+            pad_mask = packed.pad_mask  # (R*B, T): the padding of the grid the heads go on
+        q = self.split_heads(linear(x, self.W_q), packed)  # (B, H, T, d_k)
+        k = self.split_heads(linear(x, self.W_k), packed)  # (B, n_kv, T, d_k)
+        v = self.split_heads(linear(x, self.W_v), packed)  # (B, n_kv, T, d_k)
         if rotary is not None:
             q, k = rotate(q, *rotary), rotate(k, *rotary)
-        # Grouped-query attention: each key/value head serves group = H / n_kv consecutive query
-        # heads.
-        group = H // self.n_kv
         p = self.dropout if self.training else 0.0
         attn = None
-        B_grid, _, T_grid, _ = q.shape
-
-        def per_kv_head(t: Tensor) -> Tensor:
-            # (B, H, T, ...) -> (B, n_kv, group * T, ...): the queries of one key/value head
-            # stacked, so that one matmul serves them all and k and v are not repeated.
-            return t.reshape(B_grid, self.n_kv, group * T_grid, t.shape[-1])
-
         # Packed runs take the plain path too: for small heads (d_k 8, T ~ 17) torch's fused CPU
         # kernel spends far more time per (sequence, head), above all backward, than two matmuls.
         if trace or sw.patterns or packed is not None:
-            scaled = per_kv_head(q * (1.0 / math.sqrt(d_k)))
-            scores = (scaled @ k.transpose(-2, -1)).view(B_grid, H, T_grid, T_grid)
-            # The masks are added in place: the product's own buffer, still in cache, and no
-            # second (B, H, T, T) array (matmul's backward reads q and k, not scores).
-            if pad_mask is not None:
-                # -inf added at padded keys (x + 0 is x: the same scores as a masked fill), which
-                # costs backward nothing, where a fill masks the gradient again.
-                key_bias = torch.zeros(pad_mask.shape, dtype=scores.dtype, device=scores.device)
-                scores.add_(key_bias.masked_fill_(pad_mask, float("-inf"))[:, None, None])
-            if self.causal:
-                scores.add_(causal_bias(T_grid, scores.dtype, scores.device))
-            # Written straight into the trace's buffer: the largest site of a trace then costs
-            # no copy.
-            attn_into = written_to(into, "attn", scores)
-            in_place = attn_into is not None
-            attn = torch.softmax(scores, -1, out=attn_into) if in_place else F.softmax(scores, -1)
-            if pad_mask is not None and packed is None:  # (a packing's examples all have a key)
-                # a query with every key padded attends to nothing
-                attn = attn.nan_to_num_(0.0) if in_place else attn.nan_to_num(0.0)
+            scores = self.scaled_scores(q, k)  # (B, H, T, T)
+            self.mask_scores(scores, pad_mask)
+            # (a packing's examples all have a key: no row of it is all -inf)
+            no_key = pad_mask is not None and packed is None
+            attn = softmax_into(scores, into, no_key)  # (B, H, T, T), written in the trace
             if sw.patterns:
                 attn = override_patterns(attn, sw.patterns, pad_mask, self.causal)
-            z = per_kv_head(F.dropout(attn, p) if p else attn) @ v
-            z = z.view(B_grid, H, T_grid, d_k)
+            z = self.weighted_values(F.dropout(attn, p) if p else attn, v)  # (B, H, T, d_k)
         else:
-            if group > 1:  # the fused kernel takes H heads of keys and values
-                k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-            keep = None if pad_mask is None else ~pad_mask[:, None, None, :]  # (B, 1, 1, T)
-            if self.causal and keep is not None:
-                keep = keep & torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-            z = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=keep, dropout_p=p, is_causal=self.causal and keep is None
-            )
-            if pad_mask is not None:
-                z = z.nan_to_num(0.0)
-        if sw.gate is not None:
-            # zero (or scale) heads before they reach W_o: (H,) one factor a head, or
-            # (B, H, T, 1) one a head and token (the language atlas's gated arm)
-            z = z * (sw.gate.view(1, H, 1, 1) if sw.gate.dim() == 1 else sw.gate)
-        if sw.order is not None:
-            # Heads enter concat in another order; z is kept in that order too, so that the
-            # per-head terms z_h W_O^h still add up to attn_out.
-            z = z[:, list(sw.order)]
-        # (B, T, D), packed (R, M, D): heads side by side
-        concat_into = written_to(into, "concat", z)
-        if packed is not None:
-            concat = from_grid(packed, z)
-        elif concat_into is not None:  # the heads copied side by side once, into the trace
-            concat = concat_into
-            concat.view(B, T, H, d_k).copy_(z.transpose(1, 2))
-        else:
-            concat = z.transpose(1, 2).reshape(B, T, D)
-        # The map is resolved once per pass (Interventions.resolve) and remembered across
-        # passes; identity and zero skip the matmul so that "W_o off" passes concat on exactly.
+            z = self.fused_attention(q, k, v, pad_mask, p)
+        z = switched_heads(z, sw)
+        concat = concat_heads(z, packed, into)  # (B, T, D), packed (R, M, D)
+        attn_out = self.project_out(concat, sw, into)  # (B, T, D), packed (R, M, D)
+        if not trace:
+            return attn_out, None
+        return attn_out, self.traced_parts(sw, v, attn, z, concat, attn_out)
+
+    def split_heads(self, t: Tensor, packed: Packing | None) -> Tensor:
+        """A projection's rows (B, T, n * d_k) -> heads (B, n, T, d_k), n = H or n_kv; packed,
+        slot rows (R, M, n * d_k) -> heads on the (R*B, T) grid of all runs' batches."""
+        if packed is None:
+            B, T, _ = t.shape
+            return t.view(B, T, -1, self.d_k).transpose(1, 2)
+        return to_grid(packed, t, t.shape[-1] // self.d_k)
+
+    # Grouped-query attention: each key/value head serves group = H / n_kv consecutive query
+    # heads. Their rows are stacked, (B, H, T, X) -> (B, n_kv, group * T, X), so that one matmul
+    # serves them all and k and v are never repeated (a plain reshape when n_kv = H).
+    def scaled_scores(self, q: Tensor, k: Tensor) -> Tensor:
+        """q k^T / sqrt(d_k): (B, H, T, T), each query head against its key/value head's keys."""
+        B, H, T, d_k = q.shape
+        scaled = (q * (1.0 / math.sqrt(d_k))).reshape(B, self.n_kv, H // self.n_kv * T, d_k)
+        return (scaled @ k.transpose(-2, -1)).view(B, H, T, T)
+
+    def weighted_values(self, attn: Tensor, v: Tensor) -> Tensor:
+        """attn @ v: (B, H, T, d_k), each query head's weights over its key/value head's values."""
+        B, H, T, _ = attn.shape
+        z = attn.reshape(B, self.n_kv, H // self.n_kv * T, T) @ v
+        return z.view(B, H, T, v.shape[-1])
+
+    def mask_scores(self, scores: Tensor, pad_mask: Tensor | None) -> None:
+        """-inf added in place at padded keys and, causal, at keys after the query.
+
+        Added in place: the product's own buffer, still in cache, and no second (B, H, T, T)
+        array (matmul's backward reads q and k, not scores). And added, not filled: x + 0 is x,
+        the same scores as a masked fill, and backward costs nothing, where a fill masks the
+        gradient again.
+        """
+        if pad_mask is not None:
+            key_bias = torch.zeros(pad_mask.shape, dtype=scores.dtype, device=scores.device)
+            scores.add_(key_bias.masked_fill_(pad_mask, float("-inf"))[:, None, None])
+        if self.causal:
+            scores.add_(causal_bias(scores.shape[-1], scores.dtype, scores.device))
+
+    def fused_attention(
+        self, q: Tensor, k: Tensor, v: Tensor, pad_mask: Tensor | None, p: float
+    ) -> Tensor:
+        """z (B, H, T, d_k) from torch's fused kernel: an untraced pass keeps no weights."""
+        group = self.n_heads // self.n_kv
+        if group > 1:  # the fused kernel takes H heads of keys and values
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+        keep = None if pad_mask is None else ~pad_mask[:, None, None, :]  # (B, 1, 1, T)
+        if self.causal and keep is not None:
+            T = q.shape[2]
+            keep = keep & torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
+        z = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=keep, dropout_p=p, is_causal=self.causal and keep is None
+        )
+        # a query with every key padded attends to nothing
+        return z if pad_mask is None else z.nan_to_num(0.0)
+
+    def project_out(self, concat: Tensor, sw: LayerSwitches, into: dict | None) -> Tensor:
+        """attn_out: concat through W_o as the switches say, made in the trace's buffer where a
+        traced pass has one.
+
+        The map is resolved once per pass (Interventions.resolve) and remembered across passes;
+        identity and zero skip the matmul so that "W_o off" passes concat on exactly.
+        """
         if sw.mode == "identity":
             attn_out = concat
         elif sw.mode == "zero":
@@ -244,18 +252,29 @@ class MultiHeadAttention(nn.Module):
             if out is None:
                 attn_out = linear(concat, W, b)
             else:  # nn.Linear's own product (addmm), made in the trace's buffer
+                D = concat.shape[-1]
                 torch.addmm(b, concat.view(-1, D), W.t(), out=out.view(-1, D))
                 attn_out = out
         if sw.out_gate is not None:
             # Zeroing a slice of W_o's output: after W_o that slice mixes every head (a common
             # mistake when "ablating a head"); offered so the app can show the difference.
             attn_out = attn_out * sw.out_gate
-        if not trace:
-            return attn_out, None
+        return attn_out
+
+    def traced_parts(
+        self,
+        sw: LayerSwitches,
+        v: Tensor,
+        attn: Tensor,
+        z: Tensor,
+        concat: Tensor,
+        attn_out: Tensor,
+    ) -> dict:
+        """What a LayerTrace keeps of this sublayer, detached, with the map actually applied."""
         W, b = (t.detach() for t in self.applied(sw))
         if sw.out_gate is not None:
             W, b = W * sw.out_gate[:, None], b * sw.out_gate  # the map actually applied
-        parts = dict(
+        return dict(
             values=v.detach(),
             attn=attn.detach(),
             z=z.detach(),
@@ -266,7 +285,6 @@ class MultiHeadAttention(nn.Module):
             b_o=b,
             head_gate=None if sw.gate is None else sw.gate.detach(),
         )
-        return attn_out, parts
 
     def per_head(self, weight: Tensor) -> Tensor:
         """A W_q, W_k or W_v weight with H * d_k rows, head h's at h*d_k..: W_k's and W_v's
@@ -437,12 +455,37 @@ class Encoder(nn.Module):
             (D in place of n_out when the model has no head); packed: (R, B, n_out) pooled,
             (R, M, n_out) per token in slot order (tfviz.core.packing.unpack puts them on the grid).
         """
-        cfg = self.config
         if isinstance(ids, Packing):
             return self._packed(ids, pad_mask, interventions, trace, token_types, switches)
+        self.check_inputs(ids, pad_mask, token_types)
+        if pad_mask is not None and not pad_mask.any():
+            pad_mask = None  # nothing padded: take the unmasked (faster) attention path
+        iv = Interventions.of(interventions, **switches)
+        embed, rotary = self.embed_input(ids, pad_mask, token_types)  # (B, T, D)
+        x, layer_traces, stacked = self.run_layers(embed, pad_mask, iv, trace, rotary)
+        x = self.pooled(x, pad_mask)
+        logits = linear(x, self.head) if self.config.n_out and head else x
+        if not trace:
+            return EncoderOutput(logits=logits, trace=None)
+        return EncoderOutput(
+            logits=logits,
+            trace=Trace(
+                embed=embed.detach(),
+                pad_mask=pad_mask,
+                layers=layer_traces,
+                interventions=iv,
+                stacked=stacked,
+            ),
+        )
+
+    def check_inputs(
+        self, ids: Tensor, pad_mask: Tensor | None, token_types: Tensor | None
+    ) -> None:
+        """ValueError unless ids, pad_mask and token_types are what forward takes."""
+        cfg = self.config
         if not isinstance(ids, Tensor) or ids.dim() != 2:
             raise ValueError("ids must be a 2-d tensor of token ids, shape (batch, tokens)")
-        B, T = ids.shape
+        T = ids.shape[1]
         if T > cfg.max_len:
             raise ValueError(f"sequence has {T} positions but this model has only {cfg.max_len}")
         if pad_mask is not None and pad_mask.shape != ids.shape:
@@ -459,9 +502,14 @@ class Encoder(nn.Module):
                 "token_types needs a model with token-type embeddings, the shape of ids and "
                 f"values in 0..{cfg.type_vocab_size - 1}"
             )
-        if pad_mask is not None and not pad_mask.any():
-            pad_mask = None  # nothing padded: take the unmasked (faster) attention path
-        iv = Interventions.of(interventions, **switches)
+
+    def embed_input(
+        self, ids: Tensor, pad_mask: Tensor | None, token_types: Tensor | None
+    ) -> tuple[Tensor, tuple[Tensor, Tensor] | None]:
+        """Layer 0's input (B, T, D): token embedding + learned positions (+ token types, then
+        the embedding LayerNorm); and the rotary angles (None with learned positions)."""
+        cfg = self.config
+        B, T = ids.shape
         positions = self.positions_of(pad_mask)
         x = self.embed_ids(ids)  # (B, T, D)
         rotary = None
@@ -477,33 +525,25 @@ class Encoder(nn.Module):
             )
         if cfg.embed_norm:
             x = self.embed_norm(x)
-        embed = x
-        x, layer_traces, stacked = self.run_layers(x, pad_mask, iv, trace, rotary)
-        if cfg.pool == "mean":
+        return x, rotary
+
+    def pooled(self, x: Tensor, pad_mask: Tensor | None) -> Tensor:
+        """The final hidden states (B, T, D) pooled as the config says: (B, D); per token
+        (pool "none"), x itself."""
+        how = self.config.pool
+        if how == "mean":
             if pad_mask is None:
-                x = x.mean(dim=1)
-            else:
-                keep = (~pad_mask).unsqueeze(-1).to(x.dtype)  # (B, T, 1)
-                x = (x * keep).sum(dim=1) / keep.sum(dim=1).clamp_min(1.0)
-        elif cfg.pool == "first":
-            x = x[:, 0]
-        elif cfg.pool == "last":  # the last real token, wherever the padding is
+                return x.mean(dim=1)
+            keep = (~pad_mask).unsqueeze(-1).to(x.dtype)  # (B, T, 1)
+            return (x * keep).sum(dim=1) / keep.sum(dim=1).clamp_min(1.0)
+        if how == "first":
+            return x[:, 0]
+        if how == "last":  # the last real token, wherever the padding is
+            B, T, _ = x.shape
             at = torch.arange(T, device=x.device).expand(B, T)
             last = at if pad_mask is None else at.masked_fill(pad_mask, -1)
-            x = x[torch.arange(B, device=x.device), last.argmax(-1)]
-        logits = linear(x, self.head) if cfg.n_out and head else x
-        if not trace:
-            return EncoderOutput(logits=logits, trace=None)
-        return EncoderOutput(
-            logits=logits,
-            trace=Trace(
-                embed=embed.detach(),
-                pad_mask=pad_mask,
-                layers=layer_traces,
-                interventions=iv,
-                stacked=stacked,
-            ),
-        )
+            return x[torch.arange(B, device=x.device), last.argmax(-1)]
+        return x
 
     def embed_ids(self, ids: Tensor) -> Tensor:
         """The embedding of ids (..., ) -> (..., D); packed: run r's ids (R, M) in its own table."""
@@ -573,6 +613,47 @@ def written_to(into: dict[str, Tensor] | None, site: str, *inputs: Tensor) -> Te
     if into is None or (torch.is_grad_enabled() and any(t.requires_grad for t in inputs)):
         return None
     return into[site]
+
+
+def softmax_into(scores: Tensor, into: dict[str, Tensor] | None, no_key: bool) -> Tensor:
+    """softmax(scores) over the keys, written straight into the trace's attn buffer where a
+    traced pass has one: the largest site of a trace then costs no copy.
+
+    no_key: a query may have every key padded (a row all -inf, its softmax NaN); such a query
+    attends to nothing (its weights 0).
+    """
+    attn_into = written_to(into, "attn", scores)
+    if attn_into is None:
+        attn = F.softmax(scores, -1)
+        return attn.nan_to_num(0.0) if no_key else attn
+    attn = torch.softmax(scores, -1, out=attn_into)
+    return attn.nan_to_num_(0.0) if no_key else attn
+
+
+def switched_heads(z: Tensor, sw: LayerSwitches) -> Tensor:
+    """z (B, H, T, d_k) with the head switches applied before W_o: gated, then reordered."""
+    if sw.gate is not None:
+        # zero (or scale) heads before they reach W_o: (H,) one factor a head, or
+        # (B, H, T, 1) one a head and token (the language atlas's gated arm)
+        z = z * (sw.gate.view(1, z.shape[1], 1, 1) if sw.gate.dim() == 1 else sw.gate)
+    if sw.order is not None:
+        # Heads enter concat in another order; z is kept in that order too, so that the
+        # per-head terms z_h W_O^h still add up to attn_out.
+        z = z[:, list(sw.order)]
+    return z
+
+
+def concat_heads(z: Tensor, packed: Packing | None, into: dict[str, Tensor] | None) -> Tensor:
+    """The heads side by side, W_o's input: z (B, H, T, d_k) -> (B, T, H * d_k); packed, the grid
+    back to slots (R, M, H * d_k). A traced pass copies the heads once, into the trace's buffer."""
+    if packed is not None:
+        return from_grid(packed, z)
+    B, H, T, d_k = z.shape
+    concat_into = written_to(into, "concat", z)
+    if concat_into is None:
+        return z.transpose(1, 2).reshape(B, T, H * d_k)
+    concat_into.view(B, T, H, d_k).copy_(z.transpose(1, 2))
+    return concat_into
 
 
 def dropped(x: Tensor, dropout: nn.Dropout) -> Tensor:

@@ -10,7 +10,9 @@ uses one), then PAD. BOS gives attention a fixed place to rest and counting task
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,20 +20,29 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tfviz.core.config import ModelConfig
-from tfviz.words import english
+from tfviz.refusal import Refusal
+from tfviz.words import catalogue, translate
 
 IGNORE = -100  # target value for positions without a target (BOS, padding)
 BOS_LABEL = "BOS"
 
 
-class InputError(ValueError):
+class InputError(Refusal, ValueError):
     """A typed input refused, as a code and the values its wording names: the catalogue words it
-    (key "input.<code>"), in English for str(error), in the page's language for the app."""
+    (key "input.<code>": "not_text", "empty", "too_long", "bad_char", "too_short", ...), in
+    English for str(error), in the page's language for the app; a {task} by its name in that
+    language (task.<name>.name)."""
 
-    def __init__(self, code: str, **values):
-        super().__init__(english(f"input.{code}", **values))
-        self.code = code  # "not_text", "empty", "too_long", "bad_char", "too_short", ...
-        self.values = values
+    PREFIX = "input."
+    # Shown whole: the alphabet a student is told to type from, however long, is the answer.
+    MAX_VALUE = MAX_TEXT = None
+
+    def shown_values(self, lang: str, name: Callable[[str], str]) -> dict[str, Any]:
+        values = super().shown_values(lang, name)
+        if isinstance(task := self.values.get("task"), str):
+            key = f"task.{task.replace(' ', '_')}.name"
+            values["task"] = name(translate(lang, key) if key in catalogue(lang) else task)
+        return values
 
 
 @dataclass(frozen=True)

@@ -151,7 +151,7 @@ def top_next(logits: torch.Tensor, k: int = TOP_K) -> tuple[torch.Tensor, torch.
         return top.indices, (top.values - torch.logsumexp(logits, dim=-1, keepdim=True)).exp()
     # A few positions at a time (each row's answer does not depend on the others): logsumexp's
     # (..., V) temporaries then stay small and in cache; on the whole (256, 49,152) logits of a
-    # Llama-sized model they took 41 ms against 14 in chunks (bench/hf_decoders.py).
+    # Llama-sized model they took several times as long as in chunks (bench/hf_decoders.py).
     parts = [top_next(rows, k) for rows in logits.split(ROWS_AT_ONCE, dim=-2)]
     return torch.cat([i for i, _ in parts], dim=-2), torch.cat([p for _, p in parts], dim=-2)
 
@@ -172,7 +172,7 @@ def head_top_next(
 
     A chunk's logits are made PRODUCT_COLUMNS at a time, each product written in place into the
     chunk (mm or addmm with out=): here, for a 50k-150k vocabulary, products of 1,024 rows of the
-    head were 10-25% faster than one product over the whole vocabulary (bench/README.md), so
+    head were faster than one product over the whole vocabulary (bench/README.md), so
     the head with its top 5 and normaliser costs less than transformers' bare head.
     """
     W, b = head.weight, head.bias
@@ -218,7 +218,7 @@ def top_k_by_blocks(logits: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.T
     of BLOCK logits with the largest maxima: the k best logits lie in those blocks (a block
     holding one of them has a maximum at least as large, and fewer than k other blocks can
     beat it). One vectorised pass for the maxima and topk over S / BLOCK of them and k * BLOCK
-    candidates: 2.5x faster than topk over the whole slice at 256 tokens here."""
+    candidates: faster than topk over the whole slice at a few hundred tokens."""
     S = logits.shape[-1]
     if S % BLOCK or S < k * BLOCK:
         top = logits.topk(k, dim=-1)

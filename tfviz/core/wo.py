@@ -56,14 +56,14 @@ def block_mask(D: int, n_heads: int, like: Array) -> Array:
 
 
 # Results computed from weights, shared by every caller (every browser session). A rank-k pass
-# used to take one SVD per layer per pass, ~40 ms each at D = 384, so MiniLM's mode sweep (about
-# 20 modes, two sentences, six layers) spent seconds on the same six SVDs; and a rank-k or
-# block-diagonal forward pass rebuilt its map twice (the pass and its trace), 1.3x a learned
-# pass on the toy models. Two kinds are kept: a weight's SVD, and the map a mode applies
-# (`effective`). key -> (the tensors' storages, their versions, the result): holding the storages
-# keeps their memory from being reused by other tensors while the entry lives, and the version
-# counter (shared by W, W.detach() and every view of it) tells an in-place change (an optimiser
-# step) apart. Weights that take a gradient are never remembered: autograd needs a fresh graph.
+# used to take one SVD per layer per pass, so MiniLM's mode sweep (about 20 modes, two
+# sentences, six layers) spent seconds on the same six SVDs; and a rank-k or block-diagonal
+# forward pass rebuilt its map twice (the pass and its trace), slower than a learned pass. Two
+# kinds are kept: a weight's SVD, and the map a mode applies (`effective`). key -> (the tensors'
+# storages, their versions, the result): holding the storages keeps their memory from being
+# reused by other tensors while the entry lives, and the version counter (shared by W,
+# W.detach() and every view of it) tells an in-place change (an optimiser step) apart.
+# Weights that take a gradient are never remembered: autograd needs a fresh graph.
 CACHE_ENTRIES = 64  # MiniLM: 6 layers' SVD (2.4 MB each in float64) + a few modes' maps
 SVD_CACHE_ENTRIES = CACHE_ENTRIES  # the name tests and docs used for the SVD cache
 _cache: dict = {}

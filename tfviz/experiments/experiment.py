@@ -63,9 +63,9 @@ FORMAT = "tfviz-experiment/1"
 FINAL_FRACTION = 0.05  # final loss = mean over this last share of the steps
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "models" / "experiments"
 
-# The shipped results use these: all six tasks took about 4.5 CPU minutes one run after another on
-# the project's 2-core machines (each run ~4 s on one thread), the budget the issue sets; batched,
-# a task took about half the time (bench/train_speed.py: sum, 20 s against 38 s). Five tasks are
+# The shipped results use these: all six tasks rerun in minutes on a 2-core machine, one run
+# after another, so a class can rerun the experiment; batched, faster still (measured:
+# bench/train_speed.py and bench/README.md). Five tasks are
 # mostly learned in 500 steps; reverse needs several times more, which its verdict reports.
 DEFAULTS: dict = {
     "seeds": 5,

@@ -37,7 +37,7 @@ from tfviz.experiments.atlas_cells import LANGUAGE_ARMS, LANGUAGE_FORMAT, Langua
 from tfviz.training import language
 
 # The recipe of every run: small enough for 200 runs on two cores in well under an hour
-# (about 10 to 40 ms a step on one thread), long enough that every arm learns the language.
+# (estimate_seconds), long enough that every arm learns the language.
 STEPS = 1000
 CONTEXT = 64
 BATCH = 16

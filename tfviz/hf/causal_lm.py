@@ -25,7 +25,7 @@ from tfviz.core.trace import TOP_K, top_next
 from tfviz.hf.pretrained import SentenceTask
 from tfviz.hf.tokenizer import PieceTokenizer
 
-MAX_NEW_TOKENS = 20  # a continuation a class watches; the bound
+MAX_NEW_TOKENS = 20  # a continuation a class watches being written, short enough to wait for
 
 
 @dataclass(frozen=True)

@@ -174,8 +174,8 @@ def load_decoder(
             tied = ours == "head.weight"
             state[ours] = state["embed.weight"] if tied else torch.zeros(shapes[ours])
     # Built on the meta device (no memory, no random draw), then given the checkpoint's tensors
-    # (assign=True: no copy). Drawing random weights first took 3.9 s of Qwen2-0.5B's 4.6 s
-    # open (bench/README.md); the meta device's first use costs about 1 s once per process
+    # (assign=True: no copy). Drawing random weights first took most of Qwen2-0.5B's open
+    # (bench/README.md); the meta device's first use costs time once per process
     # (it imports torch._dynamo), which the small encoders' loader does not pay.
     with torch.device("meta"):
         model = Encoder(config)

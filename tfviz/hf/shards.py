@@ -31,8 +31,8 @@ from tfviz.hf.mlm import MaskedLMHead
 from tfviz.hf.weights import checked, encoder_from_tensors, expected_shapes
 
 # Limits of what a classroom server opens. XLM-R base (278 M parameters, 1.1 GB in float32) is
-# the largest model the issue names; BERT-large and larger are refused by tfviz.core.config.LIMITS
-# (12 layers, D <= 1024) before this budget is even reached.
+# the largest model a class is meant to open; BERT-large and larger are refused by
+# tfviz.core.config.LIMITS (12 layers, D <= 1024) before this budget is even reached.
 MAX_PARAMS = 300_000_000
 
 

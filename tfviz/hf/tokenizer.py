@@ -335,6 +335,56 @@ class PieceTokenizer:
 
         mask: a marker (e.g. "[MASK]") whose occurrences in text become the mask token.
         """
+        self._check_text(text)
+        all_ids, all_pieces, all_spans = self._split(text, mask)
+        spelled = all_pieces  # as the vocabulary spells them, for the charts' hover
+        if self.byte_level:
+            # Decoded over the whole text before any cut: a character split across pieces is
+            # shown by the piece holding its first byte, whatever is cut after it.
+            all_pieces = shown_pieces(all_pieces, self.mask_id, all_ids)
+        elif self.byte_fallback:
+            all_pieces = shown_fallback_pieces(all_pieces)
+        if not all_ids:
+            raise InputError("no_pieces")
+        sp = self.specials
+        room = self.max_pieces - len(self.before) - len(self.after)  # [CLS] and [SEP] always fit
+        ids, pieces, spans = all_ids[:room], all_pieces[:room], all_spans[:room]
+        notes = []
+        cut_at = None
+        if len(all_ids) > room:
+            cut_at = spans[-1][1]
+            notes.append(self._cut_note(text, len(all_ids), room, pieces[-1], cut_at))
+        n_unknown = 0 if self.unk_id is None else sum(i == self.unk_id for i in ids)
+        if n_unknown:
+            notes.append(self._unknown_note(text, ids, spans, n_unknown))
+        typed = self._typed_note(text, mask)
+        if typed:
+            notes.append(typed)
+        first = len(self.before)
+        masked = tuple(
+            n + first for n, i in enumerate(ids) if mask is not None and i == self.mask_id
+        )
+        before = (sp.cls,) * first
+        after = (sp.sep,) * len(self.after)
+        ids = (*self.before, *ids, *self.after)
+        pieces = (*before, *pieces, *after)
+        spelled = (*before, *spelled[:room], *after)
+        spans = (*((0, 0),) * first, *(tuple(s) for s in spans), *((0, 0),) * len(after))
+        return Pieces(
+            text=text,
+            ids=ids,
+            pieces=pieces,
+            labels=unique_labels(pieces, spelled),
+            spans=spans,
+            cut_at=cut_at,
+            n_unknown=n_unknown,
+            notes=tuple(notes),
+            masked=masked,
+        )
+
+    def _check_text(self, text: str) -> None:
+        """InputError unless text is a string this tokenizer may read: not too long, encodable
+        as UTF-8, and within the alphabet where the model has one."""
         if not isinstance(text, str):
             kind = type(text).__name__
             raise InputError("not_text", type=kind)
@@ -359,67 +409,41 @@ class PieceTokenizer:
                     size=len(self.alphabet),
                     alphabet="".join(sorted(self.alphabet)).replace("\n", "↵"),
                 )
-        all_ids, all_pieces, all_spans = self._split(text, mask)
-        spelled = all_pieces  # as the vocabulary spells them, for the charts' hover
-        if self.byte_level:
-            # Decoded over the whole text before any cut: a character split across pieces is
-            # shown by the piece holding its first byte, whatever is cut after it.
-            all_pieces = shown_pieces(all_pieces, self.mask_id, all_ids)
-        elif self.byte_fallback:
-            all_pieces = shown_fallback_pieces(all_pieces)
-        if not all_ids:
-            raise InputError("no_pieces")
+
+    def _cut_note(self, text: str, n_pieces: int, room: int, last: str, cut_at: int) -> str:
+        """Where a text of n_pieces word-pieces was cut to the room the model has, and what of
+        it is not read (last: the last piece read)."""
         sp = self.specials
-        room = self.max_pieces - len(self.before) - len(self.after)  # [CLS] and [SEP] always fit
-        ids, pieces, spans = all_ids[:room], all_pieces[:room], all_spans[:room]
-        notes = []
-        cut_at = None
-        if len(all_ids) > room:
-            cut_at = spans[-1][1]
-            rest = " ".join(text[cut_at:].split())
-            notes.append(
-                f"The text has {len(all_ids)} word-pieces; the model reads at most {room} (plus "
-                f"{sp.cls} and {sp.sep}), so it was cut after word-piece {room} ({pieces[-1]!r}), "
-                f"at character {cut_at} of {len(text)}. Not read: {_clip(rest, 40)!r}."
-            )
-        n_unknown = 0 if self.unk_id is None else sum(i == self.unk_id for i in ids)
-        if n_unknown:
-            unknown = dict.fromkeys(  # each unknown stretch of text once, in order
-                text[a:b] for i, (a, b) in zip(ids, spans, strict=True) if i == self.unk_id
-            )
-            what = f" ({self.vocabulary})" if self.vocabulary else ""
-            notes.append(
-                f"{n_unknown} of {len(ids)} word-pieces are {sp.unk}: the model's vocabulary"
-                f"{what} has no piece for {_clip(' '.join(unknown), 40)}."
-            )
+        rest = " ".join(text[cut_at:].split())
+        return (
+            f"The text has {n_pieces} word-pieces; the model reads at most {room} (plus "
+            f"{sp.cls} and {sp.sep}), so it was cut after word-piece {room} ({last!r}), "
+            f"at character {cut_at} of {len(text)}. Not read: {_clip(rest, 40)!r}."
+        )
+
+    def _unknown_note(self, text: str, ids: list, spans: list, n_unknown: int) -> str:
+        """How many of the pieces read are the unknown piece, and the text each stands for."""
+        unknown = dict.fromkeys(  # each unknown stretch of text once, in order
+            text[a:b] for i, (a, b) in zip(ids, spans, strict=True) if i == self.unk_id
+        )
+        what = f" ({self.vocabulary})" if self.vocabulary else ""
+        return (
+            f"{n_unknown} of {len(ids)} word-pieces are {self.specials.unk}: the model's "
+            f"vocabulary{what} has no piece for {_clip(' '.join(unknown), 40)}."
+        )
+
+    def _typed_note(self, text: str, mask: str | None) -> str | None:
+        """A note when text spells a special token's name (mask markers aside): it is read as
+        plain characters, not as that token. None when it spells none."""
+        sp = self.specials
         upper = text.upper() if mask is None else text.replace(mask, " ").upper()
         typed = [name for name in sp.names if name and name.upper() in upper]
-        if typed:
-            notes.append(
-                f"{', '.join(typed)} in the text is read as plain characters (brackets and "
-                "letters), not as the model's special token: only the "
-                f"{sp.cls} and {sp.sep} around the text are special."
-            )
-        first = len(self.before)
-        masked = tuple(
-            n + first for n, i in enumerate(ids) if mask is not None and i == self.mask_id
-        )
-        before = (sp.cls,) * first
-        after = (sp.sep,) * len(self.after)
-        ids = (*self.before, *ids, *self.after)
-        pieces = (*before, *pieces, *after)
-        spelled = (*before, *spelled[:room], *after)
-        spans = (*((0, 0),) * first, *(tuple(s) for s in spans), *((0, 0),) * len(after))
-        return Pieces(
-            text=text,
-            ids=ids,
-            pieces=pieces,
-            labels=unique_labels(pieces, spelled),
-            spans=spans,
-            cut_at=cut_at,
-            n_unknown=n_unknown,
-            notes=tuple(notes),
-            masked=masked,
+        if not typed:
+            return None
+        return (
+            f"{', '.join(typed)} in the text is read as plain characters (brackets and "
+            "letters), not as the model's special token: only the "
+            f"{sp.cls} and {sp.sep} around the text are special."
         )
 
     def batch(self, texts: list[str], device: str | torch.device = "cpu") -> Batch:

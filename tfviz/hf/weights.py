@@ -94,7 +94,7 @@ def encoder_from_tensors(
         state[ours] = t
     # Built on the CPU and its random weights then replaced (assign=True: no copy). Building on
     # the meta device would skip the random init but costs more: its first use imports
-    # torch._dynamo (about 4 s and 90 MB).
+    # torch._dynamo (seconds, and memory).
     model = Encoder(config)
     model.load_state_dict(state, strict=True, assign=True)
     return model.eval().requires_grad_(False)

@@ -84,16 +84,6 @@ def atlas_grid(
     esc = [["<br>".join(_escape(line) for line in lines) for lines in row] for row in hover]
     faint = np.zeros((R, C), bool) if faint is None else np.asarray(faint, bool)
     finite = np.isfinite(effect)
-
-    def cell_texts(mask: np.ndarray) -> list[list[str]]:
-        return [
-            [
-                "<br>".join(_escape(line) for line in texts[i][j]) if mask[i, j] else ""
-                for j in range(C)
-            ]
-            for i in range(R)
-        ]
-
     # The grey layer lies under every square, shows what has no effect to colour (not trained,
     # no runs) and carries every square's hover, so the coloured layers need none.
     grey = go.Heatmap(
@@ -102,7 +92,7 @@ def atlas_grid(
         y=y,
         colorscale=[[0, "#d9d9d9"], [1, "#d9d9d9"]],
         showscale=False,
-        text=cell_texts(~finite),
+        text=_cell_texts(texts, ~finite),
         texttemplate="%{text}",
         textfont=dict(size=10, color="#222"),
         customdata=esc,
@@ -110,39 +100,14 @@ def atlas_grid(
         xgap=2,
         ygap=2,
     )
-
-    def squares(mask: np.ndarray, opacity: float, scale: bool) -> go.Heatmap:
-        return go.Heatmap(
-            z=np.where(mask, effect, None).tolist(),
-            x=x,
-            y=y,
-            colorscale=EFFECT_SCALE,
-            zmin=-bound,
-            zmax=bound,
-            opacity=opacity,
-            showscale=scale,
-            text=cell_texts(mask),
-            texttemplate="%{text}",
-            textfont=dict(size=10, color="#222"),
-            hoverinfo="skip",
-            colorbar=dict(
-                title=dict(text=_escape(colour_title), side="top", font=dict(size=11)),
-                orientation="h",
-                y=-0.02,
-                yanchor="top",
-                thickness=10,
-                len=0.9,
-            ),
-            xgap=2,
-            ygap=2,
-        )
-
     # Each coloured square is drawn by one of two layers: the sure in full, the uncertain pale.
     # One colour bar, on a layer that has squares (a layer of none is not drawn at all).
     sure_mask, unsure_mask = finite & ~faint, finite & faint
     scale_on_sure = bool(sure_mask.any())
-    sure = squares(sure_mask, 1.0, scale_on_sure)
-    unsure = squares(unsure_mask, 0.5, not scale_on_sure and bool(unsure_mask.any()))
+    bar = _escape(colour_title)
+    sure = _effect_squares(effect, texts, x, y, sure_mask, bound, 1.0, scale_on_sure, bar)
+    scale_on_unsure = not scale_on_sure and bool(unsure_mask.any())
+    unsure = _effect_squares(effect, texts, x, y, unsure_mask, bound, 0.5, scale_on_unsure, bar)
     fig = go.Figure([grey, sure, unsure])
     fig.update_layout(
         title=_title(title),
@@ -153,6 +118,54 @@ def atlas_grid(
         plot_bgcolor="white",
     )
     return fig
+
+
+def _cell_texts(texts: Sequence[Sequence[Sequence[str]]], mask: np.ndarray) -> list[list[str]]:
+    """The squares' texts, escaped, a line each; empty where mask is False (another layer's)."""
+    R, C = mask.shape
+    return [
+        ["<br>".join(_escape(line) for line in texts[i][j]) if mask[i, j] else "" for j in range(C)]
+        for i in range(R)
+    ]
+
+
+def _effect_squares(
+    effect: np.ndarray,
+    texts: Sequence[Sequence[Sequence[str]]],
+    x: list[str],
+    y: list[str],
+    mask: np.ndarray,
+    bound: float,
+    opacity: float,
+    scale: bool,
+    colour_title: str,
+) -> go.Heatmap:
+    """One coloured layer of the atlas: the squares of mask, on the diverging scale from -bound
+    to bound (its colour bar shown when scale, titled colour_title, already escaped)."""
+    return go.Heatmap(
+        z=np.where(mask, effect, None).tolist(),
+        x=x,
+        y=y,
+        colorscale=EFFECT_SCALE,
+        zmin=-bound,
+        zmax=bound,
+        opacity=opacity,
+        showscale=scale,
+        text=_cell_texts(texts, mask),
+        texttemplate="%{text}",
+        textfont=dict(size=10, color="#222"),
+        hoverinfo="skip",
+        colorbar=dict(
+            title=dict(text=colour_title, side="top", font=dict(size=11)),
+            orientation="h",
+            y=-0.02,
+            yanchor="top",
+            thickness=10,
+            len=0.9,
+        ),
+        xgap=2,
+        ygap=2,
+    )
 
 
 def cell_curves(

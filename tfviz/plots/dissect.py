@@ -64,25 +64,13 @@ def mode_sweep_plot(
     if not np.isfinite(numbers).all():
         raise ValueError("mode-sweep values must be finite")
     x_range = [0.5, float(ranks.max()) + 0.5]
-    traces = []
     widths = _line_widths(whole, numbers)
-    for mode, value in whole.items():
-        rgb = MODE_COLOURS.get(mode, "99, 99, 99")
-        name = _escape(names[mode])
-        traces.append(
-            dict(
-                type="scatter",
-                x=x_range,
-                y=[value, value],
-                mode="lines",
-                name=f"{name}: {value:.3g}",
-                line=dict(
-                    color=f"rgb({rgb})", dash=MODE_DASHES.get(mode, "dash"), width=widths[mode]
-                ),
-                hovertemplate=f"{name}<br>%{{y:.4g}}<extra></extra>",
-            )
-        )
+    traces = [
+        _reference_line(mode, value, _escape(names[mode]), x_range, widths[mode])
+        for mode, value in whole.items()
+    ]
     rank_name = _escape(names["rank"])
+    hover = f"{rank_name}<br>k = %{{x}}<br>%{{y:.4g}}<extra></extra>"
     traces.append(
         dict(
             type="scatter",
@@ -91,23 +79,13 @@ def mode_sweep_plot(
             mode="lines+markers",
             name=rank_name,
             line=dict(color=f"rgb({RANK_COLOUR})", width=2),
-            hovertemplate=f"{rank_name}<br>k = %{{x}}<br>%{{y:.4g}}<extra></extra>",
+            hovertemplate=hover,
         )
     )
     shapes = []
     if chosen_k is not None and chosen_k in set(ranks.tolist()):
         at = float(values[list(ranks).index(chosen_k)])
-        traces.append(
-            dict(
-                type="scatter",
-                x=[chosen_k],
-                y=[at],
-                mode="markers",
-                marker=dict(size=14, color=f"rgb({RANK_COLOUR})", line=dict(width=2)),
-                showlegend=False,
-                hovertemplate=f"{rank_name}<br>k = %{{x}}<br>%{{y:.4g}}<extra></extra>",
-            )
-        )
+        traces.append(_chosen_marker(chosen_k, at, hover))
         shapes.append(_k_marker(chosen_k))
     layout = dict(
         title=dict(text="<br>".join(_wrap(title, TITLE_UNITS))),
@@ -119,6 +97,34 @@ def mode_sweep_plot(
         yaxis=dict(title=dict(text=_escape(y_title))),
     )
     return _figure_of(traces, layout)
+
+
+def _reference_line(mode: str, value: float, name: str, x_range: list, width: float) -> dict:
+    """A whole-matrix mode's measure as a horizontal line across the plot, in the mode's colour
+    and dash, its value in the legend (name already escaped)."""
+    rgb = MODE_COLOURS.get(mode, "99, 99, 99")
+    return dict(
+        type="scatter",
+        x=x_range,
+        y=[value, value],
+        mode="lines",
+        name=f"{name}: {value:.3g}",
+        line=dict(color=f"rgb({rgb})", dash=MODE_DASHES.get(mode, "dash"), width=width),
+        hovertemplate=f"{name}<br>%{{y:.4g}}<extra></extra>",
+    )
+
+
+def _chosen_marker(k: int, at: float, hover: str) -> dict:
+    """A bigger marker on the rank-k curve at the chosen k, not in the legend."""
+    return dict(
+        type="scatter",
+        x=[k],
+        y=[at],
+        mode="markers",
+        marker=dict(size=14, color=f"rgb({RANK_COLOUR})", line=dict(width=2)),
+        showlegend=False,
+        hovertemplate=hover,
+    )
 
 
 LINE_PX = 2  # a reference line's width when no other line shares its value

@@ -95,49 +95,11 @@ def experiment_curves(
         raise ValueError(f"the curves have {S} points but {len(step)} steps were given")
     if len(conditions) != C or len(names) != C:
         raise ValueError(f"{C} curves need {C} conditions and names")
+    hover = f"{step_word} %{{x}}<br>{mean_loss} %{{y:.4g}}"
     traces = []
     for c, (cond, name) in enumerate(zip(conditions, names, strict=True)):
         rgb = CONDITION_COLOURS.get(cond, "99, 99, 99")
-        name = _escape(name)
-        traces.append(
-            dict(
-                type="scatter",
-                x=step,
-                y=upper[c],
-                mode="lines",
-                line=dict(width=0),
-                legendgroup=name,
-                showlegend=False,
-                hoverinfo="skip",
-            )
-        )
-        traces.append(
-            dict(
-                type="scatter",
-                x=step,
-                y=lower[c],
-                mode="lines",
-                line=dict(width=0),
-                fill="tonexty",
-                fillcolor=f"rgba({rgb}, 0.2)",
-                legendgroup=name,
-                showlegend=False,
-                hoverinfo="skip",
-            )
-        )
-        traces.append(
-            dict(
-                type="scatter",
-                x=step,
-                y=mean[c],
-                mode="lines",
-                name=name,
-                legendgroup=name,
-                line=dict(color=f"rgb({rgb})", width=2),
-                hovertemplate=f"{name}<br>{step_word} %{{x}}<br>{mean_loss} %{{y:.4g}}"
-                "<extra></extra>",
-            )
-        )
+        traces += _band_and_mean(step, mean[c], lower[c], upper[c], _escape(name), rgb, hover)
     positive = bool((lower > 0).all() and (mean > 0).all())
     layout = dict(
         title=dict(text=title),
@@ -151,3 +113,39 @@ def experiment_curves(
         ),
     )
     return _figure_of(traces, layout)
+
+
+def _band_and_mean(
+    step: np.ndarray,
+    mean: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    name: str,
+    rgb: str,
+    hover: str,
+) -> list[dict]:
+    """One condition's three traces: the band's upper edge, its lower edge filled up to the
+    upper (tonexty), then the mean line, the only one in the legend and with a hover (name and
+    hover already escaped)."""
+    edge = dict(type="scatter", x=step, mode="lines", line=dict(width=0), legendgroup=name)
+    return [
+        dict(edge, y=upper, showlegend=False, hoverinfo="skip"),
+        dict(
+            edge,
+            y=lower,
+            fill="tonexty",
+            fillcolor=f"rgba({rgb}, 0.2)",
+            showlegend=False,
+            hoverinfo="skip",
+        ),
+        dict(
+            type="scatter",
+            x=step,
+            y=mean,
+            mode="lines",
+            name=name,
+            legendgroup=name,
+            line=dict(color=f"rgb({rgb})", width=2),
+            hovertemplate=f"{name}<br>{hover}<extra></extra>",
+        ),
+    ]

@@ -6,8 +6,8 @@ which are never garbage. The app freezes what exists once it has started (app.se
 frozen objects are left out of every later collection. But a server keeps importing after that:
 a view's modules the first time a student opens it, and torch._dynamo with sympy (about 120,000
 objects) the first time a decoder folder is loaded, since building a model on the meta device
-imports them. Each collection then walked them again, after every keystroke of every session:
-50 to 150 ms a run (bench/README.md, issue 44).
+imports them. Each collection then walked them again, after every keystroke of every session
+(measured: bench/README.md).
 
 freeze_new_imports freezes again whenever the process has imported modules since it last did.
 It does not collect first (a full collection costs as much as the run it would follow, and new

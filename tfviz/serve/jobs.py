@@ -9,19 +9,22 @@ first-come-first-served queue and can see its place in it. When the queue is ful
 is refused (QueueFull, with its numbers), whatever its kind.
 
 The manager knows nothing of what a job does. A job carries a `work` object (see `Work`); the
-kinds are in tfviz.serve.work (training a model, retraining W_o alone, rerunning the experiment) and
-tfviz.serve.lessons (a lesson's recipe). Every kind reports into the same state shape (status,
-message, steps done of total, the loss curve, the result), so one progress view fits all. A
-message is a tfviz.messages.Message (a key and values), never a sentence: the app words it in
-the page's language.
+kinds are in tfviz.serve.work (training a model, retraining W_o alone, rerunning the experiment,
+training a language model, sweeping an atlas cell in a process of its own) and tfviz.serve.lessons
+(a lesson's recipe): there is no other queue and no other cap. Every kind reports into the same
+state shape (status, message, steps done of total, the loss curve, the result), so one progress
+view fits all (the app's job panel, tfviz.ui.jobs.job_panel). A message is a
+tfviz.messages.Message (a key and values), never a sentence: the app words it in the page's
+language.
 
 A job may carry `is_alive`, a check of whether whoever started it is still there (the app passes
 "is this browser session still open?"). The manager asks it of queued jobs: once it says no, the
 job never starts and its place goes to the next one. A running job whose result lives only in
-its session (an experiment rerun, a W_o retraining) asks it between steps and stops, freeing its
-slot: nobody would see the result. A running training is the exception: it finishes and saves its
-model, which every session's picker lists, so a student who closed the tab (or whose phone
-dropped the connection) finds the model on coming back; its slot frees when it ends, as always.
+its session (an experiment rerun, a W_o retraining, an atlas sweep) asks it between steps and
+stops, freeing its slot: nobody would see the result. A running training is the exception: it
+finishes and saves its model, which every session's picker lists, so a student who closed the tab
+(or whose phone dropped the connection) finds the model on coming back; its slot frees when it
+ends, as always.
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ from typing import Any, Protocol
 
 import torch
 
-from tfviz.messages import Message, say
+from tfviz.messages import Message, Said, say
+from tfviz.refusal import Refusal
 from tfviz.settings import (
     max_jobs as settings_max_jobs,
 )
@@ -47,10 +51,10 @@ from tfviz.settings import (
 LOSS_POINTS = 400  # points of the live loss curve a state carries
 CUT_OFF_WAIT_S = 10  # a cancelled job stops at its next step: milliseconds, seconds at worst
 # The time left is measured, never assumed: a step's cost depends on the model, the batch and how
-# busy the server is (a run of "about 15 s" took 112 s on a busy 2-core machine). The clock starts
-# at the job's first reported step (so model building and the first, slow step are not counted)
-# and the time left is said once this many steps and seconds have been timed, then updated as
-# the run goes on.
+# busy the server is (on a busy class server a run takes several times what it takes alone). The
+# clock starts at the job's first reported step (so model building and the first, slow step are
+# not counted) and the time left is said once this many steps and seconds have been timed, then
+# updated as the run goes on.
 ESTIMATE_AFTER_STEPS = 10
 ESTIMATE_AFTER_S = 1.0
 
@@ -58,26 +62,32 @@ QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed"
 FINAL = (DONE, FAILED, CANCELLED)
 
 
-class QueueFull(RuntimeError):
-    """Every slot is busy and the waiting queue is full; the message says so, and `slots` and
-    `waiting` hold the numbers for a UI that words it in its own language."""
+class QueueFull(Refusal, RuntimeError):
+    """Every slot is busy and the waiting queue is full: a refusal the catalogue words
+    ("jobs.queue_full") from `slots` and `waiting`, in the page's language; str() is the message
+    given, for logs."""
+
+    PREFIX = "jobs."
+    CODE = "queue_full"
 
     def __init__(self, message: str, slots: int = 0, waiting: int = 0):
-        super().__init__(message)
+        super().__init__(self.CODE, slots=slots, waiting=waiting)
+        self.args = (message,)
         self.slots, self.waiting = slots, waiting
+
+    def __reduce__(self):  # pickled as it was made
+        return type(self), (str(self), self.slots, self.waiting)
 
 
 class Draining(QueueFull):
     """The server is shutting down (SIGTERM, as in a rolling update) and takes no new job; the
-    running ones may finish (JobManager.drain)."""
+    running ones may finish (JobManager.drain). Worded by "jobs.draining"."""
+
+    CODE = "draining"
 
 
-class JobEnded(Exception):
+class JobEnded(Said):
     """A job's work ended early; `message` says how, as a Message (str(): the English)."""
-
-    def __init__(self, message: Message):
-        super().__init__(message.english())
-        self.message = message
 
 
 class Stopped(JobEnded):
@@ -126,10 +136,15 @@ def alive_with_grace(
 
 
 def estimate_left(
-    timed_from: tuple[float, int] | None, done: int, total: int, now: float
+    timed_from: tuple[float, int] | None,
+    done: int,
+    total: int,
+    now: float,
+    after_steps: int = ESTIMATE_AFTER_STEPS,
 ) -> float | None:
     """Seconds the job's remaining steps should take at the speed measured so far, or None
-    before ESTIMATE_AFTER_STEPS steps and ESTIMATE_AFTER_S seconds have been timed.
+    before after_steps steps and ESTIMATE_AFTER_S seconds have been timed (a work whose steps are
+    long, an atlas sweep's runs, says its own: Work.estimate_after).
 
     timed_from: (clock, steps done) at the first reported step; the speed is the steps done since
     then over the time since then, up to now, so a run that slows down (or stalls) is seen to.
@@ -138,7 +153,7 @@ def estimate_left(
         return None
     start, done_then = timed_from
     timed, spent = done - done_then, now - start
-    if timed < ESTIMATE_AFTER_STEPS or spent < ESTIMATE_AFTER_S:
+    if timed < after_steps or spent < ESTIMATE_AFTER_S:
         return None
     return max(0, total - done) * spent / timed
 
@@ -187,9 +202,13 @@ class Work(Protocol):
     between steps, raises Stopped when that said yes, JobFailed with a message for the user, and
     returns a Message when done.
     It leaves what it produced in `result` (also when stopped, if part of it is worth keeping).
+
+    Optional attributes: `finishes_without_owner` (True: a running job goes on when its session
+    has gone; see the module's docstring) and `estimate_after` (steps timed before the time left
+    is said; ESTIMATE_AFTER_STEPS if absent).
     """
 
-    kind: str  # "train", "experiment", "retrain_w_o": names the worker thread, tells them apart
+    kind: str  # "train", "experiment", "atlas_sweep"...: names the worker thread
     spec: Any  # what was asked for, shown in states
     result: Any
 
@@ -213,8 +232,8 @@ class JobState:
     kind of work: `kind` and `spec` say what it is, `result` what it produced."""
 
     id: int
-    kind: str  # the work's kind: "train" or "experiment"
-    spec: Any  # JobSpec or ExperimentSpec
+    kind: str  # the work's kind: "train", "experiment", "atlas_sweep"...
+    spec: Any  # the work's spec (JobSpec, ExperimentSpec, SweepSpec, ...), one per kind of job
     status: str  # queued, running, done, failed, cancelled
     message: Message  # what is happening now, or how it ended
     done: int  # training steps done over the whole job
@@ -282,8 +301,9 @@ class Job:
             ]
             now = time.monotonic()
             end = self._ended or now
+            after = getattr(self.work, "estimate_after", ESTIMATE_AFTER_STEPS)
             left = (
-                estimate_left(self._timed_from, self._done, self.work.total, now)
+                estimate_left(self._timed_from, self._done, self.work.total, now, after)
                 if self._status == RUNNING
                 else None
             )
@@ -439,8 +459,8 @@ class JobManager:
                 if len(self._running) >= self.max_jobs and len(self._queue) >= self.max_queue:
                     raise QueueFull(
                         f"all {self.max_jobs} training slots are busy and {len(self._queue)} "
-                        f"jobs are waiting already (training and experiment reruns share them); "
-                        f"try again when one has finished",
+                        f"jobs are waiting already (every kind of job shares them: trainings, "
+                        f"reruns, sweeps); try again when one has finished",
                         slots=self.max_jobs,
                         waiting=len(self._queue),
                     )

@@ -50,10 +50,12 @@ from torch import Tensor
 from tfviz.analysis import induction
 from tfviz.core import wo
 from tfviz.core.interventions import switches
+from tfviz.core.metrics import compact
 from tfviz.core.model import Encoder
 from tfviz.core.tasks import Task, get_task
 from tfviz.core.trace import TraceArrays, run_trace
 from tfviz.messages import Message, say
+from tfviz.refusal import Refusal
 from tfviz.serve.checks import whole_number
 from tfviz.serve.jobs import Stopped, step_reporter
 from tfviz.settings import MAX_STEPS
@@ -87,16 +89,24 @@ MAX_ABS = 1e6  # a typed number beyond this is refused: products would lose ever
 DRAWN_ON = 0.05
 
 
-class LessonInputError(ValueError):
-    """A lesson input refused, with where and why as data, so the app can say it in any language.
+class LessonInputError(Refusal, ValueError):
+    """A lesson input refused, with where and why as data: the catalogue words it
+    ("lessons.err.<code>") in any language, naming the entry ({where}: "z0[1]", "W_o").
 
     code: "shape" (wrong size), "not_finite" (NaN, inf or empty), "too_large" (|x| > MAX_ABS);
     field: "z0", "z1" or "W_o"; index: the entry's position in that field (() for a shape error).
     """
 
-    def __init__(self, code: str, field: str, index: tuple[int, ...], message: str):
-        super().__init__(message)
-        self.code, self.field, self.index = code, field, index
+    PREFIX = "lessons.err."
+
+    def __init__(self, code: str, field: str, index: tuple[int, ...] = ()):
+        self.field, self.index = field, index
+        where = field + (str(list(index)) if index else "")
+        limit = {"limit": compact(MAX_ABS)} if code == "too_large" else {}
+        super().__init__(code, where=where, **limit)
+
+    def __reduce__(self):  # pickled as it was made
+        return type(self), (self.code, self.field, self.index)
 
 
 @dataclass(frozen=True)
@@ -140,27 +150,15 @@ def _checked(values, field: str, shape: tuple[int, ...] | None, ndim: int) -> np
     try:
         array = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
-        raise LessonInputError(
-            "not_finite", field, (), f"{field} must hold numbers only, got {values!r}"
-        ) from None
+        raise LessonInputError("not_finite", field) from None  # not numbers
     if array.ndim != ndim or (shape is not None and array.shape != shape) or 0 in array.shape:
-        want = f"shape {shape}" if shape is not None else f"{ndim}-d, not empty"
-        raise LessonInputError("shape", field, (), f"{field} must be {want}, got {array.shape}")
+        raise LessonInputError("shape", field)
     bad = ~np.isfinite(array)
     if bad.any():
-        where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise LessonInputError(
-            "not_finite", field, where, f"{field}{list(where)} is empty or not a finite number"
-        )
+        raise LessonInputError("not_finite", field, tuple(int(i) for i in np.argwhere(bad)[0]))
     large = np.abs(array) > MAX_ABS
     if large.any():
-        where = tuple(int(i) for i in np.argwhere(large)[0])
-        raise LessonInputError(
-            "too_large",
-            field,
-            where,
-            f"{field}{list(where)} = {array[where]:g} is beyond +-{MAX_ABS:g}",
-        )
+        raise LessonInputError("too_large", field, tuple(int(i) for i in np.argwhere(large)[0]))
     return array
 
 

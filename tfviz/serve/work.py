@@ -11,7 +11,10 @@ or
 - LanguageWork trains a small character language model on the bundled Shakespeare corpus from a
   LanguageSpec and saves it as a model folder (tfviz.training.language, the "tfviz-lm" family)
   under a name, atomically and never over an existing model, with its validation loss and
-  induction score in the folder's record.
+  induction score in the folder's record;
+- AtlasSweep sweeps one cell of the W_o atlas again (every arm, the seeds asked for) through the
+  atlas's command line in a process of its own (tfviz.experiments.atlas_runner), following the
+  rows it writes; they are the session's only, and the bundled atlas is never changed.
 
 Each reports its progress and how it ended as tfviz.messages.Message values, and refuses bad
 settings with tfviz.messages.Refused (tfviz.serve.checks), for the app to word in the page's
@@ -23,6 +26,8 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+import signal
+import subprocess
 from collections.abc import Callable, Collection, Hashable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -31,7 +36,8 @@ from tfviz.core import modes
 from tfviz.core.config import ModelConfig
 from tfviz.core.model import Encoder
 from tfviz.core.tasks import get_task
-from tfviz.experiments import experiment
+from tfviz.experiments import atlas_runner, experiment
+from tfviz.experiments.atlas_store import read_rows
 from tfviz.messages import Message, Refused, say
 from tfviz.refusal import cause
 from tfviz.serve.checks import _shown, check_size, one_of, positive_at_most, whole_number
@@ -420,10 +426,9 @@ LM_CONTEXTS = (64, 128, 256)  # characters a window holds
 LM_POSITIONS = ("rotary", "learned")
 LM_BATCH = (1, 64)
 LM_MAX_LR = 0.1
-# Measured (bench/lm_estimate.py, torch 2.13 on one thread of a 2-core machine shared with other
-# work): the default model, 2 layers of D 64 attention only, context 128, batch 16, took 25 ms a
-# step, so these steps train in about 50 s (53 s with the corpus read, measuring and saving; two
-# or three times that on a busy class server). Its validation loss is then about 1.88 nats per
+# Chosen so that the default model (2 layers of D 64 attention only, context 128, batch 16) trains
+# in under a minute on one thread of a small server (bench/lm_estimate.py measures it; a busy
+# class server takes two or three times as long). Its validation loss is then about 1.88 nats per
 # character (a character's frequency alone gives 3.36) and its samples read as English: words,
 # lines, speakers' names ("There be, if he be oft this the grown; her mather do thee").
 LM_STEPS = 2000
@@ -641,3 +646,133 @@ def card(name: str, record: dict) -> str:
         f"{record['positions']} positions, W_o {record['w_o']}, seed {record['seed']}."
     )
     return language.model_card(name, record, made)
+
+
+# ---- a sweep of one atlas cell -----------------------------------------------------------------
+
+SWEEP_MAX_SEEDS = 5  # seeds of every arm a sweep started from the app may ask for
+SWEEP_POLL_S = 0.5  # how often a running sweep's rows are read and a stop is looked for
+# A stopped sweep's command has this long to close its cluster before the group is killed: a stop
+# ends well within the manager's cut-off at a shutdown (jobs.CUT_OFF_WAIT_S).
+SWEEP_STOP_WAIT_S = 4.0
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A sweep of one atlas cell (its key, tfviz.experiments.atlas_cells.Cell.key): every arm
+    with `seeds` seeds, its rows written to `out` (a file of the browser session's own), `budget`
+    steps a run (None: each task's recipe, as the bundled atlas)."""
+
+    cell: str
+    seeds: int
+    out: Path
+    budget: int | None = None
+
+
+class AtlasSweep:
+    """Sweep one atlas cell again through the atlas's command line, in a process of its own.
+
+    The process (tfviz.experiments.atlas_runner.sweep_command: its own LocalCluster of one worker,
+    torch on one thread) runs in a new process group, never inside the server's process; the job
+    takes one of the server's slots like any other, so a class cannot fill the cores with sweeps.
+    Its progress is the runs done (the whole rows in `out`) of those planned. A stop (the Stop
+    button, a closed tab, a server shutting down) ends the group: SIGTERM, on which the command
+    closes its cluster, then SIGKILL to whatever is left. The rows written are the result, also
+    when stopped; a command that exits with an error before writing every row fails the job.
+    """
+
+    kind = "atlas_sweep"
+    # A run takes seconds to minutes: the time left is said once one run has been timed.
+    estimate_after = 1
+
+    def __init__(self, spec: SweepSpec):
+        self.spec = spec
+        self.runs = 0  # planned, once validated
+        self.process: subprocess.Popen | None = None
+        self.result: dict[str, dict] | None = None
+
+    @property
+    def total(self) -> int:
+        return self.runs
+
+    @property
+    def claim(self) -> Path:
+        return Path(self.spec.out)  # one sweep at a time writes a session's file
+
+    def validate(self, claimed: Collection[Hashable]) -> None:
+        whole_number(self.spec.seeds, "seeds", 1, SWEEP_MAX_SEEDS, int_only=True)
+        if self.spec.budget is not None:
+            whole_number(self.spec.budget, "steps", 1, MAX_STEPS, int_only=True)
+        self.runs = atlas_runner.planned_runs(self.spec.cell, self.spec.seeds)
+        if self.claim in claimed:
+            raise Refused(say("sweep_running"))
+
+    def run(self, report: Report, should_stop: Callable[[], bool]) -> Message:
+        out = Path(self.spec.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.unlink(missing_ok=True)  # a new sweep of the session starts from nothing
+        report(done=0)  # the clock of the time left starts with the process
+        self.process = self._start(out)
+        try:
+            stopped = self._follow(out, report, should_stop)
+        finally:
+            self._stop()  # whatever happened here, the group does not outlive the job
+        self.result = read_rows(out)
+        finished = len(self.result)
+        report(done=finished)
+        if stopped:
+            raise Stopped(say("runs_kept", finished=finished, runs=self.runs))
+        code = self.process.returncode
+        if code != 0 and finished < self.runs:
+            raise JobFailed(say("sweep_failed", exit_code=code, finished=finished, runs=self.runs))
+        return say("runs_finished", finished=finished)
+
+    def _start(self, out: Path) -> subprocess.Popen:
+        spec = self.spec
+        cmd = atlas_runner.sweep_command(spec.cell, spec.seeds, out, spec.budget)
+        with open(out.with_suffix(".log"), "wb") as log:
+            return subprocess.Popen(
+                cmd,
+                cwd=atlas_runner.ROOT,
+                env=os.environ | atlas_runner.CHILD_ENV,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its own group: a stop reaches its workers too
+            )
+
+    def _follow(self, out: Path, report: Report, should_stop: Callable[[], bool]) -> bool:
+        """Report the runs done as their rows come, until the process ends (False) or
+        should_stop() says yes (True)."""
+        done = 0
+        while self.process.poll() is None:
+            if should_stop():
+                return True
+            try:
+                self.process.wait(SWEEP_POLL_S)
+            except subprocess.TimeoutExpired:
+                pass
+            now = len(read_rows(out))
+            if now != done:
+                done = now
+                report(done=done)
+        return False
+
+    def _stop(self) -> None:
+        """End the process group if its command still runs: SIGTERM (the command closes its
+        cluster), then SIGKILL to whatever is left of the group."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(SWEEP_STOP_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass
+        except ProcessLookupError:
+            return
+        try:
+            os.killpg(process.pid, signal.SIGKILL)  # its workers, if they are still there
+        except ProcessLookupError:
+            pass
+        process.wait(SWEEP_STOP_WAIT_S)

@@ -345,44 +345,11 @@ def build_corpus(source_path: Path | str, out_dir: Path | str) -> dict:
                 f"{source_path}: no document for {split} ({len(names)} documents; the split rule "
                 f"needs at least {VALID_AT + 1})"
             )
-        documents, cleaned, mapped = [], [], Counter()
-        for name in mine:
-            text, done = apply_mapping(texts[name], plan)
-            text = tidy(text)
-            if not text:
-                raise ValueError(f"{source_path}: {name} is empty once cleaned")
-            mapped += done
-            cleaned.append(text)
-            meta = source.metadata.get(name.removesuffix(".txt"), {})
-            documents.append(
-                {
-                    "file": name,
-                    "title": meta.get("title", name.removesuffix(".txt")),
-                    "url": meta.get("url", ""),
-                    "chars": len(text),
-                }
-            )
-        whole = joined[split] = JOIN.join(cleaned) + "\n"
-        data = whole.encode("utf-8")
-        packed[split] = gzip.compress(data, compresslevel=9, mtime=0)
-        splits[split] = {
-            "file": SPLIT_FILES[split],
-            "documents": documents,
-            "chars": len(whole),
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "boilerplate_lines": sum(cut[n] for n in mine),
-            "mapped": [
-                {
-                    "char": c,
-                    "codepoint": f"U+{ord(c):04X}",
-                    "to": plan[c][0],
-                    "reason": plan[c][1],
-                    "count": mapped[c],
-                }
-                for c in sorted(mapped)
-            ],
-        }
-
+        cleaned = {name: _cleaned_document(texts[name], plan, source_path, name) for name in mine}
+        joined[split] = JOIN.join(text for text, _ in cleaned.values()) + "\n"
+        packed[split], splits[split] = _split_entry(
+            split, source, cleaned, cut, plan, joined[split]
+        )
     alphabet = "".join(sorted(set(joined["train"]) | set(joined["valid"])))
     manifest = {
         "name": NAME,
@@ -409,6 +376,61 @@ def build_corpus(source_path: Path | str, out_dir: Path | str) -> dict:
     text = json.dumps(manifest, indent=2, ensure_ascii=True) + "\n"
     _write_atomic(out_dir / MANIFEST_FILE, text.encode("utf-8"))
     return manifest
+
+
+def _cleaned_document(
+    text: str, plan: dict[str, tuple[str, str]], source_path: Path | str, name: str
+) -> tuple[str, Counter]:
+    """One document with the corpus's mapping applied and tidied, and how many times each
+    character was replaced; ValueError when nothing is left."""
+    text, done = apply_mapping(text, plan)
+    text = tidy(text)
+    if not text:
+        raise ValueError(f"{source_path}: {name} is empty once cleaned")
+    return text, done
+
+
+def _split_entry(
+    split: str,
+    source: Source,
+    cleaned: dict[str, tuple[str, Counter]],
+    cut: dict[str, int],
+    plan: dict[str, tuple[str, str]],
+    whole: str,
+) -> tuple[bytes, dict]:
+    """A split's file (whole, its documents joined, gzipped reproducibly) and its entry in the
+    manifest: its documents, size, checksum, boilerplate cut and characters mapped."""
+    data = whole.encode("utf-8")
+    mapped = sum((done for _, done in cleaned.values()), Counter())
+    documents = []
+    for name, (text, _) in cleaned.items():
+        meta = source.metadata.get(name.removesuffix(".txt"), {})
+        documents.append(
+            {
+                "file": name,
+                "title": meta.get("title", name.removesuffix(".txt")),
+                "url": meta.get("url", ""),
+                "chars": len(text),
+            }
+        )
+    entry = {
+        "file": SPLIT_FILES[split],
+        "documents": documents,
+        "chars": len(whole),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "boilerplate_lines": sum(cut[n] for n in cleaned),
+        "mapped": [
+            {
+                "char": c,
+                "codepoint": f"U+{ord(c):04X}",
+                "to": plan[c][0],
+                "reason": plan[c][1],
+                "count": mapped[c],
+            }
+            for c in sorted(mapped)
+        ],
+    }
+    return gzip.compress(data, compresslevel=9, mtime=0), entry
 
 
 def _write_atomic(path: Path, data: bytes) -> None:

@@ -218,8 +218,7 @@ def train_runs(
         runs: (seed, w_o) per run; runs sharing a seed share initial weights (W_o aside) and
             batches, as sequential runs with that seed do.
         steps, batch_size, lr, device, schedule, clip, min_len, max_len: as
-        tfviz.training.train.train,
-            the same for every run.
+            tfviz.training.train.train, the same for every run.
         on_step: called after every step with an EnsembleStep; returning False stops all runs.
     Returns:
         (one Encoder per run, in eval mode on the device; history with "loss": one list per run,
@@ -241,13 +240,7 @@ def train_runs(
     with torch.random.fork_rng(devices=[]):  # building an Encoder draws an init: not ours
         model = Encoder(config).to(dev)  # runs the pass; its own weights are never used
     start = time.perf_counter()
-
-    rows = []
-    for seed, mode in runs:
-        state = initial_state(config, seed)
-        set_w_o(state, config, mode, start=True)
-        rows.append(flatten(blocks, state))
-    flat = torch.stack(rows).to(dev).requires_grad_()  # (R, N): the one leaf
+    flat = initial_flat(config, blocks, runs).to(dev).requires_grad_()  # (R, N): the one leaf
     # Elementwise Adam on the stacked leaf = one Adam per run; fused as train() has it.
     fused = dev.type in ("cpu", "cuda")
     opt = torch.optim.Adam([flat], lr=lr, fused=fused or None)
@@ -260,31 +253,11 @@ def train_runs(
             for group in opt.param_groups:
                 group["lr"] = rate
             drawn = [task.sample(batch_size, rng, min_len, max_len) for rng in rngs]
-            ids, pad, target = (t[seed_of_run].to(dev) for t in stack_batches(task, drawn))
-            packing = pack(ids, pad)
-            if task.kind == "token":
-                target = pack_targets(packing, target)  # (R, M), as the logits come
-            logits = forward(model, blocks, flat, packing, modes, training=True)
-            # Each run's own loss; their sum gives each run's weights its own gradient.
-            per_run = zip(logits.unbind(0), target.unbind(0), strict=True)
-            loss = torch.stack([task.loss(lg, tg) for lg, tg in per_run])  # (R,)
-            opt.zero_grad(set_to_none=True)
-            loss.sum().backward()
-            if clip is not None:
-                with torch.no_grad():
-                    norm = torch.linalg.vector_norm(flat.grad, dim=1)  # (R,) per-run grad norm
-                    coef = (clip / (norm + CLIP_EPS)).clamp(max=1.0)
-                    flat.grad.mul_(coef.unsqueeze(1))
-            opt.step()
-            values = loss.detach().tolist()
+            packing, target = packed_batch(task, drawn, seed_of_run, dev)
+            values = optimiser_step(model, blocks, flat, opt, task, packing, target, modes, clip)
             for r, value in enumerate(values):
                 losses[r].append(value)
-                if not math.isfinite(value):
-                    seed, mode = runs[r]
-                    raise FloatingPointError(
-                        f"training diverged at step {step + 1} in run {r + 1} (seed {seed}, "
-                        f"w_o={mode}; loss {value}); try a smaller learning rate"
-                    )
+            check_finite(values, runs, step)
             if on_step is not None:
                 if on_step(EnsembleStep(step + 1, steps, tuple(values), rate)) is False:
                     break
@@ -304,6 +277,76 @@ def train_runs(
         "max_len": task.max_len if max_len is None else max_len,
     }
     return models, history
+
+
+def initial_flat(config: ModelConfig, blocks: Layout, runs: Sequence[tuple[int, str]]) -> Tensor:
+    """(R, N): each run's starting weights as a flat row, W_o as train() starts it."""
+    rows = []
+    for seed, mode in runs:
+        state = initial_state(config, seed)
+        set_w_o(state, config, mode, start=True)
+        rows.append(flatten(blocks, state))
+    return torch.stack(rows)
+
+
+def packed_batch(
+    task: Task, drawn: Sequence[Batch], seed_of_run: Tensor, dev: torch.device
+) -> tuple[Packing, Tensor]:
+    """The step's batches, one per distinct seed, given to every run of that seed and packed:
+    (the Packing, the targets (R, B), per token (R, M) in slot order as the logits come)."""
+    ids, pad, target = (t[seed_of_run].to(dev) for t in stack_batches(task, drawn))
+    packing = pack(ids, pad)
+    if task.kind == "token":
+        target = pack_targets(packing, target)  # (R, M), as the logits come
+    return packing, target
+
+
+def optimiser_step(
+    model: Encoder,
+    blocks: Layout,
+    flat: Tensor,
+    opt: torch.optim.Optimizer,
+    task: Task,
+    packing: Packing,
+    target: Tensor,
+    w_o: Sequence[str],
+    clip: float | None,
+) -> list[float]:
+    """One step of every run at once on the packed batch: forward, backward, each run's
+    gradient clipped, Adam. Returns each run's loss before the step."""
+    logits = forward(model, blocks, flat, packing, w_o, training=True)
+    loss = run_losses(task, logits, target)  # (R,)
+    opt.zero_grad(set_to_none=True)
+    loss.sum().backward()
+    if clip is not None:
+        clip_per_run(flat, clip)
+    opt.step()
+    return loss.detach().tolist()
+
+
+def run_losses(task: Task, logits: Tensor, target: Tensor) -> Tensor:
+    """(R,) each run's own loss; their sum gives each run's weights its own gradient."""
+    per_run = zip(logits.unbind(0), target.unbind(0), strict=True)
+    return torch.stack([task.loss(lg, tg) for lg, tg in per_run])
+
+
+def clip_per_run(flat: Tensor, clip: float) -> None:
+    """Each run's gradient scaled in place to norm clip at most, as clip_grad_norm_ per run."""
+    with torch.no_grad():
+        norm = torch.linalg.vector_norm(flat.grad, dim=1)  # (R,) per-run grad norm
+        coef = (clip / (norm + CLIP_EPS)).clamp(max=1.0)
+        flat.grad.mul_(coef.unsqueeze(1))
+
+
+def check_finite(values: Sequence[float], runs: Sequence[tuple[int, str]], step: int) -> None:
+    """FloatingPointError naming the first run whose loss at step (0-based) is not finite."""
+    for r, value in enumerate(values):
+        if not math.isfinite(value):
+            seed, mode = runs[r]
+            raise FloatingPointError(
+                f"training diverged at step {step + 1} in run {r + 1} (seed {seed}, "
+                f"w_o={mode}; loss {value}); try a smaller learning rate"
+            )
 
 
 def to_encoders(

@@ -50,10 +50,10 @@ RECIPES: dict[str, dict] = {
 }
 
 # ---- a class's first training: the Train tab's and `python -m tfviz.cli.train --task`'s defaults
-# The bundled recipe takes ~55 s a model; a class wants a run in seconds that still learns. One
-# model size for every task (the bundled one), with steps and learning rate chosen per task: no
-# single learning rate serves all (reverse sits on a loss plateau of ~1.73, 30% of tokens right,
-# for over 1,000 steps at 3e-3, and at 1e-2 escapes it anywhere from step 600 to past 1,000
+# The bundled recipe takes close to a minute a model; a class wants a run in seconds that still
+# learns. One model size for every task (the bundled one), with steps and learning rate chosen per
+# task: no single learning rate serves all (reverse sits on a loss plateau of ~1.73, 30% of tokens
+# right, for over 1,000 steps at 3e-3, and at 1e-2 escapes it anywhere from step 600 to past 1,000
 # depending on the seed unless the batch is 128; balanced does not learn at 1e-2).
 # bench/train_defaults.py measures each on 3 seeds through the app's own job (figures in
 # bench/README.md).
@@ -81,7 +81,7 @@ CLASS_RECIPES: dict[str, ClassRecipe] = {
     "balanced": ClassRecipe(steps=1000, lr=3e-3, expected=0.99, seconds=10),
 }
 
-# What a first run must reach to count as learned (the first-hour issue): token accuracy >= 95%
+# What a first run must reach to count as learned (a class's first hour): token accuracy >= 95%
 # for reverse and sort; the bundled model's level less 5 points for the other accuracies; for
 # sum, whose metric is an error in the task's own units, the bundled models' MAE target.
 LEARNED: dict[str, float] = {
@@ -118,7 +118,7 @@ def learned(task: str, metric: str, value: float) -> bool:
     return value <= bound if metric == "mae" else value >= bound
 
 
-# Targets on 2,000 fresh examples (the foundation issue): metric, bound, and the lengths measured.
+# Targets on 2,000 fresh examples: metric, bound, and the lengths measured.
 TARGETS: dict[str, tuple[str, str, float, dict]] = {
     "reverse": ("token_accuracy", ">=", 0.98, {}),
     "sort": ("token_accuracy", ">=", 0.98, {}),

@@ -8,6 +8,7 @@ view imports the other.
 
 from __future__ import annotations
 
+import functools
 import math
 import tempfile
 import uuid
@@ -18,19 +19,19 @@ import streamlit as st
 
 from tfviz.core import modes
 from tfviz.core.metrics import compact
-from tfviz.experiments import atlas, atlas_runner, atlas_stats, atlas_store
+from tfviz.experiments import atlas, atlas_stats, atlas_store
 from tfviz.experiments.atlas_cells import LANGUAGE_ARMS
 from tfviz.experiments.atlas_store import BUNDLED, read_rows
 from tfviz.plots import atlas as atlas_plots  # tfviz.experiments.atlas is the sweep's own module
-from tfviz.ui import state
+from tfviz.serve import jobs, work
+from tfviz.ui import i18n, state
 from tfviz.ui.i18n import current, t
+from tfviz.ui.jobs import POLL_SECONDS, JobWords, job_manager, job_panel, session_alive_check
 from tfviz.ui.labels import task_label, task_short
-from tfviz.ui.view import POLL_SECONDS
 from tfviz.ui.widgets import chart
 
-APP_SWEEPS = 1  # sweeps the whole server runs at once for its visitors (each on one core)
-APP_BUDGET: int | None = None  # steps per run of those sweeps; None: the recipe's (as bundled)
-MAX_SEEDS = 5
+APP_BUDGET: int | None = None  # steps per run of a sweep; None: the recipe's (as bundled)
+MAX_SEEDS = work.SWEEP_MAX_SEEDS
 # Lesson 4's chart: the final loss first, where the one-layer cells differ (atlas_stats.MEASURES).
 LESSON_MEASURES = ("final_loss", "metric", "steps")
 
@@ -360,58 +361,74 @@ def render_atlas(key: str = "atlas") -> None:
         own_sweep(chosen, name, arm, key=f"{key}_own")
 
 
-# ---- a sweep started here: in a process of its own, polled --------------------------------------
-@st.cache_resource
-def runner() -> atlas_runner.Runner:
-    """One runner for the server: its limit holds across every session."""
-    return atlas_runner.Runner(limit=APP_SWEEPS, budget=APP_BUDGET)
-
-
+# ---- a sweep started here: a job under the server's one manager, in a process of its own ------
 def owner() -> str:
     return state.ATLAS_OWNER.setdefault(uuid.uuid4().hex)
 
 
 def own_sweep(cell: str, name: str, arm: str, key: str) -> None:
-    """Run the open cell again, outside the server's process; its rows are this session's."""
-    with st.expander(t("atlas.own.title"), expanded=runner().of(owner()) is not None):
+    """Run the open cell again, outside the server's process (tfviz.serve.work.AtlasSweep, a job
+    like a training: it takes one of the server's slots); its rows are this session's."""
+    job = state.ATLAS_JOB.get()
+    with st.expander(t("atlas.own.title"), expanded=job is not None):
         st.caption(t("atlas.own.what"))
         seeds = st.number_input(
             t("atlas.own.seeds"), min_value=2, max_value=MAX_SEEDS, value=2, key=f"{key}_seeds"
         )
-        left, right = st.columns(2)
-        if left.button(t("atlas.own.start", cell=name), key=f"{key}_start", type="primary"):
-            out = Path(tempfile.gettempdir()) / "tfviz-atlas" / f"{owner()}.jsonl"
-            try:
-                runner().start(owner(), cell, int(seeds), out)
-            except atlas_runner.Busy:
-                st.error(t("atlas.own.busy"))
-        sweep = runner().of(owner())
-        if sweep is not None and sweep.running:
-            right.button(
-                t("atlas.own.stop"), key=f"{key}_stop", on_click=runner().stop, args=(owner(),)
-            )
-        if sweep is not None:
-            own_progress(sweep, arm, key)  # the sweep's own cell, which may not be the open one
+        if st.button(t("atlas.own.start", cell=name), key=f"{key}_start", type="primary"):
+            start_sweep(cell, int(seeds))
+        live = functools.partial(sweep_rows, arm=arm, key=key)
+        snap = job_panel(
+            state.ATLAS_JOB.get(), f"{key}_stop", SWEEP_WORDS, live=live, every=POLL_SECONDS * 4
+        )
+        if snap is not None and snap.result:  # the sweep's own cell, maybe not the open one
+            sweep_rows(snap, arm, key, rows=snap.result)
 
 
-@st.fragment(run_every=POLL_SECONDS * 4)
-def own_progress(sweep: atlas_runner.Sweep, arm: str, key: str) -> None:
-    """The sweep's rows as they come (read from its file), and its verdict once there are some."""
-    rows = sweep.rows()
-    done = len(rows)
-    if sweep.running:
-        st.progress(done / sweep.runs, text=t("atlas.own.progress", done=done, runs=sweep.runs))
-    elif sweep.failed:
-        st.error(t("atlas.own.failed", done=done, runs=sweep.runs))
-    else:
-        st.success(t("atlas.own.done", done=done, runs=sweep.runs))
+def start_sweep(cell: str, seeds: int) -> None:
+    """Submit a sweep of the cell as this session's job, unless its last one still runs."""
+    job = state.ATLAS_JOB.get()
+    if job is not None and job.state().active:
+        st.error(t("atlas.own.still_running"))
+        return
+    out = Path(tempfile.gettempdir()) / "tfviz-atlas" / f"{owner()}.jsonl"
+    spec = work.SweepSpec(cell=cell, seeds=seeds, out=out, budget=APP_BUDGET)
+    try:
+        job = job_manager().submit(work.AtlasSweep(spec), is_alive=session_alive_check())
+    except (ValueError, jobs.QueueFull) as e:
+        st.error(t("atlas.own.not_started", why=i18n.why(e)))
+        return
+    state.ATLAS_JOB.set(job)
+
+
+def sweep_values(snap: jobs.JobState) -> dict:
+    """A sweep's sentences' values: the runs done of those planned."""
+    return {"done": snap.done, "runs": snap.total}
+
+
+SWEEP_WORDS = JobWords(
+    queued="atlas.own.queued",
+    progress="atlas.own.progress",
+    stop="atlas.own.stop",
+    done="atlas.own.done",
+    cancelled="atlas.own.cancelled",
+    failed="atlas.own.failed",
+    values=sweep_values,
+)
+
+
+def sweep_rows(snap: jobs.JobState, arm: str, key: str, rows: dict | None = None) -> None:
+    """A sweep's rows (read from its file while it runs) as curves, and its verdict once there
+    are some."""
+    rows = read_rows(snap.spec.out) if rows is None else rows
     if not rows:
         return
+    cell = snap.spec.cell
     results = atlas_stats.analyse(rows)
-    res = results.get(sweep.cell)
+    res = results.get(cell)
     if res is None:
         return
-    curves = atlas_stats.curves(rows, sweep.cell)
+    curves = atlas_stats.curves(rows, cell)
     chart(
         atlas_plots.cell_curves(
             curves,

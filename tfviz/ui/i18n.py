@@ -1,5 +1,5 @@
-"""The page's language: which one a session reads, the language picker, and t(), the catalogue
-(tfviz.words) worded in that language.
+"""The page's language: which one a session reads, the language picker, t(), the catalogue
+(tfviz.words) worded in that language, and why(), an error worded in it.
 
 A view writes `t("lessons.step1.title")` instead of the text itself; `t` looks the key up in the
 catalogue of the current language, tfviz.ui.state.LANG ("en", the default, or "zh"), and fills
@@ -8,6 +8,8 @@ in its {placeholders}; a link may carry ?lang=zh to open in Chinese. The catalog
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -48,13 +50,15 @@ def t(key: str, *, lang: str | None = None, **values) -> str:
     return translate(current() if lang is None else lang, key, **values)
 
 
-def why(reason) -> str:
-    """Why the library refused a file, in the current language, as markdown to show as it is: a
-    tfviz.refusal.Refusal (a model folder's, a zip's, a checkpoint's) worded by the catalogue
+def why(reason, lang: str | None = None, escape: Callable[[str], str] = md_escape) -> str:
+    """Why something was refused, in the current language (or lang), as markdown to show as it
+    is: the one way the app words an error. A tfviz.refusal.Refusal (a model folder's, a
+    checkpoint's, a typed input's, a form's value, a full job queue) is worded by the catalogue
     from its code and values, the values (a file's name, a key) made inert and the catalogue's
     own markup kept; anything else (an OSError's own words) inert. A sentence that takes it as
-    a value escapes its other values (md_escape), not itself."""
-    return worded(reason, current(), md_escape)
+    a value escapes its other values (md_escape), not itself. escape=str: plain text, for a
+    caller that escapes the whole sentence it is put in."""
+    return worded(reason, current() if lang is None else lang, escape)
 
 
 def language_picker() -> str:

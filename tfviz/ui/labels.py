@@ -1,21 +1,12 @@
 """Things the views name the same way everywhere, in the student's language: the switches,
-a refused input, a task metric and its change."""
+a task, a task metric and its change."""
 
 from __future__ import annotations
 
 from tfviz.core.interventions import Interventions, head_name
-from tfviz.core.tasks import InputError
+from tfviz.core.metrics import metric
 from tfviz.ui.i18n import catalogue, current, t
 from tfviz.ui.switches import w_o_label
-
-# A task's metric key (tfviz.core.metrics) -> catalogue key of its name.
-METRIC_NAMES = {
-    "token_accuracy": "sidebar.metric.token_accuracy",
-    "sequence_accuracy": "sidebar.metric.sequence_accuracy",
-    "accuracy": "sidebar.metric.accuracy",
-    "mae": "sidebar.metric.mae",
-    "loss": "sidebar.metric.loss",
-}
 
 
 def task_label(name: str, lang: str | None = None) -> str:
@@ -56,15 +47,22 @@ def describe(iv: Interventions) -> str:
     return t("common.describe.separator").join(parts) or t("common.describe.learned")
 
 
-def refusal(error: ValueError | str, lang: str | None = None) -> str:
-    """Why an input was refused, in the page's language (or lang): a library InputError through
-    the catalogue by its code and values ("input.<code>"); any other error in its own words."""
-    if isinstance(error, InputError):
-        values = dict(error.values)
-        if "task" in values:
-            values["task"] = task_label(str(values["task"]), lang)
-        return t(f"input.{error.code}", lang=lang, **values)
-    return str(error)
+def first_upper(text: str) -> str:
+    """text with its first letter in upper case and the rest as written ("MAE", "dL/dξ")."""
+    return text[:1].upper() + text[1:]
+
+
+def metric_name(
+    key: str, lang: str | None = None, *, short: bool = False, capital: bool = False
+) -> str:
+    """A task metric's name (tfviz.core.metrics: the catalogue key of its name) as a sentence
+    says it ("token accuracy"); short: its short name where the catalogue has one, for a table's
+    column ("MAE"); capital: with a capital first letter, to begin a label ("Token accuracy")."""
+    lang = lang or current()
+    m = metric(key)
+    name_key = m.short_key if short and m.short_key in catalogue(lang) else m.name_key
+    name = t(name_key, lang=lang)
+    return first_upper(name) if capital else name
 
 
 def metric_text(metric: str, value: float) -> str:

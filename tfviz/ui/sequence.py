@@ -13,8 +13,8 @@ from tfviz import get_task
 from tfviz.core.tasks import Task
 from tfviz.hf import pretrained
 from tfviz.ui import masked, next_token, state
-from tfviz.ui.i18n import t
-from tfviz.ui.labels import describe, refusal
+from tfviz.ui.i18n import t, why
+from tfviz.ui.labels import describe
 from tfviz.ui.text import changed_tokens, cut, md_escape, prediction_table
 from tfviz.ui.view import View, similarity_for
 
@@ -80,14 +80,14 @@ def checked(task: Task, text: str, box: str | None = None) -> str | None:
     """text if the task accepts it, else None after an error saying why; box: "A" or "B", the
     sentence box it came from, named in the error."""
     if box is not None and len(text) > MAX_SENTENCE_CHARS:
-        why = t("minilm.too_long", n=f"{len(text):,}", limit=f"{MAX_SENTENCE_CHARS:,}")
-        st.error(md_escape(t("minilm.refused", name=box, why=why)))
+        reason = t("minilm.too_long", n=f"{len(text):,}", limit=f"{MAX_SENTENCE_CHARS:,}")
+        st.error(md_escape(t("minilm.refused", name=box, why=reason)))
         return None
     try:
         return task.validate(text)
     except ValueError as e:
-        why = refusal(e)
-        st.error(md_escape(why if box is None else t("minilm.refused", name=box, why=why)))
+        said = why(e)
+        st.error(said if box is None else t("minilm.refused", name=md_escape(box), why=said))
         return None
 
 

@@ -41,8 +41,7 @@ import streamlit as st
 from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions
 from tfviz.ui import state, switches
-from tfviz.ui.i18n import DEFAULT, LANGUAGES, t
-from tfviz.ui.labels import refusal
+from tfviz.ui.i18n import DEFAULT, LANGUAGES, t, why
 from tfviz.ui.sequence import MAX_SENTENCE_CHARS
 
 # The query string's names; those a widget also holds are its session key (tfviz.ui.state).
@@ -69,7 +68,7 @@ class Notice:
     reason: str
     value: str = ""  # what the link said (cut when shown: shown_value)
     # The model's reason, for a sequence the model refuses: its error, worded in the language
-    # the notice is shown in (tfviz.ui.labels.refusal).
+    # the notice is shown in (tfviz.ui.i18n.why).
     detail: ValueError | str = ""
 
 
@@ -310,7 +309,7 @@ def notice_text(notice: Notice, lang: str | None = None) -> str:
         REASONS[notice.reason],
         param=notice.param,
         value=shown_value(notice.value),
-        detail=refusal(notice.detail, lang),
+        detail=why(notice.detail, lang, escape=str),
         lang=lang,
     )
 

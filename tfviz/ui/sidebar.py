@@ -18,7 +18,7 @@ from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui import folders, share, state, switches
 from tfviz.ui.i18n import catalogue, current, t, why
 from tfviz.ui.jobs import trained_here
-from tfviz.ui.labels import METRIC_NAMES, layout_word, size_text, task_label
+from tfviz.ui.labels import layout_word, metric_name, size_text, task_label
 from tfviz.ui.models import (
     BUNDLED_DIR,
     DEFAULT_MODEL,
@@ -138,11 +138,10 @@ def model_info(meta: CheckpointMeta, task: Task, device: str) -> None:
     )
     best = headline(task.metric, meta.metrics)
     if best is not None:
-        label, value = best
+        _, value = best
         lengths = f"{meta.metrics.get('min_len', '?')}..{meta.metrics.get('max_len', '?')}"
-        name_key = METRIC_NAMES.get(task.metric)
         st.metric(
-            t(name_key) if name_key else label.capitalize(),
+            metric_name(task.metric, capital=True),
             value,
             help=t("sidebar.metric_help", n=meta.metrics.get("n", "?"), lengths=lengths),
         )

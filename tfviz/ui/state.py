@@ -136,8 +136,10 @@ EXPERIMENT_JOB: Key[Job] = Key("experiment_job")
 EXPERIMENT_RERUNS: Key[dict] = Key("experiment_reruns")
 EXPERIMENT_COLLECTED: Key[str] = Key("experiment_collected")
 EXPERIMENT_SOURCE: Key[str] = Key("exp_source")
-# Who this session is to the atlas runner, so its sweeps are its own.
+# Who this session is to the atlas sweeps (its rows' file is named after it), and its sweep of
+# an atlas cell (a job of the one manager: tfviz.serve.work.AtlasSweep).
 ATLAS_OWNER: Key[str] = Key("atlas_owner")
+ATLAS_JOB: Key[Job] = Key("atlas_job")
 
 # ---- Lessons ------------------------------------------------------------------------------------
 

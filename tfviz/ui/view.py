@@ -28,9 +28,6 @@ from tfviz.ui.i18n import t
 from tfviz.ui.models import ModelEntry
 from tfviz.ui.text import md_escape
 
-POLL_SECONDS = 0.5  # how often a running job's progress is redrawn
-
-
 ACCURACY_N = 256  # examples behind the "with and without the switch" accuracy
 
 
@@ -197,7 +194,7 @@ def similarity_for(view: View) -> PairSimilarity | None:
 
     Sentence A's embeddings are pooled from the view's traces of it (learned and switched), which
     a keystroke in A has already run: running the model on A again for its embedding cost as
-    much as the trace itself (bench/README.md, issue 44). B's come from cached_embedding.
+    much as the trace itself (bench/README.md). B's come from cached_embedding.
     """
     if view.text is None or view.text_b is None or view.trace is None or view.base is None:
         return None

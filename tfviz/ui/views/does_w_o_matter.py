@@ -23,11 +23,11 @@ from tfviz.serve import jobs, work
 from tfviz.ui import state
 from tfviz.ui.atlas import render_atlas
 from tfviz.ui.i18n import current, t, why
-from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check, time_left
+from tfviz.ui.jobs import JobWords, job_manager, job_panel, job_text, session_alive_check
 from tfviz.ui.labels import task_label
 from tfviz.ui.language_atlas import render_language_atlas
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import POLL_SECONDS, TRAINS_TOYS, View, toy_only
+from tfviz.ui.view import TRAINS_TOYS, View, toy_only
 from tfviz.ui.widgets import chart, plot_words
 
 AGAINST_LABELS = {mode: f"experiment.against.{mode}" for mode in modes.AGAINST}
@@ -98,12 +98,7 @@ def render(view: View) -> None:
         experiment_form(task, against)
     with status_col:
         now = state.EXPERIMENT_JOB.get()  # the form may have submitted a new one
-        if now is None:
-            st.caption(t("experiment.progress_here"))
-        elif now is job and not snap.active:
-            experiment_outcome(snap)
-        else:  # running, or just submitted: its fragment reruns the page once it ends
-            experiment_progress(now)
+        job_panel(now, "cancel_experiment", WORDS, snap=snap if now is job else None)
 
 
 def collect_finished_rerun(
@@ -255,46 +250,28 @@ def experiment_form(task: str, against: str) -> None:
         job = job_manager().submit(work.ExperimentWork(spec), is_alive=session_alive_check())
         state.EXPERIMENT_JOB.set(job)
     except (ValueError, jobs.QueueFull) as e:
-        st.error(refusal(e))
+        st.error(why(e))
 
 
-@st.fragment(run_every=POLL_SECONDS)
-def experiment_progress(job: jobs.Job) -> None:
-    """Live progress of this session's rerun, polled; reruns the page once it ends."""
-    snap = job.state()
-    if not snap.active:
-        st.rerun()  # the whole page: the result shows above
-    if snap.position is not None:
-        st.info(t("experiment.queued", position=snap.position))
-    else:
-        loss = t("experiment.loss_suffix", loss=f"{snap.loss:.4f}") if snap.loss is not None else ""
-        st.progress(
-            snap.fraction,
-            text=t(
-                "experiment.progress",
-                task=md_escape(task_label(snap.spec.task)),
-                message=job_text(snap.message),
-                step=snap.step,
-                steps=snap.spec.steps,
-                loss=loss,
-            )
-            + time_left(snap),
-        )
-    st.button(t("experiment.cancel"), key="cancel_experiment", on_click=job.cancel)
+def experiment_values(snap: jobs.JobState) -> dict:
+    """A rerun's sentences' values: its task, what it is doing (or how it ended), the steps of
+    one run and its last loss."""
+    loss = t("experiment.loss_suffix", loss=f"{snap.loss:.4f}") if snap.loss is not None else ""
+    return {
+        "task": md_escape(task_label(snap.spec.task)),
+        "message": job_text(snap.message),
+        "steps": snap.spec.steps,
+        "loss": loss,
+    }
 
 
-def experiment_outcome(snap: jobs.JobState) -> None:
-    task = md_escape(task_label(snap.spec.task))
-    if snap.status == jobs.DONE:
-        st.success(
-            t(
-                "experiment.done",
-                seconds=f"{snap.seconds:.0f}",
-                message=job_text(snap.message),
-                task=task,
-            )
-        )
-    elif snap.status == jobs.CANCELLED:
-        st.warning(t("experiment.cancelled", task=task, message=job_text(snap.message)))
-    else:
-        st.error(t("experiment.failed", task=task, why=job_text(snap.message)))
+WORDS = JobWords(
+    waiting="experiment.progress_here",
+    queued="experiment.queued",
+    progress="experiment.progress",
+    stop="experiment.cancel",
+    done="experiment.done",
+    cancelled="experiment.cancelled",
+    failed="experiment.failed",
+    values=experiment_values,
+)

@@ -45,13 +45,12 @@ from tfviz.ui import atlas as atlas_view
 from tfviz.ui import folders, language_atlas, state
 from tfviz.ui import induction as induction_view
 from tfviz.ui.i18n import current, t, why
-from tfviz.ui.jobs import job_manager, job_text, refusal, session_alive_check, time_left
+from tfviz.ui.jobs import JobWords, job_manager, job_panel, session_alive_check
 from tfviz.ui.labels import describe
-from tfviz.ui.labels import refusal as input_refusal
 from tfviz.ui.models import BUNDLED_DIR, file_sha256, load_model
 from tfviz.ui.standalone import download_button
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import POLL_SECONDS, View, trace_for
+from tfviz.ui.view import View, trace_for
 from tfviz.ui.widgets import chart, index_picker, number_table, plot_words
 
 if TYPE_CHECKING:
@@ -67,11 +66,6 @@ STEP_TITLES = {
     6: "lessons.step6.title",
     7: "lessons.step7.title",
     8: "lessons.step8.title",
-}
-INPUT_ERRORS = {
-    "shape": "lessons.err.shape",
-    "not_finite": "lessons.err.not_finite",
-    "too_large": "lessons.err.too_large",
 }
 W_O_SWITCHES = {modes.IDENTITY: "lessons.s4.mode.identity", modes.ZERO: "lessons.s4.mode.zero"}
 Z_KEYS = ("lesson_z0_0", "lesson_z0_1", "lesson_z1_0", "lesson_z1_1")  # head 0, then head 1
@@ -145,11 +139,6 @@ def reset_example() -> None:
     state.LESSON_W_VALUES.pop()
 
 
-def input_message(error: LessonInputError) -> str:
-    where = error.field + (str(list(error.index)) if error.index else "")
-    return t(INPUT_ERRORS[error.code], where=md_escape(where), limit=compact(lessons.MAX_ABS))
-
-
 def example_inputs() -> tuple[list[float], np.ndarray]:
     """The head outputs (4 numbers) and W_o (4 x 4, the article's layout) as edited."""
     st.markdown(t("lessons.s1.heads_label"))
@@ -167,7 +156,7 @@ def example_inputs() -> tuple[list[float], np.ndarray]:
     names = [t("lessons.s1.w_out", d=d) for d in range(4)]
     import pandas as pd  # only this step draws a table of W_o
 
-    # A table editor takes the browser about 400 ms to draw, most of a step change
+    # A table editor is most of what a step change costs the browser to draw
     # (bench/ui_latency.py --lesson-steps): it is drawn on request, a plain table otherwise.
     if st.toggle(t("lessons.s1.edit_w"), key=EDIT_W):
         columns = [f"c{j}" for j in range(4)]
@@ -197,7 +186,7 @@ def step_concat(view: View) -> None:
     try:
         ex = lessons.two_head_example(z[:2], z[2:], W)
     except LessonInputError as e:
-        st.error(input_message(e))
+        st.error(why(e))
         ex = None
     if ex is not None:
         maps = show_example(ex)
@@ -286,6 +275,7 @@ def show_example(ex: lessons.HeadExample) -> go.Figure:
         words=plot_words(),
     )
     chart(maps, key="lesson_maps")
+    st.caption(t("lessons.s1.maps_axes"))  # the table's rows are concat dims, the maps' outputs
     return maps
 
 
@@ -405,13 +395,12 @@ def step_train(view: View) -> None:
     st.info(t("lessons.s3.look"))
     collect_trained()
     train_controls(recipe["steps"])
-    job: jobs.Job | None = state.LESSON_JOB.get()
-    if job is not None:
-        snap = job.state()
-        if snap.active:
-            lesson_progress(job)
-        else:
-            job_outcome(snap)
+    snap = job_panel(state.LESSON_JOB.get(), "lesson_cancel", LESSON_WORDS)
+    if snap is not None and snap.status == jobs.DONE:
+        chart(
+            plots.loss_curve(snap.losses, snap.loss_every, snap.total, words=plot_words()),
+            key="lesson_loss_curve",
+        )
     bundled = bundled_seed_model(str(view.model.device))
     models = {}
     if bundled is not None:
@@ -502,7 +491,7 @@ def train_controls(recipe_steps: int) -> None:
     try:
         state.LESSON_JOB.set(job_manager().submit(work, is_alive=session_alive_check()))
     except (ValueError, jobs.QueueFull) as e:
-        st.error(t("lessons.s3.not_started", why=refusal(e)))
+        st.error(t("lessons.s3.not_started", why=why(e)))
 
 
 def collect_trained() -> None:
@@ -519,43 +508,26 @@ def collect_trained() -> None:
         state.LESSON_MODEL_CHOICE.set("trained")
 
 
-@st.fragment(run_every=POLL_SECONDS)
-def lesson_progress(job: jobs.Job) -> None:
-    """Live progress of this session's lesson training, polled; reruns the page once it ends."""
-    snap = job.state()
-    if not snap.active:
-        st.rerun()
-    if snap.position is not None:
-        st.info(t("lessons.s3.queued", position=snap.position))
-    elif snap.loss is None:
-        st.progress(snap.fraction, text=t("lessons.s3.starting"))
-    else:
-        st.progress(
-            snap.fraction,
-            text=t("lessons.s3.progress", step=snap.done, steps=snap.total, loss=compact(snap.loss))
-            + time_left(snap),
-        )
-    st.button(t("lessons.s3.cancel"), key="lesson_cancel", on_click=job.cancel)
+def lesson_values(snap: jobs.JobState) -> dict:
+    """The lesson training's sentences' values: the steps done and the last loss on the bar; once
+    done, the steps, the time to a tenth of a second and the error on fresh sequences."""
+    if snap.status == jobs.DONE:
+        mae = compact(snap.result.metrics["mae"]) if snap.result is not None else ""
+        return {"steps": snap.total, "seconds": f"{snap.seconds:.1f}", "mae": mae}
+    loss = compact(snap.loss) if snap.loss is not None else ""
+    return {"step": snap.done, "steps": snap.total, "loss": loss}
 
 
-def job_outcome(snap: jobs.JobState) -> None:
-    if snap.status == jobs.DONE and snap.result is not None:
-        st.success(
-            t(
-                "lessons.s3.done",
-                steps=snap.total,
-                seconds=f"{snap.seconds:.1f}",
-                mae=compact(snap.result.metrics["mae"]),
-            )
-        )
-        chart(
-            plots.loss_curve(snap.losses, snap.loss_every, snap.total, words=plot_words()),
-            key="lesson_loss_curve",
-        )
-    elif snap.status == jobs.CANCELLED:
-        st.warning(t("lessons.s3.cancelled"))
-    else:
-        st.error(t("lessons.s3.failed", why=job_text(snap.message)))
+LESSON_WORDS = JobWords(
+    queued="lessons.s3.queued",
+    progress="lessons.s3.progress",
+    starting="lessons.s3.starting",
+    stop="lessons.s3.cancel",
+    done="lessons.s3.done",
+    cancelled="lessons.s3.cancelled",
+    failed="lessons.s3.failed",
+    values=lesson_values,
+)
 
 
 # ---- step 4: W_o switched off, and the experiment ----------------------------------------------
@@ -695,7 +667,7 @@ def typed_line(lm: View) -> str | None:
     try:
         return lm.task.validate(text)
     except ValueError as e:  # characters outside the model's alphabet, named by the catalogue
-        st.error(md_escape(input_refusal(e)))
+        st.error(why(e))
         return None
 
 
@@ -826,7 +798,7 @@ def step_induction(view: View) -> None:
     try:
         rep = cached_repeat(lm.entry.digest, sentence, _model=lm.model, _task=lm.task)
     except ValueError as e:
-        st.error(md_escape(input_refusal(e)))
+        st.error(why(e))
         return
     st.markdown(t("lessons.s7.text", n=rep.period))
     st.code(rep.text, language=None, wrap_lines=True)  # typed text: shown inert

@@ -7,8 +7,7 @@ import streamlit as st
 
 from tfviz import plots
 from tfviz.core.trace import diff_inputs
-from tfviz.ui.i18n import t
-from tfviz.ui.labels import refusal
+from tfviz.ui.i18n import t, why
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, cached_w_o, trace_for
 from tfviz.ui.widgets import chart, index_picker, plot_words
@@ -39,7 +38,7 @@ def diff_section(view: View) -> None:
     try:
         text_b = view.task.validate(typed)
     except ValueError as e:
-        st.error(md_escape(t("parts.diff.bad_b", why=refusal(e))))
+        st.error(t("parts.diff.bad_b", why=why(e)))
         return
     if text_b == text:
         st.error(t("parts.diff.same"))

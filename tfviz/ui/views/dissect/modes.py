@@ -13,6 +13,7 @@ from tfviz.core import dissect, wo
 from tfviz.core.interventions import Interventions
 from tfviz.ui import switches
 from tfviz.ui.i18n import current, t
+from tfviz.ui.labels import metric_name
 from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import (
@@ -53,15 +54,15 @@ def measure_for(view: View):
     def accuracy(iv: Interventions) -> float:
         return accuracy_for(view, iv)[metric]
 
-    return accuracy, t(f"parts.metric.{metric}")
+    return accuracy, metric_name(metric)
 
 
 def warm_other_scopes(view: View, layer: int | None) -> None:
     """Have the other layer scopes' sweeps measured in the background, so that switching the
-    scope picker is a lookup (the first sweep of a scope costs ~0.4 s on max_position).
+    scope picker is a lookup (the first sweep of a scope measures the model ~20 times).
 
     The ranks are the grid and the k box's first k (d_k): what each scope shows when first
-    picked. Another typed k costs a scope one measurement (~25 ms) when it is picked, rather
+    picked. Another typed k costs a scope one measurement when it is picked, rather
     than background work on every k typed. Known values are skipped, so this is cheap to call
     on every run.
 

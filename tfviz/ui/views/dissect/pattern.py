@@ -18,8 +18,21 @@ COPY = "copy"  # the pattern picker's value for "copy another head's pattern"
 
 def pattern_section(view: View) -> None:
     st.caption(t("parts.pattern.intro"))
-    lang = current()
-    cfg = view.meta.config
+    layer, head, pattern = pattern_picked(view.meta.config)
+    text = view.text
+    base = view.base
+    overridden = trace_for(view, text, Interventions(patterns=((layer, head, pattern),)))
+    prediction_change(view, text, base, overridden)
+    name = f"L{layer} H{head}"
+    attention_before_after(base, overridden, layer, head, name)
+    term_before_after(view, base, overridden, layer, head, name)
+    st.caption(t("parts.pattern.reading"))
+
+
+def pattern_picked(cfg) -> tuple[int, int, str]:
+    """The head and the pattern its attention is replaced by, picked in a row of four: layer,
+    head, pattern and, for a copy, the head copied; returns (layer, head, pattern)."""
+    lang = current()  # for format_func, which Streamlit may call outside this run
     a, b, c, d = st.columns(4)
     with a:
         layer = index_picker(t("parts.layer"), cfg.n_layers, "parts_pat_layer", "L")
@@ -34,16 +47,18 @@ def pattern_section(view: View) -> None:
             format_func=lambda p: t(f"parts.pattern.{p}", lang=lang),
             key="parts_pattern",
         )
-    pattern = kind
-    if kind == COPY:
-        with d:
-            source = index_picker(t("parts.pattern.source"), cfg.n_heads, "parts_pat_source", "H")
-        if source == head:
-            st.info(t("parts.pattern.same_head"))
-        pattern = f"{COPY_PREFIX}{source}"
-    text = view.text
-    base = view.base
-    overridden = trace_for(view, text, Interventions(patterns=((layer, head, pattern),)))
+    if kind != COPY:
+        return layer, head, kind
+    with d:
+        source = index_picker(t("parts.pattern.source"), cfg.n_heads, "parts_pat_source", "H")
+    if source == head:
+        st.info(t("parts.pattern.same_head"))
+    return layer, head, f"{COPY_PREFIX}{source}"
+
+
+def prediction_change(view: View, text: str, base, overridden) -> None:
+    """What the override did to the model's output: a decoder's next-token agreement, a
+    sentence encoder's similarity of A and B, a toy model's predictions and changed tokens."""
     if view.is_decoder:
         agree = hf.agreement(base.top_ids, overridden.top_ids)
         st.metric(t("parts.pattern.agreement"), f"{agree:.0%}", help=t("next.agreement_help"))
@@ -72,7 +87,10 @@ def pattern_section(view: View) -> None:
         )
         changed = changed_tokens(base.prediction, overridden.prediction)
         st.caption(t("parts.pattern.changed", n=len(changed), total=len(base.prediction)))
-    name = f"L{layer} H{head}"
+
+
+def attention_before_after(base, overridden, layer: int, head: int, name: str) -> None:
+    """The head's own attention and the pattern it was given, side by side."""
     left, right = st.columns(2)
     with left:
         chart(
@@ -94,6 +112,11 @@ def pattern_section(view: View) -> None:
             ),
             key="parts_pattern_given",
         )
+
+
+def term_before_after(view: View, base, overridden, layer: int, head: int, name: str) -> None:
+    """The head's term z_h W_o^h in the residual stream, with its own attention and with the
+    pattern, side by side."""
     W = cached_w_o(view.entry.digest, tuple(base.w_o_modes), _model=view.model)  # (L, D, D)
     before = wo.head_contributions(base.z[layer], W[layer])[head]  # (T, D)
     after = wo.head_contributions(overridden.z[layer], W[layer])[head]
@@ -118,4 +141,3 @@ def pattern_section(view: View) -> None:
             ),
             key="parts_term_after",
         )
-    st.caption(t("parts.pattern.reading"))

@@ -14,6 +14,7 @@ from tfviz.hf.pretrained import PARAPHRASE_PAIR
 from tfviz.serve.tally import Tally
 from tfviz.ui import state, switches
 from tfviz.ui.i18n import current, t, why
+from tfviz.ui.labels import metric_name
 from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, accuracy_for, next_token_agreement, similarity
@@ -73,7 +74,7 @@ def predict_section(view: View, k: int | None) -> None:
     elif view.task.metric == "mae":
         question = t("parts.predict.q_error", mode=label)
     else:
-        what = t(f"parts.metric.{view.task.metric}")
+        what = metric_name(view.task.metric)
         question = t(
             "parts.predict.q_toy", mode=label, what=what, drop=f"{100 * ACCURACY_DROP:.0f}"
         )
@@ -138,7 +139,7 @@ def reveal(view: View, mode: str, guess: str, lang: str) -> None:
         fell = after >= 2 * before if metric == "mae" else before - after > ACCURACY_DROP
         shown = t(
             "parts.predict.toy_result",
-            what=t(f"parts.metric.{metric}"),
+            what=metric_name(metric),
             before=f"{before:.3g}",
             after=f"{after:.3g}",
         )

@@ -15,14 +15,20 @@ from tfviz.serve import checks, jobs, work
 from tfviz.training.checkpoint import safe_model_path
 from tfviz.training.recipes import CLASS_SIZES, class_recipe, learned
 from tfviz.ui import state
-from tfviz.ui.i18n import current, t
-from tfviz.ui.jobs import claim_model, job_text, refusal, session_alive_check
-from tfviz.ui.labels import METRIC_NAMES, metric_text, task_label, task_short
+from tfviz.ui.i18n import current, t, why
+from tfviz.ui.jobs import claim_model, job_panel, session_alive_check
+from tfviz.ui.labels import metric_name, metric_text, task_label, task_short
 from tfviz.ui.models import SOURCES, bundled_names, user_models_dir
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View
 from tfviz.ui.views.train.fields import seed_box, w_o_radio
-from tfviz.ui.views.train.progress import follow_job, loss_chart, slots_caption
+from tfviz.ui.views.train.progress import (
+    live_loss,
+    loss_chart,
+    slots_caption,
+    training_values,
+    training_words,
+)
 
 
 def train_section(view: View, manager: jobs.JobManager) -> None:
@@ -32,12 +38,28 @@ def train_section(view: View, manager: jobs.JobManager) -> None:
         train_form(manager, folder, default_task=view.task.name)
     with status_col:
         slots_caption(manager, folder)
-        snap = follow_job(state.TRAIN_JOB.get(), state.TRAIN_LISTED_AFTER, "train.progress_here")
+        snap = job_panel(
+            state.TRAIN_JOB.get(),
+            "cancel_training",
+            WORDS,
+            live=functools.partial(live_loss, chart_key="live_loss"),
+            listed=state.TRAIN_LISTED_AFTER,
+        )
         if snap is not None:
-            job_result(snap)
+            after_training(snap)
 
 
 def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> None:
+    task, name = task_and_name(folder, default_task)
+    with st.form(key="train_form"):
+        fields = form_fields(task)
+        submitted = st.form_submit_button(t("train.submit"), key="train_submit", type="primary")
+    if submitted:
+        start_training(manager, folder, task, name, fields)
+
+
+def task_and_name(folder: Path, default_task: str) -> tuple[str, str]:
+    """The task and the model's name, above the form, and what the task's first run reaches."""
     tasks = list_tasks()
     if not state.TRAIN_TASK.is_set():  # the session's first visit: the model's task
         state.TRAIN_TASK.set(default_task)
@@ -63,80 +85,87 @@ def train_form(manager: jobs.JobManager, folder: Path, default_task: str) -> Non
         t(
             "train.expect",
             level=metric_text(metric_key, recipe.expected),
-            metric=t(METRIC_NAMES[metric_key]),
+            metric=metric_name(metric_key, capital=True),
         )
     )
-    with st.form(key="train_form"):
-        a, b, c, d = st.columns(4)
-        # The first-run sizes (CLASS_SIZES) chosen, which the weak-result hints compare with.
-        d_model = size_box(a, "train.d_model", [16, 32, 64, 128, 256], "d_model", "train_d_model")
-        n_heads = size_box(b, "train.heads", [1, 2, 4, 8], "n_heads", "train_heads")
-        n_layers = size_box(c, "train.layers", [1, 2, 3, 4], "n_layers", "train_layers")
-        d_ff = size_box(d, "train.d_ff", [32, 64, 128, 256, 512], "d_ff", "train_d_ff")
-        # The numbers are float inputs without widget bounds, checked below with a message that
-        # names the field: Streamlit silently puts an out-of-range value back to the default,
-        # and an int input fails inside Streamlit itself when a request sends NaN or inf. Their
-        # values are the task's first-run recipe, put into session_state by use_task_defaults.
-        a, b, c = st.columns(3)
-        steps = a.number_input(
-            t("train.steps"),
-            value=float(recipe.steps),  # also what Streamlit puts back for NaN or inf
-            step=100.0,
-            format="%.0f",
-            key=state.TRAIN_STEPS.name,
-            help=t("train.steps_help", high=f"{settings.MAX_STEPS:,}"),
-        )
-        lr = b.number_input(
-            t("train.lr"),
-            value=recipe.lr,
-            step=5e-4,
-            format="%g",
-            key=state.TRAIN_LR.name,
-            help=t("train.lr_help", low=f"{settings.MIN_LR:g}", high=f"{settings.MAX_LR:g}"),
-        )
-        seed = seed_box(c, 0.0, "train_seed")
-        w_o = w_o_radio("train_w_o")
-        # A causal model reads its answer at the last token: only the tasks with one answer per
-        # sequence can be learned so (use_task_defaults clears the box for the others).
-        learns_causally = get_task(task).learns_causally
-        causal = st.checkbox(
-            t("train.causal"),
-            key=state.TRAIN_CAUSAL.name,
-            disabled=not learns_causally,
-            help=t("train.causal_help", tasks=causal_tasks()),
-        )
-        submitted = st.form_submit_button(t("train.submit"), key="train_submit", type="primary")
-    if not submitted:
-        return
+    return task, name
+
+
+def form_fields(task: str) -> dict:
+    """The Train form's widgets (inside the form): the model's sizes, the training's numbers
+    (checked on submit), its W_o and whether the model is causal."""
+    recipe = class_recipe(task)
+    a, b, c, d = st.columns(4)
+    # The first-run sizes (CLASS_SIZES) chosen, which the weak-result hints compare with.
+    fields = {
+        "d_model": size_box(a, "train.d_model", [16, 32, 64, 128, 256], "d_model", "train_d_model"),
+        "n_heads": size_box(b, "train.heads", [1, 2, 4, 8], "n_heads", "train_heads"),
+        "n_layers": size_box(c, "train.layers", [1, 2, 3, 4], "n_layers", "train_layers"),
+        "d_ff": size_box(d, "train.d_ff", [32, 64, 128, 256, 512], "d_ff", "train_d_ff"),
+    }
+    # The numbers are float inputs without widget bounds, checked on submit with a message that
+    # names the field: Streamlit silently puts an out-of-range value back to the default, and an
+    # int input fails inside Streamlit itself when a request sends NaN or inf. Their values are
+    # the task's first-run recipe, put into session_state by use_task_defaults.
+    a, b, c = st.columns(3)
+    fields["steps"] = a.number_input(
+        t("train.steps"),
+        value=float(recipe.steps),  # also what Streamlit puts back for NaN or inf
+        step=100.0,
+        format="%.0f",
+        key=state.TRAIN_STEPS.name,
+        help=t("train.steps_help", high=f"{settings.MAX_STEPS:,}"),
+    )
+    fields["lr"] = b.number_input(
+        t("train.lr"),
+        value=recipe.lr,
+        step=5e-4,
+        format="%g",
+        key=state.TRAIN_LR.name,
+        help=t("train.lr_help", low=f"{settings.MIN_LR:g}", high=f"{settings.MAX_LR:g}"),
+    )
+    fields["seed"] = seed_box(c, 0.0, "train_seed")
+    fields["w_o"] = w_o_radio("train_w_o")
+    # A causal model reads its answer at the last token: only the tasks with one answer per
+    # sequence can be learned so (use_task_defaults clears the box for the others).
+    learns_causally = get_task(task).learns_causally
+    causal = st.checkbox(
+        t("train.causal"),
+        key=state.TRAIN_CAUSAL.name,
+        disabled=not learns_causally,
+        help=t("train.causal_help", tasks=causal_tasks()),
+    )
+    fields["causal"] = bool(causal) and learns_causally
+    return fields
+
+
+def start_training(
+    manager: jobs.JobManager, folder: Path, task: str, name: str, fields: dict
+) -> None:
+    """The submitted form: its numbers and name checked, then the training submitted as this
+    session's job; what is wrong is said instead."""
     job = state.TRAIN_JOB.get()
     if job is not None and job.state().active:
         st.error(t("train.still_running"))
         return
-    numbers, problems = form_numbers(steps, lr, seed)
+    numbers, problems = form_numbers(fields["steps"], fields["lr"], fields["seed"])
     try:
         safe_model_path(folder, name, reserved=bundled_names())  # nothing is written yet
     except ValueError as e:
-        problems.append(refusal(e))
+        problems.append(why(e))
     if problems:
         listed = "\n".join(f"- {p}" for p in problems)
         st.error(t("train.not_started", problems=listed))
         return
+    sizes = {size: int(fields[size]) for size in CLASS_SIZES}
     spec = work.JobSpec(
-        task=task,
-        name=name,
-        d_model=int(d_model),
-        n_heads=int(n_heads),
-        n_layers=int(n_layers),
-        d_ff=int(d_ff),
-        w_o=w_o,
-        causal=bool(causal) and learns_causally,
-        **numbers,
+        task=task, name=name, w_o=fields["w_o"], causal=fields["causal"], **sizes, **numbers
     )
     try:
         training = work.TrainWork(spec, folder, reserved=bundled_names())
         job = manager.submit(training, is_alive=session_alive_check())
     except (ValueError, jobs.QueueFull) as e:
-        st.error(refusal(e))
+        st.error(why(e))
         return
     state.TRAIN_JOB.set(job)
     claim_model(job.spec.name)
@@ -199,28 +228,37 @@ def form_numbers(steps, lr, seed) -> tuple[dict, list[str]]:
         try:
             numbers[field] = check()
         except Refused as e:
-            problems.append(job_text(e.message))
+            problems.append(why(e))
     return numbers, problems
 
 
-def job_result(snap: jobs.JobState) -> None:
-    """How a finished job ended, its loss curve, and a button to open the saved model; a model
-    that did not learn its task is said to be one, with what to change."""
-    name = md_escape(snap.spec.name)
+def reached(snap: jobs.JobState) -> float | None:
+    """The task's metric a finished training reached on fresh examples (None if not measured)."""
+    return snap.result.metrics.get(get_task(snap.spec.task).metric)
+
+
+def train_values(snap: jobs.JobState) -> dict:
+    """A training's sentences' values; once done, its score and its name in the picker."""
+    values = training_values(snap)
+    if snap.status != jobs.DONE:
+        return values
+    metric, value = get_task(snap.spec.task).metric, reached(snap)
+    # The metric's name from the catalogue: the library's label is English.
+    shown = metric_text(metric, value) if value is not None else None
+    score = t("train.done_score", metric=metric_name(metric, capital=True), value=shown)
+    listed = t("sidebar.model_option", name=snap.spec.name, source=t(SOURCES["yours"]))
+    return values | {"score": md_escape(score if shown else ""), "listed": md_escape(listed)}
+
+
+WORDS = training_words("train.progress_here", "train.done", train_values)
+
+
+def after_training(snap: jobs.JobState) -> None:
+    """Under a finished training's outcome (job_panel says how it ended): a model that did not
+    learn its task is said to be one, with what to change; a button opens the saved model; and
+    its loss curve."""
     if snap.status == jobs.DONE:
-        task = get_task(snap.spec.task)
-        value = snap.result.metrics.get(task.metric)
-        # The metric's name from the catalogue: the library's label is English.
-        shown = metric_text(task.metric, value) if value is not None else None
-        score = t("train.done_score", metric=t(METRIC_NAMES[task.metric]), value=shown)
-        score = score if shown else ""
-        seconds = f"{snap.seconds:.0f}"
-        listed = md_escape(
-            t("sidebar.model_option", name=snap.spec.name, source=t(SOURCES["yours"]))
-        )
-        st.success(
-            t("train.done", name=name, seconds=seconds, score=md_escape(score), listed=listed)
-        )
+        task, value = get_task(snap.spec.task), reached(snap)
         if value is not None and not learned(task.name, task.metric, value):
             st.warning(weak_result(snap.spec, task.metric, value))
         if st.button(t("train.open"), key="open_trained"):
@@ -229,10 +267,6 @@ def job_result(snap: jobs.JobState) -> None:
             # whole-page run asked for here (sidebar.pick_model, before it is drawn).
             state.OPEN_MODEL.set(f"yours:{snap.spec.name}")
             st.rerun(scope="app")
-    elif snap.status == jobs.CANCELLED:
-        st.warning(t("train.cancelled", name=name, message=job_text(snap.message)))
-    else:
-        st.error(t("train.failed", name=name, why=job_text(snap.message)))
     if snap.losses:
         loss_chart(snap.losses, snap.loss_every, snap.spec.steps, "final_loss")
 

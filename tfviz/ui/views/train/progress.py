@@ -1,21 +1,21 @@
-"""What the Train view's training parts share: the training slots' line, a job's live progress
-(the bar with the time left, its loss so far and a button to stop it), and the page's rerun once
-a job that saves a model ends, so that every picker lists it."""
+"""What the Train view's training parts share: the training slots' line, and a training's words
+and live loss for the one job panel (tfviz.ui.jobs.job_panel: the bar with the time left, its loss
+so far and a button to stop it; the page runs whole once a job that saves a model ends, so that
+every picker lists it)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import streamlit as st
 
 from tfviz import plots
 from tfviz.serve import jobs
-from tfviz.ui import state
 from tfviz.ui.i18n import t
-from tfviz.ui.jobs import job_text, time_left
+from tfviz.ui.jobs import JobWords, job_text
 from tfviz.ui.models import ROOT
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import POLL_SECONDS
 from tfviz.ui.widgets import chart, plot_words
 
 
@@ -40,54 +40,31 @@ def slots_caption(manager: jobs.JobManager, folder: Path) -> None:
     )
 
 
-def follow_job(
-    job: jobs.Job | None,
-    listed: state.Key,
-    waiting_key: str,
-    cancel_key: str = "cancel_training",
-    chart_key: str = "live_loss",
-) -> jobs.JobState | None:
-    """This session's training job, which saves a model: its live progress while it is queued
-    or running (None), or its final state once it has ended, after one whole-page run that lists
-    the models again (listed: the Key holding the id of the job they were last listed after).
-    No job yet: the caption waiting_key says where its progress will show."""
-    if job is None:
-        st.caption(t(waiting_key))
-        return None
-    snap = job.state()
-    if snap.active:
-        job_progress(job, listed, cancel_key, chart_key)
-        return None
-    if snap.status == jobs.DONE and listed.get() != job.id:
-        # It ended after the sidebar listed the models in this run: list them again, so
-        # the picker holds the model the message below says it holds.
-        listed.set(job.id)
-        st.rerun()
-    return snap
+def training_words(waiting: str, done: str, values: Callable[[jobs.JobState], dict]) -> JobWords:
+    """A training's sentences (a toy model's or a language model's): its name waits for a slot,
+    trains step by step with its last loss, is cancelled or fails; waiting and done are the
+    part's own, and values(snap) adds what its done sentence says (training_values first)."""
+    return JobWords(
+        waiting=waiting,
+        queued="train.queued",
+        progress="train.progress",
+        stop="train.cancel",
+        done=done,
+        cancelled="train.cancelled",
+        failed="train.failed",
+        values=values,
+    )
 
 
-@st.fragment(run_every=POLL_SECONDS)
-def job_progress(
-    job: jobs.Job,
-    listed: state.Key,
-    cancel_key: str = "cancel_training",
-    chart_key: str = "live_loss",
-) -> None:
-    """Live progress of a queued or running training, polled: the bar with the time left
-    (measured on the job's own first steps), its loss so far and a button to stop it; reruns the
-    page once it ends."""
-    snap = job.state()
-    if not snap.active:
-        listed.set(job.id)
-        st.rerun()  # the whole page: the result shows, and a saved model joins the picker
-    name = md_escape(snap.spec.name)
-    if snap.position is not None:
-        st.info(t("train.queued", name=name, position=snap.position))
-    else:
-        loss = t("train.loss_suffix", loss=f"{snap.losses[-1]:.4f}") if snap.losses else ""
-        said = t("train.progress", name=name, step=snap.step, steps=snap.total, loss=loss)
-        st.progress(snap.fraction, text=said + time_left(snap))
-        st.caption(job_text(snap.message))
-        if snap.losses:
-            loss_chart(snap.losses, snap.loss_every, snap.total, chart_key)
-    st.button(t("train.cancel"), key=cancel_key, on_click=job.cancel)
+def training_values(snap: jobs.JobState) -> dict:
+    """What every sentence of a training says: the model's name (inert), and the bar its last
+    loss."""
+    loss = t("train.loss_suffix", loss=f"{snap.losses[-1]:.4f}") if snap.losses else ""
+    return {"name": md_escape(snap.spec.name), "loss": loss}
+
+
+def live_loss(snap: jobs.JobState, chart_key: str) -> None:
+    """Under a running job's bar (job_panel's live): what it is doing, and its loss so far."""
+    st.caption(job_text(snap.message))
+    if snap.losses:
+        loss_chart(snap.losses, snap.loss_every, snap.total, chart_key)

@@ -5,6 +5,8 @@ model is never changed."""
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 import streamlit as st
 
@@ -14,12 +16,12 @@ from tfviz.messages import CHOICES
 from tfviz.serve import checks, jobs, work
 from tfviz.training.train import W_O_STARTS
 from tfviz.ui import state
-from tfviz.ui.i18n import current, t
-from tfviz.ui.jobs import job_text, refusal, session_alive_check, time_left
-from tfviz.ui.labels import METRIC_NAMES, metric_text
+from tfviz.ui.i18n import current, t, why
+from tfviz.ui.jobs import JobWords, job_panel, session_alive_check
+from tfviz.ui.labels import metric_name, metric_text
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import POLL_SECONDS, View
-from tfviz.ui.views.train.progress import loss_chart
+from tfviz.ui.view import View
+from tfviz.ui.views.train.progress import live_loss
 
 # Where W_o starts from, worded as a job message words it (tfviz.messages.CHOICES["start"]).
 START_PREFIX, STARTS = CHOICES["start"]
@@ -33,15 +35,10 @@ def retrain_section(view: View, manager: jobs.JobManager) -> None:
     with form_col:
         retrain_form(view, manager)
     with status_col:
-        job: jobs.Job | None = state.RETRAIN_JOB.get()
-        if job is None:
-            st.caption(t("train.retrain.progress_here"))
-            return
-        snap = job.state()
-        if snap.active:
-            retrain_progress(job)
-        else:
-            retrain_result(snap, state.RETRAIN_MODEL_NAME.get(""))
+        live = functools.partial(live_loss, chart_key="retrain_loss")
+        snap = job_panel(state.RETRAIN_JOB.get(), "cancel_retrain", WORDS, live=live)
+        if snap is not None and snap.status == jobs.DONE:
+            retrain_result(snap)
 
 
 def retrain_form(view: View, manager: jobs.JobManager) -> None:
@@ -79,55 +76,43 @@ def retrain_form(view: View, manager: jobs.JobManager) -> None:
         retraining = work.RetrainWoWork(spec, view.model)  # trains a copy: the shared model stays
         job = manager.submit(retraining, is_alive=session_alive_check())
     except (ValueError, jobs.QueueFull) as e:
-        st.error(t("train.retrain.not_started", why=refusal(e)))
+        st.error(t("train.retrain.not_started", why=why(e)))
         return
     state.RETRAIN_JOB.set(job)
     state.RETRAIN_MODEL_NAME.set(view.entry.name)
 
 
-@st.fragment(run_every=POLL_SECONDS)
-def retrain_progress(job: jobs.Job) -> None:
-    """Live progress of this session's W_o retraining, polled; reruns the page once it ends."""
-    snap = job.state()
-    if not snap.active:
-        st.rerun()
-    if snap.position is not None:
-        st.info(t("train.retrain.queued", position=snap.position))
-    else:
-        loss = t("train.loss_suffix", loss=f"{snap.loss:.4f}") if snap.loss is not None else ""
-        st.progress(
-            snap.fraction,
-            text=t("train.retrain.progress", step=snap.step, steps=snap.total, loss=loss)
-            + time_left(snap),
-        )
-        st.caption(job_text(snap.message))
-        if snap.losses:
-            loss_chart(snap.losses, snap.loss_every, snap.total, "retrain_loss")
-    st.button(t("train.retrain.cancel"), key="cancel_retrain", on_click=job.cancel)
-
-
-def retrain_result(snap: jobs.JobState, model_name: str) -> None:
-    """The metric over the retraining's steps beside the learned W_o's, or how it ended."""
-    spec: work.RetrainSpec = snap.spec
-    if snap.status == jobs.CANCELLED:
-        st.warning(t("train.retrain.cancelled", why=job_text(snap.message)))
-        return
+def retrain_values(snap: jobs.JobState) -> dict:
+    """A retraining's sentences' values: its last loss on the bar; once done, the model, W_o's
+    start and the steps."""
+    loss = t("train.loss_suffix", loss=f"{snap.loss:.4f}") if snap.loss is not None else ""
     if snap.status != jobs.DONE:
-        st.error(t("train.retrain.failed", why=job_text(snap.message)))
-        return
+        return {"loss": loss}
+    spec: work.RetrainSpec = snap.spec
+    name = md_escape(state.RETRAIN_MODEL_NAME.get(""))
+    return {"loss": loss, "name": name, "start": t(START_LABELS[spec.start]), "steps": spec.steps}
+
+
+WORDS = JobWords(
+    waiting="train.retrain.progress_here",
+    queued="train.retrain.queued",
+    progress="train.retrain.progress",
+    stop="train.retrain.cancel",
+    done="train.retrain.done",
+    cancelled="train.retrain.cancelled",
+    failed="train.retrain.failed",
+    values=retrain_values,
+)
+
+
+def retrain_result(snap: jobs.JobState) -> None:
+    """Under a finished retraining's outcome (job_panel says how it ended): the metric over its
+    steps beside the learned W_o's."""
+    spec: work.RetrainSpec = snap.spec
     result: work.RetrainResult = snap.result
     key = headline_metric(get_task(spec.task))
-    label = t(METRIC_NAMES[key])
+    label = metric_name(key, capital=True)
     start_label = t(START_LABELS[spec.start])
-    st.success(
-        t(
-            "train.retrain.done",
-            name=md_escape(model_name),
-            start=start_label,
-            steps=spec.steps,
-            seconds=f"{snap.seconds:.0f}",
-        )
-    )
     a, b, c = st.columns(3)
     learned, start, after = (result.metrics_learned, result.metrics_start, result.metrics_after)
     a.metric(t("train.retrain.learned"), metric_text(key, learned[key]))

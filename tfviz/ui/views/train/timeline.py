@@ -50,9 +50,9 @@ def cached_attention(
     timeline_key: tuple, task_name: str, text: str, _timeline, _config
 ) -> tuple[list[str], np.ndarray]:
     """(labels, (S, L, H, T, T)): the typed sequence's attention at every kept step, once per
-    timeline and sequence. All steps at once: a small forward pass each (about 2 ms for a
-    bundled-size model), so every slider move is a lookup; one step at a time, a move to a new
-    step measured 60 ms slower than a move back (bench/timeline_slider.py)."""
+    timeline and sequence. All steps at once: a small forward pass each for a bundled-size
+    model, so every slider move is a lookup; one step at a time, a move to a new step was
+    measurably slower than a move back (bench/timeline_slider.py)."""
     task = get_task(task_name)
     each = [tl.attention_at(_timeline, i, _config, task, text) for i in range(len(_timeline.steps))]
     return each[0][0], np.stack([attn for _, attn in each])
