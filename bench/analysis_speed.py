@@ -13,26 +13,16 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from pathlib import Path
 
 import torch
 
+from bench.harness import seconds
 from tfviz import analysis as A
 from tfviz import get_task, load_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 T = 16
-
-
-def seconds(fn, calls: int = 1) -> float:
-    """Median seconds of `calls` calls of fn."""
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -7,12 +7,12 @@ importing can be seen half-made by another: plotly looks numpy up in sys.modules
 importing it, and once got "partially initialized module 'numpy' has no attribute 'ndarray'"
 (3 of 40 sessions on one start; app.py now imports numpy and pandas whole, first).
 
-Each start here spawns `streamlit run app.py` (bench/load.py's start_server), waits for the health
-check, then opens every session's websocket at once with asyncio (bench/load.py's Session, the
-browser's protocol) and loads the first page. Per start it counts: sessions whose page showed
-the prediction (an st.code in the container keyed "prediction"), exception elements and error
-alerts the sessions received, other failures (timeouts, closed sockets), and lines with
-"Traceback" or "Error" in the server's log. It also times, from the spawn, the first and the
+Each start here spawns `streamlit run app.py` (bench/harness.py's start_server), waits for the
+health check, then opens every session's websocket at once with asyncio (bench/session.py's
+Session, the browser's protocol) and loads the first page. Per start it counts: sessions whose
+page showed the prediction (an st.code in the container keyed "prediction"), exception elements
+and error alerts the sessions received, other failures (timeouts, closed sockets), and lines
+with "Traceback" or "Error" in the server's log. It also times, from the spawn, the first and the
 last complete page (script finished, prediction shown), over a bare websocket: the server's part
 of a first render; a browser adds its own drawing (bench/ui_latency.py --first-render-only).
 
@@ -38,8 +38,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.load import Session, Stats, start_server, stop_server, wait_healthy
-from bench.server import free_port
+from bench.harness import free_port, start_server, stop_server, wait_healthy
+from bench.session import Session, Stats
 
 PREDICTION_KEY = "prediction"  # app.py / tfviz.ui.sequence: st.container(key="prediction")
 TARGET_FIRST_RENDER_S = 5.0  # issues 8 and 10: server start -> first complete render, median
@@ -48,7 +48,7 @@ LOG_PROBLEM = re.compile(r"Traceback|Error")
 LOG_EXCEPTION = re.compile(r"\b\w*(Error|Exception)\b:")  # "AttributeError: partially ..."
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # Streamlit logs tracebacks in colour
 MAX_SAMPLES = 5
-# Kinds of bench/load.py's session errors that are the app failing on the page, not the network.
+# Kinds of bench/session.py's session errors that are the app failing on the page, not the network.
 PAGE_ERRORS = ("exception", "error alert")
 
 

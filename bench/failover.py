@@ -7,7 +7,7 @@ upstream's `server` lines and the `listen` port and leaves everything else, the 
 included, as it is in the file). nginx runs in the foreground as a child process, with its own
 prefix, temporary folders and access log in a temporary folder.
 
-Each simulated browser (bench/load.py's Session, Streamlit's websocket protocol) first GETs the
+Each simulated browser (bench/session.py's Session, Streamlit's websocket protocol) first GETs the
 page through nginx and keeps the cookie the proxy sets (the config pins a browser by a cookie,
 not by its address: every client here is 127.0.0.1), then opens its websocket with it, sets a
 view (model, sequence, W_o switch, a zeroed head on some, tab) and reloads once: the reload must
@@ -64,18 +64,8 @@ from urllib.parse import parse_qsl
 
 import websockets
 
-from bench.load import (
-    ROOT,
-    Session,
-    SessionError,
-    Stats,
-    WidgetState,
-    descendants,
-    start_server,
-    stop_server,
-    wait_healthy,
-)
-from bench.server import free_port
+from bench.harness import ROOT, descendants, free_port, start_server, stop_server, wait_healthy
+from bench.session import Session, SessionError, Stats, WidgetState
 
 NGINX_CONF = ROOT / "deploy" / "compose" / "nginx.conf"
 PREDICTION_KEY = "prediction"  # app.py / tfviz.ui.sequence: st.container(key="prediction")
@@ -86,7 +76,7 @@ TRAINED_NAME = "failover_from_a"  # the model trained on replica A
 # How a student's browser may name the proxy: a host name and a port (compose publishes 8501).
 NAMED_HOST = "tfviz.test"
 SESSION_TTL = 120  # server.disconnectedSessionTTL: the app's default (.streamlit/config.toml)
-PAGE_ERRORS = ("exception", "error alert")  # bench/load.py's kinds for a failure on the page
+PAGE_ERRORS = ("exception", "error alert")  # bench/session.py's kinds for a failure on the page
 LOG_FORMAT = "\t".join(
     ("$msec", "$request_time", "$http_cookie", "$sent_http_set_cookie", "$upstream_addr")
     + ("$status", "$request_uri")
@@ -204,7 +194,7 @@ class Replicas:
 
     @property
     def user_models(self) -> Path:
-        return self.folder / "user_models"  # bench/load.py's start_server puts it there
+        return self.folder / "user_models"  # bench/harness.py's start_server puts it there
 
     def address(self, i: int) -> str:
         return f"127.0.0.1:{self.ports[i]}"

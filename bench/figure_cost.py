@@ -16,7 +16,7 @@ same cells, gaps included) with plotly's defaults, at the same height. tfviz's f
 its block titles as one text trace (tfviz.plots.mosaic._block_titles), as the view draws it.
 Configurations: the toy model `reverse` (T = 16, 2 layers x 4 heads and their mean:
 plots.attention_grid) and all-MiniLM-L6-v2 at 32 word-pieces (one layer's 12 heads and their
-mean in three columns: plots.attention_column).
+mean as one column of blocks, plots.attention_column, which the app draws a chart per block).
 Prints median and p95 draw times and the ratio of medians; target <= 1.2 (issue 18). Exit 0.
 --before also times, in the same rounds, the same figure with its block titles as one
 annotation each (as tfviz drew them until issue 18: annotations_of), for a before/after read
@@ -43,6 +43,7 @@ import plotly.io as pio
 import plotly.offline
 import torch
 
+from bench.harness import CHROMIUM, percentile
 from tfviz import plots
 from tfviz.core.tasks import get_task
 from tfviz.core.trace import run_trace
@@ -51,7 +52,6 @@ from tfviz.training.checkpoint import load_checkpoint
 from tfviz.ui import heads
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
 TARGET = 1.2
 SENTENCE = (
     "Attention lets every word look at every other word, and the output projection mixes "
@@ -179,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
                         got[which] += times[args.warmup :]
             med = {k: statistics.median(v) for k, v in got.items()}
-            p95 = {k: float(np.percentile(v, 95)) for k, v in got.items()}
+            p95 = {k: percentile(v, 95) for k, v in got.items()}
             ratio = med["tfviz"] / med["floor"]
             worst = max(worst, ratio)
             cells = sum(np.asarray(f["data"][0]["z"], dtype=object).size for f in floors)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from bench.analysis_speed import seconds
+from bench.harness import seconds
 from tfviz.core import wo
 from tfviz.core.interventions import Interventions
 from tfviz.hf import pretrained as P

@@ -53,105 +53,16 @@ import ctypes
 import gc
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-FAMILIES = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2"}
+from bench.decoder_folders import FAMILIES, NAMED, SIZES, SMALL_GPT2, build
+from bench.harness import median, percentile, rss_mib, trace_mib
+
 LENGTHS = (32, 256)
-# Real models' sizes (their config.json); the random weights cost what trained ones do.
-SIZES = {
-    "gpt2": dict(layers=12, heads=12, hidden=768, ff=3072, vocab=50257, positions=1024),
-    "llama": dict(layers=30, heads=9, kv_heads=3, hidden=576, ff=1536, vocab=49152,
-                  positions=2048, rope_theta=10_000.0, eps=1e-5),
-    "qwen2": dict(layers=24, heads=14, kv_heads=2, hidden=896, ff=4864, vocab=151936,
-                  positions=32768, rope_theta=1_000_000.0, eps=1e-6),
-}  # fmt: skip
-SMALL_GPT2 = dict(SIZES["gpt2"], layers=6)  # DistilGPT2
-NAMED = {"gpt2": "GPT-2 small", "llama": "SmolLM-135M", "qwen2": "Qwen2-0.5B"}
-WORDS = ("the a cat dog sat ran on mat quick brown fox jumps over lazy and is it was in of to "
-         "that this with for as at by from".split())  # fmt: skip
-
-
-def write_tokenizer(
-    folder: Path, specials: list[str], corpus: list[str] | None = None, vocab_size: int = 400
-) -> int:
-    """A small byte-level BPE tokenizer.json with these special tokens first, trained on corpus
-    (default: WORDS); returns its size. tests/test_hf_decoders.py builds its folders with it."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
-    )  # fmt: skip
-    tok.train_from_iterator(corpus or [" ".join(WORDS)] * 5, trainer)
-    tok.save(str(folder / "tokenizer.json"))
-    return tok.get_vocab_size()
-
-
-def hf_config(kind: str, sizes: dict):
-    """The transformers config and model class of this family at these sizes."""
-    import transformers as T
-
-    common = dict(attn_implementation="eager", tie_word_embeddings=True)
-    if kind == "gpt2":
-        cfg = T.GPT2Config(
-            vocab_size=sizes["vocab"], n_embd=sizes["hidden"], n_layer=sizes["layers"],
-            n_head=sizes["heads"], n_inner=sizes["ff"], n_positions=sizes["positions"],
-            bos_token_id=0, eos_token_id=0, **common,
-        )  # fmt: skip
-        return cfg, T.GPT2LMHeadModel
-    cls_cfg, cls = {
-        "llama": (T.LlamaConfig, T.LlamaForCausalLM),
-        "qwen2": (T.Qwen2Config, T.Qwen2ForCausalLM),
-    }[kind]
-    cfg = cls_cfg(
-        vocab_size=sizes["vocab"], hidden_size=sizes["hidden"],
-        num_hidden_layers=sizes["layers"], num_attention_heads=sizes["heads"],
-        num_key_value_heads=sizes["kv_heads"], intermediate_size=sizes["ff"],
-        max_position_embeddings=sizes["positions"], rms_norm_eps=sizes["eps"],
-        rope_parameters={"rope_type": "default", "rope_theta": sizes["rope_theta"]},
-        bos_token_id=1, eos_token_id=2, **common,
-    )  # fmt: skip
-    return cfg, cls
-
-
-def build(kind: str, folder: Path, sizes: dict) -> None:
-    """A random transformers decoder of this family and size saved in folder (safetensors), with
-    a small tokenizer.json (and tokenizer_config.json naming its specials)."""
-    import torch
-    import transformers
-
-    transformers.logging.disable_progress_bar()
-    folder.mkdir(parents=True)
-    if kind == "gpt2":
-        write_tokenizer(folder, ["<|endoftext|>"])
-    else:
-        write_tokenizer(folder, ["<unk>", "<s>", "</s>"])
-        specials = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
-        (folder / "tokenizer_config.json").write_text(json.dumps(specials))
-    cfg, cls = hf_config(kind, sizes)
-    torch.manual_seed(0)
-    model = cls(cfg).eval()
-    model.save_pretrained(folder, safe_serialization=True)
-    del model
-    gc.collect()
-
-
-def rss_mib(field: str = "VmRSS") -> float:
-    """This process's resident memory (VmRSS), or its peak so far (VmHWM), or its private
-    (RssAnon) or file-backed (RssFile: pages of memory-mapped files, such as safetensors
-    weights read in place) part, in MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def resident() -> dict[str, float]:
@@ -192,13 +103,6 @@ def peak_growth(call) -> tuple[object, float]:
     before = rss_mib()
     result = call()
     return result, rss_mib("VmHWM") - before
-
-
-def trace_mib(trace) -> float:
-    """What one trace holds in numpy arrays: what the server keeps per cached trace."""
-    import numpy as np
-
-    return sum(v.nbytes for v in vars(trace).values() if isinstance(v, np.ndarray)) / 2**20
 
 
 def output_mib(out) -> float:
@@ -254,8 +158,7 @@ class IdsTask:
 
 def summary(values: list[float]) -> tuple[float, float]:
     """(median, p95) of the timed calls."""
-    values = sorted(values)
-    return statistics.median(values), values[int(0.95 * (len(values) - 1) + 0.5)]
+    return median(values), percentile(values, 95)
 
 
 def measure(folder: str, calls: int, threads: int, lengths=LENGTHS) -> dict:
@@ -343,7 +246,7 @@ def measure(folder: str, calls: int, threads: int, lengths=LENGTHS) -> dict:
                 del result
         for name in ("tfviz", "transformers"):
             row[name] = summary(wall[name])
-            row[f"{name}_cpu"] = statistics.median(cpu[name])
+            row[f"{name}_cpu"] = median(cpu[name])
         row["kept_mib"] = buffers.kept_bytes() / 2**20
         row["ratio_median"] = row["tfviz"][0] / row["transformers"][0]
         row["ratio_p95"] = row["tfviz"][1] / row["transformers"][1]

@@ -21,66 +21,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-FAMILIES = {"bert": "BERT", "roberta": "RoBERTa", "distilbert": "DistilBERT"}
+from bench.encoder_folders import BASE, FAMILIES, MINILM, build
+from bench.harness import median, percentile, rss_mib, trace_mib
+
 LENGTHS = (32, 128, 256, 512)
-MINILM = dict(layers=6, heads=12, hidden=384, ff=1536)
-BASE = dict(layers=12, heads=12, hidden=768, ff=3072)
-
-
-def small_tokenizer(kind: str, folder: Path) -> None:
-    """tests/test_hf_encoders.py's small tokenizer of the family's kind, written in folder."""
-    from tests.test_hf_encoders import _bpe_tokenizer_json, _vocab_txt
-
-    (_bpe_tokenizer_json if kind == "roberta" else _vocab_txt)(folder)
-
-
-def build(kind: str, folder: Path, sizes: dict, write_tokenizer=small_tokenizer) -> None:
-    """A random transformers model of this family and size, saved in folder with the tokenizer
-    files write_tokenizer(kind, folder) writes (bench/ui_latency.py brings its own: its sentences
-    must split into an exact number of pieces)."""
-    import torch
-    import transformers as T
-
-    folder.mkdir(parents=True)
-    write_tokenizer(kind, folder)
-    L, H, D, F = sizes["layers"], sizes["heads"], sizes["hidden"], sizes["ff"]
-    if kind == "bert":
-        cfg = T.BertConfig(vocab_size=30522, hidden_size=D, num_hidden_layers=L,
-                           num_attention_heads=H, intermediate_size=F)  # fmt: skip
-        cls = T.BertForMaskedLM
-    elif kind == "roberta":
-        cfg = T.RobertaConfig(vocab_size=30522, hidden_size=D, num_hidden_layers=L,
-                              num_attention_heads=H, intermediate_size=F,
-                              max_position_embeddings=514, type_vocab_size=1, pad_token_id=1,
-                              bos_token_id=0, eos_token_id=2)  # fmt: skip
-        cls = T.RobertaForMaskedLM
-    else:
-        cfg = T.DistilBertConfig(vocab_size=30522, dim=D, n_layers=L, n_heads=H, hidden_dim=F)
-        cls = T.DistilBertForMaskedLM
-    torch.manual_seed(0)
-    cls(cfg).eval().save_pretrained(folder, safe_serialization=True)
-
-
-def rss_mib(field: str = "VmRSS") -> float:
-    """This process's resident memory (VmRSS), or its peak so far (VmHWM), in MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def trace_mib(trace) -> float:
-    """What one trace holds in numpy arrays: what the server keeps per cached trace."""
-    import numpy as np
-
-    return sum(v.nbytes for v in vars(trace).values() if isinstance(v, np.ndarray)) / 2**20
 
 
 def measure(folder: str, calls: int, threads: int) -> dict:
@@ -130,8 +80,8 @@ def measure(folder: str, calls: int, threads: int) -> dict:
             "peak_growth_mib": rss_mib("VmHWM") - peak_before,
         }
         for name, values in timings.items():
-            values = sorted(values[1:])
-            row[name] = (statistics.median(values), values[int(0.95 * (len(values) - 1) + 0.5)])
+            values = values[1:]
+            row[name] = (median(values), percentile(values, 95))
         out[str(n)] = row
     return out
 

@@ -42,9 +42,17 @@ from urllib.parse import urlencode
 if __package__ in (None, ""):  # run as a script: python bench/minilm_views.py
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.ui_latency import APP, CHROMIUM, CHROMIUM_ARGS, VIEWPORT, Server  # noqa: E402
+from bench.harness import (  # noqa: E402
+    APP,
+    CHROMIUM,
+    ROOT,
+    VIEWPORT,
+    Server,
+    launch_chromium,
+    median,
+    percentile,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
 EN = json.loads((ROOT / "tfviz/locales/en.json").read_text(encoding="utf-8"))
 MODEL = "pretrained:all-MiniLM-L6-v2"
 TARGET_FIRST_S = 5.0
@@ -298,22 +306,11 @@ def timed_visit(context, url: str, spec: Spec, again: bool = False) -> dict:
         return {"total": math.inf, "arrived": None, "again": None}
 
 
-def p95(values: list[float]) -> float:
-    """Nearest-rank 95th percentile (of 5 values: the largest)."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
-
-
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    n = len(ordered)
-    return (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
-
-
 KINDS = ("first", "later", "first_arrived", "later_arrived", "again")
 
 
-def seconds(result: dict) -> str:
+def arrived(result: dict) -> str:
+    """When the view's element arrived, as printed per run (s)."""
     return "  -  " if result["arrived"] is None else f"{result['arrived']:5.2f}"
 
 
@@ -328,7 +325,7 @@ def run(
 
     times = {spec.name: {k: [] for k in KINDS} for spec in specs}
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch_chromium(pw.chromium)
         for r in range(runs):
             groups = [specs] if one_server else [[spec] for spec in specs]
             for group in groups:
@@ -352,8 +349,8 @@ def run(
                         times[spec.name]["again"].append(None if again is None else again["total"])
                         print(
                             f"run {r + 1} {spec.name:<20} healthy {healthy:5.1f} s  "
-                            f"first {first['total']:6.2f} s (arrived {seconds(first)})  "
-                            f"later {later['total']:5.2f} s (arrived {seconds(later)})  "
+                            f"first {first['total']:6.2f} s (arrived {arrived(first)})  "
+                            f"later {later['total']:5.2f} s (arrived {arrived(later)})  "
                             f"again {'  -  ' if again is None else round(again['total'], 2)} s  "
                             f"(load {load()})",
                             flush=True,
@@ -373,12 +370,12 @@ def report(specs: list[Spec], times: dict, runs: int) -> None:
 
     def col(values: list, width: int) -> str:
         values = [v for v in values if v is not None]
-        return f"{p95(values):{width - 1}.2f}s" if values else " " * (width - 1) + "-"
+        return f"{percentile(values, 95):{width - 1}.2f}s" if values else " " * (width - 1) + "-"
 
     for spec in specs:
         row = times[spec.name]
         first, later = row["first"], row["later"]
-        ok = p95(first) < TARGET_FIRST_S and p95(later) < TARGET_LATER_S
+        ok = percentile(first, 95) < TARGET_FIRST_S and percentile(later, 95) < TARGET_LATER_S
         print(
             f"{spec.name:<20} {median(first):8.2f}s {col(first, 6)} "
             f"{col(row['first_arrived'], 7)} | "

@@ -21,8 +21,9 @@ has been redrawn, every chart redrawn since the start is painted (two animation 
 nothing was redrawn for QUIET_MS. Per interaction: median and p95 over --switches, the first
 pass over the options (cold caches) reported apart. Target: p95 < 300 ms (2 CPU cores).
 
-The server, the page harness and the figures are bench/ui_latency.py's, imported. --app runs
-another app file (e.g. a copy with a view added); the default is this checkout's app.py.
+The server and the figures are bench/harness.py's, the page harness bench/pages.py's (SWITCH_JS:
+the start and end above). --app runs another app file (e.g. a copy with a view added); the
+default is this checkout's app.py.
 
 Usage: python -m bench.mode_switch [--switches 30] [--json out.json] [--app PATH] [--no-floor]
                                    [--detail]
@@ -36,82 +37,33 @@ import os
 import random
 import sys
 import tempfile
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from bench.ui_latency import (
+from bench.harness import (
     APP,
     CHROMIUM,
-    CHROMIUM_ARGS,
-    EDIT_TIMEOUT_MS,
-    HARNESS_JS,
     MODELS,
-    QUIET_MS,
     TARGET_P95_MS,
     VIEWPORT,
-    Config,
     Server,
     largest_bundled,
+    launch_chromium,
     median,
-    open_page,
     percentile,
-    pick_model,
     verdict,
+)
+from bench.pages import (
+    EDIT_TIMEOUT_MS,
+    HARNESS_JS,
+    QUIET_MS,
+    SWITCH_JS,
+    floor_page,
+    open_page,
+    pick_model,
     wait_quiet,
 )
 from tfviz.ui.i18n import translate
-
-# Added after ui_latency's harness: a click's pointerdown starts the clock too, and waitDrawn
-# resolves once the run it started is drawn (see the module docstring).
-SWITCH_JS = """
-(() => {
-  const tf = window.__tfviz;
-  document.addEventListener('pointerdown', () => { tf.t0 = performance.now(); }, true);
-  tf.waitDrawn = (title, quietMs, timeoutMs) => new Promise((resolve, reject) => {
-    const began = performance.now();
-    const check = () => {
-      tf.hook();
-      const t0 = tf.t0;
-      const running = tf.states.find(([t, v]) => t >= t0 && v === 'running');
-      const finished = running && tf.states.find(([t, v]) => t >= running[0] && v === 'notRunning');
-      const app = document.querySelector('[data-testid="stApp"]');
-      const idle = app && app.getAttribute('data-test-script-state') === 'notRunning';
-      const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
-      const named = (gd) => (gd.querySelector('.gtitle')?.textContent || '').includes(title);
-      const redrawn = plots.filter((gd) => (gd.__tfLast || -1) > t0);
-      const target = redrawn.find(named);
-      const painted = redrawn.every((gd) => (gd.__tfPainted || -1) > gd.__tfLast);
-      const now = performance.now();
-      if (t0 >= 0 && (finished || !running) && idle && target && painted) {
-        const lastDraw = Math.max(...redrawn.map((gd) => gd.__tfLast));
-        const finishedAt = finished ? finished[0] : 0;
-        if (now - Math.max(lastDraw, finishedAt) >= quietMs) {
-          const end = Math.max(finishedAt, ...redrawn.map((gd) => gd.__tfPainted));
-          const draws = tf.draws.filter(([b]) => b >= t0 && b <= end);
-          tf.draws = tf.draws.filter(([b]) => b > end);
-          resolve({total: end - t0, redrawn: redrawn.length, plots: plots.length,
-                   run: finished ? finished[0] - running[0] : null,
-                   to_running: running ? running[0] - t0 : null,
-                   after_run: finished ? end - finished[0] : null,
-                   draws: draws.map(([b, e]) => [b - t0, e - b])});
-          return;
-        }
-      }
-      if (now - began > timeoutMs) {
-        reject(new Error(`not drawn after ${timeoutMs} ms: ` + JSON.stringify({
-          t0, running: !!running, finished: !!finished, idle, target: !!target, painted,
-          titles: plots.map((gd) => gd.querySelector('.gtitle')?.textContent),
-        })));
-        return;
-      }
-      setTimeout(check, 5);
-    };
-    check();
-  });
-})();
-"""
-
 
 DETAIL = False  # --detail: print each switch's parts as it is measured
 
@@ -220,42 +172,12 @@ def layer_picks(page, n: int, n_layers: int) -> Interaction:
     return result
 
 
-FLOOR_APP = Path(__file__).resolve().parent / "floor_app.py"
 # Each app interaction measured again on the bare page: its name -> the floor's name.
 FLOOR_OF = {
     "sidebar mode -> Before/after W_o": "floor: sidebar mode, 5 charts",
     "layer picker -> W_o modes chart": "floor: layer picker, 2 charts",
 }
 FLOOR_MODES = ("block_diagonal", "identity", "zero", "rank:16", "learned")  # the app's order
-FLOOR_DRAWN_JS = """
-(n) => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-  const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
-  return plots.length === n && plots.every((gd) => gd.querySelector('.main-svg'));
-}
-"""
-
-
-@contextmanager
-def floor_page(browser, workdir: Path, model: str, view: str, n_charts: int):
-    """bench/floor_app.py's page for one view, served and drawn, in a fresh browser context."""
-    # The server's environment is this process's.
-    os.environ.update(TFVIZ_FLOOR_MODEL=model, TFVIZ_FLOOR_VIEW=view)
-    server = Server(workdir, app=FLOOR_APP)
-    try:
-        server.wait_healthy()
-        context = browser.new_context(viewport=VIEWPORT)
-        context.add_init_script(HARNESS_JS)
-        context.add_init_script(SWITCH_JS)
-        page = context.new_page()
-        page.goto(server.url)
-        page.wait_for_function(FLOOR_DRAWN_JS, arg=n_charts, polling="raf", timeout=120_000)
-        wait_quiet(page)
-        yield page
-        context.close()
-    finally:
-        server.stop()
 
 
 def floor_modes(browser, workdir: Path, model: str, n: int) -> Interaction:
@@ -345,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     config = load_checkpoint(MODELS / f"{model}.safetensors")[1].config
     print(f"largest bundled model: {model}; {os.cpu_count()} CPUs seen; chromium {CHROMIUM}")
     with tempfile.TemporaryDirectory(prefix="tfviz_mode_switch_") as tmp, sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch_chromium(pw.chromium)
         server = Server(Path(tmp), app=args.app.resolve())
         try:
             server.wait_healthy()
@@ -353,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             context.add_init_script(HARNESS_JS)
             context.add_init_script(SWITCH_JS)
             page = open_page(context, server.url)
-            pick_model(page, Config(model, T=0, target_ms=None))  # the picker's option
+            pick_model(page, f"{model} (bundled)", model)  # the picker's option, its task
             results = [
                 sidebar_modes(page, args.switches),
                 k_keystrokes(page, args.switches, config.d_model, args.seed),

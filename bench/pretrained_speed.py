@@ -14,25 +14,16 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
-from bench.analysis_speed import seconds
+from bench.harness import rss_mib, seconds
 from tfviz.hf import pretrained as P
 
 TEXT = (
     "Attention lets every word look at every other word, and the output projection mixes what "
     "the heads found before it is added back to the residual stream. "
 ) * 8  # well over 128 word-pieces
-
-
-def rss_mib() -> float:
-    """Resident memory of this process (Linux /proc), MiB."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 def main() -> None:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import statistics
 import subprocess
 import sys
 import tarfile
@@ -47,25 +46,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.ui_latency import CHROMIUM, CHROMIUM_ARGS, VIEWPORT  # noqa: E402  (one browser setup)
+from bench.harness import launch_chromium, median, percentile  # noqa: E402
+from bench.pages import CACHE, bertviz_file, open_file_page  # noqa: E402
 from tfviz import get_task, load_checkpoint  # noqa: E402
 from tfviz.core.trace import run_trace  # noqa: E402
 from tfviz.hf import pretrained  # noqa: E402
 from tfviz.serve import standalone  # noqa: E402
 from tfviz.ui.views import attention  # noqa: E402
 
-CACHE = Path.home() / ".cache" / "tfviz-bench" / "js"
-# npm package, version, file inside its tarball, name bertviz's page asks require.js for.
-LIBRARIES = [
-    ("requirejs", "2.3.6", "package/require.js", "require.js"),
-    ("d3", "5.7.0", "package/dist/d3.min.js", "d3.min.js"),
-    ("jquery", "2.1.0", "package/dist/jquery.min.js", "jquery.min.js"),
-]
-REWRITES = {  # bertviz's CDN addresses -> the files beside the page
-    "https://cdnjs.cloudflare.com/ajax/libs/require.js/2.3.6/require.min.js": "./require.js",
-    "https://cdnjs.cloudflare.com/ajax/libs/d3/5.7.0/d3.min": "./d3.min",
-    "https://cdnjs.cloudflare.com/ajax/libs/jquery/2.0.0/jquery.min": "./jquery.min",
-}
 # ~32 word-pieces with [CLS] and [SEP].
 SENTENCE = (
     "The students opened the exported page from a USB stick and compared every attention "
@@ -73,50 +61,15 @@ SENTENCE = (
 )
 TOY_SEQUENCE = "abcdef"
 
-# Installed before any of the page's scripts: at the first animation frame after `done()` holds,
-# window.__done = milliseconds since navigation started.
-WATCH = """
-(() => {
-  const done = () => { %s };
-  let seen = false;
-  const check = () => {
-    if (seen || !done()) return;
-    seen = true;
-    requestAnimationFrame(() => { window.__done = performance.now(); });
-  };
-  new MutationObserver(check).observe(document, {childList: true, subtree: true});
-  document.addEventListener('DOMContentLoaded', check);
-})();
-"""
 # Every chart drawn: a plotly graph div holding its svg, or a standalone.js chart marked drawn.
+# Drawn: every plotly chart has its svg and every canvas chart says it is drawn, and there are at
+# least as many as the page's figures (standalone.js cuts a grid figure into a canvas per head).
 TFVIZ_DONE = (
-    "const g = document.querySelectorAll('.js-plotly-plot');"
-    " const lite = document.querySelectorAll('.tfviz-chart[data-drawn]').length;"
-    " return lite + [...g].filter(d => d.querySelector('.main-svg')).length === %d;"
+    "const g = [...document.querySelectorAll('.js-plotly-plot')];"
+    " const c = [...document.querySelectorAll('.tfviz-chart')];"
+    " return g.length + c.length >= %d && c.every(d => d.hasAttribute('data-drawn'))"
+    " && g.every(d => d.querySelector('.main-svg'));"
 )
-BERTVIZ_DONE = "return document.querySelectorAll('#attention line').length === %d;"
-
-
-def fetch_libraries() -> bool:
-    """require.js, d3 and jQuery in CACHE, from the npm registry (once); False if npm fails."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    for package, version, member, name in LIBRARIES:
-        if (CACHE / name).exists():
-            continue
-        with tempfile.TemporaryDirectory() as tmp:
-            run = subprocess.run(
-                ["npm", "pack", f"{package}@{version}", "--silent"],
-                cwd=tmp,
-                capture_output=True,
-                text=True,
-            )
-            if run.returncode != 0:
-                print(f"npm pack {package}@{version} failed: {run.stderr.strip()[:300]}")
-                return False
-            (tarball,) = Path(tmp).glob("*.tgz")
-            with tarfile.open(tarball) as tar:
-                (CACHE / name).write_bytes(tar.extractfile(member).read())
-    return True
 
 
 def plotly_version() -> str:
@@ -179,44 +132,6 @@ def tfviz_pages() -> tuple[dict[str, tuple[str, int]], object]:
     return pages, sentence
 
 
-def bertviz_page(trace) -> str | None:
-    """bertviz's head_view page for trace's attention (all layers), loading its libraries from
-    files beside it; None without bertviz."""
-    try:
-        import torch
-        from bertviz import head_view
-    except ImportError:
-        return None
-    layers = range(trace.attn.shape[0])
-    attention_layers = tuple(torch.from_numpy(trace.attn[layer][None]) for layer in layers)
-    html_text = head_view(attention_layers, list(trace.labels), html_action="return").data
-    for url, local in REWRITES.items():
-        assert url in html_text, f"bertviz's page no longer asks for {url}"
-        html_text = html_text.replace(url, local)
-    return (
-        f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>{html_text}</body></html>'
-    )
-
-
-def bertviz_file(trace, folder: Path) -> tuple[Path, str] | None:
-    """bertviz's head_view page for trace's attention written into folder with its libraries,
-    and the condition that holds once every head is drawn; None without bertviz or npm."""
-    html_text = bertviz_page(trace)
-    if html_text is None or not fetch_libraries():
-        return None
-    for _, _, _, name in LIBRARIES:
-        (folder / name).write_bytes((CACHE / name).read_bytes())
-    path = folder / "bertviz_head_view.html"
-    path.write_text(html_text, encoding="utf-8")
-    H, T = trace.attn.shape[1], trace.attn.shape[2]
-    return path, BERTVIZ_DONE % (H * T * T)
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=10, help="opens per page")
@@ -247,7 +162,7 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in pages}
     outside: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch_chromium(pw.chromium)
         for name, (path, done) in pages.items():  # one unmeasured open each: disk cache warm
             times[name].append(open_once(browser, path, done, outside))
             times[name].clear()
@@ -261,43 +176,21 @@ def main() -> None:
 
     print(f"{'page':<20} {'median ms':>10} {'p95 ms':>8}")
     for name, values in times.items():
-        print(f"{name:<20} {statistics.median(values):>10.0f} {percentile(values, 0.95):>8.0f}")
+        print(f"{name:<20} {median(values):>10.0f} {percentile(values, 95):>8.0f}")
     if "bertviz MiniLM" in times:
         for name in ("tfviz MiniLM", "tfviz MiniLM plotly", "tfviz MiniLM cart"):
             if name not in times:
                 continue
-            ratio = statistics.median(times[name]) / statistics.median(times["bertviz MiniLM"])
+            ratio = median(times[name]) / median(times["bertviz MiniLM"])
             verdict = "met" if ratio <= 1.5 else "NOT met"
             print(f"ratio {name} / bertviz (medians): {ratio:.2f}x (target <= 1.5x: {verdict})")
     print(f"requests outside file:// (aborted): {len(outside)}")
     print(json.dumps({name: [round(v) for v in values] for name, values in times.items()}))
 
 
-def cut_network(context, outside: list[str]) -> None:
-    """Abort every request of a browser context that is not for a file://, noting its URL in
-    outside: a page that works with the network cut fetches nothing."""
-
-    def route(r):
-        if r.request.url.startswith("file://"):
-            r.continue_()
-        else:
-            outside.append(r.request.url)
-            r.abort()
-
-    context.route("**/*", route)
-
-
 def open_once(browser, path: Path, done: str, outside: list[str]) -> float:
     """Milliseconds from navigation start to done() in a fresh context, the network cut."""
-    context = browser.new_context(viewport=VIEWPORT)
-    cut_network(context, outside)
-    context.add_init_script(WATCH % done)
-    page = context.new_page()
-    page.goto(path.as_uri(), wait_until="commit")
-    page.wait_for_function("window.__done !== undefined", timeout=60_000)
-    elapsed = page.evaluate("window.__done")
-    context.close()
-    return elapsed
+    return open_file_page(browser, path.as_uri(), done, outside)
 
 
 if __name__ == "__main__":

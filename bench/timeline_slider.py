@@ -9,8 +9,8 @@ from the snapshot, its trace and head importance computed), then back up (each s
 
 A move is timed in the page, with performance.now(), from the arrow keydown to: the app idle
 again, every plotly chart on the page redrawn after the keydown and painted (two animation frames
-later), and nothing redrawn for QUIET_MS. Chart redraws are observed by bench/ui_latency.py's
-page harness, and the server, page and percentile helpers are that module's (imported).
+later), and nothing redrawn for QUIET_MS. Chart redraws are observed by bench/pages.py's page
+harness; the server and the percentile are bench/harness.py's.
 
 Then the floor: the same moves on bench/floor_app.py's timeline page, a slider and the same two
 charts with nothing else (data of the same shapes), so that what Streamlit and plotly.js take on
@@ -30,23 +30,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.mode_switch import floor_page
-from bench.ui_latency import (
+from bench.harness import (
     CHROMIUM,
-    CHROMIUM_ARGS,
-    EDIT_TIMEOUT_MS,
-    HARNESS_JS,
-    QUIET_MS,
+    MODELS,
     TARGET_P95_MS,
     VIEWPORT,
     Server,
     largest_bundled,
+    launch_chromium,
     median,
-    open_page,
     percentile,
     verdict,
-    wait_quiet,
 )
+from bench.pages import EDIT_TIMEOUT_MS, HARNESS_JS, QUIET_MS, floor_page, open_page, wait_quiet
 
 NAME = "grown"  # the trained model's name in the picker: "grown (yours)"
 
@@ -94,9 +90,7 @@ def train_with_timeline(folder: Path, steps: int) -> tuple[str, int]:
     from tfviz.training.train import train
 
     torch.set_num_threads(1)
-    bundled, meta = load_checkpoint(
-        Path(__file__).resolve().parent.parent / "models" / (f"{largest_bundled()}.safetensors")
-    )
+    bundled, meta = load_checkpoint(MODELS / f"{largest_bundled()}.safetensors")
     task = get_task(meta.task)
     timeline = Timeline(every=max(1, steps // MAX_SNAPSHOTS))  # as the app's training jobs keep
     model, history = train(
@@ -156,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
             server.wait_healthy()
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            browser = launch_chromium(pw.chromium)
             context = browser.new_context(viewport=VIEWPORT)
             context.add_init_script(HARNESS_JS)
             page = open_page(context, server.url)

@@ -84,8 +84,6 @@ import os
 import random
 import re
 import shutil
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -94,211 +92,39 @@ from dataclasses import asdict, dataclass, field
 from functools import partial
 from pathlib import Path
 
-from bench.server import free_port, healthy, streamlit_command
+from bench.harness import (
+    APP,
+    CHROMIUM,
+    FLOOR_APP,
+    MODELS,
+    TARGET_P95_MS,
+    VIEWPORT,
+    WORDS,
+    Server,
+    largest_bundled,
+    launch_chromium,
+    median,
+    percentile,
+    verdict,
+)
+from bench.pages import (
+    EDIT_TIMEOUT_MS,
+    FIRST_RENDER_JS,
+    HARNESS_JS,
+    QUIET_MS,
+    bertviz_file,
+    harnessed_page,
+    open_file_page,
+    pick_model,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-MODELS = ROOT / "models"
-APP = ROOT / "app.py"
 DEFAULT_MODEL = "reverse"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-VIEWPORT = {"width": 1400, "height": 1000}
-TARGET_P95_MS = 300.0  # at T=16
 TARGET_MINILM_RATIO = 1.5  # MiniLM's p95 / reverse's p95, measured in the same run (issue 9)
 MINILM = "minilm"  # what --models calls the pretrained sentence encoder
-# Words that are one word-piece each in MiniLM's vocabulary (checked when sentences are made), so
-# a sentence of n of them has n + 2 pieces with [CLS] and [SEP].
-WORDS = (
-    "the a man woman child dog cat bird house car road river city park music song book table "
-    "plays reads sees finds likes takes holds gives makes walks runs sings near under over "
-    "with without after before big small old new red green happy quiet fast slow today"
-).split()
 TARGET_FIRST_RENDER_S = 5.0
-QUIET_MS = 250  # no redraw for this long after the last one: the edit is done
-EDIT_TIMEOUT_MS = 20_000
-SERVER_START_S = 60
 ALPHABET_RE = re.compile(r"Alphabet: (\S+)\s+Length: (\d+) to (\d+)")
 
-# Installed before any page script runs (add_init_script): it records, in page time,
-#  - the Enter keydown (t0), the script state changes of stApp, websocket messages (time, bytes);
-#  - for every plotly graph div, the time of its last redraw and of the paint after it.
-HARNESS_JS = """
-(() => {
-  const tf = window.__tfviz = {
-    t0: -1, states: [], ws: [], sent: [], draws: [], long: [], hooked: 0};
-  // Main-thread tasks over 50 ms (what makes a page feel stuck), where the browser reports them.
-  try {
-    new PerformanceObserver((list) => {
-      for (const e of list.getEntries()) tf.long.push([e.startTime, e.duration]);
-      if (tf.long.length > 1000) tf.long.splice(0, 500);
-    }).observe({type: 'longtask', buffered: false});
-  } catch (e) { /* no longtask support: the column stays empty */ }
-  const OrigWS = window.WebSocket;
-  window.WebSocket = class extends OrigWS {
-    constructor(...args) {
-      super(...args);
-      this.addEventListener('message', (e) => {
-        const d = e.data;
-        tf.ws.push([performance.now(), d.byteLength ?? d.size ?? d.length ?? 0]);
-        if (tf.ws.length > 5000) tf.ws.splice(0, 2500);
-      });
-    }
-    send(data) {  // when the browser hands the rerun request to the socket
-      tf.sent.push(performance.now());
-      if (tf.sent.length > 1000) tf.sent.splice(0, 500);
-      return super.send(data);
-    }
-  };
-  document.addEventListener('keydown', (e) => {
-    if (e.key === 'Enter') tf.t0 = performance.now();
-  }, true);
-  tf.changed = performance.now();  // the last DOM change anywhere
-  new MutationObserver((records) => {
-    tf.changed = performance.now();
-    for (const r of records) {
-      if (r.type !== 'attributes' || r.attributeName !== 'data-test-script-state') continue;
-      tf.states.push([performance.now(), r.target.getAttribute('data-test-script-state')]);
-    }
-    if (tf.states.length > 1000) tf.states.splice(0, 500);
-  }).observe(document, {attributes: true, childList: true, characterData: true, subtree: true});
-  const painted = (gd) => requestAnimationFrame(() => requestAnimationFrame(() => {
-    gd.__tfPainted = performance.now();
-  }));
-  tf.hook = () => {
-    for (const gd of document.querySelectorAll('.js-plotly-plot')) {
-      if (gd.__tfHooked || typeof gd.on !== 'function') continue;
-      gd.__tfHooked = performance.now();
-      tf.hooked++;
-      if (gd.querySelector('.main-svg')) {  // drawn before we could listen: count it as drawn now
-        gd.__tfLast = gd.__tfHooked;
-        painted(gd);
-      }
-      gd.on('plotly_beforeplot', () => { gd.__tfBegin = performance.now(); });
-      gd.on('plotly_afterplot', () => {
-        const now = performance.now();
-        if (gd.__tfBegin) tf.draws.push([gd.__tfBegin, now]);
-        gd.__tfBegin = 0;
-      });
-      for (const ev of ['plotly_afterplot', 'plotly_react', 'plotly_redraw']) {
-        gd.on(ev, () => { gd.__tfLast = performance.now(); painted(gd); });
-      }
-    }
-  };
-  // A chart drawn by tfviz's standalone.js on a canvas (widgets.canvas_charts) says so itself.
-  document.addEventListener('tfviz:drawn', (e) => {
-    const div = e.target, now = performance.now();
-    tf.draws.push([e.detail.began, now]);
-    div.__tfLast = now;
-    painted(div);
-  }, true);
-  const start = () => {
-    new MutationObserver(tf.hook).observe(document.body, {childList: true, subtree: true});
-    tf.hook();
-  };
-  if (document.body) start(); else document.addEventListener('DOMContentLoaded', start);
-
-  // Resolves when the edit started by the last Enter is fully drawn (see the module docstring).
-  // codeKey: the container whose code block shows the typed input: "prediction" (a toy
-  // model's input row), "pieces" (a sentence model's word-pieces, all of the block) or "next"
-  // (a decoder's next-token table, in the prediction container: its token column).
-  tf.waitEdit = (expected, quietMs, timeoutMs, codeKey) => new Promise((resolve, reject) => {
-    const began = performance.now();
-    const app = () => document.querySelector('[data-testid="stApp"]');
-    const inputShown = () => {
-      const box = codeKey === 'next' ? 'prediction' : codeKey;
-      const code = document.querySelector(`.st-key-${box} [data-testid="stCode"]`);
-      if (!code) return false;
-      const lines = code.textContent.split('\\n');
-      const shown = codeKey === 'prediction' ? lines[0].replace(/^input\\s+/, '')
-          : codeKey === 'next'
-          ? lines.slice(1).map((l) => l.trim().split(/\\s{2,}/)[1] || '').join('')
-          : code.textContent;
-      return shown.replace(/\\s+/g, '') === expected;
-    };
-    const check = () => {
-      tf.hook();
-      const t0 = tf.t0;
-      // A fast run may never show "running" (React batches it away): then the new input on
-      // the page and every chart redrawn after the keydown say that this run's output is in.
-      const running = tf.states.find(([t, v]) => t >= t0 && v === 'running');
-      const finished = running && tf.states.find(([t, v]) => t >= running[0] && v === 'notRunning');
-      const plots = Array.from(document.querySelectorAll('.js-plotly-plot, .tfviz-chart'));
-      const drawn = plots.length > 0 && plots.every((gd) => (gd.__tfLast || -1) > t0
-          && (gd.__tfPainted || -1) > gd.__tfLast);
-      const idle = app() && app().getAttribute('data-test-script-state') === 'notRunning';
-      const now = performance.now();
-      if (t0 >= 0 && (finished || !running) && idle && drawn && inputShown()) {
-        const lastDraw = Math.max(...plots.map((gd) => gd.__tfLast));
-        const finishedAt = finished ? finished[0] : null;
-        if (now - Math.max(lastDraw, finishedAt ?? 0) >= quietMs) {
-          const end = Math.max(finishedAt ?? 0, ...plots.map((gd) => gd.__tfPainted));
-          const msgs = tf.ws.filter(([t]) => t >= t0 && t <= end);
-          const sent = tf.sent.find((t) => t >= t0);
-          const reply = sent === undefined ? undefined : tf.ws.find(([t]) => t >= sent);
-          const draws = tf.draws.filter(([b]) => b >= t0 && b <= end);
-          const long = tf.long.filter(([b]) => b >= t0 && b <= end);
-          tf.draws = tf.draws.filter(([b]) => b > end);
-          tf.long = tf.long.filter(([b]) => b > end);
-          resolve({
-            total: end - t0,
-            to_running: running ? running[0] - t0 : null,
-            to_sent: sent === undefined ? null : sent - t0,
-            to_reply: reply === undefined ? null : reply[0] - t0,
-            running: finished ? finished[0] - running[0] : null,
-            after_run: finished ? end - finished[0] : null,
-            ws_bytes: msgs.reduce((s, [, b]) => s + b, 0),
-            ws_last: msgs.length ? msgs[msgs.length - 1][0] - t0 : null,
-            plots: plots.length,
-            draws: draws.length,
-            draw_ms: draws.reduce((a, [b, e]) => a + e - b, 0),
-            long_ms: long.reduce((a, [, d]) => a + d, 0),
-          });
-          return;
-        }
-      }
-      if (now - began > timeoutMs) {
-        reject(new Error(`edit not finished after ${timeoutMs} ms: ` + JSON.stringify({
-          t0, running: !!running, finished: !!finished, idle, drawn, input: inputShown(),
-          plots: plots.map((gd) => [gd.__tfLast, gd.__tfPainted]),
-        })));
-        return;
-      }
-      setTimeout(check, 5);
-    };
-    check();
-  });
-})();
-"""
-
-# True (as a page timestamp in epoch ms) once the first run has drawn the prediction (a sentence
-# model: its word-pieces) and every chart it sent: the very first load may read notRunning before
-# its run started, hence the code block.
-FIRST_RENDER_JS = """
-() => {
-  const app = document.querySelector('[data-testid="stApp"]');
-  if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-  const code = '.st-key-prediction [data-testid="stCode"], .st-key-pieces [data-testid="stCode"]';
-  if (!document.querySelector(code)) return false;
-  const charts = document.querySelectorAll('[data-testid="stPlotlyChart"]').length;
-  const plots = Array.from(document.querySelectorAll('.js-plotly-plot'));
-  const canvases = Array.from(document.querySelectorAll('.tfviz-chart'));
-  if (plots.length + canvases.length === 0 || plots.length < charts) return false;
-  const drawn = plots.every((gd) => gd.querySelector('.main-svg')
-      && (gd.querySelectorAll('g.hm image').length > 0 || gd.querySelector('g.trace')))
-      && canvases.every((div) => div.hasAttribute('data-drawn'));
-  return drawn ? performance.timeOrigin + performance.now() : false;
-}
-"""
+# The page harness (HARNESS_JS, FIRST_RENDER_JS, waitEdit) is bench/pages.py's.
 
 # When, in epoch ms, the first page load reached each step (see first_renders).
 FIRST_RENDER_MARKS_JS = """
@@ -314,19 +140,7 @@ FIRST_RENDER_MARKS_JS = """
 }
 """
 
-# ---- figures ---------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], q: float) -> float:
-    """The q-th percentile (0..100), nearest rank; nan when there is no value."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values) if values else math.nan
+# ---- configurations ----------------------------------------------------------------------------
 
 
 @dataclass
@@ -380,83 +194,7 @@ class Config:
         return [e[key] for e in self.edits if e.get(key) is not None]
 
 
-# ---- the server --------------------------------------------------------------------------------
-
-
-class Server:
-    """`streamlit run app.py` on a free loopback port with a private user models folder.
-
-    Run from the app's own folder, which Streamlit also puts first on sys.path: another checkout's
-    app imports that checkout's tfviz.
-    """
-
-    def __init__(
-        self, workdir: Path, extra: list[str] = (), app: Path = APP, environ: dict | None = None
-    ):
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = workdir / f"server_{self.port}.log"
-        env = dict(os.environ, TFVIZ_USER_MODELS=str(workdir / f"user_models_{self.port}"))
-        env.update(environ or {})
-        cmd = streamlit_command(app, self.port, *extra)
-        self.spawned = time.time()  # epoch seconds: compared with the page's clock
-        with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(
-                cmd,
-                cwd=app.parent,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-            )
-
-    def wait_healthy(self, poll: float = 0.05) -> float:
-        """Seconds from spawn until /_stcore/health answers ok; raises if it never does."""
-        deadline = time.monotonic() + SERVER_START_S
-        while not healthy(self.url):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                tail = self.log_path.read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"server on port {self.port} did not come up:\n{tail}")
-            time.sleep(poll)
-        return time.time() - self.spawned
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-
-
 # ---- the browser side ------------------------------------------------------------------------
-
-
-def wait_quiet(page, quiet_ms: int = QUIET_MS) -> None:
-    """Wait until the app is idle and nothing on the page has changed for quiet_ms."""
-    page.wait_for_function(
-        """q => document.querySelector('[data-testid="stApp"]')
-                  ?.getAttribute('data-test-script-state') === 'notRunning'
-               && performance.now() - window.__tfviz.changed > q""",
-        arg=quiet_ms,
-        polling=50,
-        timeout=EDIT_TIMEOUT_MS,
-    )
-
-
-def harnessed_page(browser, url: str):
-    """(a fresh browser context with the timing harness, its page on url, fully drawn)."""
-    context = browser.new_context(viewport=VIEWPORT)
-    context.add_init_script(HARNESS_JS)
-    return context, open_page(context, url)
-
-
-def open_page(context, url: str):
-    page = context.new_page()
-    page.goto(url)
-    page.wait_for_function(FIRST_RENDER_JS, polling="raf", timeout=60_000)
-    wait_quiet(page)
-    return page
 
 
 def task_facts(page) -> tuple[str, int, int]:
@@ -466,23 +204,6 @@ def task_facts(page) -> tuple[str, int, int]:
     if match is None:
         raise RuntimeError("no 'Alphabet: ... Length: a to b' text in the sidebar")
     return match.group(1), int(match.group(2)), int(match.group(3))
-
-
-def pick_model(page, cfg: Config) -> None:
-    """Choose the configuration's model in the sidebar's Model picker and wait for its run."""
-    picker = page.locator('[data-testid="stSidebar"]').get_by_role("combobox", name="Model")
-    if picker.input_value() == cfg.label:
-        return
-    picker.click()
-    page.get_by_role("option", name=cfg.label, exact=True).click()
-    page.wait_for_function(
-        "name => document.querySelector('[data-testid=\"stSidebar\"]').innerText"
-        ".includes('Task: ' + name)",
-        arg=cfg.task_name,
-        timeout=EDIT_TIMEOUT_MS,
-    )
-    wait_quiet(page)
-    page.wait_for_function(FIRST_RENDER_JS, polling="raf", timeout=EDIT_TIMEOUT_MS)
 
 
 def sequences(alphabet: str, T: int, n: int, seed: int) -> list[str]:
@@ -532,7 +253,7 @@ def decoder_texts(task, pieces: int, n: int, seed: int) -> list[tuple[str, str]]
     once the edit is in. Each text starts with "the" (one token at a text's start under
     bench/hf_decoders.py's tokenizer), then words that are one token after a space; neighbours
     differ in their last word, so every edit changes every chart."""
-    from bench.hf_decoders import WORDS as DECODER_WORDS
+    from bench.decoder_folders import WORDS as DECODER_WORDS
 
     start = len(task.pieces("the").ids)  # "the", after a beginning-of-text token if one is added
     words = [w for w in DECODER_WORDS if len(task.pieces(f"the {w}").ids) == start + 1]
@@ -597,7 +318,7 @@ def one_edit(page, cfg: Config, text: str, shown: str) -> dict:
 
 def plan_edits(page, cfg: Config, n: int, seed: int) -> list[tuple[str, str]]:
     """Pick the configuration's model; n (text typed, input as shown without spaces) for it."""
-    pick_model(page, cfg)
+    pick_model(page, cfg.label, cfg.task_name)
     if cfg.decoder:
         return decoder_texts(sentence_task(cfg), cfg.T, n, seed)
     if cfg.sentence:
@@ -630,7 +351,6 @@ def measure_edits(page, cfg: Config, n: int, warmup: int, seed: int) -> list[str
 
 # ---- against the floor (issue 18) --------------------------------------------------------------
 
-FLOOR_APP = ROOT / "bench" / "floor_app.py"
 # The app's p95 / the floor page's p95, both from one run: issue 18 asked <= 1.25, issue 44 <= 1.0.
 TARGET_FLOOR_RATIO = 1.0
 # The app's page opened / bertviz's head_view page opened (medians, one run; issue 31).
@@ -653,7 +373,7 @@ def measure_against_floor(browser, workdir: Path, configs: list[Config], args) -
     behind gets no animation frames (Chromium throttles hidden pages), which an edit's end waits
     for; bringing each to the front in turn made it repaint and re-lay out its charts instead.
     """
-    floor_browser = browser.browser_type.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    floor_browser = launch_chromium(browser.browser_type)
     server = Server(workdir, args.server_arg, environ=folder_environ(configs))
     try:
         server.wait_healthy()
@@ -720,29 +440,10 @@ def bertviz_target(workdir: Path, cfg: Config) -> tuple[str, str] | None:
     """bertviz's head_view page (bench/standalone.py) of the attention the app's link shows
     (every layer; it draws layer 0's heads), as (file URL, its drawn condition); None without
     bertviz or its libraries."""
-    from bench.standalone import bertviz_file
-
     folder = workdir / f"bertviz_{cfg.model}"
     folder.mkdir(exist_ok=True)
     found = bertviz_file(first_example_trace(cfg), folder)
     return None if found is None else (found[0].as_uri(), found[1])
-
-
-def open_file_page(browser, url: str, done: str) -> float:
-    """ms from navigation start to the first frame after done() holds (bench/standalone.py's
-    timing), in a fresh browser context with every request outside file:// aborted."""
-    from bench.standalone import WATCH, cut_network
-
-    context = browser.new_context(viewport=VIEWPORT)
-    try:
-        cut_network(context, [])
-        context.add_init_script(WATCH % done)
-        page = context.new_page()
-        page.goto(url, wait_until="commit")
-        page.wait_for_function("window.__done !== undefined", timeout=60_000)
-        return page.evaluate("window.__done")
-    finally:
-        context.close()
 
 
 def measure_navigations(browser, workdir: Path, cfg: Config, server: Server, args) -> None:
@@ -925,10 +626,6 @@ async def server_only(url: str, plan: list[tuple[Config, list[str]]], timeout: f
 # ---- report ----------------------------------------------------------------------------------
 
 
-def verdict(ok: bool) -> str:
-    return "met" if ok else "NOT met"
-
-
 def report(configs: list[Config], starts: list[dict], edits: int, keystrokes: bool = True) -> None:
     if keystrokes:
         report_edits(configs, edits)
@@ -1071,13 +768,6 @@ def report_starts(starts: list[dict], app: str) -> None:
 # ---- main ------------------------------------------------------------------------------------
 
 
-def largest_bundled() -> str:
-    files = sorted(MODELS.glob("*.safetensors"), key=lambda p: (-p.stat().st_size, p.name))
-    if not files:
-        raise RuntimeError(f"no bundled model in {MODELS}")
-    return files[0].stem
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--edits", type=int, default=30, help="timed edits per configuration")
@@ -1172,7 +862,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.families:
             configs += family_configs(args.families, args.pieces, workdir / FAMILIES_DIR)
             print(f"built {args.families} in {workdir / FAMILIES_DIR}", flush=True)
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = launch_chromium(pw.chromium)
         try:
             starts = first_renders(browser, workdir, args.starts, args.server_arg, apps)
             if args.lesson_steps:
@@ -1243,39 +933,38 @@ def write_tokenizer(kind: str, folder: Path) -> None:
 def build_family(kind: str, root: Path, sizes: dict | None = None) -> Path:
     """root/kind: a random masked-LM model of the family (bench/hf_families.py's builder, at
     MiniLM's sizes unless told) with write_tokenizer's files; built once, then reused."""
-    from bench import hf_families
+    from bench import encoder_folders
 
     folder = root / kind
     if not folder.is_dir():
-        hf_families.build(kind, folder, sizes or hf_families.MINILM, write_tokenizer)
+        encoder_folders.build(kind, folder, sizes or encoder_folders.MINILM, write_tokenizer)
     return folder
 
 
 def build_decoder(kind: str, root: Path) -> Path:
     """root/kind: a random decoder of the family at its real model's sizes (bench/hf_decoders.py's
     builder: GPT-2 small, SmolLM-135M, Qwen2-0.5B) with its small tokenizer; built once."""
-    from bench import hf_decoders
+    from bench import decoder_folders
 
     folder = root / kind
     if not folder.is_dir():
-        hf_decoders.build(kind, folder, hf_decoders.SIZES[kind])
+        decoder_folders.build(kind, folder, decoder_folders.SIZES[kind])
     return folder
 
 
 def family_configs(spec: str, pieces: int, root: Path) -> list[Config]:
     """--families entries ("bert", "roberta:128", "gpt2"): each family's model built in root, a
     configuration per entry at its length (default `pieces`)."""
-    from bench import hf_decoders
-    from bench.hf_families import FAMILIES
+    from bench import decoder_folders, encoder_folders
     from tfviz.ui.i18n import translate
 
-    known = {**FAMILIES, **hf_decoders.FAMILIES}
+    known = {**encoder_folders.FAMILIES, **decoder_folders.FAMILIES}
     configs = []
     for entry in spec.split(","):
         kind, _, length = entry.strip().partition(":")
         if kind not in known:
             raise SystemExit(f"--families: {kind!r} is not one of {', '.join(known)}")
-        decoder = kind in hf_decoders.FAMILIES
+        decoder = kind in decoder_folders.FAMILIES
         folder = build_decoder(kind, root) if decoder else build_family(kind, root)
         # The picker shows a folder model as "NAME (Family)"; built with a masked-LM head, its
         # task is fill-in-the-mask, a decoder's the next token (tfviz.ui.folders.folder_info).

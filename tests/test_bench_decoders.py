@@ -26,6 +26,7 @@ except ImportError:  # pragma: no cover - a test-only dependency
     pytest.skip("transformers is not installed", allow_module_level=True)
 
 from bench import hf_decoders  # noqa: E402
+from bench.decoder_folders import hf_config  # noqa: E402
 from tfviz.hf.decoder_weights import MAX_DECODER_PARAMS, decoder_config  # noqa: E402
 from tfviz.hf.decoders import decoder_family_of  # noqa: E402
 
@@ -103,11 +104,11 @@ def test_timing_ids_are_plain_pieces_framed_as_the_family_frames_a_text(built, k
 @pytest.mark.parametrize("kind", list(hf_decoders.FAMILIES))
 def test_the_default_sizes_are_the_real_models_and_tfviz_opens_them(kind):
     sizes = hf_decoders.SIZES[kind]
-    cfg, cls = hf_decoders.hf_config(kind, sizes)
+    cfg, cls = hf_config(kind, sizes)
     with torch.device("meta"):  # no memory: the parameter count from the shapes
         assert sum(p.numel() for p in cls(cfg).parameters()) == REAL[kind]
         if kind == "gpt2":
-            small, cls = hf_decoders.hf_config(kind, hf_decoders.SMALL_GPT2)
+            small, cls = hf_config(kind, hf_decoders.SMALL_GPT2)
             assert sum(p.numel() for p in cls(small).parameters()) == DISTILGPT2
     raw = cfg.to_dict()
     arch = decoder_family_of(raw).read(raw)

@@ -55,7 +55,7 @@ def test_family_configs_name_the_folder_as_the_picker_and_sidebar_show_it(root, 
         assert c.task_name == "fill in the masked word"
     assert ui_latency.folder_environ(configs) == {"TFVIZ_PRETRAINED_DIR": str(root)}
     with pytest.raises(SystemExit, match="not one of"):
-        ui_latency.family_configs("gpt2", 32, root)
+        ui_latency.family_configs("t5", 32, root)
 
 
 @pytest.mark.parametrize("kind", list(FAMILIES))

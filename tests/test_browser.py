@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.server import free_port, healthy, streamlit_command
+from bench.harness import free_port, healthy, streamlit_command
 from tests.conftest import (  # noqa: F401  (re-exported: the other browser modules import them here)
     APP_IDLE,
     CHART_DRAWN,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import plotly.colors
 import pytest
 
-from bench.standalone import cut_network
+from bench.harness import cut_network
 from tests import test_browser as shared
 from tests.test_browser import TIMEOUT_MS
 from tfviz import get_task, load_checkpoint, plots
@@ -59,13 +59,15 @@ MINILM_TEXT = f"the quick brown fox {HOSTILE} jumps over the lazy dog"
 
 
 def minilm_page() -> tuple[str, int]:
-    """MiniLM's Attention view as a many-headed model shows it: one layer's columns of heads,
-    for a sentence with HTML in it (its word-pieces are the charts' labels)."""
+    """MiniLM's Attention view as a many-headed model shows it: one layer's heads and their mean,
+    for a sentence with HTML in it (its word-pieces are the charts' labels); and how many
+    charts it draws."""
     model, tokenizer = pretrained.load_minilm("cpu")
     task = pretrained.SentenceTask(tokenizer)
     tr = run_trace(model, task, MINILM_TEXT)
     drawn = attention.exported_figures(tr, 0, None, caption="L0")
-    return standalone.page("MiniLM", drawn, {"Model": pretrained.NAME}), len(drawn)
+    assert len(drawn) == 1  # the layer's heads and mean: a chart each, in a grid (row by row)
+    return standalone.page("MiniLM", drawn, {"Model": pretrained.NAME}), tr.n_heads + 1
 
 
 def open_offline(browser, tmp_path, html_text: str):
@@ -185,18 +187,18 @@ def test_a_plotly_js_page_draws_every_chart_and_hovers_with_the_network_cut(brow
         context.close()
 
 
-def test_minilm_s_page_draws_every_column_with_the_network_cut(browser, tmp_path):
+def test_minilm_s_page_draws_every_head_with_the_network_cut(browser, tmp_path):
     html_text, n = minilm_page()
     view, context, outside, dialogs = open_offline(browser, tmp_path, html_text)
     try:
         assert_all_drawn_lite(view, n)
         # The sentence's "<img" word-pieces are labels drawn as text, and hover as text.
-        labels = view.evaluate(
-            "document.getElementById('tfviz-chart-0').__figure.data[0].x.slice(0, 40)"
-        )
+        head = "tfviz-chart-0-0"  # the grid's first cell: L0 H0
+        assert view.locator(f"#{head}").get_attribute("data-block") == "L0 H0"
+        labels = view.evaluate(f"document.getElementById('{head}').__figure.data[0].x.slice(0, 40)")
         row = labels.index("key &lt;")  # plotly's JSON holds the escaped label
-        (x, y), _ = cell_colour(view, "tfviz-chart-0", row, row)
-        hover = view.evaluate(f"tfvizChart.hoverAt('tfviz-chart-0', {x}, {y})")
+        (x, y), _ = cell_colour(view, head, row, row)
+        hover = view.evaluate(f"tfvizChart.hoverAt('{head}', {x}, {y})")
         assert "query <" in hover and "key <" in hover, hover  # each on its own line
         assert view.locator("img").count() == 0 and dialogs == []
         assert outside == []

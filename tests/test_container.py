@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.load import Session, Stats
-from bench.server import free_port
+from bench.harness import free_port
+from bench.session import Session, Stats
 from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, CODE, EXCEPTION, IN_CI
 from tfviz import load_checkpoint
 

@@ -26,8 +26,8 @@ import pytest
 import yaml
 
 from bench.failover import submit_training
-from bench.load import Session, Stats, start_server, stop_server, wait_healthy
-from bench.server import free_port
+from bench.harness import free_port, start_server, stop_server, wait_healthy
+from bench.session import Session, Stats
 from tests.conftest import ROOT
 from tests.test_jobs import Gate
 from tfviz import load_checkpoint, settings

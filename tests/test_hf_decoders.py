@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench.hf_decoders import write_tokenizer
+from bench.decoder_folders import write_tokenizer
 from tfviz import hf
 from tfviz.core import wo
 from tfviz.core.interventions import Interventions

@@ -32,8 +32,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from bench.load import Stats, one_page_load, stop_server, wait_healthy
-from bench.server import free_port, healthy
+from bench.harness import free_port, healthy, stop_server, wait_healthy
+from bench.session import Stats, one_page_load
 from tests.conftest import ROOT
 from tests.test_hf_encoders import _build  # skips without transformers (fails under CI=true)
 from tfviz import hf, settings

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.load import Stats, one_page_load, stop_server, wait_healthy
-from bench.server import free_port
+from bench.harness import free_port, stop_server, wait_healthy
+from bench.session import Stats, one_page_load
 
 ROOT = Path(__file__).resolve().parent.parent
 GUARD = textwrap.dedent(

@@ -48,8 +48,7 @@ from bench.failover import (
     scenario,
     served,
 )
-from bench.load import stop_server
-from bench.server import free_port
+from bench.harness import free_port, stop_server
 
 pytestmark = pytest.mark.bench
 
