@@ -334,7 +334,7 @@ def switch_page():
     from tfviz.ui.switches import controls
 
     entry = {e.key: e for e in list_models("cpu")[0]}["bundled:reverse"]
-    model, meta = load_model(entry.path, entry.digest, "cpu")
+    model, meta, _ = load_model(entry.path, entry.digest, "cpu")
     iv = controls(meta.config).interventions
     st.code(repr(iv.w_o), language=None)
 

@@ -193,7 +193,7 @@ def test_huge_model_named_in_a_small_file_is_refused_before_it_is_built(saved, m
     model, _ = saved
     huge = {**model.config.to_dict(), "d_model": 1024, "d_ff": 4096, "n_layers": 12}
     monkeypatch.setattr(
-        "tfviz.training.checkpoint.Encoder", lambda cfg: pytest.fail("built the model")
+        "tfviz.training.checkpoint.Transformer", lambda cfg: pytest.fail("built the model")
     )
     with pytest.raises(
         CheckpointError, match=r"has 151,\d{3},\d{3} parameters; .* at most 5,000,000"

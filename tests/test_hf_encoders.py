@@ -469,7 +469,7 @@ def test_a_folder_is_described_without_loading_and_a_models_folder_listed(
     (root / "with-code" / "modeling_bert.py").write_text("import os\n")
     shutil.copytree(built["bert"][0], root / ".cache")  # hidden: not a model
     (root / "bert" / "README.md").write_text("---\nlanguage: en\nlicense: apache-2.0\n---\n# A")
-    monkeypatch.setattr("tfviz.hf.weights.Encoder", no_allocation)
+    monkeypatch.setattr("tfviz.hf.weights.Transformer", no_allocation)
     listed = hf.list_folder(root)
     assert [item.name for item in listed] == [
         "bert", "bert-encoder-only", "distilbert", "roberta", "with-code",
@@ -614,7 +614,7 @@ def test_a_config_claiming_huge_sizes_is_refused_before_allocating(
     def no_allocation(*args, **kwargs):
         raise AssertionError("an Encoder was built")
 
-    monkeypatch.setattr("tfviz.hf.weights.Encoder", no_allocation)
+    monkeypatch.setattr("tfviz.hf.weights.Transformer", no_allocation)
     _edit_config(bert_copy, **changes)
     start = time.perf_counter()
     with pytest.raises(hf.TooLargeError, match=message):

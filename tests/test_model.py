@@ -367,3 +367,39 @@ def test_n_params_counts_every_parameter_of_each_kind(kwargs):
 def test_new_config_fields_are_validated(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ModelConfig(**{"vocab_size": 5, "n_out": 2, **kwargs})
+
+
+def test_the_old_names_are_the_new_classes():
+    """Encoder and LoadedEncoder, the names before decoders ran too, stay for saved code."""
+    import tfviz
+    from tfviz import hf
+    from tfviz.core import model
+
+    assert model.Encoder is model.Transformer
+    assert tfviz.Encoder is tfviz.Transformer is model.Transformer
+    assert hf.LoadedEncoder is hf.LoadedModel
+
+
+# An encoder as the BERT loader builds it (no head, post-norm, token types, embedding norm), a
+# decoder with grouped-query attention and an untied head (Llama-style), and a toy config.
+SHAPE_CONFIGS = {
+    "encoder": dict(
+        vocab_size=50, n_out=0, d_model=16, n_heads=4, d_ff=32, n_layers=2, max_len=12,
+        pool="mean", activation="gelu", type_vocab_size=2, embed_norm=True, norm="post",
+    ),
+    "decoder": dict(
+        vocab_size=50, n_out=50, d_model=16, n_heads=4, n_kv_heads=2, d_ff=24, n_layers=2,
+        max_len=12, activation="silu", norm="pre", norm_type="rms", mlp="gated",
+        positions="rotary", causal=True, tie_head=False,
+    ),
+    "toy": dict(vocab_size=10, n_out=3, d_model=8, n_heads=2, d_ff=16, n_layers=1, max_len=8),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", SHAPE_CONFIGS)
+def test_parameter_shapes_are_a_real_models_state_dict(kind):
+    from tfviz.core.model import Transformer, parameter_shapes
+
+    config = ModelConfig(**SHAPE_CONFIGS[kind])
+    real = {k: tuple(v.shape) for k, v in Transformer(config).state_dict().items()}
+    assert parameter_shapes(config) == real

@@ -331,7 +331,7 @@ def _tiny_bert_file(tmp_path, drop=None, nan=None):
         embed_norm=True,
     )  # fmt: skip
     g = torch.Generator().manual_seed(0)
-    shapes = {k: v.shape for k, v in P.Encoder(tiny).state_dict().items()}
+    shapes = {k: v.shape for k, v in P.Transformer(tiny).state_dict().items()}
     tensors = {}
     for ours, theirs in P.key_map(1).items():
         shape = shapes[ours][1:] if ours == "pos" else shapes[ours]

@@ -467,7 +467,7 @@ def download_page():
 
     path = str(BUNDLED_DIR / "reverse.safetensors")
     digest = file_sha256(path, 0, 0)
-    model, meta = load_model(path, digest, "cpu")
+    model, meta, _ = load_model(path, digest, "cpu")
     entry = ModelEntry("bundled:reverse", "reverse", "bundled", path, digest)
     iv = switches("identity")
     view = View(entry=entry, model=model, meta=meta, task=get_task("reverse"), interventions=iv)

@@ -123,7 +123,9 @@ def test_a_bad_file_gets_a_clear_error_and_changes_nothing(case, tmp_path):
 
 def test_the_parameter_budget_is_checked_before_a_model_is_built(monkeypatch):
     built = []
-    monkeypatch.setattr("tfviz.training.checkpoint.Encoder", lambda config: built.append(config))
+    monkeypatch.setattr(
+        "tfviz.training.checkpoint.Transformer", lambda config: built.append(config)
+    )
     data = config_change(d_model=1024, n_heads=8, d_ff=4096, n_layers=12)
     with pytest.raises(CheckpointError, match=r"has [\d,]+ parameters; .* at most 5,000,000"):
         checks.load_upload(data, max_bytes=20 * 2**20)

@@ -17,7 +17,8 @@ _WHERE = {
     "load_checkpoint": "tfviz.training.checkpoint",
     "save_checkpoint": "tfviz.training.checkpoint",
     "ModelConfig": "tfviz.core.config",
-    "Encoder": "tfviz.core.model",
+    "Encoder": "tfviz.core.model",  # Transformer's old name, kept for saved code
+    "Transformer": "tfviz.core.model",
     "EncoderOutput": "tfviz.core.model",
     "LayerTrace": "tfviz.core.model",
     "Trace": "tfviz.core.model",
@@ -34,6 +35,7 @@ __all__ = [
     "LayerTrace",
     "ModelConfig",
     "Trace",
+    "Transformer",
     "get_task",
     "list_tasks",
     "load_checkpoint",
@@ -43,7 +45,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # what type checkers and editors see; nothing is imported at run time
     from tfviz.core.config import ModelConfig
-    from tfviz.core.model import Encoder, EncoderOutput, LayerTrace, Trace
+    from tfviz.core.model import Encoder, EncoderOutput, LayerTrace, Trace, Transformer
     from tfviz.core.tasks import get_task, list_tasks
     from tfviz.training.checkpoint import (
         CheckpointError,

@@ -14,7 +14,7 @@ one published way of measuring that, from a model and/or a Trace, and returns fl
 7. previous-token and induction heads, the in-context loss drop   Olsson et al. 2022
 
 Nothing here changes the model: it is shared by every browser session, so interventions go
-through Encoder.forward's arguments (w_o, ablate_heads, head_gates, ablate_after_w_o), never
+through Transformer.forward's arguments (w_o, ablate_heads, head_gates, ablate_after_w_o), never
 hooks or weight edits, and weights keep requires_grad=False. Model weights follow nn.Linear's
 layout (out, in), applied as x @ W.T; per-head matrices below use the papers' row-vector
 convention instead: W_V^h is (D, d_k), W_O^h is (d_k, D), and a head's output is z_h @ W_O^h.

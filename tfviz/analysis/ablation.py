@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from tfviz.analysis.base import ANALYSIS_SEED, _check_eval, _metric, _np, _sample
-from tfviz.core.model import Encoder, LayerTrace
+from tfviz.core.model import LayerTrace, Transformer
 from tfviz.core.tasks import Batch, Task, get_task
 
 
@@ -51,7 +51,7 @@ class AblationComparison:
 
 
 def compare_ablation(
-    model: Encoder,
+    model: Transformer,
     task: Task | str,
     layer: int,
     head: int,

@@ -11,7 +11,7 @@ import numpy as np
 from torch import Tensor
 
 from tfviz.core import wo
-from tfviz.core.model import Encoder, Trace
+from tfviz.core.model import Trace, Transformer
 from tfviz.core.tasks import Batch, Task
 
 ANALYSIS_SEED = 3_000_017  # examples for importance/ablation: fresh, and apart from EVAL_SEED
@@ -23,7 +23,7 @@ def _np(x: Tensor | np.ndarray) -> np.ndarray:
     return np.asarray(x, dtype=np.float32)
 
 
-def _check_trace(model: Encoder, trace: Trace) -> None:
+def _check_trace(model: Transformer, trace: Trace) -> None:
     if not isinstance(trace, Trace) or any(lt is None for lt in trace.layers):
         raise ValueError("a Trace from model(ids, trace=True) is needed")
     if len(trace.layers) != model.config.n_layers:
@@ -33,7 +33,7 @@ def _check_trace(model: Encoder, trace: Trace) -> None:
         )
 
 
-def _check_eval(model: Encoder) -> None:
+def _check_eval(model: Transformer) -> None:
     # Dropout would make every number below random, and switching modes would mutate a shared model.
     if model.training:
         raise ValueError("the model is in training mode; analyse a model after model.eval()")
@@ -55,12 +55,12 @@ def _metric(task: Task, logits: Tensor, target: Tensor) -> float:
     return total / max(1, s["count"])
 
 
-def heads_of(model: Encoder) -> Iterable[tuple[int, int]]:
+def heads_of(model: Transformer) -> Iterable[tuple[int, int]]:
     """Every (layer, head) pair of a model, layer-major."""
     return ((l, h) for l in range(model.config.n_layers) for h in range(model.config.n_heads))
 
 
-def _w_o_of(model: Encoder, layer: int, mode: str) -> Tensor:
+def _w_o_of(model: Transformer, layer: int, mode: str) -> Tensor:
     """The (D, D) map a layer applies in a W_o mode (tfviz.core.wo), nn.Linear layout (out, in)."""
     lin = model.layers[layer].attn.W_o
     return wo.effective(lin.weight.detach(), lin.bias.detach(), mode, model.config.n_heads)[0]

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from tfviz.analysis.base import _np, _w_o_of
 from tfviz.core import wo
-from tfviz.core.model import Encoder, layer_modes
+from tfviz.core.model import Transformer, layer_modes
 
 
 def head_block(W: Tensor | np.ndarray, head: int, n_heads: int, side: str) -> np.ndarray:
@@ -94,7 +94,7 @@ def _f64(W: Tensor) -> Tensor:
     return W.detach().to("cpu", torch.float64)
 
 
-def _ov_factors(model: Encoder, w_o="learned") -> list[tuple[Tensor, Tensor]]:
+def _ov_factors(model: Transformer, w_o="learned") -> list[tuple[Tensor, Tensor]]:
     """Per layer (V, O): V (H, D, d_k) every head's W_V^h and O (H, d_k, D) its W_O^h in the
     layer's W_o mode, float64 CPU tensors, so that W_OV^h = V[h] @ O[h]."""
     cfg = model.config
@@ -123,13 +123,13 @@ def _reduced(V: Tensor, O: Tensor) -> Tensor:
     return R @ O
 
 
-def ov_spectra(model: Encoder, w_o="learned", rtol: float = 0.01) -> OVSpectra:
+def ov_spectra(model: Transformer, w_o="learned", rtol: float = 0.01) -> OVSpectra:
     """The singular values, ranks and norms of every head's OV circuit, for the w_o switch,
     without forming the (L, H, D, D) circuits (see _reduced).
 
     Args:
-        model: any Encoder (read, never changed).
-        w_o: "learned", "identity", "zero" or {layer: mode}, as Encoder.forward.
+        model: any Transformer (read, never changed).
+        w_o: "learned", "identity", "zero" or {layer: mode}, as Transformer.forward.
         rtol: threshold of numerical_rank, relative to the largest singular value.
     Returns:
         OVSpectra with arrays of shapes (L, H, d_k) and (L, H), float32 (ranks int64).
@@ -151,12 +151,12 @@ def ov_spectra(model: Encoder, w_o="learned", rtol: float = 0.01) -> OVSpectra:
     )
 
 
-def ov_circuits(model: Encoder, w_o="learned", rtol: float = 0.01) -> OVCircuits:
+def ov_circuits(model: Transformer, w_o="learned", rtol: float = 0.01) -> OVCircuits:
     """OV circuits of every head, with the W_o each layer applies for the w_o switch.
 
     Args:
-        model: any Encoder.
-        w_o: "learned", "identity", "zero" or {layer: mode}, as Encoder.forward.
+        model: any Transformer.
+        w_o: "learned", "identity", "zero" or {layer: mode}, as Transformer.forward.
         rtol: threshold of numerical_rank, relative to the largest singular value.
     Returns:
         OVCircuits: ov_spectra's arrays and the circuits themselves, (L, H, D, D) float32
@@ -192,7 +192,7 @@ class Composition:
     fold_layernorm: bool
 
 
-def layernorm_fold(model: Encoder, layer: int) -> np.ndarray:
+def layernorm_fold(model: Transformer, layer: int) -> np.ndarray:
     """(D, D) linear part of the LayerNorms between layer's attention output and layer+1's input.
 
     LayerNorm(y) = gamma * (y - mean(y)) / sigma + beta: in row-vector form
@@ -215,7 +215,7 @@ def layernorm_fold(model: Encoder, layer: int) -> np.ndarray:
     return ln(model.layers[layer + 1].norm1)
 
 
-def _fold_gammas(model: Encoder, layer: int) -> list[Tensor]:
+def _fold_gammas(model: Transformer, layer: int) -> list[Tensor]:
     """The LayerNorm gammas of layernorm_fold(model, layer) = prod_i P diag(gamma_i), in order."""
     if model.config.norm == "post":
         norms = (model.layers[layer].norm1, model.layers[layer].norm2)
@@ -239,14 +239,16 @@ def _fold(X: Tensor, gammas: list[Tensor], side: str, centre: bool = True) -> Te
     return X
 
 
-def composition_scores(model: Encoder, w_o="learned", fold_layernorm: bool = True) -> Composition:
+def composition_scores(
+    model: Transformer, w_o="learned", fold_layernorm: bool = True
+) -> Composition:
     """Q-, K- and V-composition of each head with each head of the next layer (Elhage et al. 2021).
 
     score[l, h, g] = ||W_OV^{l,h} N W_X^{l+1,g}||_F / (||W_OV^{l,h}||_F ||N W_X^{l+1,g}||_F), X in
     {Q, K, V}, where N is layernorm_fold (or the identity when fold_layernorm is False).
 
     Args:
-        model: any Encoder (a single-layer model gives arrays with a first axis of 0).
+        model: any Transformer (a single-layer model gives arrays with a first axis of 0).
         w_o: the w_o switch used for the writer's OV circuit.
         fold_layernorm: fold the LayerNorms' centring and gamma into the readers.
     Returns:

@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 from tfviz.analysis.base import ANALYSIS_SEED, _check_eval, _metric, _np, _sample, heads_of
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 from tfviz.core.tasks import Batch, Task, get_task
 
 
@@ -40,17 +40,17 @@ class HeadImportance:
         raise ValueError(f"kind must be 'loss', 'metric' or 'gradient', got {kind!r}")
 
 
-def _forward(model: Encoder, batch: Batch, **switches) -> Tensor:
+def _forward(model: Transformer, batch: Batch, **switches) -> Tensor:
     with torch.no_grad():
         return model(batch.ids, batch.pad_mask, trace=False, **switches).logits
 
 
-def gate_gradients(model: Encoder, task: Task, batch: Batch, w_o="learned") -> np.ndarray:
+def gate_gradients(model: Transformer, task: Task, batch: Batch, w_o="learned") -> np.ndarray:
     """Per-example dL/d xi for the (L, H) head gates at xi = 1, shape (B, L, H) float32.
 
     Michel et al. average |dL/d xi| over examples, which needs one gradient per example (the
     gradient of the batch mean would let examples cancel), so each example gets its own backward
-    pass. Only the gate tensor requires grad: it enters through Encoder.forward's head_gates
+    pass. Only the gate tensor requires grad: it enters through Transformer.forward's head_gates
     argument, and the model's weights keep requires_grad=False. (torch.func.vmap cannot batch
     this: the forward pass branches on the padding mask; forward-mode AD could, but its first use
     in a process costs seconds of set-up.)
@@ -73,7 +73,7 @@ def gate_gradients(model: Encoder, task: Task, batch: Batch, w_o="learned") -> n
 
 
 def head_importance(
-    model: Encoder,
+    model: Transformer,
     task: Task | str,
     n: int = 256,
     seed: int = ANALYSIS_SEED,
@@ -88,7 +88,7 @@ def head_importance(
         model: a model in eval mode (never changed).
         task: the task (or its name) the model was trained on.
         n, seed, min_len, max_len: the fresh examples (task.sample with rng seed).
-        w_o: the w_o switch for every pass (as Encoder.forward).
+        w_o: the w_o switch for every pass (as Transformer.forward).
         batch: the examples to use instead of fresh ones (a decoder's typed text, its own next
             tokens the targets: tfviz.hf.NextTokenTask.batch_from_texts); n is then its size.
     Returns:
@@ -153,7 +153,7 @@ def ranked_keys(weights: np.ndarray, query: int, k: int) -> list[tuple[int, floa
 
 
 def accuracy_keeping_top_k(
-    model: Encoder,
+    model: Transformer,
     task: Task | str,
     scores: np.ndarray,
     k: int,
@@ -186,7 +186,7 @@ def accuracy_keeping_top_k(
     return _metric(task, _forward(model, batch, w_o=w_o, ablate_heads=removed), batch.target)
 
 
-def _given(batch: Batch | None, model: Encoder) -> Batch | None:
+def _given(batch: Batch | None, model: Transformer) -> Batch | None:
     """A batch passed in, on the model's device; None when none was."""
     if batch is None:
         return None
@@ -194,7 +194,9 @@ def _given(batch: Batch | None, model: Encoder) -> Batch | None:
     return Batch(batch.ids.to(to), batch.pad_mask.to(to), batch.target.to(to), batch.lengths)
 
 
-def keep_top_k_curve(model: Encoder, task: Task | str, scores: np.ndarray, **kwargs) -> np.ndarray:
+def keep_top_k_curve(
+    model: Transformer, task: Task | str, scores: np.ndarray, **kwargs
+) -> np.ndarray:
     """accuracy_keeping_top_k for every k = 0..L*H, shape (L*H + 1,) float32 (a slider's curve)."""
     n_heads = model.config.n_layers * model.config.n_heads
     return np.array(

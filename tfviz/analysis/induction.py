@@ -22,7 +22,7 @@ The duplicate-token score tells a head that finds the earlier copy of the curren
 from an induction head, which looks one token further on.
 
 The scoring functions are plain numpy on attention patterns (testable on hand-made attention);
-measure_induction runs a causal language model (tfviz.core.model.Encoder with causal=True,
+measure_induction runs a causal language model (tfviz.core.model.Transformer with causal=True,
 pool="none", n_out == vocab_size) on such sequences under any switches, batch by batch. As
 everywhere in tfviz.analysis, nothing here changes the model: the switches are forward
 arguments (tfviz.core.interventions.Interventions).
@@ -44,7 +44,7 @@ from torch import Tensor
 from tfviz.analysis.base import _check_eval
 from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 
 # Below 3 the scores stop meaning different things: with period 2 the induction target t - n + 1
 # is the previous token t - 1, so a previous-token head would score as a perfect induction head.
@@ -282,7 +282,7 @@ def _whole_numbers(values, name: str) -> np.ndarray:
 
 @torch.no_grad()
 def measure_induction(
-    model: Encoder,
+    model: Transformer,
     ids: Tensor,
     interventions: Interventions | None = None,
     *,
@@ -385,7 +385,7 @@ def _repeated_ids(
 
 
 def _summed_over_batches(
-    model: Encoder,
+    model: Transformer,
     ids: Tensor,
     iv: Interventions,
     batch_size: int,
@@ -413,7 +413,7 @@ def _summed_over_batches(
     return sums, loss_sum
 
 
-def _batch_size(model: Encoder, T: int) -> int:
+def _batch_size(model: Transformer, T: int) -> int:
     """Sequences per pass that keep its trace and logits near TRACE_BUDGET bytes: the trace holds
     each layer's (H, T, T) attention and a few (T, D) streams per sequence, the logits (T, V)."""
     cfg = model.config

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from tfviz.analysis.base import _w_o_of, normalise_rows
 from tfviz.core import wo
-from tfviz.core.model import Encoder, layer_modes
+from tfviz.core.model import Transformer, layer_modes
 
 
 def head_shares(W_o: Tensor | np.ndarray, n_heads: int) -> np.ndarray:
@@ -48,7 +48,7 @@ class WoMixing:
     head_weight: np.ndarray  # (L, H): share of all of W_o's squared weight that reads head h
 
 
-def w_o_mixing(model: Encoder, w_o="learned") -> WoMixing:
+def w_o_mixing(model: Transformer, w_o="learned") -> WoMixing:
     """Head shares and the mixing number of every layer's W_o (for the w_o switch given).
 
     Returns:

@@ -10,7 +10,7 @@ from torch import Tensor
 
 from tfviz.analysis.base import _check_trace, _np
 from tfviz.core import wo
-from tfviz.core.model import Encoder, LayerTrace, Trace
+from tfviz.core.model import LayerTrace, Trace, Transformer
 
 
 def transformed_values(lt: LayerTrace) -> Tensor:
@@ -25,7 +25,7 @@ def transformed_values(lt: LayerTrace) -> Tensor:
     return f
 
 
-def norm_attention(model: Encoder, trace: Trace) -> np.ndarray:
+def norm_attention(model: Transformer, trace: Trace) -> np.ndarray:
     """Per-head norm-based attention ||alpha_ij^h f^h(x_j)|| (Kobayashi et al., EMNLP 2020).
 
     Args:
@@ -44,7 +44,7 @@ def norm_attention(model: Encoder, trace: Trace) -> np.ndarray:
     return _np(torch.stack(out))
 
 
-def norm_attention_summed(model: Encoder, trace: Trace) -> np.ndarray:
+def norm_attention_summed(model: Transformer, trace: Trace) -> np.ndarray:
     """Layer-level norm-based attention ||sum_h alpha_ij^h f^h(x_j)|| (Kobayashi et al. 2020).
 
     Args:

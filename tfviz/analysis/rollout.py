@@ -10,13 +10,13 @@ from torch import Tensor
 
 from tfviz.analysis.base import _check_trace, _np, normalise_rows
 from tfviz.analysis.norms import norm_attention, norm_attention_summed
-from tfviz.core.model import Encoder, Trace
+from tfviz.core.model import Trace, Transformer
 from tfviz.core.tasks import Task, get_task
 
 
 @torch.no_grad()
 def attention_flow(
-    model: Encoder, task: Task | str, text: str, **switches
+    model: Transformer, task: Task | str, text: str, **switches
 ) -> dict[str, np.ndarray]:
     """Norm-based attention and rollout of one typed sequence, batch dimension dropped.
 
@@ -67,7 +67,7 @@ def attention_rollout(weights: np.ndarray | Tensor) -> np.ndarray:
     return out.astype(np.float32)
 
 
-def rollout_from_trace(model: Encoder, trace: Trace, method: str = "raw") -> np.ndarray:
+def rollout_from_trace(model: Transformer, trace: Trace, method: str = "raw") -> np.ndarray:
     """Attention rollout of a traced pass, from raw or from norm-based weights.
 
     Args:

@@ -1,6 +1,6 @@
 """The model, its switches, and the toy tasks it reads.
 
-config (the validated dataclass), model (the Encoder and its Trace: the one forward), functional
+config (the validated dataclass), model (the Transformer and its Trace: the one forward), functional
 (its stateless pieces), buffers (a traced pass's reused memory), wo (W_o
 written once: modes, per-head blocks and terms), modes (the names, without torch), interventions
 (every switch a forward takes, in one object), trace (a traced forward copied to numpy), packing

@@ -62,7 +62,7 @@ class ModelConfig:
     """Shape of an encoder: sizes, norm placement, input embedding and output pooling."""
 
     vocab_size: int  # number of token ids (alphabet + BOS if any + PAD; or word-pieces)
-    n_out: int  # outputs per position (pool="none") or per sequence; 0: no head (see Encoder)
+    n_out: int  # outputs per position (pool="none") or per sequence; 0: no head (see Transformer)
     d_model: int = 32  # D: width of the residual stream (seed 002: 32)
     n_heads: int = 4  # H: heads per layer; d_k = D / H
     d_ff: int = 64  # hidden width of the position-wise feed-forward net
@@ -76,7 +76,7 @@ class ModelConfig:
     pool: str = "none"
     embed: str = "token"  # "token": nn.Embedding; "value": Linear(1, D) on the id (seed 002)
     # The fields below let a pretrained BERT-style encoder (tfviz.hf.pretrained) run in this same
-    # Encoder; their defaults are what every tfviz model before them had, so old checkpoints,
+    # Transformer; their defaults are what every tfviz model before them had, so old checkpoints,
     # whose metadata lacks them, load unchanged.
     activation: str = "relu"  # of the feed-forward net: "relu", "gelu" (exact, erf), "gelu_tanh"
     norm_eps: float = 1e-5  # every LayerNorm's epsilon (torch's default; BERT: 1e-12)
@@ -148,7 +148,7 @@ class ModelConfig:
 
     @property
     def n_params(self) -> int:
-        """Parameters of an Encoder of this config, from its sizes alone: nothing is allocated.
+        """Parameters of a Transformer of this config, from its sizes alone: nothing is allocated.
 
         Lets a loader refuse an over-large model named in a small file before building it.
         tests/test_work.py checks the formula against real Encoders of every kind.

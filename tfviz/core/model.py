@@ -1,4 +1,5 @@
-"""The encoder: attention with named W_q, W_k, W_v, W_o, post- or pre-norm layers, and a trace.
+"""The Transformer, encoder or decoder: attention with named W_q, W_k, W_v, W_o, post- or
+pre-norm layers, and a trace; parameter_shapes, its weights' table from the config alone.
 
 Every intervention the app offers (switching W_o off, zeroing heads) is a forward argument,
 never a change to the module, so one loaded model can serve every browser session at once: a
@@ -375,14 +376,15 @@ class EncoderLayer(nn.Module):
         )
 
 
-class Encoder(nn.Module):
-    """Embedding + learned positions (+ token types, + LayerNorm), encoder layers, a linear head
-    (per token or pooled) or none."""
+class Transformer(nn.Module):
+    """The one model: it runs encoders and decoders (config.causal). Embedding + learned or
+    rotary positions (+ token types, + LayerNorm), post- or pre-norm layers, a linear head (per
+    token or pooled) or none."""
 
     def __init__(self, config: ModelConfig):
         super().__init__()
         if not isinstance(config, ModelConfig):
-            raise TypeError(f"Encoder needs a ModelConfig, got {type(config).__name__}")
+            raise TypeError(f"Transformer needs a ModelConfig, got {type(config).__name__}")
         self.config = config
         D = config.d_model
         # "value" feeds the id itself as a number through Linear(1, D), exactly as seed 002 does.
@@ -604,6 +606,52 @@ class Encoder(nn.Module):
         if cfg.pool != "none":
             x = pool(packing, x, cfg.pool)  # (R, B, D)
         return EncoderOutput(logits=linear(x, self.head) if cfg.n_out else x, trace=None)
+
+
+# The model's name before it ran decoders too, kept for saved code and old imports.
+Encoder = Transformer
+
+
+def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every entry of Transformer(config).state_dict() and its shape, from the config alone:
+    nothing is built (no module, no meta device). Both loaders check a checkpoint against it
+    (tfviz.hf.weights, tfviz.hf.decoder_weights); tests/test_model.py checks it against real
+    Transformers. A tied head's weight is listed, as state_dict lists it."""
+    V, D, F, KV = config.vocab_size, config.d_model, config.d_ff, config.kv_heads * config.d_k
+    norm = ("weight", "bias") if config.norm_type == "layer" else ("weight",)
+    shapes: dict[str, tuple[int, ...]] = {}
+
+    def linear(name: str, n_in: int, n_out: int) -> None:
+        shapes[f"{name}.weight"], shapes[f"{name}.bias"] = (n_out, n_in), (n_out,)
+
+    if config.positions == "learned":
+        shapes["pos"] = (1, config.max_len, D)
+    if config.embed == "token":
+        shapes["embed.weight"] = (V, D)
+    else:  # the id itself as a number, through Linear(1, D)
+        linear("embed", 1, D)
+    if config.type_vocab_size:
+        shapes["type_embed.weight"] = (config.type_vocab_size, D)
+    if config.embed_norm:  # always a LayerNorm (BERT's)
+        shapes["embed_norm.weight"] = shapes["embed_norm.bias"] = (D,)
+    for i in range(config.n_layers):
+        at = f"layers.{i}."
+        for role, out in (("W_q", D), ("W_k", KV), ("W_v", KV), ("W_o", D)):
+            linear(f"{at}attn.{role}", D, out)
+        norms = ("norm1", "norm2") if config.ffn else ("norm1",)
+        if config.ffn:  # an attention-only layer has no feed-forward net and no second norm
+            for name in ("fc1", "up") if config.mlp == "gated" else ("fc1",):
+                linear(f"{at}ff.{name}", D, F)
+            linear(f"{at}ff.fc2", F, D)
+        for name in norms:
+            for part in norm:
+                shapes[f"{at}{name}.{part}"] = (D,)
+    if config.norm == "pre":
+        for part in norm:
+            shapes[f"norm_f.{part}"] = (D,)
+    if config.n_out:
+        linear("head", D, config.n_out)
+    return shapes
 
 
 def written_to(into: dict[str, Tensor] | None, site: str, *inputs: Tensor) -> Tensor | None:

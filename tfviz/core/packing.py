@@ -4,7 +4,7 @@ tfviz.training.ensemble trains R runs of one encoder as one model whose weights 
 axis. Batches are padded to their longest example, so about half of a (B, T) grid is padding; every
 layer but attention treats each token alone, so tfviz.core.model runs those layers on the M slots of
 real tokens only, and its attention scatters q, k, v into the padded (R*B, T) grid and gathers z
-back (`to_grid`, `from_grid`). Encoder.forward takes a Packing in place of ids for that pass.
+back (`to_grid`, `from_grid`). Transformer.forward takes a Packing in place of ids for that pass.
 
 Dimensions: R runs, B batch, T tokens, M packed token slots per run, H heads, d_k head width.
 """

@@ -267,7 +267,7 @@ class Task:
         return self._answer_from_target(self.output_classes(logits), length)
 
     def predict_tokens(self, model, text: str, **switches) -> list[str]:
-        """The model's answer, one token per answer position; switches as in Encoder.forward."""
+        """The model's answer, one token per answer position; switches as in Transformer.forward."""
         ids, pad = self.encode_batch([text], device=model.device)
         with torch.no_grad():
             logits = model(ids, pad, trace=False, **switches).logits

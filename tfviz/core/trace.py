@@ -82,7 +82,7 @@ def run_trace(
     """Run the model on one sequence with the given switches and copy out every traced site.
 
     Args:
-        model: a tfviz Encoder (not changed: switches are forward arguments).
+        model: a tfviz Transformer (not changed: switches are forward arguments).
         task: the model's task; validates text (ValueError with the task's message if bad).
         interventions: the switches (or the same as keywords: w_o=..., ablate_heads=...).
     Returns:

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from tfviz.core import modes
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 from tfviz.core.tasks import ATLAS_TASKS, Task, atlas_task  # noqa: F401 - atlas.ATLAS_TASKS
 
 # The atlas's names and cells need no model: they live in tfviz.experiments.atlas_cells, so stored
@@ -163,10 +163,10 @@ def plan_cells(chosen: list[Cell], seeds: int = 5) -> list[RunSpec]:
 
 # ---- one run ----------------------------------------------------------------------------------
 class ReadoutEncoder(nn.Module):
-    """The mechanism arm's model: an Encoder run with W_o off, whose output head also reads the
+    """The mechanism arm's model: a Transformer run with W_o off, whose output head also reads the
     last layer's attention output (the heads' concatenation) through a map of its own."""
 
-    def __init__(self, encoder: Encoder):
+    def __init__(self, encoder: Transformer):
         super().__init__()
         self.encoder = encoder
         self.readout = nn.Linear(encoder.config.d_model, encoder.config.n_out)
@@ -200,7 +200,7 @@ def build(spec: RunSpec) -> tuple[nn.Module, list, dict]:
     """The run's fresh model, the parameters it trains and the switches of its forward. Seeded:
     the encoder's weights are those of every arm of the same seed."""
     torch.manual_seed(spec.seed)
-    model: nn.Module = Encoder(spec.cell.model_config())
+    model: nn.Module = Transformer(spec.cell.model_config())
     switches = {"w_o": "learned"}
     params = list(model.parameters())
     if spec.arm in modes.AGAINST:

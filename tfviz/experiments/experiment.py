@@ -44,7 +44,7 @@ import torch
 
 from tfviz.core import modes
 from tfviz.core.config import ModelConfig
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 from tfviz.core.tasks import Task, get_task
 from tfviz.experiments.stats import Interval, welch_interval
 from tfviz.refusal import Refusal
@@ -380,7 +380,7 @@ def _measure(
     task: Task,
     condition: str,
     seed: int,
-    model: Encoder,
+    model: Transformer,
     losses: Sequence[float],
     eval_n: int,
     train_seconds: float,

@@ -32,7 +32,7 @@ from tfviz.analysis.induction import measure_induction
 from tfviz.core import modes
 from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions, LayerSwitches
-from tfviz.core.model import Encoder, MultiHeadAttention, linear
+from tfviz.core.model import MultiHeadAttention, Transformer, linear
 from tfviz.experiments.atlas_cells import LANGUAGE_ARMS, LANGUAGE_FORMAT, LanguageCell
 from tfviz.training import language
 
@@ -128,7 +128,7 @@ class GatedAttention(MultiHeadAttention):
         return super().forward(x, pad_mask, replace(sw, gate=gate), trace, rotary, into)
 
 
-def with_gates(model: Encoder, seed: int) -> None:
+def with_gates(model: Transformer, seed: int) -> None:
     """Put a GatedAttention in each layer of model in place, its W_q..W_o those of the layer's
     attention, W_g drawn from N(0, 0.02) with its own seed (the encoder's weights unchanged), the
     bias 0: every gate starts near 1/2."""
@@ -145,7 +145,7 @@ def with_gates(model: Encoder, seed: int) -> None:
 def _prepare(arm: str, seed: int):
     """train_language_model's prepare for an arm: the parameters trained (and the gates put in)."""
 
-    def prepare(model: Encoder) -> list[nn.Parameter]:
+    def prepare(model: Transformer) -> list[nn.Parameter]:
         if arm == "gated":
             with_gates(model, seed)
         if arm == "frozen":
@@ -179,7 +179,7 @@ def run_language(spec: dict) -> dict:
     held: dict = {}
     prepare = _prepare(run.arm, run.seed)
 
-    def keep(model: Encoder) -> list[nn.Parameter]:
+    def keep(model: Transformer) -> list[nn.Parameter]:
         held["model"] = model
         return prepare(model)
 

@@ -1,5 +1,5 @@
 """Bring your own model: BERT, RoBERTa / XLM-R and DistilBERT encoders, GPT-2, Llama, Mistral and
-Qwen2 decoders, folders in the Hugging Face layout, opened into tfviz's own Encoder (every W_o
+Qwen2 decoders, folders in the Hugging Face layout, opened into tfviz's own Transformer (every W_o
 switch and trace site works on them; a decoder runs it causally), with their masked-LM head when
 they have one, and hostile folders and zips refused before anything runs.
 
@@ -10,11 +10,12 @@ they have one, and hostile folders and zips refused before anything runs.
                        "The cat sat on the [MASK].", Interventions(w_o="identity"))
 
 transformers is not used at runtime: weights are read with safetensors, the tokenizer with
-`tokenizers`. Modules: families (the key map and config reader of each family), files (which files
-a folder holds, JSON read safely), shards (the weights, checked from their headers), weights
-(tensors into an Encoder, checked), decoders and decoder_weights (the decoder families and their
-reader), causal_lm (next tokens, greedy continuation), tokenizer, tokenizer_files (which tokenizer
-a folder has), mlm (the head and fill-in-the-mask), folder (open, describe, list), zipped, errors.
+`tokenizers`. Modules: family (the one family type), families (the key map and config reader of
+each encoder family), files (which files a folder holds, JSON read safely), shards (the weights,
+checked from their headers), weights (tensors into a Transformer, checked), decoders and
+decoder_weights (the decoder families and their reader), causal_lm (next tokens, greedy
+continuation), tokenizer, tokenizer_files (which tokenizer a folder has), mlm (the head and
+fill-in-the-mask), folder (open, describe, list), zipped, errors.
 """
 
 from tfviz.hf.causal_lm import (
@@ -26,7 +27,7 @@ from tfviz.hf.causal_lm import (
     greedy_continuation,
     next_tokens,
 )
-from tfviz.hf.decoders import DECODER_FAMILIES, GPT2, LLAMA, QWEN2, DecoderFamily
+from tfviz.hf.decoders import DECODER_FAMILIES, GPT2, LLAMA, QWEN2
 from tfviz.hf.errors import (
     ConfigError,
     MissingFileError,
@@ -43,6 +44,7 @@ from tfviz.hf.families import BERT, DISTILBERT, FAMILIES, ROBERTA, Family, famil
 from tfviz.hf.folder import (
     FolderInfo,
     LoadedEncoder,
+    LoadedModel,
     Refused,
     describe_folder,
     list_folder,
@@ -59,7 +61,6 @@ __all__ = [
     "LLAMA",
     "MAX_NEW_TOKENS",
     "QWEN2",
-    "DecoderFamily",
     "NextTokens",
     "NextTokenTask",
     "agreement",
@@ -75,6 +76,7 @@ __all__ = [
     "Family",
     "FolderInfo",
     "LoadedEncoder",
+    "LoadedModel",
     "MaskAnswer",
     "MaskedLMHead",
     "MissingFileError",

@@ -19,7 +19,7 @@ from torch import Tensor
 
 from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 from tfviz.core.tasks import IGNORE, Batch
 from tfviz.core.trace import TOP_K, top_next
 from tfviz.hf.pretrained import SentenceTask
@@ -46,7 +46,7 @@ def next_tokens(logits: Tensor, k: int = TOP_K) -> list[NextTokens]:
     ]
 
 
-def _check(model: Encoder, ids: list[int]) -> None:
+def _check(model: Transformer, ids: list[int]) -> None:
     if not model.config.causal or not model.config.n_out:
         raise ValueError("a continuation needs a causal model with a next-token head")
     if not ids:
@@ -54,7 +54,7 @@ def _check(model: Encoder, ids: list[int]) -> None:
 
 
 def continue_greedily(
-    model: Encoder,
+    model: Transformer,
     ids: list[int],
     max_new: int = MAX_NEW_TOKENS,
     interventions: Interventions | None = None,
@@ -78,7 +78,7 @@ def continue_greedily(
 
 
 def greedy_continuation(
-    model: Encoder,
+    model: Transformer,
     ids: list[int],
     max_new: int = MAX_NEW_TOKENS,
     interventions: Interventions | None = None,

@@ -1,4 +1,4 @@
-"""A decoder folder's weights into tfviz's Encoder run causally: every name, shape and the size
+"""A decoder folder's weights into tfviz's Transformer run causally: every name, shape and the size
 checked from the safetensors headers against config.json before a tensor is read, then each
 tensor read, split or transposed where the family stores it so (tfviz.hf.decoders.Source).
 
@@ -16,9 +16,10 @@ import torch
 from torch import Tensor
 
 from tfviz.core.config import ModelConfig
-from tfviz.core.model import Encoder
-from tfviz.hf.decoders import DecoderArchitecture, DecoderFamily, Source, parameter_shapes
+from tfviz.core.model import Transformer, parameter_shapes
+from tfviz.hf.decoders import DecoderArchitecture, Source
 from tfviz.hf.errors import TooLargeError, WeightsError
+from tfviz.hf.family import Family
 from tfviz.hf.shards import WeightFiles, check_names, open_weights, refused_config
 from tfviz.hf.weights import checked
 
@@ -57,7 +58,7 @@ class DecoderPlan:
     """What the weights hold, checked from the headers: nothing read, nothing allocated."""
 
     config: ModelConfig
-    sources: dict[str, Source]  # Encoder parameter -> where it comes from
+    sources: dict[str, Source]  # Transformer parameter -> where it comes from
     ignored: tuple[tuple[str, str], ...]  # (tensor name, why it is not used)
 
     @property
@@ -89,12 +90,12 @@ class DecoderPlan:
 BARE_MAPS = ("W_q", "W_k", "W_v", "fc1", "up", "fc2", "head")
 
 
-def _prefix(family: DecoderFamily, names) -> str:
+def _prefix(family: Family, names) -> str:
     return family.prefix if family.prefix + family.embedding in names else ""
 
 
 def plan_decoder(
-    weights: WeightFiles, family: DecoderFamily, arch: DecoderArchitecture, max_params: int
+    weights: WeightFiles, family: Family, arch: DecoderArchitecture, max_params: int
 ) -> DecoderPlan:
     """Every check that needs no tensor data, each before anything larger is read: the config
     against the limits, the files' size against the config, the names in the headers against
@@ -147,8 +148,8 @@ def _read(f, source: Source, shape: tuple, max_len: int) -> Tensor:
 
 
 def load_decoder(
-    weights: WeightFiles, family: DecoderFamily, arch: DecoderArchitecture, max_params: int
-) -> tuple[Encoder, DecoderPlan]:
+    weights: WeightFiles, family: Family, arch: DecoderArchitecture, max_params: int
+) -> tuple[Transformer, DecoderPlan]:
     """The decoder (CPU, eval mode, no gradients) and its plan (the tensors left out, the
     parameters the checkpoint holds), after plan_decoder's checks."""
     plan = plan_decoder(weights, family, arch, max_params)
@@ -178,7 +179,7 @@ def load_decoder(
     # (bench/README.md); the meta device's first use costs time once per process
     # (it imports torch._dynamo), which the small encoders' loader does not pay.
     with torch.device("meta"):
-        model = Encoder(config)
+        model = Transformer(config)
     for name in dropped:
         model.get_submodule(name.removesuffix(".bias")).bias = None
     model.load_state_dict(state, strict=True, assign=True)

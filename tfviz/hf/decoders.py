@@ -1,5 +1,5 @@
 """The decoder families tfviz opens, each written once: which checkpoint tensor becomes W_q, W_k,
-W_v, W_o and the rest of tfviz.core.model.Encoder run causally, and how config.json's fields
+W_v, W_o and the rest of tfviz.core.model.Transformer run causally, and how config.json's fields
 become its ModelConfig.
 
 - GPT-2 (model_type "gpt2": GPT-2, DistilGPT2): learned positions, pre-LayerNorm, tanh GELU, the
@@ -20,12 +20,12 @@ transformers' modelling code; tests/test_hf_decoders.py checks each family again
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tfviz.core.config import LIMITS, ModelConfig
+from tfviz.core.model import parameter_shapes
 from tfviz.hf.errors import ConfigError, UnknownFamilyError
+from tfviz.hf.family import Family
 from tfviz.hf.files import eps_field as _eps
 from tfviz.hf.files import int_field as _int
 
@@ -57,33 +57,6 @@ class DecoderArchitecture:
     o_bias: bool  # ... W_o's bias
     mlp_bias: bool  # ... the feed-forward net's biases
     add_bos: bool  # the tokenizer puts the beginning-of-sequence token before a text
-
-
-@dataclass(frozen=True)
-class DecoderFamily:
-    """One decoder family: its checkpoint names and its config reader."""
-
-    name: str  # as a page shows it
-    model_types: tuple[str, ...]
-    prefix: str  # the body's tensors sit under this prefix when the head is saved too
-    embedding: str  # the token embedding's name (after the prefix): tells the prefix apart
-    read: Callable[[dict], DecoderArchitecture] = field(repr=False)
-    sources: Callable[[ModelConfig, DecoderArchitecture, str], dict] = field(repr=False)
-    ignored: Mapping[str, str] = field(default_factory=dict)  # regex over names -> why
-    # Special tokens, when tokenizer_config.json does not name them: beginning, end, padding.
-    bos: str = "<s>"
-    eos: str = "</s>"
-    unk: str | None = "<unk>"
-    # vocab.json + merges.txt (GPT-2's slow tokenizer files) may stand in for tokenizer.json
-    bpe_files: bool = False
-    wordpiece: bool = False  # no decoder reads a WordPiece vocab.txt (as has_tokenizer asks)
-
-    def why_ignored(self, name: str, prefix: str = "") -> str | None:
-        bare = name[len(prefix) :] if prefix and name.startswith(prefix) else name
-        for pattern, why in self.ignored.items():
-            if re.fullmatch(pattern, bare) or re.fullmatch(pattern, name):
-                return why
-        return None
 
 
 def _positions(raw: dict, key: str) -> tuple[int, int]:
@@ -208,33 +181,6 @@ def read_llama_style(raw: dict, model_type: str) -> DecoderArchitecture:
     )
 
 
-def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """Every Encoder parameter of a decoder config and its shape, from the config alone.
-    tests/test_hf_decoders.py checks it against real Encoders of every family."""
-    V, D, F = config.vocab_size, config.d_model, config.d_ff
-    KV = config.kv_heads * config.d_k
-    norm = ("weight", "bias") if config.norm_type == "layer" else ("weight",)
-    shapes: dict[str, tuple[int, ...]] = {"embed.weight": (V, D)}
-    if config.positions == "learned":
-        shapes["pos"] = (1, config.max_len, D)
-    for i in range(config.n_layers):
-        a, ff = f"layers.{i}.attn.", f"layers.{i}.ff."
-        for role, out in (("W_q", D), ("W_k", KV), ("W_v", KV), ("W_o", D)):
-            shapes[f"{a}{role}.weight"], shapes[f"{a}{role}.bias"] = (out, D), (out,)
-        if config.ffn:  # an attention-only layer has no feed-forward net and no second norm
-            hidden = ("fc1", "up") if config.mlp == "gated" else ("fc1",)
-            for name in hidden:
-                shapes[f"{ff}{name}.weight"], shapes[f"{ff}{name}.bias"] = (F, D), (F,)
-            shapes[f"{ff}fc2.weight"], shapes[f"{ff}fc2.bias"] = (D, F), (D,)
-        for n in ("norm1", "norm2") if config.ffn else ("norm1",):
-            for part in norm:
-                shapes[f"layers.{i}.{n}.{part}"] = (D,)
-    for part in norm:
-        shapes[f"norm_f.{part}"] = (D,)
-    shapes["head.weight"], shapes["head.bias"] = (V, D), (V,)
-    return shapes
-
-
 def _head_sources(config: ModelConfig, sources: dict) -> dict:
     """The head: the token embedding when tied (no tensor of its own), else lm_head.weight
     (outside the body's prefix); its bias is zero in every family."""
@@ -283,7 +229,7 @@ def llama_sources(config: ModelConfig, arch: DecoderArchitecture, prefix: str) -
 
 
 # tfviz's own language models (tfviz.training.language writes their folders): config.json holds
-# the ModelConfig itself under "tfviz_config" and the weights keep the Encoder's own names, so a
+# the ModelConfig itself under "tfviz_config" and the weights keep the Transformer's own names, so a
 # model trained here (attention-only layers included, which no Hugging Face family has) opens
 # through the same loader, checks and views as a GPT-2 or Llama folder.
 TFVIZ_MODEL_TYPE = "tfviz-lm"
@@ -324,7 +270,8 @@ _ROTARY_IGNORED = {
 _TIED_HEAD = {r"lm_head\.weight": "the head, tied to the token embedding (config.json's "
               "tie_word_embeddings): the embedding is read instead"}  # fmt: skip
 
-GPT2 = DecoderFamily(
+GPT2 = Family(
+    decoder=True,
     name="GPT-2",
     model_types=("gpt2",),
     prefix="transformer.",
@@ -341,7 +288,8 @@ GPT2 = DecoderFamily(
     unk=None,
     bpe_files=True,
 )
-LLAMA = DecoderFamily(
+LLAMA = Family(
+    decoder=True,
     name="Llama",
     model_types=("llama", "mistral"),
     prefix="model.",
@@ -350,7 +298,8 @@ LLAMA = DecoderFamily(
     sources=llama_sources,
     ignored={**_ROTARY_IGNORED, **_TIED_HEAD},
 )
-QWEN2 = DecoderFamily(
+QWEN2 = Family(
+    decoder=True,
     name="Qwen2",
     model_types=("qwen2",),
     prefix="model.",
@@ -362,7 +311,8 @@ QWEN2 = DecoderFamily(
     eos="<|endoftext|>",
     unk=None,
 )
-TFVIZ = DecoderFamily(
+TFVIZ = Family(
+    decoder=True,
     name="tfviz",
     model_types=(TFVIZ_MODEL_TYPE,),
     prefix="",
@@ -376,7 +326,7 @@ TFVIZ = DecoderFamily(
 DECODER_FAMILIES = (GPT2, LLAMA, QWEN2, TFVIZ)
 
 
-def decoder_family_of(raw: dict) -> DecoderFamily | None:
+def decoder_family_of(raw: dict) -> Family | None:
     """The decoder family config.json's model_type names, or None."""
     model_type = raw.get("model_type")
     for family in DECODER_FAMILIES:

@@ -31,7 +31,7 @@ class UnknownFamilyError(PretrainedError):
 
 
 class ConfigError(PretrainedError):
-    """config.json is unreadable, incomplete, or not a config tfviz's Encoder can run."""
+    """config.json is unreadable, incomplete, or not a config tfviz's Transformer can run."""
 
 
 class TooLargeError(PretrainedError):

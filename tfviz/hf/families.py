@@ -2,7 +2,7 @@
 W_o and the rest, and how config.json's fields become a tfviz ModelConfig.
 
 Three families share one architecture (post-norm layers, learned positions, a LayerNorm over the
-embedding sum, a GELU feed-forward net), so all run in tfviz.core.model.Encoder unchanged. What
+embedding sum, a GELU feed-forward net), so all run in tfviz.core.model.Transformer unchanged. What
 differs:
 
 - BERT (model_type "bert": BERT, MiniLM, bert-base-chinese): tensors named as transformers'
@@ -22,12 +22,11 @@ from transformers' modelling code; tests/test_hf_encoders.py checks each family 
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tfviz.hf.decoders import DECODER_FAMILIES
 from tfviz.hf.errors import ConfigError, UnknownFamilyError
+from tfviz.hf.family import Family, Specials
 from tfviz.hf.files import eps_field as _eps
 from tfviz.hf.files import int_field as _int
 
@@ -39,21 +38,6 @@ ACTIVATIONS = {
     "gelu_pytorch_tanh": "gelu_tanh",
     "relu": "relu",
 }
-
-
-@dataclass(frozen=True)
-class Specials:
-    """The names of a family's special tokens (its tokenizer files may rename them)."""
-
-    cls: str
-    sep: str
-    pad: str
-    unk: str
-    mask: str
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return (self.cls, self.sep, self.pad, self.mask, self.unk)
 
 
 BERT_SPECIALS = Specials(cls="[CLS]", sep="[SEP]", pad="[PAD]", unk="[UNK]", mask="[MASK]")
@@ -71,48 +55,6 @@ class Architecture:
     head_activation: str  # tfviz activation of the masked-LM head's transform
 
 
-@dataclass(frozen=True)
-class Family:
-    """One encoder family: its checkpoint names and its config reader."""
-
-    name: str  # as a page shows it
-    model_types: tuple[str, ...]  # config.json model_type values of this family
-    prefix: str  # the encoder's tensors sit under this prefix when a head is saved too
-    embedding_keys: Mapping[str, str]  # tfviz parameter -> checkpoint tensor (after the prefix)
-    layer: str  # checkpoint layer prefix, with {i} for the layer index
-    layer_keys: Mapping[str, str]  # tfviz "layers.{i}.<key>" -> checkpoint "<layer>.<value>"
-    # Masked-LM head: tfviz MaskedLMHead parameter -> the checkpoint names it may have (first
-    # found wins; the decoder weight may be absent when tied to the word embedding).
-    head_keys: Mapping[str, tuple[str, ...]]
-    # Tensors a checkpoint may hold that the encoder does not use (regular expressions over the
-    # name after the prefix), and why. Anything else unmapped is refused as not this family.
-    ignored: Mapping[str, str]
-    specials: Specials
-    read: Callable[[dict], Architecture] = field(repr=False)
-    wordpiece: bool = True  # a vocab.txt may stand in for tokenizer.json
-    # vocab.json + merges.txt (byte-level BPE, as the slow RobertaTokenizer saves them) may
-    # stand in for tokenizer.json
-    bpe_files: bool = False
-
-    def key_map(self, n_layers: int, prefix: str = "") -> dict[str, str]:
-        """tfviz Encoder parameter -> checkpoint tensor name, for every parameter."""
-        names = {ours: prefix + theirs for ours, theirs in self.embedding_keys.items()}
-        for i in range(n_layers):
-            layer = self.layer.format(i=i)
-            for ours, theirs in self.layer_keys.items():
-                for part in ("weight", "bias"):
-                    names[f"layers.{i}.{ours}.{part}"] = f"{prefix}{layer}.{theirs}.{part}"
-        return names
-
-    def why_ignored(self, name: str, prefix: str = "") -> str | None:
-        """Why a checkpoint tensor outside the key map may be left out; None: it may not."""
-        bare = name[len(prefix) :] if prefix and name.startswith(prefix) else name
-        for pattern, why in self.ignored.items():
-            if re.fullmatch(pattern, bare):
-                return why
-        return None
-
-
 def _activation(raw: dict, key: str, default: str) -> str:
     name = raw.get(key, default)
     if name not in ACTIVATIONS:
@@ -123,7 +65,7 @@ def _activation(raw: dict, key: str, default: str) -> str:
 
 
 def _refuse_variants(raw: dict) -> None:
-    """BERT-layout configs that switch on something tfviz's Encoder does not compute."""
+    """BERT-layout configs that switch on something tfviz's Transformer does not compute."""
     position = raw.get("position_embedding_type", "absolute")
     if position != "absolute":
         raise UnknownFamilyError(
@@ -232,6 +174,7 @@ BERT = Family(
     name="BERT",
     model_types=("bert",),
     prefix="bert.",
+    embedding=BERT_EMBEDDING_KEYS["embed.weight"],
     embedding_keys=BERT_EMBEDDING_KEYS,
     layer="encoder.layer.{i}",
     layer_keys=BERT_LAYER_KEYS,
@@ -254,11 +197,13 @@ BERT = Family(
     },
     specials=BERT_SPECIALS,
     read=read_bert,
+    wordpiece=True,
 )
 ROBERTA = Family(
     name="RoBERTa",
     model_types=("roberta", "xlm-roberta"),
     prefix="roberta.",
+    embedding=BERT_EMBEDDING_KEYS["embed.weight"],
     embedding_keys=BERT_EMBEDDING_KEYS,
     layer="encoder.layer.{i}",
     layer_keys=BERT_LAYER_KEYS,
@@ -285,6 +230,7 @@ DISTILBERT = Family(
     name="DistilBERT",
     model_types=("distilbert",),
     prefix="distilbert.",
+    embedding="embeddings.word_embeddings.weight",
     embedding_keys={
         "embed.weight": "embeddings.word_embeddings.weight",
         "pos": "embeddings.position_embeddings.weight",
@@ -313,6 +259,7 @@ DISTILBERT = Family(
     ignored=dict(_COMMON_IGNORED),
     specials=BERT_SPECIALS,
     read=read_distilbert,
+    wordpiece=True,
 )
 FAMILIES = (BERT, ROBERTA, DISTILBERT)
 

@@ -1,4 +1,4 @@
-"""Open a model folder in the usual Hugging Face layout as a tfviz Encoder, or refuse it.
+"""Open a model folder in the usual Hugging Face layout as a tfviz Transformer, or refuse it.
 
 The folder: config.json, weights as model.safetensors (or the shards that
 model.safetensors.index.json names, as save_pretrained writes a large model), the tokenizer as
@@ -22,9 +22,9 @@ from pathlib import Path
 import torch
 
 from tfviz.core.config import ModelConfig
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 from tfviz.hf.decoder_weights import MAX_DECODER_PARAMS, load_decoder, plan_decoder
-from tfviz.hf.decoders import DecoderArchitecture, DecoderFamily, decoder_family_of
+from tfviz.hf.decoders import DecoderArchitecture, decoder_family_of
 from tfviz.hf.errors import ConfigError, MissingFileError, PretrainedError, TokenizerError
 from tfviz.hf.families import Architecture, Family, family_of
 from tfviz.hf.files import (
@@ -48,15 +48,15 @@ from tfviz.hf.tokenizer_files import (
 
 
 @dataclass(frozen=True)
-class LoadedEncoder:
-    """A pretrained encoder opened from a folder, ready for every view."""
+class LoadedModel:
+    """A pretrained model, encoder or decoder, opened from a folder, ready for every view."""
 
     name: str  # the folder's name
     family: str  # "BERT", "RoBERTa", "DistilBERT"; "GPT-2", "Llama", "Qwen2" (decoders)
     model_type: str  # config.json's model_type
     # eval mode, gradients off; pooled "mean" without a masked-LM head; a decoder: causal, its
     # head reading out the next token at every position
-    model: Encoder
+    model: Transformer
     tokenizer: PieceTokenizer
     head: MaskedLMHead | None  # the masked-LM head, when the checkpoint has one
     max_pieces: int  # word-pieces read per text, specials included (the model's own limit)
@@ -65,9 +65,13 @@ class LoadedEncoder:
     ignored: tuple[tuple[str, str], ...]  # (tensor name, why it is not used)
 
 
+# The name before decoders opened too, kept for saved code and old imports.
+LoadedEncoder = LoadedModel
+
+
 def _read_config(
     files: dict[str, Path],
-) -> tuple[dict, Family | DecoderFamily, Architecture | DecoderArchitecture]:
+) -> tuple[dict, Family, Architecture | DecoderArchitecture]:
     raw = read_json(files["config.json"])
     refuse_remote_code(raw, "config.json")
     family = decoder_family_of(raw) or family_of(raw)
@@ -82,17 +86,17 @@ def _read_config(
 
 def open_folder(
     folder: str | Path, device: str | torch.device = "cpu", max_params: int = MAX_PARAMS
-) -> LoadedEncoder:
-    """A model folder as a LoadedEncoder; a PretrainedError subclass saying why not."""
+) -> LoadedModel:
+    """A model folder as a LoadedModel; a PretrainedError subclass saying why not."""
     with refusing():
         return _open_folder(Path(folder), device, max_params)
 
 
-def _open_folder(folder: Path, device, max_params: int) -> LoadedEncoder:
+def _open_folder(folder: Path, device, max_params: int) -> LoadedModel:
     files = scan(folder)
     raw, family, arch = _read_config(files)
     weights = weight_files(folder, files)
-    if isinstance(family, DecoderFamily):
+    if family.decoder:
         model, plan = load_decoder(weights, family, arch, max(max_params, MAX_DECODER_PARAMS))
         head, ignored, n_params = None, plan.ignored, plan.n_stored  # the model's head: logits
         max_pieces = model_max_pieces(files, model.config)
@@ -107,7 +111,7 @@ def _open_folder(folder: Path, device, max_params: int) -> LoadedEncoder:
         raise TokenizerError(
             "more_pieces_than_model", pieces=tokenizer.vocab_size, model=config.vocab_size
         )
-    return LoadedEncoder(
+    return LoadedModel(
         name=shown(folder.name),
         family=family.name,
         model_type=raw["model_type"],
@@ -150,7 +154,7 @@ def _describe_folder(folder: Path, max_params: int) -> FolderInfo:
     files = scan(folder)
     raw, family, arch = _read_config(files)
     weights = weight_files(folder, files)
-    causal_lm = isinstance(family, DecoderFamily)
+    causal_lm = family.decoder
     if causal_lm:
         plan = plan_decoder(weights, family, arch, max(max_params, MAX_DECODER_PARAMS))
     else:

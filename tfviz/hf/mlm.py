@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tfviz.core.interventions import Interventions
-from tfviz.core.model import Encoder, activation_function
+from tfviz.core.model import Transformer, activation_function
 from tfviz.core.tasks import InputError
 
 TOP_K = 5
@@ -52,7 +52,7 @@ class MaskedLMHead(nn.Module):
 
 
 def token_states(
-    model: Encoder,
+    model: Transformer,
     ids: Tensor,
     pad_mask: Tensor | None = None,
     interventions: Interventions | None = None,
@@ -70,7 +70,7 @@ def token_states(
 
 
 def masked_lm_logits(
-    model: Encoder,
+    model: Transformer,
     head: MaskedLMHead,
     ids: Tensor,
     pad_mask: Tensor | None = None,
@@ -116,7 +116,7 @@ def _top(tokenizer, logits: Tensor, k: int) -> tuple[Guess, ...]:
 
 
 def fill_mask(
-    model: Encoder,
+    model: Transformer,
     head: MaskedLMHead,
     tokenizer,
     text: str,

@@ -1,9 +1,9 @@
-"""A real pretrained encoder, all-MiniLM-L6-v2, running in tfviz's own Encoder and Trace.
+"""A real pretrained encoder, all-MiniLM-L6-v2, running in tfviz's own Transformer and Trace.
 
 sentence-transformers' all-MiniLM-L6-v2 is a BERT: 6 post-norm layers of 12 heads, D = 384,
 d_ff = 1536, exact GELU, LayerNorm eps 1e-12, 30,522 word-pieces, 512 learned positions, token-type
 embeddings and a LayerNorm over the embedding sum. tfviz.core.model has a switch for each of these,
-so the weights load into the same Encoder the small models use, and every W_o switch, head ablation
+so the weights load into the Transformer the small models use, and every W_o switch, head ablation
 and trace site works on it unchanged. Its sentence embedding is the mean of the last hidden states
 over real tokens, L2-normalised, as sentence-transformers computes it.
 
@@ -34,7 +34,7 @@ from torch import Tensor
 
 from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions
-from tfviz.core.model import Encoder, Trace
+from tfviz.core.model import Trace, Transformer
 from tfviz.core.tasks import InputError
 from tfviz.hf.errors import PretrainedError, WeightsError  # noqa: F401 (PretrainedError re-exported)
 from tfviz.hf.families import BERT, BERT_EMBEDDING_KEYS, BERT_LAYER_KEYS, family_of
@@ -76,7 +76,7 @@ IGNORED_KEYS = {
 
 
 def key_map(n_layers: int) -> dict[str, str]:
-    """tfviz parameter name -> checkpoint tensor name, for every parameter of the Encoder."""
+    """tfviz parameter name -> checkpoint tensor name, for every parameter of the Transformer."""
     return BERT.key_map(n_layers)
 
 
@@ -95,7 +95,7 @@ def model_dir() -> Path:
 
 
 def config_from_bert(bert: dict) -> ModelConfig:
-    """tfviz's ModelConfig for a BERT config.json, refusing any BERT variant Encoder can't run."""
+    """tfviz's ModelConfig for a BERT config.json, refusing any BERT variant tfviz can't run."""
     if family_of(bert) is not BERT:
         raise PretrainedError("not_bert", value=repr(bert.get("model_type")))
     arch = BERT.read(bert)
@@ -103,8 +103,8 @@ def config_from_bert(bert: dict) -> ModelConfig:
     return ModelConfig(**arch.fields, n_out=0, dropout=0.0, pool="mean", embed="token")
 
 
-def load_weights(path: Path, config: ModelConfig) -> Encoder:
-    """An Encoder (CPU, eval mode, no gradients) holding the checkpoint's tensors, all checked."""
+def load_weights(path: Path, config: ModelConfig) -> Transformer:
+    """A Transformer (CPU, eval mode, no gradients) holding the checkpoint's tensors, checked."""
     tensors = load_file(path)  # safetensors: no code runs while reading
     names = key_map(config.n_layers)
     missing = sorted(set(names.values()) - set(tensors))
@@ -117,12 +117,12 @@ def load_weights(path: Path, config: ModelConfig) -> Encoder:
     return encoder_from_tensors(config, names, tensors, dtypes=(torch.float32,))
 
 
-_cache: dict[str, tuple[Encoder, WordPieceTokenizer]] = {}
+_cache: dict[str, tuple[Transformer, WordPieceTokenizer]] = {}
 _cache_lock = threading.Lock()
 
 
-def load_minilm(device: str | torch.device = "cpu") -> tuple[Encoder, WordPieceTokenizer]:
-    """all-MiniLM-L6-v2 as (Encoder in eval mode with gradients off, tokenizer).
+def load_minilm(device: str | torch.device = "cpu") -> tuple[Transformer, WordPieceTokenizer]:
+    """all-MiniLM-L6-v2 as (Transformer in eval mode with gradients off, tokenizer).
 
     Opened like any model folder (tfviz.hf.open_folder: BERT's key map, every tensor checked,
     its own word-piece limit), once per device and shared by every caller (every browser
@@ -147,14 +147,14 @@ def load_minilm(device: str | torch.device = "cpu") -> tuple[Encoder, WordPieceT
         return _cache[key]
 
 
-def _check_sentence_model(model: Encoder) -> None:
+def _check_sentence_model(model: Transformer) -> None:
     cfg = model.config
     if cfg.pool not in ("mean", "none") or cfg.n_out != 0:
         raise ValueError("sentence embeddings need an encoder without a tfviz head (MiniLM, BERT)")
 
 
 def sentence_embedding(
-    model: Encoder,
+    model: Transformer,
     ids: Tensor,
     pad_mask: Tensor | None = None,
     interventions: Interventions | None = None,
@@ -190,7 +190,7 @@ def trace_embedding(output) -> np.ndarray:
 
 
 def similarity(
-    model: Encoder,
+    model: Transformer,
     tokenizer: WordPieceTokenizer,
     text_a: str,
     text_b: str,
@@ -229,7 +229,7 @@ def drift_from_traces(base: Trace, switched: Trace) -> Drift:
 
 
 def residual_drift(
-    model: Encoder, ids: Tensor, pad_mask: Tensor | None, interventions: Interventions
+    model: Transformer, ids: Tensor, pad_mask: Tensor | None, interventions: Interventions
 ) -> Drift:
     """Run the plain and the switched pass and return their per-layer Drift, (B, L) each."""
     with torch.no_grad():
@@ -345,7 +345,7 @@ class PairSimilarity:
 
 
 def embed_each(
-    model: Encoder,
+    model: Transformer,
     task: SentenceTask,
     texts: tuple[str, ...],
     interventions: Interventions | None = None,
@@ -363,7 +363,7 @@ def embed_each(
 
 
 def compare_similarity(
-    model: Encoder,
+    model: Transformer,
     task: SentenceTask,
     text_a: str,
     text_b: str,

@@ -1,5 +1,5 @@
 """A folder's weights: one model.safetensors or the shards its index names, checked from the
-headers against config.json before any tensor is read, then read into tfviz's Encoder.
+headers against config.json before any tensor is read, then read into tfviz's Transformer.
 
 Every check that can be made from sizes is made before anything is allocated: the config's sizes
 against tfviz's limits and a parameter budget, the weights' size against what the config implies,
@@ -16,7 +16,7 @@ from pathlib import Path
 from safetensors import safe_open
 
 from tfviz.core.config import ConfigValueError, ModelConfig
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 from tfviz.hf.errors import (
     ConfigError,
     MissingFileError,
@@ -68,8 +68,7 @@ def model_config(arch: Architecture, has_head: bool, max_params: int) -> ModelCo
 def _prefix(family: Family, names) -> str:
     """The prefix the encoder's tensors carry: the family's ("bert.") when a head was saved
     with them (BertForMaskedLM), none for a bare encoder (BertModel, MiniLM)."""
-    embedding = next(iter(family.embedding_keys.values()))
-    if family.prefix + embedding in names:
+    if family.prefix + family.embedding in names:
         return family.prefix
     return ""
 
@@ -188,7 +187,7 @@ class WeightsPlan:
     config.json: nothing read past the headers, nothing allocated."""
 
     config: ModelConfig
-    key_map: dict[str, str]  # Encoder parameter -> tensor name
+    key_map: dict[str, str]  # Transformer parameter -> tensor name
     head_names: dict[str, str]  # MaskedLMHead parameter -> tensor name; empty: no head
     ignored: tuple[tuple[str, str], ...]  # (tensor name, why it is not used)
 
@@ -239,7 +238,7 @@ def _open_safetensors(path: Path):
 
 def load_weights(
     weights: WeightFiles, family: Family, arch: Architecture, max_params: int
-) -> tuple[Encoder, MaskedLMHead | None, tuple[tuple[str, str], ...]]:
+) -> tuple[Transformer, MaskedLMHead | None, tuple[tuple[str, str], ...]]:
     """The encoder, its masked-LM head (or None) and the tensors left out, from model.safetensors
     or its shards, after plan_weights' checks; each tensor's dtype and values checked as it is
     read."""

@@ -67,7 +67,7 @@ class Pieces:
 
 @dataclass(frozen=True)
 class Batch:
-    """Texts padded to one length, ready for Encoder.forward(ids, pad_mask)."""
+    """Texts padded to one length, ready for Transformer.forward(ids, pad_mask)."""
 
     ids: Tensor  # (B, T) int64, padded with [PAD]
     pad_mask: Tensor  # (B, T) bool, True where a position is padding

@@ -6,9 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tfviz.core.config import ModelConfig
-from tfviz.hf.decoders import DecoderFamily
 from tfviz.hf.errors import MissingFileError, TooLargeError
-from tfviz.hf.families import Family, Specials
+from tfviz.hf.family import Family, Specials
 from tfviz.hf.files import read_json, refuse_remote_code
 from tfviz.hf.tokenizer import PieceTokenizer
 
@@ -35,7 +34,7 @@ def tokenizer_settings(files: dict[str, Path]) -> dict:
     return settings
 
 
-def has_tokenizer(files: dict[str, Path], family: Family | DecoderFamily) -> bool:
+def has_tokenizer(files: dict[str, Path], family: Family) -> bool:
     """Whether the folder holds a tokenizer its family reads (not whether it is a good one)."""
     return (
         "tokenizer.json" in files
@@ -112,7 +111,7 @@ def load_tokenizer(files: dict[str, Path], family: Family, max_pieces: int) -> P
 
 
 def load_decoder_tokenizer(
-    files: dict[str, Path], family: DecoderFamily, max_pieces: int, add_bos: bool
+    files: dict[str, Path], family: Family, max_pieces: int, add_bos: bool
 ) -> PieceTokenizer:
     """A decoder's tokenizer.json, with the beginning, end and padding tokens
     tokenizer_config.json names (padding: the end-of-text token when it names none, as is

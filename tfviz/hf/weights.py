@@ -1,7 +1,7 @@
-"""Checkpoint tensors into a tfviz Encoder: every shape and value checked, nothing guessed.
+"""Checkpoint tensors into a tfviz Transformer: every shape and value checked, nothing guessed.
 
 Shared by every family and by tfviz.hf.pretrained's bundled MiniLM: a key map (tfviz parameter ->
-checkpoint name, tfviz.hf.families) and the tensors go in, an Encoder in eval mode with gradients
+checkpoint name, tfviz.hf.families) and the tensors go in, a Transformer in eval mode with gradients
 off comes out, or a WeightsError saying which tensor is wrong.
 """
 
@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from tfviz.core.config import ModelConfig
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer, parameter_shapes
 from tfviz.hf.errors import WeightsError
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # read, then computed in float32
@@ -21,26 +21,11 @@ FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)  # read, then comp
 
 def expected_shapes(config: ModelConfig, positions_in_file: int | None = None) -> dict:
     """tfviz parameter -> the shape its checkpoint tensor must have, from the config alone
-    (nothing allocated). "pos" is the checkpoint's 2-d position table, positions_in_file rows."""
-    V, D, F = config.vocab_size, config.d_model, config.d_ff
-    shapes = {
-        "embed.weight": (V, D),
-        "pos": (positions_in_file or config.max_len, D),
-    }
-    if config.type_vocab_size:
-        shapes["type_embed.weight"] = (config.type_vocab_size, D)
-    if config.embed_norm:
-        shapes["embed_norm.weight"] = shapes["embed_norm.bias"] = (D,)
-    for i in range(config.n_layers):
-        for name in ("W_q", "W_k", "W_v", "W_o"):
-            shapes[f"layers.{i}.attn.{name}.weight"] = (D, D)
-            shapes[f"layers.{i}.attn.{name}.bias"] = (D,)
-        shapes[f"layers.{i}.ff.fc1.weight"] = (F, D)
-        shapes[f"layers.{i}.ff.fc1.bias"] = (F,)
-        shapes[f"layers.{i}.ff.fc2.weight"] = (D, F)
-        shapes[f"layers.{i}.ff.fc2.bias"] = (D,)
-        for norm in ("norm1", "norm2"):
-            shapes[f"layers.{i}.{norm}.weight"] = shapes[f"layers.{i}.{norm}.bias"] = (D,)
+    (nothing allocated): the model's own (tfviz.core.model.parameter_shapes), but "pos", which
+    is the checkpoint's 2-d position table, positions_in_file rows."""
+    shapes = parameter_shapes(config)
+    if "pos" in shapes:
+        shapes["pos"] = (positions_in_file or config.max_len, config.d_model)
     return shapes
 
 
@@ -73,8 +58,8 @@ def encoder_from_tensors(
     position_offset: int = 0,
     positions_in_file: int | None = None,
     dtypes=FLOAT_DTYPES,
-) -> Encoder:
-    """An Encoder (CPU, eval mode, no gradients) holding the named checkpoint tensors.
+) -> Transformer:
+    """A Transformer (CPU, eval mode, no gradients) holding the named checkpoint tensors.
 
     names: tfviz parameter -> checkpoint name, covering every parameter. tensors: checkpoint
     name -> tensor (read lazily if it is a lazy mapping). The position table keeps its rows from
@@ -95,6 +80,6 @@ def encoder_from_tensors(
     # Built on the CPU and its random weights then replaced (assign=True: no copy). Building on
     # the meta device would skip the random init but costs more: its first use imports
     # torch._dynamo (seconds, and memory).
-    model = Encoder(config)
+    model = Transformer(config)
     model.load_state_dict(state, strict=True, assign=True)
     return model.eval().requires_grad_(False)

@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from tfviz.hf.errors import ZipRefusedError
 from tfviz.hf.files import MAX_DEPTH, MAX_FILES, refusing
-from tfviz.hf.folder import LoadedEncoder, open_folder
+from tfviz.hf.folder import LoadedModel, open_folder
 
 MAX_UNPACKED_BYTES = 1_200_000_000  # XLM-R base in float32 (1.1 GB) and its tokenizer
 MAX_RATIO = 50  # uncompressed / compressed per entry; float weights compress about 1.1x
@@ -158,8 +158,8 @@ def unpacked(zip_path: str | Path | bytes, **limits) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def open_zip(zip_path: str | Path | bytes, device="cpu", **limits) -> LoadedEncoder:
-    """A zipped model folder as a LoadedEncoder; ZipRefusedError or another PretrainedError
+def open_zip(zip_path: str | Path | bytes, device="cpu", **limits) -> LoadedModel:
+    """A zipped model folder as a LoadedModel; ZipRefusedError or another PretrainedError
     subclass saying why not. The unpacked files are gone when this returns (the model is in
     memory)."""
     with refusing(), unpacked(zip_path, **limits) as folder:

@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 
 from tfviz.core.config import ModelConfig
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 from tfviz.messages import Refused, say
 from tfviz.settings import MAX_PARAMS
 from tfviz.training.checkpoint import CheckpointMeta, load_checkpoint
@@ -84,7 +84,7 @@ def check_size(config: ModelConfig, max_params: int = MAX_PARAMS) -> int:
 
 def load_upload(
     data: bytes, max_bytes: int, max_params: int = MAX_PARAMS, device: str = "cpu"
-) -> tuple[Encoder, CheckpointMeta]:
+) -> tuple[Transformer, CheckpointMeta]:
     """An uploaded checkpoint's (model, meta), under the upload's byte limit and the size budget.
 
     Raises:

@@ -51,7 +51,7 @@ from tfviz.analysis import induction
 from tfviz.core import wo
 from tfviz.core.interventions import switches
 from tfviz.core.metrics import compact
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 from tfviz.core.tasks import Task, get_task
 from tfviz.core.trace import TraceArrays, run_trace
 from tfviz.messages import Message, say
@@ -222,14 +222,14 @@ def weight_dependency(W_o, n_heads: int) -> np.ndarray:
     return np.sqrt(wo.head_energy(W_o, n_heads))  # (D, H)
 
 
-def model_dependency(model: Encoder, layer: int) -> np.ndarray:
+def model_dependency(model: Transformer, layer: int) -> np.ndarray:
     """weight_dependency of one layer's learned W_o, float64 (D, H)."""
     _check_layer(model, layer)
     W_o = model.layers[layer].attn.W_o.weight.detach()
     return weight_dependency(W_o, model.config.n_heads)
 
 
-def _check_layer(model: Encoder, layer) -> int:
+def _check_layer(model: Transformer, layer) -> int:
     n = model.config.n_layers
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < n:
         raise ValueError(f"layer must be a whole number from 0 to {n - 1}, got {layer!r}")
@@ -257,7 +257,7 @@ class ProjectionCheck:
 
 @torch.no_grad()
 def projection_equivalence(
-    model: Encoder, layer: int, ids: Tensor, pad_mask: Tensor | None = None
+    model: Transformer, layer: int, ids: Tensor, pad_mask: Tensor | None = None
 ) -> ProjectionCheck:
     """Compute q, k, v of one layer both ways on live input and measure the difference.
 
@@ -267,7 +267,7 @@ def projection_equivalence(
     input, after the pre-norm LayerNorm for a pre-norm model).
 
     Args:
-        model: an Encoder (not changed).
+        model: a Transformer (not changed).
         layer: 0..L-1.
         ids: (B, T) token ids; pad_mask: (B, T) True at padding, or None.
     Returns:
@@ -338,7 +338,7 @@ class RecipeSpec:
 class RecipeResult:
     """A model trained from a recipe, kept in memory (never saved), and how it scores."""
 
-    model: Encoder
+    model: Transformer
     history: dict
     metrics: dict  # tfviz.training.evaluate on EVAL_N fresh examples at the recipe's eval length
 
@@ -392,7 +392,7 @@ class RecipeWork:
         return say("recipe_trained", recipe=self.spec.recipe, steps=history["steps_done"])
 
 
-def predict(model: Encoder, task: Task, text: str, **switches_) -> tuple[str, str]:
+def predict(model: Transformer, task: Task, text: str, **switches_) -> tuple[str, str]:
     """(the model's answer, the right answer) for a typed sequence; ValueError if text is bad."""
     task.validate(text)
     return task.predict(model, text, **switches_), task.solve(text)
@@ -407,7 +407,7 @@ class AttentionPair:
     max_diff: np.ndarray  # (L,) max |weight a - weight b| over heads and positions, per layer
 
 
-def attention_pair(model: Encoder, task: Task, a: str, b: str) -> AttentionPair:
+def attention_pair(model: Transformer, task: Task, a: str, b: str) -> AttentionPair:
     """The attention of two typed sequences of the same length (ValueError otherwise), and how
     far apart they are: the weights are computed from the input, so they differ with it."""
     traces = [run_trace(model, task, text) for text in (a, b)]
@@ -434,7 +434,7 @@ class SwitchResult:
 
 @torch.no_grad()
 def w_o_switch(
-    model: Encoder, task: Task, text: str, w_o: str = "identity", layer: int | None = None
+    model: Transformer, task: Task, text: str, w_o: str = "identity", layer: int | None = None
 ) -> SwitchResult:
     """Predict text with the learned W_o and with W_o switched (all layers, or one layer).
 
@@ -556,7 +556,7 @@ class RepeatedSentence:
         return float(self.correct[self.period :].mean())
 
 
-def repeated_sentence(model: Encoder, task, sentence: str) -> RepeatedSentence:
+def repeated_sentence(model: Transformer, task, sentence: str) -> RepeatedSentence:
     """Run a character language model on (sentence + " ") typed twice.
 
     Args:

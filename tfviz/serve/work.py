@@ -34,7 +34,7 @@ from pathlib import Path
 
 from tfviz.core import modes
 from tfviz.core.config import ModelConfig
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 from tfviz.core.tasks import get_task
 from tfviz.experiments import atlas_runner, experiment
 from tfviz.experiments.atlas_store import read_rows
@@ -261,7 +261,7 @@ class MetricCurve:
         self.done: list[int] = []
         self.metrics: list[dict] = []
 
-    def record(self, step: int, model: Encoder) -> None:
+    def record(self, step: int, model: Transformer) -> None:
         if step % self.every and step != self.steps:
             return
         model.eval()  # no dropout while measuring; the trainer gets its mode back
@@ -277,7 +277,7 @@ class RetrainWoWork:
 
     kind = "retrain_w_o"
 
-    def __init__(self, spec: RetrainSpec, model: Encoder):
+    def __init__(self, spec: RetrainSpec, model: Transformer):
         self.spec = spec
         self.model = model  # shared: read, never changed (retrain_w_o trains a copy)
         self.result: RetrainResult | None = None

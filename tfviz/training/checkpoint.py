@@ -23,7 +23,7 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from tfviz.core.config import ModelConfig
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 from tfviz.core.tasks import TASKS, get_task
 from tfviz.messages import Refused, say
 from tfviz.refusal import Refusal
@@ -54,7 +54,7 @@ class CheckpointMeta:
 
 def save_checkpoint(
     path: str | Path,
-    model: Encoder,
+    model: Transformer,
     task: str,
     record: dict | None = None,
     metrics: dict | None = None,
@@ -152,7 +152,7 @@ def load_checkpoint(
     max_bytes: int = MAX_CHECKPOINT_BYTES,
     device: str | torch.device = "cpu",
     max_params: int = MAX_PARAMS,
-) -> tuple[Encoder, CheckpointMeta]:
+) -> tuple[Transformer, CheckpointMeta]:
     """Load a checkpoint from a path or from bytes (an upload), checking everything first.
 
     Returns (model in eval mode with gradients off, CheckpointMeta).
@@ -165,7 +165,7 @@ def load_checkpoint(
     if meta.config.n_params > max_params:
         raise CheckpointError("too_big", n=meta.config.n_params, most=max_params)
     tensors = _load_tensors(data)
-    model = Encoder(meta.config)
+    model = Transformer(meta.config)
     check_state(tensors, model.state_dict())
     model.load_state_dict(tensors, strict=True)
     model.eval().requires_grad_(False)

@@ -7,7 +7,7 @@ per-token layers (a batch padded to its longest example is about half padding; s
 tfviz.core.packing).
 
 Every run stays the run `tfviz.training.train.train` makes with the same arguments:
-- same initial weights: `Encoder(config)` under torch.manual_seed(seed), as there;
+- same initial weights: `Transformer(config)` under torch.manual_seed(seed), as there;
 - same batches: each seed draws from its own np.random.default_rng(seed), as there (runs sharing a
   seed share the draw);
 - its own Adam: torch.optim.Adam is elementwise, so one Adam over the stacked weights is exactly
@@ -15,15 +15,15 @@ Every run stays the run `tfviz.training.train.train` makes with the same argumen
 - its own gradient clipping: the gradient norm is taken per run;
 - w_o="identity" / "zero" as train(w_o=...): that run's forward applies the identity (or zeros)
   instead of its W_o, so W_o gets exactly zero gradient, Adam leaves it where it was (zero
-  moments, zero update) and the returned Encoder holds that map with bias 0, as train() leaves it;
+  moments, zero update) and the returned model holds that map with bias 0, as train() leaves it;
 - its own dropout: masks are drawn independently per run, from a stream seeded by the runs' seeds
   (not the masks a sequential run draws, which come from torch's global stream in another order).
 With dropout 0 the runs equal train()'s to float precision; tests/test_ensemble.py checks that,
 and that with dropout the two agree in distribution.
 
-The forward pass is tfviz.core.model.Encoder's own (`forward`): its weights, each with a leading run
+The forward pass is tfviz.core.model.Transformer's (`forward`): its weights, each with a leading run
 axis, are views of one flat (R, N) tensor (one leaf for Adam, one norm per run for clipping),
-handed to the Encoder with torch.func.functional_call together with a tfviz.core.packing.Packing of
+handed to the model with torch.func.functional_call together with a tfviz.core.packing.Packing of
 the runs' batches. A change to the encoder is a change to the batched training too.
 
 Dimensions: R runs, B batch, T tokens, M packed token slots per run, N weights per run.
@@ -44,7 +44,7 @@ from torch.func import functional_call
 
 from tfviz.core import wo
 from tfviz.core.config import ModelConfig
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 from tfviz.core.packing import Packing, pack, pack_targets
 from tfviz.core.tasks import IGNORE, Batch, Task, get_task
 from tfviz.settings import TRAINING
@@ -54,20 +54,22 @@ CLIP_EPS = 1e-6  # torch.nn.utils.clip_grad_norm_'s: coef = max_norm / (norm + 1
 
 
 # ---- the flat layout ----------------------------------------------------------------------------
-Layout = list[tuple[str, tuple[int, ...]]]  # (Encoder state_dict key, shape per run), flat order
+Layout = list[
+    tuple[str, tuple[int, ...]]
+]  # (Transformer state_dict key, shape per run), flat order
 
 
 def layout(config: ModelConfig) -> Layout:
-    """The keys and shapes of one run's weights, in flat order: a fresh Encoder's state_dict's."""
+    """The keys and shapes of one run's weights, in flat order: a fresh Transformer's state_dict."""
     with torch.random.fork_rng(devices=[]):
-        return [(k, tuple(v.shape)) for k, v in Encoder(config).state_dict().items()]
+        return [(k, tuple(v.shape)) for k, v in Transformer(config).state_dict().items()]
 
 
 def initial_state(config: ModelConfig, seed: int) -> dict[str, Tensor]:
-    """The weights train(seed=seed) starts from: Encoder(config) under torch.manual_seed(seed)."""
+    """The weights train(seed=seed) starts from: Transformer(config) under manual_seed(seed)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        return Encoder(config).state_dict()
+        return Transformer(config).state_dict()
 
 
 def set_w_o(state: dict[str, Tensor], config: ModelConfig, w_o: str, start: bool = False) -> None:
@@ -90,12 +92,12 @@ def flatten(blocks: Layout, state: dict[str, Tensor]) -> Tensor:
 
 
 def unflatten(blocks: Layout, row: Tensor) -> dict[str, Tensor]:
-    """An Encoder state_dict from a flat (N,) row (copies, so the Encoder owns its weights)."""
+    """A Transformer state_dict from a flat (N,) row (copies: the model owns its weights)."""
     pieces = row.split([math.prod(shape) for _, shape in blocks])
     return {k: p.reshape(shape).clone() for (k, shape), p in zip(blocks, pieces, strict=True)}
 
 
-# ---- the batched forward pass: the Encoder's own -------------------------------------------------
+# ---- the batched forward pass: the Transformer's own ---------------------------------------------
 def check_config(config: ModelConfig) -> None:
     """ValueError if config asks for something a packed pass does not run (tfviz.core.model)."""
     # BERT-only parts (tfviz.hf.pretrained), never trained here; getattr: older configs lack them.
@@ -116,7 +118,7 @@ def check_config(config: ModelConfig) -> None:
 def stacked_weights(
     config: ModelConfig, blocks: Layout, flat: Tensor, w_o: Sequence[str]
 ) -> dict[str, Tensor]:
-    """The Encoder's weights, each (R, *shape), as views of flat (R, N), with W_o as each run
+    """The Transformer's weights, each (R, *shape), as views of flat (R, N), with W_o as each run
     applies it (tfviz.core.wo.effective): its own, the identity or zeros (bias 0), or its diagonal
     blocks. Mapping weights, not activations, keeps one matmul for all runs; runs without W_o
     send it exactly zero gradient (x @ I is exactly x), and a block-diagonal run's blocks that
@@ -135,7 +137,7 @@ def stacked_weights(
 
 
 def forward(
-    model: Encoder,
+    model: Transformer,
     blocks: Layout,
     flat: Tensor,
     packing: Packing,
@@ -145,7 +147,7 @@ def forward(
     """model(packing, trace=False).logits with run r's weights flat[r] and W_o mode w_o[r].
 
     Args:
-        model: an Encoder of the runs' config (its own weights are not used).
+        model: a Transformer of the runs' config (its own weights are not used).
         flat: (R, N) weights in `layout` order.
         packing: the runs' (R, B, T) batch, from tfviz.core.packing.pack.
         w_o: one mode per run (tfviz.core.wo.TRAINING_MODES).
@@ -211,7 +213,7 @@ def train_runs(
     min_len: int | None = None,
     max_len: int | None = None,
     on_step: Callable[[EnsembleStep], bool | None] | None = None,
-) -> tuple[list[Encoder], dict]:
+) -> tuple[list[Transformer], dict]:
     """Train R runs together; run r is train(task, config, seed=s, w_o=m, ...) for runs[r] = (s, m).
 
     Args:
@@ -221,7 +223,7 @@ def train_runs(
             tfviz.training.train.train, the same for every run.
         on_step: called after every step with an EnsembleStep; returning False stops all runs.
     Returns:
-        (one Encoder per run, in eval mode on the device; history with "loss": one list per run,
+        (one Transformer per run, in eval mode on the device; history with "loss": one list per run,
         "steps_done", "cancelled", "seconds" (wall time for all runs together) and the settings).
     Raises:
         FloatingPointError: a run's loss became non-finite (the message names the run).
@@ -237,8 +239,8 @@ def train_runs(
     seed_of_run = torch.tensor([seeds.index(s) for s, _ in runs])  # (R,) row of each run's batch
     rngs = [np.random.default_rng(s) for s in seeds]
     blocks = layout(config)
-    with torch.random.fork_rng(devices=[]):  # building an Encoder draws an init: not ours
-        model = Encoder(config).to(dev)  # runs the pass; its own weights are never used
+    with torch.random.fork_rng(devices=[]):  # building a Transformer draws an init: not ours
+        model = Transformer(config).to(dev)  # runs the pass; its own weights are never used
     start = time.perf_counter()
     flat = initial_flat(config, blocks, runs).to(dev).requires_grad_()  # (R, N): the one leaf
     # Elementwise Adam on the stacked leaf = one Adam per run; fused as train() has it.
@@ -302,7 +304,7 @@ def packed_batch(
 
 
 def optimiser_step(
-    model: Encoder,
+    model: Transformer,
     blocks: Layout,
     flat: Tensor,
     opt: torch.optim.Optimizer,
@@ -351,14 +353,14 @@ def check_finite(values: Sequence[float], runs: Sequence[tuple[int, str]], step:
 
 def to_encoders(
     config: ModelConfig, blocks: Layout, flat: Tensor, w_o: Sequence[str]
-) -> list[Encoder]:
-    """One Encoder per row of flat (R, N), in eval mode on flat's device, W_o set as trained."""
+) -> list[Transformer]:
+    """One Transformer per row of flat (R, N), in eval mode on flat's device, W_o set as trained."""
     models = []
     for row, mode in zip(flat.cpu(), w_o, strict=True):
         state = unflatten(blocks, row)
         set_w_o(state, config, mode)  # as train() leaves it
-        with torch.random.fork_rng(devices=[]):  # building an Encoder draws an init: not ours
-            model = Encoder(config)
+        with torch.random.fork_rng(devices=[]):  # building a Transformer draws an init: not ours
+            model = Transformer(config)
         model.load_state_dict(state)
         models.append(model.to(flat.device).eval())
     return models

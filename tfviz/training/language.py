@@ -27,7 +27,7 @@ from torch import Tensor
 from tfviz.analysis.induction import LETTERS, measure_induction, probe
 from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 from tfviz.core.tasks import Batch
 from tfviz.hf.decoders import TFVIZ_MODEL_TYPE
 from tfviz.training import corpus
@@ -166,7 +166,7 @@ class LanguageTask:
 
 @torch.no_grad()
 def validation_loss(
-    model: Encoder,
+    model: Transformer,
     ids: np.ndarray,
     context: int | None = None,
     max_windows: int | None = None,
@@ -197,7 +197,7 @@ def validation_loss(
 
 
 @torch.no_grad()
-def init_language_weights(model: Encoder) -> Encoder:
+def init_language_weights(model: Transformer) -> Transformer:
     """GPT-2's initialisation (as nanoGPT's): every matrix and table drawn from N(0, 0.02), biases
     zero, and the two maps that write into the residual stream (W_o, the FFN's fc2) drawn
     smaller, N(0, 0.02 / sqrt(2 L)), so that the stream's variance does not grow with depth.
@@ -228,8 +228,8 @@ def train_language_model(
     on_step: Callable[[StepInfo], bool | None] | None = None,
     w_o: str = "learned",
     repeat_share: float = 0.0,
-    prepare: Callable[[Encoder], list[torch.nn.Parameter]] | None = None,
-) -> tuple[Encoder, dict]:
+    prepare: Callable[[Transformer], list[torch.nn.Parameter]] | None = None,
+) -> tuple[Transformer, dict]:
     """Train a fresh character model on random windows of train_ids.
 
     prepare: given the freshly initialised model, changes it in place if it must and returns the
@@ -248,7 +248,7 @@ def train_language_model(
     start = time.perf_counter()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = init_language_weights(Encoder(config))
+        model = init_language_weights(Transformer(config))
         params = list(model.parameters()) if prepare is None else prepare(model)
         model.to(dev)  # (in place: params are still the model's)
         losses = fit_params(
@@ -291,14 +291,14 @@ FOLDER_FILES = ("config.json", "model.safetensors", "tokenizer.json", "README.md
 
 def save_language_folder(
     folder: str | Path,
-    model: Encoder,
+    model: Transformer,
     vocab: CharVocabulary,
     record: dict,
     card: str,
     licence: str = "cc0-1.0",
 ) -> Path:
     """Write the model as a folder tfviz.hf opens (family "tfviz-lm"): config.json (the
-    ModelConfig itself and the training record), model.safetensors (the Encoder's own names;
+    ModelConfig itself and the training record), model.safetensors (the Transformer's own names;
     the position table (T, D)), tokenizer.json (vocab.tokenizer_spec) and README.md (card, under
     front matter naming the licence). Each file written atomically."""
     folder = Path(folder)
@@ -369,7 +369,7 @@ def induction_probe(vocab: CharVocabulary, context: int) -> Tensor:
 
 
 def measure_record(
-    model: Encoder, vocab: CharVocabulary, valid_ids: np.ndarray, history: dict, manifest: dict
+    model: Transformer, vocab: CharVocabulary, valid_ids: np.ndarray, history: dict, manifest: dict
 ) -> dict:
     """What a bundled model's folder records: its training, the validation loss on the whole
     validation split, and its induction probe (best head, in-context loss drop)."""

@@ -20,7 +20,7 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from tfviz.core.config import ModelConfig
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 from tfviz.training.checkpoint import CheckpointError, check_state, write_atomic
 
 FORMAT = "tfviz-timeline/1"
@@ -45,7 +45,7 @@ class Timeline:
         if not isinstance(self.max_snapshots, int) or self.max_snapshots < 2:
             raise ValueError(f"max_snapshots must be a whole number >= 2, got {self.max_snapshots}")
 
-    def record(self, step: int, model: Encoder) -> None:
+    def record(self, step: int, model: Transformer) -> None:
         """Keep the model's weights at step if step is due (step 0 always is)."""
         if step % self.every:
             return
@@ -59,9 +59,9 @@ class Timeline:
             {k: v.detach().to("cpu", torch.float32).clone() for k, v in model.state_dict().items()}
         )
 
-    def model_at(self, index: int, config: ModelConfig) -> Encoder:
-        """A fresh Encoder (eval mode, no gradients) holding snapshot index."""
-        model = Encoder(config)
+    def model_at(self, index: int, config: ModelConfig) -> Transformer:
+        """A fresh Transformer (eval mode, no gradients) holding snapshot index."""
+        model = Transformer(config)
         model.load_state_dict(self.states[index])
         return model.eval().requires_grad_(False)
 
@@ -104,7 +104,7 @@ def load_timeline(path: str | Path, config: ModelConfig, max_bytes: int = MAX_BY
     steps = meta.get("steps")
     if not (isinstance(steps, list) and all(isinstance(s, int) for s in steps)):
         raise CheckpointError("timeline_steps")
-    expected = Encoder(config).state_dict()
+    expected = Transformer(config).state_dict()
     states = []
     for i in range(len(steps)):
         state = {k.split("/", 1)[1]: v for k, v in tensors.items() if k.startswith(f"{i}/")}

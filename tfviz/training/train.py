@@ -17,7 +17,7 @@ import torch
 
 from tfviz.core import modes, wo
 from tfviz.core.config import ModelConfig
-from tfviz.core.model import Encoder
+from tfviz.core.model import Transformer
 from tfviz.core.tasks import Task, get_task
 from tfviz.settings import TRAINING
 from tfviz.training.timeline import Timeline
@@ -38,7 +38,7 @@ class Recorder(Protocol):
     after step s (a Timeline keeps the weights; tfviz.serve.work.MetricCurve measures the task
     metric). The model is in training mode and must be left as it is found."""
 
-    def record(self, step: int, model: Encoder) -> None: ...
+    def record(self, step: int, model: Transformer) -> None: ...
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -78,7 +78,7 @@ def train(
     schedule: str = TRAINING["schedule"],
     clip: float | None = TRAINING["clip"],
     timeline: Timeline | None = None,
-) -> tuple[Encoder, dict]:
+) -> tuple[Transformer, dict]:
     """Train a fresh encoder on a task.
 
     Args:
@@ -105,7 +105,7 @@ def train(
     # fork_rng keeps the caller's global RNG untouched while we seed init and dropout.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Encoder(config).to(dev)
+        model = Transformer(config).to(dev)
         if w_o != "learned":
             store_w_o(model, w_o, start=True)
         losses = fit_params(
@@ -146,7 +146,7 @@ def train(
 
 
 def fit_params(
-    model: Encoder,
+    model: Transformer,
     params: list,
     task: Task,
     rng,
@@ -219,12 +219,12 @@ def fit_params(
 W_O_STARTS = (modes.IDENTITY, modes.ZERO, "random", modes.LEARNED)
 
 
-def with_w_o_start(model: Encoder, start: str, seed: int = 0) -> Encoder:
+def with_w_o_start(model: Transformer, start: str, seed: int = 0) -> Transformer:
     """A copy of model (eval mode, no gradients) whose W_o in every layer is the start of a W_o
     retraining: "identity", "zero", "random" (nn.Linear's init from seed) or "learned"."""
     if start not in W_O_STARTS:
         raise ValueError(f"W_o starts from one of {W_O_STARTS}, got {start!r}")
-    copy = Encoder(model.config).to(model.device)
+    copy = Transformer(model.config).to(model.device)
     copy.load_state_dict(model.state_dict())
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         torch.manual_seed(seed)
@@ -240,7 +240,7 @@ def with_w_o_start(model: Encoder, start: str, seed: int = 0) -> Encoder:
 
 
 def retrain_w_o(
-    model: Encoder,
+    model: Transformer,
     task: Task | str,
     start: str = "identity",
     steps: int = 300,
@@ -251,7 +251,7 @@ def retrain_w_o(
     schedule: str = TRAINING["schedule"],
     clip: float | None = TRAINING["clip"],
     recorder: Recorder | None = None,
-) -> tuple[Encoder, dict]:
+) -> tuple[Transformer, dict]:
     """Train only W_o (weight and bias, every layer) of a copy of model; all else stays frozen.
 
     Answers "does the model need its W_o, or any W_o?": start from the identity (W_o off), zeros
@@ -259,7 +259,7 @@ def retrain_w_o(
     passed in (shared by every session) is never changed: the copy is trained.
 
     Args:
-        model: a trained Encoder (not changed).
+        model: a trained Transformer (not changed).
         task: its task, or the task's name.
         start: "identity", "zero", "random" (nn.Linear's own init, from seed) or "learned".
         steps, batch_size, lr, seed, on_step, schedule, clip: as train().
@@ -330,7 +330,7 @@ def check_training(
 
 
 @torch.no_grad()
-def store_w_o(model: Encoder, w_o: str, start: bool = False) -> None:
+def store_w_o(model: Transformer, w_o: str, start: bool = False) -> None:
     """Store in W_o the map a mode applies (identity, zeros, or W_o's diagonal blocks), so the
     model's "learned" W_o is exactly the one it was trained with. start: the map training
     starts from (wo.training_start: block-diagonal blocks drawn for their own fan-in)."""

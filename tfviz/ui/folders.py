@@ -174,7 +174,7 @@ def option_source(entry: ModelEntry, lang: str) -> str | None:
 
 
 def meta_and_task(
-    loaded: hf.LoadedEncoder, origin: str
+    loaded: hf.LoadedModel, origin: str
 ) -> tuple[CheckpointMeta, pretrained.SentenceTask]:
     """The CheckpointMeta (its record holds what the sidebar says about the model) and the task
     every view reads the model through."""

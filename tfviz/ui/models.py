@@ -16,7 +16,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from tfviz import CheckpointError, load_checkpoint, settings
+from tfviz import CheckpointError, get_task, load_checkpoint, settings
 from tfviz.hf import pretrained
 from tfviz.refusal import cause
 from tfviz.training.checkpoint import CheckpointMeta, file_digest
@@ -68,15 +68,17 @@ def file_sha256(path: str, mtime_ns: int, size: int) -> str:
 
 @st.cache_resource(show_spinner=False, max_entries=256)
 def load_model(path: str, digest: str, device: str):
-    """(model, meta) for a checkpoint, or (None, why it is unusable: the CheckpointError, worded
-    in each session's language by tfviz.ui.i18n.why, or an OSError's: tfviz.refusal.cause).
+    """(model, meta, task) for a checkpoint, as load_pretrained and folders.load_folder give
+    theirs, or (None, why it is unusable, None): why is the CheckpointError, worded in each
+    session's language by tfviz.ui.i18n.why, or an OSError's (tfviz.refusal.cause).
     Shared: never mutate it."""
     try:
-        return load_checkpoint(path, device=device)
+        model, meta = load_checkpoint(path, device=device)
     except CheckpointError as e:
-        return None, e.detached()
+        return None, e.detached(), None
     except OSError as e:
-        return None, cause(e)
+        return None, cause(e), None
+    return model, meta, get_task(meta.task)  # the checkpoint's task, checked as it loaded
 
 
 # The pinned package identifies the pretrained weights: a different file means a reinstall, and
@@ -154,7 +156,7 @@ def checkpoints_in(folder: Path, source: str, device: str, problems: list[str]) 
         except OSError as e:
             problems.append(t("sequence.model_skipped", name=md_escape(path.name), why=why(e)))
             continue
-        model, meta = load_model(str(path), digest, device)
+        model, meta, _ = load_model(str(path), digest, device)
         if model is None:
             problems.append(t("sequence.model_skipped", name=md_escape(path.name), why=why(meta)))
             continue

@@ -98,7 +98,11 @@ def pick_model(device: str) -> tuple[ModelEntry, object, CheckpointMeta, Task] |
             return None
         return entry, model, meta, task
     else:
-        model, meta = load_model(entry.path, entry.digest, device)
+        model, meta, task = load_model(entry.path, entry.digest, device)
+        if model is None:
+            st.error(t("sidebar.cannot_load", name=md_escape(entry.name), why=why(meta)))
+            return None
+        return entry, model, meta, task
     return entry, model, meta, get_task(meta.task)
 
 

@@ -370,7 +370,7 @@ def bundled_seed_model(device: str):
     except OSError:
         return None
     digest = file_sha256(str(path), stat.st_mtime_ns, stat.st_size)
-    model, _ = load_model(str(path), digest, device)
+    model, _, _ = load_model(str(path), digest, device)
     return model
 
 
