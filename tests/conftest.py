@@ -101,6 +101,28 @@ def model() -> Encoder:
     return make_model()
 
 
+@pytest.fixture(scope="module")
+def one_thread():
+    """One torch thread for a module (pytestmark = pytest.mark.usefixtures("one_thread")): tiny
+    models on a shared 2-core machine run fastest that way, as the app's jobs and the bench run.
+    Put back for the modules after it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
+def manager():
+    """A JobManager with one slot and one queue place; whatever a test left running is stopped."""
+    from tests.support import stop_all
+    from tfviz.serve import jobs
+
+    m = jobs.JobManager(max_jobs=1, max_queue=1)
+    yield m
+    stop_all(m)
+
+
 @pytest.fixture
 def ids() -> torch.Tensor:
     g = torch.Generator().manual_seed(1)

@@ -16,7 +16,8 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import page_figures, start_app, submit_training
+from tests.conftest import start_app, submit_training
+from tests.support import charts
 from tfviz import get_task, plots
 from tfviz.serve import jobs, work
 
@@ -30,11 +31,6 @@ start = start_app
 
 def prediction(at: AppTest) -> str:
     return at.code[0].value
-
-
-def charts(at: AppTest) -> list[dict]:
-    """Every chart of the page, plotly's and the canvas charts' (the Attention grid), in order."""
-    return page_figures(at)
 
 
 def array(value) -> np.ndarray:

@@ -12,7 +12,8 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import page_figures, start_app
+from tests.conftest import start_app
+from tests.support import charts, unescape
 from tfviz import Encoder, analysis, get_task, plots, save_checkpoint
 from tfviz.core.metrics import compact
 from tfviz.experiments import experiment
@@ -43,11 +44,6 @@ def show(at: AppTest, section: str) -> AppTest:
     return at
 
 
-def charts(at: AppTest) -> list[dict]:
-    """Every chart of the page, plotly's and the canvas charts' (heads in columns), in order."""
-    return page_figures(at)
-
-
 def titled(at: AppTest, start_of_title: str) -> dict:
     found = [f for f in charts(at) if f["layout"]["title"]["text"].startswith(start_of_title)]
     assert len(found) == 1, [f["layout"]["title"]["text"] for f in charts(at)]
@@ -65,10 +61,6 @@ def array(value) -> np.ndarray:
 
 def metric(at: AppTest, start_of_label: str) -> list:
     return [m for m in at.metric if m.label.startswith(start_of_label)]
-
-
-def unescape(text: str) -> str:
-    return text.replace("\\", "")
 
 
 # ---- the Analysis tab ----------------------------------------------------------------------------

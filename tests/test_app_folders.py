@@ -23,6 +23,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import page_figures, start_app
+from tests.support import unescape
 from tests.test_hf_encoders import _build  # skips this module without transformers (fails in CI)
 from tfviz import hf, settings
 from tfviz.core.interventions import NONE, Interventions
@@ -53,10 +54,6 @@ def model_root(tmp_path_factory) -> Path:
 def server_folder(model_root, monkeypatch) -> Path:
     monkeypatch.setenv(settings.PRETRAINED_DIR_ENV, str(model_root))
     return model_root
-
-
-def unescape(text: str) -> str:
-    return text.replace("\\", "")  # markdown escapes of md_escape
 
 
 def answers(at: AppTest) -> list[list[str]]:

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import APP, page_figures, start_app
+from tests.conftest import APP, start_app
+from tests.support import charts, unescape
 from tests.test_app import array  # plotly's typed arrays in figure JSON, as numpy
 from tfviz import analysis, plots
 from tfviz.core.interventions import NONE, switches
@@ -57,16 +58,8 @@ def shown(at: AppTest, label: str) -> float:
     return float(values[0])
 
 
-def unescape(text: str) -> str:
-    return text.replace("\\", "")  # markdown escapes of md_escape
-
-
 def messages(at: AppTest, kind: str) -> list[str]:
     return [unescape(e.value) for e in getattr(at, kind)]
-
-
-def charts(at: AppTest) -> list[dict]:
-    return page_figures(at)
 
 
 def pieces(at: AppTest) -> list[str]:

@@ -4,13 +4,12 @@ control. Each test opens app.py on the view's tab (and a section), as a student'
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import APP, page_figures, wait_until
+from tests.support import en, plain
 from tests.test_app import array
 from tests.test_app_lessons import page_text
 from tfviz import get_task
@@ -46,11 +45,6 @@ def figures(at: AppTest) -> list[dict]:
     return page_figures(at)
 
 
-def plain(text: str) -> str:
-    """Text as the student reads it: without md_escape's backslashes."""
-    return re.sub(r"\\(.)", r"\1", text)
-
-
 def errors(at: AppTest) -> list[str]:
     return [plain(e.value) for e in at.error]
 
@@ -71,10 +65,6 @@ def view_code(at: AppTest) -> str:
 
 def counts(tally: dict) -> list[int]:
     return [int(n) for n in array(tally["data"][0]["y"])]
-
-
-def en(key: str, **values) -> str:
-    return translate("en", key, **values)
 
 
 # ---- 1. W_o modes ----------------------------------------------------------------------------

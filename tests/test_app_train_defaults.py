@@ -9,16 +9,13 @@ import time
 import pytest
 
 from tests.conftest import start_app, submit_training
+from tests.support import unescape
 from tfviz import list_tasks
 from tfviz.serve import jobs
 from tfviz.training.recipes import CLASS_RECIPES, class_recipe
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
-
-
-def unescape(text: str) -> str:
-    return text.replace("\\", "")
 
 
 def sidebar_text(at) -> str:

@@ -10,15 +10,12 @@ import time
 import pytest
 
 from tests.conftest import start_app
+from tests.support import unescape
 from tfviz import hf
 from tfviz.serve import jobs, work
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
-
-
-def unescape(text: str) -> str:
-    return text.replace("\\", "")
 
 
 def open_language(lang: str = "en", model: str | None = None):

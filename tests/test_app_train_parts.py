@@ -13,6 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import MODELS, page_figures, start_app, submit_training
+from tests.support import plotly_charts, unescape
 from tests.test_app import array
 from tfviz import get_task, plots, settings
 from tfviz.core.trace import run_trace
@@ -32,19 +33,13 @@ from tfviz.ui.i18n import translate
 pytestmark = pytest.mark.usefixtures("fresh_app")
 
 
-def unescape(text: str) -> str:
-    return text.replace("\\", "")
-
-
-def charts(at: AppTest) -> list[dict]:
-    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
-
-
 def titled(at: AppTest, prefix: str) -> dict:
     found = [
-        f for f in charts(at) if f["layout"].get("title", {}).get("text", "").startswith(prefix)
+        f
+        for f in plotly_charts(at)
+        if f["layout"].get("title", {}).get("text", "").startswith(prefix)
     ]
-    assert len(found) == 1, [f["layout"].get("title") for f in charts(at)]
+    assert len(found) == 1, [f["layout"].get("title") for f in plotly_charts(at)]
     return found[0]
 
 

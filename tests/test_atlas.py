@@ -445,7 +445,7 @@ def _started(sweep, timeout: float = 30) -> subprocess.Popen:
 
 
 def _stop_every_job(m) -> None:
-    for job in m._running + m._queue:
+    for job in m.jobs():
         job.cancel()
         job.wait(60)
 

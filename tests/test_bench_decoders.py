@@ -17,6 +17,8 @@ import torch
 from tfviz import hf
 from tfviz.core import buffers
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 IN_CI = os.environ.get("CI", "").lower() == "true"
 try:
     import transformers  # noqa: F401 - the builder's dependency
@@ -36,14 +38,6 @@ TINY = {"gpt2": SMALL, "llama": ROTARY, "qwen2": ROTARY}
 # The real models' parameter counts (their own model cards and config.json).
 REAL = {"gpt2": 124_439_808, "llama": 134_515_008, "qwen2": 494_032_768}
 DISTILGPT2 = 81_912_576
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the CPUs are shared; put back for the tests after this module
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,11 @@ in its environment.
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 import pytest
 
 from tests import test_browser as shared
 from tests.conftest import CODE, opened_app, resized
+from tests.support import link
 from tests.test_browser import assert_charts_drawn, assert_no_exception, rerun, screenshot
 from tests.test_hf_decoders import build  # skips this module without transformers (fails in CI)
 from tfviz import hf, settings
@@ -48,10 +47,6 @@ def model_root(tmp_path_factory):
 def server(tmp_path_factory, model_root):
     """`streamlit run app.py` with $TFVIZ_PRETRAINED_DIR set (found by shared.page by name)."""
     yield from shared.app_server(tmp_path_factory, {settings.PRETRAINED_DIR_ENV: str(model_root)})
-
-
-def link(server: str, **params) -> str:
-    return f"{server}/?{urlencode(params)}"
 
 
 def test_the_picker_offers_each_decoder_with_its_family(page):

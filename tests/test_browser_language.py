@@ -10,12 +10,11 @@ model folder set.
 
 from __future__ import annotations
 
-from urllib.parse import urlencode
-
 import pytest
 
 from tests import test_browser as shared
 from tests.conftest import CODE, opened_app, resized
+from tests.support import link
 from tests.test_browser import ALERT, assert_charts_drawn, assert_no_exception, rerun, screenshot
 from tfviz.training.language import LANGUAGE_RECIPES
 from tfviz.ui.i18n import translate
@@ -26,10 +25,6 @@ app_exists, browser, server = shared.app_exists, shared.browser, shared.server
 NAMES = list(LANGUAGE_RECIPES)
 DESKTOP = {"width": 1400, "height": 1000}
 PHONE = {"width": 390, "height": 844}
-
-
-def link(server: str, **params) -> str:
-    return f"{server}/?{urlencode(params)}"
 
 
 def test_the_picker_offers_each_bundled_language_model(browser, server):

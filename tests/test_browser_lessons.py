@@ -12,12 +12,11 @@ drawn, nothing wider than the screen, a screenshot of each.
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tests import test_browser as shared
 from tests.conftest import go_to, resized
+from tests.support import MAIN, shows
 from tests.test_browser import (
     EXCEPTION,
     assert_charts_drawn,
@@ -32,7 +31,6 @@ pytestmark = pytest.mark.browser
 # test_browser.py's fixtures, found by pytest under these names in this module: one server and
 # one browser for this module, a fresh session (page) per test.
 app_exists, browser, server, page = shared.app_exists, shared.browser, shared.server, shared.page
-MAIN = '[data-testid="stMain"]'
 MARKER = missing("x")[0]  # the bracket that opens a missing key's marker
 
 
@@ -47,14 +45,6 @@ WIDTHS_JS = f"""() => {{
     const main = document.querySelector('{MAIN}');
     return [main.clientWidth, main.scrollWidth];
 }}"""
-
-
-def shows(text: str) -> str:
-    """A JS predicate: the main area shows text."""
-    return f"""() => {{
-        const main = document.querySelector('{MAIN}');
-        return main !== null && main.innerText.includes({json.dumps(text)});
-    }}"""
 
 
 def check_step(page, lang: str, step: int) -> None:

@@ -14,10 +14,10 @@ import json
 import pytest
 
 from tests import test_browser as shared
+from tests.support import en
 from tests.test_browser import ALERT, assert_charts_drawn, assert_no_exception, rerun, screenshot
 from tfviz.core.interventions import switches
 from tfviz.hf import pretrained
-from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.browser
 # test_browser.py's fixtures, found by pytest under these names in this module: one server and
@@ -27,10 +27,6 @@ app_exists, browser, server, page = shared.app_exists, shared.browser, shared.se
 SIMILARITY = ".st-key-similarity"  # st.container(key="similarity") above the tabs
 PIECES = '.st-key-pieces [data-testid="stCode"]'  # sentence A's word-pieces
 SENTENCE = "A woman is playing the violin on the stage."
-
-
-def en(key: str) -> str:
-    return translate("en", key)
 
 
 def similarity_values(page) -> dict[str, str]:

@@ -13,17 +13,13 @@ import json
 import pytest
 
 from tests import test_browser as shared
+from tests.support import en
 from tests.test_browser import assert_charts_drawn, assert_no_exception, open_tab, rerun
-from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.browser
 app_exists, browser, server, page = shared.app_exists, shared.browser, shared.server, shared.page
 MAIN = '[data-testid="stMain"]'
 SIDEBAR = '[data-testid="stSidebar"]'
-
-
-def en(key: str, **values) -> str:
-    return translate("en", key, **values)
 
 
 def chart_titles() -> str:

@@ -9,27 +9,18 @@ curve drawn, and no exception element.
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
 
 from tests import test_browser as shared
+from tests.support import MAIN, shows
 from tests.test_browser import APP_IDLE, assert_no_exception, open_tab, rerun, screenshot
 
 pytestmark = pytest.mark.browser
 # test_browser.py's fixtures, found by pytest under these names in this module.
 app_exists, browser, server, page = shared.app_exists, shared.browser, shared.server, shared.page
-MAIN = '[data-testid="stMain"]'
 RETRAIN_S = 120  # 40 steps of W_o alone and 21 measurements: seconds on 2 shared cores
-
-
-def shows(text: str) -> str:
-    """A JS predicate: the main area shows text."""
-    return f"""() => {{
-        const main = document.querySelector('{MAIN}');
-        return main !== null && main.innerText.includes({json.dumps(text)});
-    }}"""
 
 
 def test_retraining_w_o_alone_shows_the_accuracy_coming_back(page):

@@ -25,6 +25,8 @@ import torch
 
 from tfviz.training import corpus, language
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 ROOT = Path(__file__).resolve().parents[1]
 LANGS = ("en", "zh")
 RECIPES = language.LANGUAGE_RECIPES
@@ -39,14 +41,6 @@ ZH_TITLES = {
     "Othello": "奥瑟罗",
     "The Tempest": "暴风雨",
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def read(rel: str) -> str:
@@ -705,7 +699,7 @@ def test_the_readme_quotes_the_bundled_language_models_and_minilm():
 
 
 def test_the_readme_quotes_the_atlas_as_its_rows_and_plan_give_it():
-    from tfviz.cli.atlas import _duration
+    from tfviz.cli.atlas import duration
     from tfviz.core.tasks import ATLAS_TASKS
     from tfviz.experiments import atlas, atlas_stats
     from tfviz.experiments.atlas_cells import LANGUAGE_ARMS, LANGUAGE_FORMAT, MAIN_ARMS
@@ -749,7 +743,7 @@ def test_the_readme_quotes_the_atlas_as_its_rows_and_plan_give_it():
         + " and ".join(str(h) for h in gf["heads"] if h not in g["heads"])
         + ", pre-norm and D="
         + "/".join(str(d) for d in gf["d_model"] if d not in g["d_model"])
-        + f": {len(full):,} runs, which `--plan` estimates at about {_duration(estimate)} of one "
+        + f": {len(full):,} runs, which `--plan` estimates at about {duration(estimate)} of one "
         "core",
         f"({lang_layers} layers, attention alone or with a feed-forward net, "
         f"{' or '.join(map(str, lang_heads))} heads, D {' or '.join(map(str, lang_d))}), "

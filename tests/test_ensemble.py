@@ -18,17 +18,10 @@ from tfviz.core.tasks import IGNORE, get_task
 from tfviz.training import ensemble as En
 from tfviz.training.train import train
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 TINY = dict(d_model=8, n_heads=2, d_ff=16, n_layers=2)
 ATOL = 1e-5
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One torch thread: tiny models on a shared 2-core machine run fastest that way."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _batch(task, seeds, batch_size=6, min_len=None, max_len=None):

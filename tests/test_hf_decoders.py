@@ -27,6 +27,8 @@ from tfviz.core.interventions import Interventions
 from tfviz.hf import decoder_weights
 from tfviz.hf.errors import PretrainedError
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 IN_CI = os.environ.get("CI", "").lower() == "true"
 try:
     import transformers
@@ -39,14 +41,6 @@ TOL = 1e-4
 TEXTS = ["the cat sat on the mat .", "a dog ran", "the quick brown fox jumps over the lazy dog"]
 WORDS = "the a cat dog sat ran on mat quick brown fox jumps over lazy and is 中 文".split()
 KINDS = ("gpt2", "gpt2-untied", "llama", "qwen2", "mistral")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the CPUs are shared; put back for the tests after this module
-    yield
-    torch.set_num_threads(threads)
 
 
 def _tokenizer(folder: Path, specials: list[str]) -> int:

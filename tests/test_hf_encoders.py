@@ -30,6 +30,8 @@ from tfviz.hf import files as hf_files
 from tfviz.hf import tokenizer as tokenizer_mod
 from tfviz.hf import zipped
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 IN_CI = os.environ.get("CI", "").lower() == "true"
 try:
     import transformers
@@ -50,14 +52,6 @@ WORDS = (
     "he she they we you i of to in for with at by from up down out 中 文 好"
 ).split()
 SIZES = dict(hidden=32, layers=2, heads=4, ff=64)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the CPUs are shared; put back for the tests after this module
-    yield
-    torch.set_num_threads(threads)
 
 
 def _perturb(model: torch.nn.Module, seed: int) -> None:
@@ -358,7 +352,7 @@ def test_byte_level_pieces_of_chinese_spell_the_text_once(opened, text):
     assert _spelled(shown) == text
     assert _spelled(label.split(" (")[0] for label in p.labels[1:-1]) == text
     assert len(set(p.labels)) == len(p.labels)
-    mojibake = set(tokenizer_mod._BYTE_OF) - set(map(chr, range(0x21, 0x7F)))
+    mojibake = set(tokenizer_mod.BYTE_OF) - set(map(chr, range(0x21, 0x7F)))
     assert not any(c in mojibake or c == "\ufffd" for piece in p.pieces for c in piece)
 
 
@@ -376,7 +370,7 @@ def test_a_byte_level_guess_alone_is_readable_never_a_replacement_character(open
     from tfviz.ui.masked import guesses_text, shown_word
 
     tok = opened["roberta"].tokenizer
-    mojibake = set(tokenizer_mod._BYTE_OF) - set(map(chr, range(0x21, 0x7F)))
+    mojibake = set(tokenizer_mod.BYTE_OF) - set(map(chr, range(0x21, 0x7F)))
     half = [i for i in range(tok.vocab_size) if "\ufffd" in tok._full.decode([i])]
     assert half  # pieces holding part of a character exist: exercised
     for i in range(tok.vocab_size):

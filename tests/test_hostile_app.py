@@ -21,6 +21,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import page_figures, start_app
+from tests.support import plain
 from tfviz import get_task, list_tasks, settings
 from tfviz.serve import checks
 from tfviz.training.checkpoint import safe_model_path
@@ -69,11 +70,6 @@ TAG = re.compile(r"<\s*/?\s*[A-Za-z!?]")
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
 start = start_app
-
-
-def plain(text: str) -> str:
-    """A markdown-escaped message as the reader sees it."""
-    return re.sub(r"\\(.)", r"\1", text, flags=re.DOTALL)
 
 
 def walk(node):

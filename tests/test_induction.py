@@ -22,6 +22,8 @@ from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions
 from tfviz.core.model import Encoder
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 V = 20  # the tiny language model's vocabulary
 LM = dict(
     vocab_size=V,
@@ -36,14 +38,6 @@ LM = dict(
     norm="pre",
     pool="none",
 )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the CPUs are shared; put back for the tests after this module
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

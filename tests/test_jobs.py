@@ -14,25 +14,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import wait_until
+from tests.support import stop_all
 from tfviz import settings
 from tfviz.messages import say
 from tfviz.serve import jobs
-
-
-def stop_all(m: jobs.JobManager) -> None:
-    """Stop whatever a failed test left running, so no thread outlives it."""
-    for job in m._running + m._queue:
-        if isinstance(job.work, Gate):
-            job.work.open.set()
-        job.cancel()
-        job.wait(30)
-
-
-@pytest.fixture
-def manager():
-    m = jobs.JobManager(max_jobs=1, max_queue=1)
-    yield m
-    stop_all(m)
 
 
 class Gate:

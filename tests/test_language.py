@@ -17,18 +17,12 @@ from tfviz.training import language
 from tfviz.training.language import CharVocabulary, LanguageTask, language_config
 from tfviz.words import translate
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 TEXT = (
     "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n"
     "The slings and arrows of outrageous fortune,\nOr to take arms against a sea of troubles\n"
 ) * 8
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

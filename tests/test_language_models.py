@@ -10,7 +10,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from tfviz import hf
 from tfviz.analysis.induction import measure_induction
@@ -18,18 +17,12 @@ from tfviz.core.interventions import Interventions
 from tfviz.training import corpus, language
 from tfviz.ui.folders import LANGUAGE_DIR
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 ROOT = LANGUAGE_DIR.parents[1]
 NAMES = list(language.LANGUAGE_RECIPES)
 NANOGPT_LOSS = 1.88  # nanoGPT's README: shakespeare_char at its CPU setting, validation loss
 MAX_BYTES = 10 * 2**20
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

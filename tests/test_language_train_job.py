@@ -10,16 +10,17 @@ import math
 from dataclasses import replace
 
 import pytest
-import torch
 
 from tests.conftest import wait_until
-from tests.test_jobs import stop_all
+from tests.support import stop_all
 from tfviz import hf, settings
 from tfviz.hf.decoders import TFVIZ_MODEL_TYPE
 from tfviz.messages import Refused, say
 from tfviz.serve import jobs, work
 from tfviz.training import language
 from tfviz.training.language import FOLDER_FILES, validation_loss
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 # A small model that trains in a few milliseconds a step.
 TINY = dict(n_layers=1, n_heads=2, d_model=32, context=64, batch_size=8)
@@ -37,21 +38,6 @@ def submit(manager, folder, name, steps=30, reserved=frozenset(), is_alive=None,
 def hidden(folder) -> list[str]:
     """What a save left behind: temporary files or folders (their names start with a dot)."""
     return [p.name for p in folder.iterdir() if p.name.startswith(".")]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture
-def manager():
-    m = jobs.JobManager(max_jobs=1, max_queue=1)
-    yield m
-    stop_all(m)
 
 
 # ---- the spec's checks -------------------------------------------------------------------------

@@ -21,16 +21,9 @@ from tfviz.training.language import (
 )
 from tfviz.training.train import learning_rate
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 NUMBER = r"(\d+\.\d+)"
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread, as the bench runs: two on a shared 2-core machine can run 50x slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support import python_tree
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # Where a thread may be started, and why: the job workers, and two that are not jobs.
@@ -86,10 +88,6 @@ def modules(root: Path = ROOT) -> list[Path]:
     return sorted((root / "tfviz").rglob("*.py"))
 
 
-def parsed(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-
-
 def started(root: Path, names: set[str]) -> list[Found]:
     """Every call of one of names (threads or processes) in tfviz/, outside the command lines."""
     found = []
@@ -97,7 +95,7 @@ def started(root: Path, names: set[str]) -> list[Found]:
         rel = path.relative_to(root).as_posix()
         if rel.startswith(COMMAND_LINES):
             continue
-        for where, call in calls(parsed(path)):
+        for where, call in calls(python_tree(path)):
             name = dotted(call.func)
             if name in names:
                 found.append(Found(rel, call.lineno, where, name))
@@ -113,7 +111,7 @@ def panel_breaches(root: Path = ROOT) -> list[Found]:
         rel = path.relative_to(root).as_posix()
         if rel == PANEL[0] or not path.exists():
             continue
-        tree = parsed(path)
+        tree = python_tree(path)
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for deco in node.decorator_list:
@@ -170,7 +168,7 @@ def test_every_kind_of_work_is_run_by_the_one_manager():
     kinds, managers = [], []
     for path in modules():
         rel = path.relative_to(ROOT).as_posix()
-        for node in ast.walk(parsed(path)):
+        for node in ast.walk(python_tree(path)):
             if not isinstance(node, ast.ClassDef):
                 continue
             methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
@@ -194,7 +192,7 @@ def test_every_kind_of_work_is_run_by_the_one_manager():
 
 def test_every_view_that_runs_a_job_draws_it_with_the_one_panel():
     for rel in JOB_VIEWS:
-        names = {dotted(call.func) for _, call in calls(parsed(ROOT / rel))}
+        names = {dotted(call.func) for _, call in calls(python_tree(ROOT / rel))}
         assert PANEL[1] in names, f"{rel} does not draw its job with {PANEL[1]}"
     stray = panel_breaches()
     assert not stray, "a page polls or draws a job its own way:\n" + "\n".join(map(str, stray))

@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support import python_tree
 from tfviz.core.metrics import METRICS, NAMES
 from tfviz.refusal import Refusal
 from tfviz.words import LANGUAGES, catalogue
@@ -46,10 +47,6 @@ class Found:
 
 def sources(root: Path = ROOT) -> list[Path]:
     return sorted((root / "tfviz").rglob("*.py"))
-
-
-def parsed(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -91,7 +88,7 @@ def key_classes(root: Path = ROOT) -> list[Found]:
     """Every class of tfviz/ that carries a catalogue key (errors or not: checked on import)."""
     found = []
     for path in sources(root):
-        for node in ast.walk(parsed(path)):
+        for node in ast.walk(python_tree(path)):
             if isinstance(node, ast.ClassDef) and carries_a_key(node):
                 found.append(Found(path.relative_to(root).as_posix(), node.lineno, node.name))
     return found
@@ -221,7 +218,7 @@ def wording_functions(root: Path, error_classes: set[str]) -> tuple[list[Found],
         if not path.exists():
             continue
         rel = path.relative_to(root).as_posix()
-        tree = parsed(path)
+        tree = python_tree(path)
         classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
         for function in functions(tree):
             if any(
@@ -269,7 +266,7 @@ def test_the_old_wording_functions_are_gone():
     found = [
         Found(path.relative_to(ROOT).as_posix(), f.lineno, f.name)
         for path in page_modules()
-        for f in functions(parsed(path))
+        for f in functions(python_tree(path))
         if f.name in gone
     ]
     assert not found, [str(f) for f in found]
@@ -313,7 +310,7 @@ def metric_tables(root: Path = ROOT) -> list[Found]:
     for path in [root / "app.py", *sources(root)]:
         if not path.exists():
             continue
-        for node in ast.walk(parsed(path)):
+        for node in ast.walk(python_tree(path)):
             if not isinstance(node, ast.Dict):
                 continue
             keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
@@ -329,7 +326,7 @@ def metric_keys_written(root: Path = ROOT) -> list[Found]:
     for path in [root / "app.py", *sources(root)]:
         if not path.exists():
             continue
-        for node in ast.walk(parsed(path)):
+        for node in ast.walk(python_tree(path)):
             text = (
                 node.value
                 if isinstance(node, ast.Constant) and isinstance(node.value, str)

@@ -7,16 +7,11 @@ import json
 import numpy as np
 import pytest
 
+from tests.support import attn
 from tfviz import plots
 from tfviz.serve import standalone
 
 LABELS = ["BOS", "a·1", "b·2", "c·3"]
-
-
-def attn(L=2, H=3, T=4, seed=0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    w = rng.random((L, H, T, T))
-    return w / w.sum(-1, keepdims=True)
 
 
 def block(fig, row: str, col: str) -> np.ndarray:

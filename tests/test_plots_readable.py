@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from tests.support import attn
 from tfviz import plots
 
 NAMES = {"learned": "L", "block_diagonal": "B", "identity": "I", "zero": "Z", "rank": "R"}
@@ -62,12 +63,6 @@ def test_reference_lines_apart_keep_one_width():
 # ---- hover: query, key, head and weight each on a line of their own ----------------------------
 
 LABELS = ["BOS", "a·1", "b·2", "c·3"]
-
-
-def attn(L=2, H=3, T=4, seed=0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    w = rng.random((L, H, T, T))
-    return w / w.sum(-1, keepdims=True)
 
 
 def hover_lines(fig, row: int, col: int) -> list[str]:
@@ -192,7 +187,7 @@ def byte_pieces(text: str, cuts: list[int]) -> list[str]:
     byte-level BPE vocabulary spells them ("中" is "ä¸Ń")."""
     from tfviz.hf import tokenizer
 
-    letter = {b: c for c, b in tokenizer._BYTE_OF.items()}
+    letter = {b: c for c, b in tokenizer.BYTE_OF.items()}
     data = text.encode("utf-8")
     ends = [0, *cuts, len(data)]
     return ["".join(letter[b] for b in data[a:b]) for a, b in zip(ends, ends[1:], strict=False)]

@@ -50,7 +50,7 @@ class Owner:
 def manager():
     m = jobs.JobManager(max_jobs=1, max_queue=2)
     yield m
-    for job in m._running + m._queue:  # nothing a failed test started outlives it
+    for job in m.jobs():  # nothing a failed test started outlives it
         job.cancel()
         job.wait(30)
 
@@ -233,7 +233,7 @@ def test_the_apps_training_outlives_its_browser_session(monkeypatch, app_env):
     assert snap.status == jobs.DONE, snap.message
     assert snap.step == 300 and snap.seconds > 1
     assert (app_env / "closing.safetensors").is_file()
-    assert job._is_alive is not None  # the app did hand it the session check
+    assert job.watches_owner  # the app did hand it the session check
 
 
 def test_without_a_server_runtime_the_session_counts_as_open(app_env):
@@ -241,6 +241,6 @@ def test_without_a_server_runtime_the_session_counts_as_open(app_env):
     at.session_state["view"] = "Train"
     at.run()
     job = submit_training(at, "no_runtime", 20)
-    assert job._is_alive is not None and job.owner_alive()
+    assert job.watches_owner and job.owner_alive()
     assert job.wait(60)
     assert job.state().status == jobs.DONE, job.state().message

@@ -4,17 +4,16 @@ newest kept, a value made once however many threads ask; and the app keeps its t
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.conftest import start_app
+from tests.conftest import start_app, wait_until
 from tfviz.serve.cache import ByteCache
 
 
 def kept(cache: ByteCache) -> list:
-    return list(cache._items)
+    return cache.keys()
 
 
 def test_the_least_recently_used_go_first_once_the_bytes_pass_the_budget():
@@ -49,7 +48,7 @@ def test_many_threads_asking_for_one_key_at_once_make_it_once():
 
     def make():
         calls.append(threading.get_ident())
-        time.sleep(0.2)  # long enough for every thread to ask while it is being made
+        wait_until(lambda: cache.waiting("k") == 7)  # every other thread asks while it is made
         return object()
 
     with ThreadPoolExecutor(8) as pool:
@@ -59,13 +58,13 @@ def test_many_threads_asking_for_one_key_at_once_make_it_once():
 
 
 def asked_while_failing(cache: ByteCache, exception: BaseException, waiters: int, made: str):
-    """One thread's maker raises exception 0.2 s after it starts; meanwhile `waiters` threads
-    ask for the same key (their own maker returns made). The first's future and the waiters'."""
+    """One thread's maker raises exception once `waiters` threads wait for the same key (their own
+    maker returns made). The first's future and the waiters'."""
     started = threading.Event()
 
     def fail():
         started.set()
-        time.sleep(0.2)
+        wait_until(lambda: cache.waiting("k") == waiters)
         raise exception
 
     with ThreadPoolExecutor(waiters + 1) as pool:
@@ -105,7 +104,7 @@ def test_the_app_keeps_every_sessions_traces_in_the_one_cache():
     at = start_app()
     cache = view.trace_cache()
     assert len(cache) >= 1
-    traces = [value for value, _ in cache._items.values()]
+    traces = cache.values()
     assert cache.nbytes == sum(trace.nbytes for trace in traces) <= view.TRACE_CACHE_BYTES
     # another session's identical page reads the same trace object, not a new one
     other = start_app()

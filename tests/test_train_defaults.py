@@ -11,20 +11,13 @@ import subprocess
 import sys
 
 import pytest
-import torch
 
 from tfviz import get_task, list_tasks
 from tfviz.serve import jobs, work
 from tfviz.training.checkpoint import load_checkpoint
 from tfviz.training.recipes import CLASS_RECIPES, LEARNED, class_recipe, learned
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as the app's jobs run
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_every_task_has_a_first_run_recipe_and_a_level():

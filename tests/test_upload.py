@@ -17,6 +17,7 @@ from safetensors.torch import save as st_save
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
+from tests.support import plain
 from tfviz import CheckpointError
 from tfviz.serve import checks
 from tfviz.ui.i18n import translate
@@ -36,11 +37,6 @@ def upload(at: AppTest, name: str, data: bytes) -> AppTest:
     at.file_uploader(key="upload").set_value((name, data, MIME)).run()
     assert not at.exception, at.exception
     return at
-
-
-def plain(text: str) -> str:
-    """A markdown-escaped message as the reader sees it."""
-    return re.sub(r"\\(.)", r"\1", text)
 
 
 def parts(data: bytes) -> tuple[dict, dict]:

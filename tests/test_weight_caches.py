@@ -30,8 +30,7 @@ def counted_svd(monkeypatch) -> list:
     """torch.linalg.svd counting its calls (tfviz.core.wo looks it up on every call)."""
     calls = []
     monkeypatch.setattr(torch.linalg, "svd", lambda *a, **k: calls.append(1) or SVD(*a, **k))
-    with wo._svd_lock:
-        wo._svd_cache.clear()
+    wo.clear_cache()
     return calls
 
 
@@ -81,8 +80,8 @@ def test_each_switch_builds_each_layers_map_once_for_the_pass_its_trace_and_its_
     from tfviz.core.trace import w_o_used
 
     built = []
-    real = wo._effective
-    monkeypatch.setattr(wo, "_effective", lambda *a: built.append(a[2]) or real(*a))
+    real = wo.build_map
+    monkeypatch.setattr(wo, "build_map", lambda *a: built.append(a[2]) or real(*a))
     # Frozen, as every served model is loaded (checkpoint, MiniLM, folders): a weight that takes
     # a gradient is being trained and is never remembered (the test at the end of this file).
     model = make_model().requires_grad_(False)
@@ -104,8 +103,8 @@ def test_each_switch_builds_each_layers_map_once_for_the_pass_its_trace_and_its_
 def test_a_pass_with_gradients_builds_its_map_afresh(counted_svd, monkeypatch):
     """Training through a block-diagonal W_o needs the graph: nothing remembered then."""
     built = []
-    real = wo._effective
-    monkeypatch.setattr(wo, "_effective", lambda *a: built.append(a[2]) or real(*a))
+    real = wo.build_map
+    monkeypatch.setattr(wo, "build_map", lambda *a: built.append(a[2]) or real(*a))
     model = make_model()
     ids = torch.randint(0, 12, (2, 6), generator=torch.Generator().manual_seed(1))
     for _ in range(2):
@@ -132,14 +131,14 @@ def test_a_weight_that_takes_a_gradient_is_never_cached(counted_svd):
     wo.truncated(W, 2).sum().backward()
     wo.truncated(W, 2)
     assert len(counted_svd) == 2 and W.grad is not None and W.grad.abs().sum() > 0
-    assert not wo._svd_cache
+    assert wo.cached_entries() == 0
 
 
 def test_the_svd_cache_is_bounded(counted_svd):
-    weights = [weight(seed, 8) for seed in range(3 * wo.SVD_CACHE_ENTRIES)]
+    weights = [weight(seed, 8) for seed in range(3 * wo.CACHE_ENTRIES)]
     for W in weights:
         wo.truncated(W, 1)
-    assert len(wo._svd_cache) == wo.SVD_CACHE_ENTRIES
+    assert wo.cached_entries() == wo.CACHE_ENTRIES
     wo.truncated(weights[-1], 2)  # the newest are kept
     assert len(counted_svd) == len(weights)
 

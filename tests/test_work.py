@@ -12,7 +12,6 @@ import pytest
 import torch
 
 from tests.conftest import wait_until
-from tests.test_jobs import stop_all
 from tfviz import load_checkpoint, settings
 from tfviz.experiments import experiment
 from tfviz.messages import say
@@ -32,13 +31,6 @@ def submit_training(manager, folder, name, steps=20, reserved=frozenset(), is_al
 
 def rerun(task: str = "balanced", seeds: int = 1, steps: int = 5) -> work.ExperimentWork:
     return work.ExperimentWork(work.ExperimentSpec(task, seeds=seeds, steps=steps))
-
-
-@pytest.fixture
-def manager():
-    m = jobs.JobManager(max_jobs=1, max_queue=1)
-    yield m
-    stop_all(m)
 
 
 # ---- training ----------------------------------------------------------------------------------

@@ -168,7 +168,8 @@ def sweep(
     return written
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """Seconds as the plan says them: "90 s", "12 min", "1.5 h"."""
     if seconds < 120:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{len(specs)} runs in {where} ({len({s.cell for s in specs})} cells, {args.seeds} "
             f"seeds); {len(specs) - len(left)} done in {args.out}, {len(left)} to run: about "
-            f"{_duration(seconds)} of one core, {_duration(seconds / cores)} on {cores} workers "
+            f"{duration(seconds)} of one core, {duration(seconds / cores)} on {cores} workers "
             f"(runs that reach their target stop early)"
         )
         return 0
@@ -307,8 +308,8 @@ def _language(args) -> int:
         print(
             f"{len(specs)} runs of the language atlas ({len({s.cell for s in specs})} cells, "
             f"{args.seeds} seeds, {steps} steps each); {len(specs) - len(left)} done in "
-            f"{args.out}, {len(left)} to run: about {_duration(seconds)} of one core, "
-            f"{_duration(seconds / cores)} on {cores} workers"
+            f"{args.out}, {len(left)} to run: about {duration(seconds)} of one core, "
+            f"{duration(seconds / cores)} on {cores} workers"
         )
         return 0
     return _sweep(specs, args, language=True)

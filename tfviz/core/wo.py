@@ -65,10 +65,20 @@ def block_mask(D: int, n_heads: int, like: Array) -> Array:
 # W.detach() and every view of it) tells an in-place change (an optimiser step) apart.
 # Weights that take a gradient are never remembered: autograd needs a fresh graph.
 CACHE_ENTRIES = 64  # MiniLM: 6 layers' SVD (2.4 MB each in float64) + a few modes' maps
-SVD_CACHE_ENTRIES = CACHE_ENTRIES  # the name tests and docs used for the SVD cache
 _cache: dict = {}
 _cache_lock = threading.Lock()
-_svd_cache, _svd_lock = _cache, _cache_lock  # one cache for both kinds
+
+
+def cached_entries() -> int:
+    """How many results (SVDs and mode maps, one cache for both kinds) are remembered now."""
+    with _cache_lock:
+        return len(_cache)
+
+
+def clear_cache() -> None:
+    """Forget every remembered SVD and mode map (the next call computes afresh)."""
+    with _cache_lock:
+        _cache.clear()
 
 
 def _remembered(tensors: tuple[Tensor | None, ...], what: tuple, compute):
@@ -141,11 +151,13 @@ def effective(
     if isinstance(W, Tensor) and remember:
         # The same weights in the same mode give the same map: build it once, for the forward
         # pass, its trace, its numpy copy (tfviz.core.trace) and the analyses alike.
-        return _remembered((W, b), (mode, n_heads), lambda: _effective(W, b, mode, n_heads))
-    return _effective(W, b, mode, n_heads)
+        return _remembered((W, b), (mode, n_heads), lambda: build_map(W, b, mode, n_heads))
+    return build_map(W, b, mode, n_heads)
 
 
-def _effective(W: Array, b: Array, mode: str, n_heads: int | None) -> tuple[Array, Array]:
+def build_map(W: Array, b: Array, mode: str, n_heads: int | None) -> tuple[Array, Array]:
+    """The map (W_eff, b_eff) mode applies to W, b (not learned), built afresh every call: what
+    effective() remembers. Looked up on every call, so a counter can stand in for it."""
     if mode == BLOCK_DIAGONAL:
         if n_heads is None:
             raise ValueError("a block-diagonal W_o needs n_heads")

@@ -285,7 +285,7 @@ class PieceTokenizer:
         instead of decoded to "\ufffd" (shown_piece)."""
         if self.byte_level:
             piece = self._full.id_to_token(piece_id)
-            if piece and all(c in _BYTE_OF for c in piece):
+            if piece and all(c in BYTE_OF for c in piece):
                 return shown_piece(piece)
         if self.byte_fallback:
             piece = self._full.id_to_token(piece_id) or ""
@@ -484,9 +484,9 @@ class WordPieceTokenizer(PieceTokenizer):
 
 # GPT-2's byte-level alphabet, as `tokenizers` (pre_tokenizers.ByteLevel) and transformers
 # build it: printable bytes stand for themselves, the other 68 (space, control characters, a few
-# Latin-1 ones) for the characters from U+0100 on, in byte order.
+# Latin-1 ones) for the characters from U+0100 on, in byte order. BYTE_OF: character -> byte.
 _PRINTABLE = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
-_BYTE_OF = {chr(b): b for b in _PRINTABLE} | {
+BYTE_OF = {chr(b): b for b in _PRINTABLE} | {
     chr(0x100 + n): b for n, b in enumerate(b for b in range(256) if b not in _PRINTABLE)
 }
 WORD_START = "▁"  # shown for a space in a byte-level piece (" cat" -> "▁cat")
@@ -554,9 +554,9 @@ def shown_pieces(pieces: list[str], mask_id: int | None, ids: list[int]) -> list
     """
 
     def byte_piece(piece: str, i: int | None) -> bool:
-        return i != mask_id and all(c in _BYTE_OF for c in piece)
+        return i != mask_id and all(c in BYTE_OF for c in piece)
 
-    return _shown_runs(pieces, ids, byte_piece, lambda p: bytes(_BYTE_OF[c] for c in p))
+    return _shown_runs(pieces, ids, byte_piece, lambda p: bytes(BYTE_OF[c] for c in p))
 
 
 def shown_fallback_pieces(pieces: list[str]) -> list[str]:
@@ -617,7 +617,7 @@ def shown_piece(piece: str) -> str:
     character the piece does not finish, which alone say no character, as byte markers in the
     SentencePiece byte-fallback spelling ("<0xE6><0x88>"). Never "\ufffd" nor the byte alphabet.
     """
-    data = bytes(_BYTE_OF[c] for c in piece)
+    data = bytes(BYTE_OF[c] for c in piece)
     text = data.decode("utf-8", errors="surrogateescape")  # a bad byte b -> U+DC00 + b
 
     def marker(c: str) -> str:

@@ -32,6 +32,7 @@ class _Pending:
         self.made = False
         self.value = None
         self.error: Exception | None = None
+        self.waiters = 0  # callers waiting for this value
 
 
 class ByteCache(Generic[V]):
@@ -54,6 +55,8 @@ class ByteCache(Generic[V]):
             mine = pending is None
             if mine:
                 pending = self._pending[key] = _Pending()
+            else:
+                pending.waiters += 1
         if not mine:
             pending.done.wait()
             if pending.error is not None:
@@ -90,6 +93,23 @@ class ByteCache(Generic[V]):
         """The bytes of the values kept."""
         with self._lock:
             return self._bytes
+
+    def keys(self) -> list[Hashable]:
+        """The keys kept, least recently used first (reading them uses none)."""
+        with self._lock:
+            return list(self._items)
+
+    def values(self) -> list[V]:
+        """The values kept, least recently used first (reading them uses none)."""
+        with self._lock:
+            return [value for value, _ in self._items.values()]
+
+    def waiting(self, key: Hashable) -> int:
+        """How many callers wait right now for key's value while another makes it (0 if none
+        is being made)."""
+        with self._lock:
+            pending = self._pending.get(key)
+            return 0 if pending is None else pending.waiters
 
     def __len__(self) -> int:
         with self._lock:

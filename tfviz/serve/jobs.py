@@ -339,6 +339,11 @@ class Job:
         """Block until the job is done, failed or cancelled; False if timeout passed first."""
         return self._finished.wait(timeout)
 
+    @property
+    def watches_owner(self) -> bool:
+        """Whether the job was handed an is_alive check of whoever started it."""
+        return self._is_alive is not None
+
     def owner_alive(self) -> bool:
         """False once the is_alive check says whoever started the job is gone."""
         if self._is_alive is None:
@@ -513,6 +518,11 @@ class JobManager:
                 if job.kind == "train" and job.work.spec.name == name:
                     return job
         return None
+
+    def jobs(self) -> list[Job]:
+        """The running then the queued jobs right now, a copy (read-only view of the manager)."""
+        with self._lock:
+            return self._running + self._queue
 
     def counts(self) -> tuple[int, int]:
         """(busy slots, queued jobs) right now, jobs of every kind."""

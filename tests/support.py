@@ -1,0 +1,80 @@
+"""Plain helpers shared by several test files (fixtures live in tests/conftest.py)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import threading
+from pathlib import Path
+from urllib.parse import urlencode
+
+import numpy as np
+
+from tests.conftest import page_figures
+
+
+def unescape(text: str) -> str:
+    """Markdown text without the backslashes md_escape puts before markdown characters."""
+    return text.replace("\\", "")
+
+
+def charts(at) -> list[dict]:
+    """Every chart of an AppTest page, plotly's and the canvas charts', in page order."""
+    return page_figures(at)
+
+
+def plotly_charts(at) -> list[dict]:
+    """Only the plotly charts of an AppTest page (st.plotly_chart), as plotly JSON, in order."""
+    return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def attn(L=2, H=3, T=4, seed=0) -> np.ndarray:
+    """Random attention weights (layers, heads, T, T), each row summing to 1."""
+    rng = np.random.default_rng(seed)
+    w = rng.random((L, H, T, T))
+    return w / w.sum(-1, keepdims=True)
+
+
+def stop_all(m) -> None:
+    """Stop whatever a failed test left running on JobManager m, so no thread outlives it (a
+    stand-in work with an `open` event, such as test_jobs.Gate, is let through first)."""
+    for job in m.jobs():
+        gate = getattr(job.work, "open", None)
+        if isinstance(gate, threading.Event):
+            gate.set()
+        job.cancel()
+        job.wait(30)
+
+
+def plain(text: str) -> str:
+    """A markdown-escaped message as the reader sees it: md_escape's backslashes gone."""
+    return re.sub(r"\\(.)", r"\1", text, flags=re.DOTALL)
+
+
+def en(key: str, **values) -> str:
+    """The English text of an i18n key."""
+    from tfviz.ui.i18n import translate
+
+    return translate("en", key, **values)
+
+
+def link(server: str, **params) -> str:
+    """The app's address on server with params as its query."""
+    return f"{server}/?{urlencode(params)}"
+
+
+MAIN = '[data-testid="stMain"]'  # the page's main area
+
+
+def shows(text: str) -> str:
+    """A JS predicate (for page.wait_for_function): the main area shows text."""
+    return f"""() => {{
+        const main = document.querySelector('{MAIN}');
+        return main !== null && main.innerText.includes({json.dumps(text)});
+    }}"""
+
+
+def python_tree(path: Path) -> ast.Module:
+    """The ast of a Python file."""
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
