@@ -169,7 +169,8 @@ def sweep(
 
 
 def duration(seconds: float) -> str:
-    """Seconds as the plan says them: "90 s", "12 min", "1.5 h"."""
+    """Seconds as the plan says them: whole seconds under two minutes, whole minutes under an
+    hour, hours to a tenth above."""
     if seconds < 120:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 3600 else f"{seconds / 3600:.1f} h"
