@@ -25,7 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.harness import free_port, healthy, streamlit_command
+# CHROMIUM_ARGS: the bench's flags (the background-networking ones matter: without them Chromium
+# keeps dialling out, and on a closed network those refused connections slow it down).
+from bench.harness import CHROMIUM_ARGS, free_port, healthy, streamlit_command
 from tests.conftest import (  # noqa: F401  (re-exported: the other browser modules import them here)
     APP_IDLE,
     CHART_DRAWN,
@@ -55,17 +57,6 @@ ARTIFACTS = ROOT / "artifacts"
 # the browser tests' share of the suite's time feels. The full browser where it is not installed.
 HEADLESS_SHELL = Path("/usr/lib/chromium/chromium-headless-shell")
 CHROMIUM = HEADLESS_SHELL if HEADLESS_SHELL.exists() else Path("/usr/bin/chromium")
-# The background-networking flags matter: without them Chromium keeps dialling out, and on a
-# closed network those refused connections slow it down.
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 IN_CI = os.environ.get("CI", "").lower() == "true"
 SERVER_START_S = 60
 
