@@ -24,24 +24,31 @@ MODELS = ROOT / "models"
 # The files that take longest, collected first. Whole files go to a worker (pyproject's
 # --dist loadfile), in collection order: a long file collected last ran alone at the end while
 # the other worker sat idle. Longest first (the per-file seconds this conftest prints at the end
-# of a CI=true run on 2 cores, 2026-12-05); the order within a file is kept.
+# of a CI=true run on 2 cores, 2026-12-06); the order within a file is kept. The language atlas's
+# re-run first: it trains on both cores at once (its own two processes), beside a browser file
+# that mostly waits on its page, not beside test_train_defaults, which trains on one.
 SLOW_FIRST = (
+    "test_language_atlas_rows.py",
+    "test_browser_lessons.py",
     "test_train_defaults.py",
     "test_browser_layout.py",
-    "test_browser_readable.py",
-    "test_browser_decoders.py",
-    "test_atlas.py",
-    "test_browser_folders.py",
-    "test_replicas.py",
-    "test_browser_inert.py",
-    "test_browser_share.py",
-    "test_browser.py",
     "test_browser_atlas.py",
-    "test_app_parts.py",
-    "test_cold_start.py",
+    "test_atlas.py",
+    "test_app_reading_order.py",
+    "test_browser_decoders.py",
+    "test_browser_language.py",
     "test_browser_a11y.py",
-    "test_browser_lessons.py",
+    "test_cold_start.py",
+    "test_browser_folders.py",
+    "test_load_bench.py",
+    "test_browser_readable.py",
     "test_browser_first_hour.py",
+    "test_browser.py",
+    "test_browser_share.py",
+    "test_browser_inert.py",
+    "test_replicas.py",
+    "test_container.py",
+    "test_app_parts.py",
 )
 
 
@@ -73,6 +80,14 @@ def pytest_terminal_summary(terminalreporter) -> None:
         terminalreporter.write_line(
             f"worker {worker}: {busy:.0f} s in tests, last report {last:.0f} s after the start"
         )
+
+
+def pytest_configure(config) -> None:
+    # pytest-xdist (3.6 on) queues a loadfile run's files by how many tests each has, most first,
+    # unless told not to: SLOW_FIRST's order was dropped, and the longest files, which hold few
+    # tests each (the language atlas's re-run, a browser file of one test), were dealt out last.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(items: list) -> None:

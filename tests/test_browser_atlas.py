@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from tests import test_browser as shared
-from tests.conftest import go_to, quiet
+from tests.conftest import opened_app, quiet
 from tests.test_browser import assert_charts_drawn, assert_no_exception, screenshot, screenshots
 from tfviz.experiments import atlas_stats
 from tfviz.experiments.atlas_cells import LANGUAGE_FORMAT
@@ -20,7 +20,7 @@ from tfviz.experiments.atlas_store import BUNDLED, LANGUAGE, read_rows
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.browser
-app_exists, browser, server, page = shared.app_exists, shared.browser, shared.server, shared.page
+app_exists, browser, server = shared.app_exists, shared.browser, shared.server
 
 TITLE_JS = """key => Array.from(document.querySelectorAll(`.st-key-${key} .gtitle`))
                        .map((t) => t.textContent).join(' ')"""
@@ -45,13 +45,21 @@ def curves_title(page) -> str:
     return page.evaluate(TITLE_JS, "atlas_cell_curves")
 
 
+@pytest.fixture
+def page(browser, server, lang):
+    """test_browser.py's page, opened on the test's language's address (?lang=zh): one page
+    load, not the English first page and then the Chinese one."""
+    url = server if lang == "en" else f"{server}/?lang={lang}"
+    desktop = {"width": 1400, "height": 1000}
+    with opened_app(browser, url, desktop, settle=False, no_exception=False) as page:
+        yield page
+
+
 @pytest.mark.parametrize("lang, width", [("en", 1400), ("zh", 1400), ("en", 390), ("zh", 390)])
 def test_the_atlas_opens_and_a_cell_opens_its_curves(page, server, lang, width):
     rows = read_rows(BUNDLED)
     results = atlas_stats.analyse(rows)
     page.set_viewport_size({"width": width, "height": 900})
-    if lang != "en":
-        go_to(page, f"{server}/?lang={lang}")
     shared.open_tab(page, translate(lang, "app.view.experiment"))
     assert_no_exception(page)
     panel = page.locator('[role="tabpanel"]:not([hidden])')

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from tests import test_browser as shared
-from tests.conftest import go_to, resized
+from tests.conftest import opened_app, resized
 from tests.support import MAIN, shows
 from tests.test_browser import (
     EXCEPTION,
@@ -29,8 +29,8 @@ from tfviz.ui.i18n import missing, translate
 
 pytestmark = pytest.mark.browser
 # test_browser.py's fixtures, found by pytest under these names in this module: one server and
-# one browser for this module, a fresh session (page) per test.
-app_exists, browser, server, page = shared.app_exists, shared.browser, shared.server, shared.page
+# one browser for this module, a fresh session per test (opened_at, on the address it starts on).
+app_exists, browser, server = shared.app_exists, shared.browser, shared.server
 MARKER = missing("x")[0]  # the bracket that opens a missing key's marker
 
 
@@ -69,10 +69,19 @@ def check_step(page, lang: str, step: int) -> None:
         assert_charts_drawn(page, at_least=DECODER_CHARTS[step], heatmaps=step in (5, 6))
 
 
+def opened_at(browser, url: str):
+    """A fresh session opened at url, as the page fixture opens the first page: a test that
+    starts on another address loads that one page, not the first page and then its own."""
+    return opened_app(browser, url, DESKTOP, settle=False, no_exception=False)
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_every_lesson_step_in_both_languages(page, server, lang):
-    if lang != "en":
-        go_to(page, f"{server}/?lang={lang}")
+def test_every_lesson_step_in_both_languages(browser, server, lang):
+    with opened_at(browser, server if lang == "en" else f"{server}/?lang={lang}") as page:
+        every_lesson_step(page, lang)
+
+
+def every_lesson_step(page, lang: str) -> None:
     open_tab(page, translate(lang, "app.view.lessons"))
     check_step(page, lang, 1)
     screenshot(page, f"browser_lessons_{lang}_1.png")
@@ -91,9 +100,13 @@ def test_every_lesson_step_in_both_languages(page, server, lang):
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_the_decoder_steps_at_a_desktop_s_and_a_phone_s_width(page, server, lang):
+def test_the_decoder_steps_at_a_desktop_s_and_a_phone_s_width(browser, server, lang):
     link = f"{server}/?view=lessons&step=5" + ("&lang=zh" if lang != "en" else "")
-    go_to(page, link)
+    with opened_at(browser, link) as page:
+        decoder_steps(page, lang)
+
+
+def decoder_steps(page, lang: str) -> None:
     for step in DECODER_CHARTS:
         if step > 5:
             resized(page, DESKTOP)

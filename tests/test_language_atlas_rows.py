@@ -6,6 +6,8 @@ training allows)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs"
 # The cell re-run in full (both arms of its verdict, every seed): attention alone, 4 heads, D 64,
 # the cheapest (about 10 s a run on one thread) and the induction-head model's shape.
 RERUN_CELL = "language/L2/noffn/H4/D64"
+RERUN_PROCESSES = 2  # the cores CI has
 
 
 @pytest.fixture(scope="module")
@@ -72,19 +75,27 @@ def test_the_claims_section_quotes_the_analysis(rows):
 
 def test_a_rerun_of_one_cell_reproduces_its_verdict(rows):
     """Both arms of the cell's learned-versus-none verdict, every seed, trained again here."""
+    cell = language_atlas.LanguageCell.from_key(RERUN_CELL)
+    specs = [
+        language_atlas.LanguageRunSpec(cell, arm, seed)
+        for arm in ("learned", "identity")
+        for seed in range(5)
+    ]
+    # The ten runs are independent, one thread each, and run_language is a module-level function
+    # of a dict (the atlas's own runner sends it to Dask workers): two processes train them at
+    # once, so the other core works too whenever the other test worker waits on a browser. A
+    # fresh (spawned) process, as a Dask worker is: no forked copy of this one's torch threads.
+    with ProcessPoolExecutor(RERUN_PROCESSES, mp_context=get_context("spawn")) as pool:
+        made = list(pool.map(language_atlas.run_language, [s.to_dict() for s in specs]))
     again = {}
-    for arm in ("learned", "identity"):
-        for seed in range(5):
-            spec = language_atlas.LanguageRunSpec(
-                language_atlas.LanguageCell.from_key(RERUN_CELL), arm, seed
-            )
-            row = language_atlas.run_language(spec.to_dict())
-            stored = rows[spec.key]
-            # The first 10 steps agree to float noise on any processor; the end within what
-            # training allows.
-            assert row["curve"][0] == pytest.approx(stored["curve"][0], abs=1e-3)
-            assert row["valid_loss"] == pytest.approx(stored["valid_loss"], abs=0.05)
-            again[spec.key] = row
+    for spec, row in zip(specs, made, strict=True):
+        stored = rows[spec.key]
+        # The first 10 steps agree to float noise on any processor; the end within what
+        # training allows.
+        assert row["key"] == spec.key
+        assert row["curve"][0] == pytest.approx(stored["curve"][0], abs=1e-3)
+        assert row["valid_loss"] == pytest.approx(stored["valid_loss"], abs=0.05)
+        again[spec.key] = row
     mixed = {**rows, **again}  # the cell's rows replaced, the other cells' kept for Holm's m
     before = atlas_stats.analyse_language(rows)[RERUN_CELL]
     after = atlas_stats.analyse_language(mixed)[RERUN_CELL]
