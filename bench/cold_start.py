@@ -41,7 +41,7 @@ from pathlib import Path
 from bench.harness import free_port, start_server, stop_server, wait_healthy
 from bench.session import Session, Stats
 
-PREDICTION_KEY = "prediction"  # app.py / tfviz.ui.sequence: st.container(key="prediction")
+PREDICTION_KEY = "prediction"  # tfviz.ui.kinds: st.container(key="prediction")
 TARGET_FIRST_RENDER_S = 5.0  # issues 8 and 10: server start -> first complete render, median
 # A line of the server's log that tells of a failure: a traceback's head, or an exception's name.
 LOG_PROBLEM = re.compile(r"Traceback|Error")

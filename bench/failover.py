@@ -15,8 +15,8 @@ reach the replica that holds its session, which resumes it (same session id). Th
 types sequences while one replica is killed with SIGKILL. A browser on the dead replica sees its
 websocket close and reconnects as the browser does: a new websocket through nginx, same cookie,
 offering its old session id, with the query string the app last wrote into the address
-(share.sync, received as a page_info_changed ForwardMsg). nginx sends it to the other replica,
-which has never seen the session and rebuilds the view from the address alone.
+(tfviz.ui.router.write_address, received as a page_info_changed ForwardMsg). nginx sends it to
+the other replica, which has never seen the session and rebuilds the view from the address alone.
 
 Which replica served what comes from nginx's access log: an extra log_format (in the wrapper
 around the config, not in it) records each request's cookie, the Set-Cookie the config sends and
@@ -68,7 +68,7 @@ from bench.harness import ROOT, descendants, free_port, start_server, stop_serve
 from bench.session import Session, SessionError, Stats, WidgetState
 
 NGINX_CONF = ROOT / "deploy" / "compose" / "nginx.conf"
-PREDICTION_KEY = "prediction"  # app.py / tfviz.ui.sequence: st.container(key="prediction")
+PREDICTION_KEY = "prediction"  # tfviz.ui.kinds: st.container(key="prediction")
 # The tabs the browsers spread over: cheap to draw, so 40 browsers fit on 2 cores.
 TABS = ("Attention", "Before/after W_o")
 TRAIN_TAB = "Train"

@@ -40,8 +40,8 @@ from tfviz.core.tasks import get_task
 from tfviz.core.trace import cosine_per_token, run_trace, w_o_used
 from tfviz.training.checkpoint import load_checkpoint
 from tfviz.training.evaluate import evaluate
+from tfviz.ui.compute import ACCURACY_N, ACCURACY_SEED
 from tfviz.ui.heads import many_heads
-from tfviz.ui.view import ACCURACY_N, ACCURACY_SEED
 from tfviz.ui.widgets import chart
 
 MODELS = Path(__file__).resolve().parent.parent / "models"

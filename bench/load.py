@@ -25,7 +25,14 @@ its memory per session is set against the decoder's weights in the same way. A d
 costs one traced pass of ~135-500 M parameters (two with W_o off), so it is run with fewer
 sessions or longer think times than the toy run's 40 on two cores.
 
+With --classes N, N classes come one after another to the one server: each class's sessions act,
+close, and then the memory is read; printed are the start, each class's peak and after-close
+memory and their ratio to the start, and whether the server comes back within 25% of its start
+after each class with classes 2, 3, ... not above class 1's after-close + 5% (a server that holds
+what each class left, or grows class after class, does not).
+
 Usage: python -m bench.load [--sessions 40] [--seconds 60] [--port P]
+       python -m bench.load --models decoder --classes 3 [--sessions 20]
        python -m bench.load --models toy,minilm [--seconds 60]
        python -m bench.load --models decoder [--decoder llama] [--sessions 10]
        python -m bench.load --url http://127.0.0.1:8501 [--pid PID]   (a server already running)
@@ -61,6 +68,8 @@ from bench.session import Session, Stats, one_model_pick, one_page_load
 TARGET_SESSIONS = 40
 TARGET_P95_S = 2.0
 TARGET_MEMORY_RATIO = 0.10
+TARGET_CLASS_MEMORY = 0.25  # --classes: after each class, memory within 25% of its start
+TARGET_CLASS_GROWTH = 0.05  # and classes 2, 3, ... not above class 1's after-close + 5%
 TARGET_MINILM_MEMORY = 1.5  # peak memory with MiniLM / the same run on toy models (issue 9)
 MODELS = ("toy", "minilm", "decoder")  # what --models takes
 
@@ -164,7 +173,26 @@ async def bench(args, base_url: str, pid: int | None, model: str | None = None) 
     result["warmup_errors"] = sum(warm_stats.errors.values())
     result["warmup_samples"] = warm_stats.samples
     start = await settled_rss(pid) if pid else None
+    result.update(rss_cold=cold, rss_start=start)
+    classes = []
+    for n in range(args.classes):
+        figures = await one_class(args, ws_url, pid, model, args.seed + n, start)
+        classes.append(figures)
+        if args.classes > 1:
+            print(f"class {n + 1} of {args.classes}: {class_line(figures, start)}", flush=True)
+    result.update(classes[0])  # the first class's figures, as a one-class run prints them
+    result["classes"] = [
+        {key: figures[key] for key in ("rss_peak", "rss_after", "errors", "reruns")}
+        for figures in classes
+    ]
+    return result
 
+
+async def one_class(
+    args, ws_url: str, pid: int | None, model: str | None, seed: int, start: int | None
+) -> dict:
+    """One class: args.sessions sessions act for args.seconds and close; then, the sessions
+    expired, the server's memory is read. Its figures."""
     stats = Stats()
     sampler = PeakSampler(pid) if pid else None
     if sampler:
@@ -173,7 +201,7 @@ async def bench(args, base_url: str, pid: int | None, model: str | None = None) 
     load0 = os.getloadavg()[0]
     t0 = time.monotonic()
     deadline = t0 + args.seconds
-    master = random.Random(args.seed)
+    master = random.Random(seed)
 
     async def user(i: int) -> None:
         rng = random.Random(master.random())
@@ -193,18 +221,8 @@ async def bench(args, base_url: str, pid: int | None, model: str | None = None) 
     cpu1 = cpu_seconds(pid) if pid else None
     load1 = os.getloadavg()[0]
     peak = await sampler.stop() if sampler else None
-
-    after = None
-    if pid:
-        # Closed sessions stay for reconnection for the TTL; then one more session comes and
-        # goes, which makes the server drop the expired ones, and the memory is read.
-        await asyncio.sleep(args.settle)
-        poke_stats = Stats()
-        await one_page_load(ws_url, args.timeout, poke_stats)
-        await asyncio.sleep(1.0)
-        after = await settled_rss(pid)
-
-    result.update(
+    after = await memory_after(args, ws_url, pid) if pid else None
+    return dict(
         elapsed=elapsed,
         requests=stats.requests,
         page_loads=len(stats.page_loads),
@@ -218,8 +236,6 @@ async def bench(args, base_url: str, pid: int | None, model: str | None = None) 
         rerun_p50=percentile(stats.reruns, 50),
         rerun_p95=percentile(stats.reruns, 95),
         rerun_max=max(stats.reruns) if stats.reruns else math.nan,
-        rss_cold=cold,
-        rss_start=start,
         rss_peak=peak,
         rss_per_session=(peak - start) / args.sessions if peak and start else None,
         rss_after=after,
@@ -227,7 +243,16 @@ async def bench(args, base_url: str, pid: int | None, model: str | None = None) 
         loadavg=(load0, load1),
         cores=len(os.sched_getaffinity(0)),
     )
-    return result
+
+
+async def memory_after(args, ws_url: str, pid: int) -> int | None:
+    """The server's memory once a class has gone: closed sessions stay for reconnection for the
+    TTL; then one more session comes and goes, which makes the server drop the expired ones, and
+    the memory is read."""
+    await asyncio.sleep(args.settle)
+    await one_page_load(ws_url, args.timeout, Stats())
+    await asyncio.sleep(1.0)
+    return await settled_rss(pid)
 
 
 def report(r: dict) -> None:
@@ -296,6 +321,38 @@ def report(r: dict) -> None:
         ok = abs(change) <= TARGET_MEMORY_RATIO
         verdict = f"{'met' if ok else 'NOT met'} ({change:+.1%})"
     print(f"  memory after close within {TARGET_MEMORY_RATIO:.0%} of start: {verdict}")
+    if len(r.get("classes", ())) > 1:
+        report_classes(r)
+
+
+def class_line(figures: dict, start: int | None) -> str:
+    """One class's peak and after-close memory, each against the server's start."""
+    peak, after = figures["rss_peak"], figures["rss_after"]
+    if not start or peak is None or after is None:
+        return f"{figures['errors']} errors, memory n/a"
+    return (
+        f"peak {mib(peak)} ({peak / start:.2f}x start), after close {mib(after)} "
+        f"({after / start:.2f}x start), {figures['errors']} errors"
+    )
+
+
+def report_classes(r: dict) -> None:
+    """--classes N: each class's memory on the one server, and whether it comes back."""
+    classes, start = r["classes"], r["rss_start"]
+    print(f"\n{len(classes)} classes in a row on one server, memory at start {mib(start)}:")
+    for n, figures in enumerate(classes, 1):
+        print(f"  class {n}: {class_line(figures, start)}")
+    afters = [figures["rss_after"] for figures in classes]
+    if not start or None in afters:
+        print("  target: n/a (no memory figures)")
+        return
+    back = all(after <= start * (1 + TARGET_CLASS_MEMORY) for after in afters)
+    flat = all(after <= afters[0] * (1 + TARGET_CLASS_GROWTH) for after in afters[1:])
+    print(
+        f"  target: within {TARGET_CLASS_MEMORY:.0%} of start after each class, and classes 2+ "
+        f"not above class 1's after-close + {TARGET_CLASS_GROWTH:.0%}: "
+        f"{'met' if back and flat else 'NOT met'} (back: {back}, no growth: {flat})"
+    )
 
 
 def report_models(results: dict[str, dict]) -> None:
@@ -380,11 +437,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "(default: session TTL + 2)",
     )
     p.add_argument("--startup-timeout", type=float, default=120.0, help="server start, seconds")
+    p.add_argument(
+        "--classes",
+        type=int,
+        default=1,
+        help="classes in a row on the one server: each class's sessions act, close, then the "
+        "memory is read (default 1)",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     args = p.parse_args(argv)
     if args.sessions < 1 or args.seconds <= 0 or args.think_min > args.think_max:
         p.error("need --sessions >= 1, --seconds > 0 and --think-min <= --think-max")
+    if args.classes < 1:
+        p.error("need --classes >= 1")
     if args.settle is None:
         args.settle = args.session_ttl + 2.0
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]

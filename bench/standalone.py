@@ -1,4 +1,4 @@
-"""How fast the exported web page (tfviz.serve.standalone) opens, against bertviz's head_view page.
+"""How fast the exported web page (tfviz.plots.standalone) opens, against bertviz's head_view page.
 
 In one run, with headless Chromium opening each page from file:// (no server), interleaved:
 
@@ -51,7 +51,7 @@ from bench.pages import CACHE, bertviz_file, open_file_page  # noqa: E402
 from tfviz import get_task, load_checkpoint  # noqa: E402
 from tfviz.core.trace import run_trace  # noqa: E402
 from tfviz.hf import pretrained  # noqa: E402
-from tfviz.serve import standalone  # noqa: E402
+from tfviz.plots import standalone  # noqa: E402
 from tfviz.ui.views import attention  # noqa: E402
 
 # ~32 word-pieces with [CLS] and [SEP].

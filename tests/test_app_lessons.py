@@ -13,7 +13,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT, page_figures, start_app
-from tfviz import get_task, hf, load_checkpoint
+from tfviz import get_task, hf, lessons, load_checkpoint
 from tfviz.analysis import induction
 from tfviz.core.interventions import NONE, Interventions, head_name
 from tfviz.core.metrics import compact
@@ -21,10 +21,12 @@ from tfviz.core.tasks import InputError
 from tfviz.core.trace import run_trace
 from tfviz.experiments import atlas_stats
 from tfviz.experiments.atlas_store import BUNDLED, read_rows
-from tfviz.serve import jobs, lessons
+from tfviz.serve import jobs
 from tfviz.ui.i18n import translate
 from tfviz.ui.text import md_escape
-from tfviz.ui.views import lessons as lessons_view
+from tfviz.ui.views.lessons.common import difference_text
+from tfviz.ui.views.lessons.decoder import LINE_EXAMPLE
+from tfviz.ui.views.lessons.repeat import SENTENCE_EXAMPLE
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
 LESSONS = "Lessons"
@@ -364,7 +366,7 @@ def test_the_decoder_steps_open_in_both_languages_with_their_questions(lang, pro
         charts = page_figures(at)
         assert len(charts) >= (2 if step == 7 else 1), step
         if lang == "zh":
-            left = chinese_english_left(at, lm_alphabet, lessons_view.LINE_EXAMPLE)
+            left = chinese_english_left(at, lm_alphabet, LINE_EXAMPLE)
             assert not left, left
 
 
@@ -373,12 +375,12 @@ def test_step_5_shows_one_head_s_map_blank_above_the_diagonal_and_the_row_sums(l
     at = open_lessons()
     go_to(at, 5)
     line = at.text_input(key="lesson_line").value
-    assert line == lessons_view.LINE_EXAMPLE
+    assert line == LINE_EXAMPLE
     trace = run_trace(model, task, line)
     rows = lessons.causal_rows(trace.attn)
     T = len(trace.labels)
     said = f"the largest |row sum − 1| over all 8 heads and {T} rows is "
-    assert said + lessons_view.difference_text(rows.row_error) in page_text(at)
+    assert said + difference_text(rows.row_error) in page_text(at)
     assert f"{T * (T - 1) // 2} of each map's {T * T} cells are masked" in page_text(at)
     at.selectbox(key="lesson_mask_layer").set_value(1).run()
     at.selectbox(key="lesson_mask_head").set_value(2).run()
@@ -429,7 +431,7 @@ def test_step_6_shows_the_probe_s_best_previous_token_head_on_the_typed_line(lm,
     assert translate("en", "lessons.s6.found", head=name, score=f"{score:.2g}") in text
     (figure,) = page_figures(at)
     assert figure["layout"]["title"]["text"] == translate("en", "lessons.s5.map_title", head=name)
-    trace = run_trace(model, task, lessons_view.LINE_EXAMPLE)
+    trace = run_trace(model, task, LINE_EXAMPLE)
     line = lessons.previous_token_line(trace.attn[layer, head])
     assert f"{line.hits} of {line.queries} characters" in text
     assert f"{line.score:.2g} on your line" in text
@@ -447,7 +449,7 @@ def test_step_7_compares_the_first_copy_with_the_repeat_from_live_numbers(source
         sentence = lessons.random_letters(task.tokenizer, ids)
     else:
         sentence = at.text_input(key="lesson_sentence").value
-        assert sentence == lessons_view.SENTENCE_EXAMPLE
+        assert sentence == SENTENCE_EXAMPLE
     assert not at.exception and not at.error
     rep = lessons.repeated_sentence(model, task, sentence)
     assert [c.value for c in at.main.code][-1] == rep.text == (sentence + " ") * 2

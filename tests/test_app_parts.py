@@ -15,9 +15,9 @@ from tests.test_app_lessons import page_text
 from tfviz import get_task
 from tfviz.core import dissect
 from tfviz.hf import pretrained
+from tfviz.ui.compute import accuracy_cache
 from tfviz.ui.i18n import translate
 from tfviz.ui.models import list_models
-from tfviz.ui.view import accuracy_cache
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
 MINILM = f"pretrained:{pretrained.NAME}"
@@ -92,7 +92,7 @@ def test_the_other_scopes_are_measured_ahead_and_then_shown_from_the_cache():
     at = open_parts("modes")  # every layer: L0 and L1 are then measured in the background
     # The cache is the server's, shared with this test's process: reached by the model's digest.
     (entry,) = [e for e in list_models("cpu")[0] if e.key == "bundled:reverse"]
-    shared = accuracy_cache(entry.digest, "reverse", _model=None)
+    shared = accuracy_cache(entry.digest, "reverse", None)
     ranks = dissect.rank_grid(64, extra=[16])  # reverse: D = 64, the k box starts at d_k = 16
     ahead = dissect.sweep_switches(64, 0, ranks) + dissect.sweep_switches(64, 1, ranks)
     wait_until(lambda: all(shared.known(iv) for iv in ahead), timeout=60)

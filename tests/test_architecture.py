@@ -155,6 +155,7 @@ LAYERS = (
     ("tfviz.training",),
     ("tfviz.experiments",),
     ("tfviz.serve",),
+    ("tfviz.lessons",),
     ("tfviz.cli", UI),
 )
 

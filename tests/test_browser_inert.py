@@ -32,7 +32,7 @@ from tests.test_browser import (
 )
 from tfviz.hf import pretrained
 from tfviz.ui import share
-from tfviz.ui.sequence import MAX_SENTENCE_CHARS
+from tfviz.ui.kinds import MAX_SENTENCE_CHARS
 
 pytestmark = pytest.mark.browser
 app_exists, browser, server = shared.app_exists, shared.browser, shared.server

@@ -21,7 +21,7 @@ from tests.test_browser import TIMEOUT_MS
 from tfviz import get_task, load_checkpoint, plots
 from tfviz.core.trace import run_trace
 from tfviz.hf import pretrained
-from tfviz.serve import standalone
+from tfviz.plots import standalone
 from tfviz.ui.views import attention
 
 pytestmark = pytest.mark.browser

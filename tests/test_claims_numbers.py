@@ -157,7 +157,7 @@ def test_the_worked_example_is_read_as_the_lesson_reads_it(doc):
     two entries the lesson changed, and the figures of the printed W, are what the doc says."""
     import numpy as np
 
-    from tfviz.serve.lessons import ARTICLE_W_O, ARTICLE_Z0, ARTICLE_Z1, two_head_example
+    from tfviz.lessons import ARTICLE_W_O, ARTICLE_Z0, ARTICLE_Z1, two_head_example
 
     lesson = np.array(ARTICLE_W_O)
     printed = lesson.copy()

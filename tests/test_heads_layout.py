@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tfviz import plots
-from tfviz.serve import standalone
+from tfviz.plots import standalone
 from tfviz.ui import heads
 from tfviz.ui.widgets import cell_count
 

@@ -37,3 +37,23 @@ def test_a_run_of_the_app_freezes_the_modules_it_imported(fresh_app, monkeypatch
     start_app(view="Analysis")
     assert "tfviz.ui.views.analysis" in sys.modules
     assert heap._modules_seen == len(sys.modules)
+
+
+def test_collect_frozen_frees_the_cycles_a_freeze_kept():
+    """A freeze takes the session objects alive at the time with the modules; once they are
+    garbage, held in a cycle, only collect_frozen (the server gone idle) frees them."""
+    import weakref
+
+    class SessionState:  # a session's objects: they refer to each other
+        pass
+
+    state = SessionState()
+    state.widgets = {"callback_owner": state}
+    alive = weakref.ref(state)
+    gc.freeze()
+    del state
+    gc.collect()
+    assert alive() is not None  # frozen: its cycle is out of every collection
+    heap.collect_frozen()
+    assert alive() is None
+    assert gc.get_freeze_count() > 0  # what is still alive is frozen again

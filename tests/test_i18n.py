@@ -1,8 +1,8 @@
 """The language catalogue: both languages complete and consistent, and nothing bypassing it.
 
 The catalogues must have the same keys and, in every string, the same {placeholders}; every key
-the Lessons view names must exist; and no Streamlit call in tfviz/ui/views/lessons.py may show a
-string literal of its own (found by reading the module's syntax tree), so switching to Chinese
+the Lessons view names must exist; and no Streamlit call in tfviz/ui/views/lessons/ may show a
+string literal of its own (found by reading its modules' syntax trees), so switching to Chinese
 leaves no English sentence behind.
 """
 
@@ -18,7 +18,7 @@ import pytest
 from tfviz.ui import i18n
 
 ROOT = Path(__file__).resolve().parent.parent
-LESSONS = ROOT / "tfviz" / "ui" / "views" / "lessons.py"
+LESSONS = ROOT / "tfviz" / "ui" / "views" / "lessons"  # the view's package: a module per part
 # Every module that draws: app.py and the views. None is exempt from the bypass check.
 UI_MODULES = sorted([ROOT / "app.py", *(ROOT / "tfviz" / "ui").rglob("*.py")])
 # Keyword arguments of Streamlit elements that a student reads.
@@ -82,7 +82,9 @@ def test_t_translates_fills_placeholders_and_marks_a_missing_key():
 
 
 def lessons_tree() -> ast.Module:
-    return ast.parse(LESSONS.read_text(encoding="utf-8"))
+    """The lessons view's modules as one tree."""
+    trees = [ast.parse(p.read_text(encoding="utf-8")) for p in sorted(LESSONS.glob("*.py"))]
+    return ast.Module(body=[node for tree in trees for node in tree.body], type_ignores=[])
 
 
 def test_every_key_the_lessons_name_exists():
@@ -167,13 +169,13 @@ def test_no_view_shows_a_string_that_bypasses_t(path):
 
 
 def test_the_bypass_check_reads_app_py_and_every_tab_s_module():
-    """The scan above is only as good as its list: app.py's eight tabs (attention, before_after,
-    w_o_off, dissect, train, analysis, does_w_o_matter, lessons: app.py's VIEWS) and the
-    sidebar must be in it."""
-    app = ast.parse((ROOT / "app.py").read_text(encoding="utf-8"))
+    """The scan above is only as good as its list: the eight tabs' modules (attention,
+    before_after, w_o_off, dissect, train, analysis, does_w_o_matter, lessons: tfviz.ui.router's
+    VIEWS), app.py and the sidebar must be in it."""
+    router = ast.parse((ROOT / "tfviz" / "ui" / "router.py").read_text(encoding="utf-8"))
     views = next(
         ast.literal_eval(node.value)
-        for node in ast.walk(app)
+        for node in ast.walk(router)
         if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "VIEWS"
     )
     modules = [module for _, module, _ in views]
@@ -209,8 +211,10 @@ def test_the_literal_scan_catches_a_bypass():
 def picker_page():
     import streamlit as st
 
+    from tfviz.ui import router
     from tfviz.ui.i18n import language_picker, t
 
+    router.read_address()  # as app.py does first: the run's one read of the address
     chosen = language_picker()
     st.markdown(f"{chosen}: {t('lessons.prev')}")
 

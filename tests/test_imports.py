@@ -25,8 +25,8 @@ TORCH_FREE = (
     "tfviz.serve.tally",
     "tfviz.core.metrics",
     "tfviz.plots",
-    "tfviz.serve.export",
-    "tfviz.serve.standalone",
+    "tfviz.plots.export",
+    "tfviz.plots.standalone",
 )
 
 

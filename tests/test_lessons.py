@@ -1,4 +1,4 @@
-"""tfviz.serve.lessons: the numbers behind each lesson step, checked against hand-worked
+"""tfviz.lessons: the numbers behind each lesson step, checked against hand-worked
 values."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import torch
 
 from tests.conftest import MODELS, make_model
 from tfviz import get_task, load_checkpoint, plots
+from tfviz import lessons as L
 from tfviz.analysis import induction
 from tfviz.core.trace import run_trace
 from tfviz.serve import jobs
-from tfviz.serve import lessons as L
 from tfviz.training.recipes import RECIPES
 from tfviz.training.train import train
 

@@ -135,9 +135,9 @@ def test_every_error_that_carries_a_catalogue_key_is_a_refusal():
 
 def test_the_errors_that_were_roots_of_their_own_are_refusals_caught_as_before():
     from tfviz.core.tasks import InputError
+    from tfviz.lessons import LessonInputError
     from tfviz.messages import Refused
     from tfviz.serve.jobs import Draining, JobEnded, QueueFull
-    from tfviz.serve.lessons import LessonInputError
 
     for cls in (InputError, Refused, LessonInputError):
         assert issubclass(cls, Refusal) and issubclass(cls, ValueError), cls

@@ -9,7 +9,7 @@ import pytest
 
 from tests.support import attn
 from tfviz import plots
-from tfviz.serve import standalone
+from tfviz.plots import standalone
 
 LABELS = ["BOS", "a·1", "b·2", "c·3"]
 
@@ -388,7 +388,7 @@ def test_a_long_inputs_map_stays_one_screen_tall_with_thinned_labels():
         for axis in (fig.layout.xaxis, fig.layout.yaxis):
             assert list(axis.tickvals) == labels[::every]  # every label up to ~14 px a row
         assert len(fig.data[0].x) == T  # every cell is drawn (and hovers) all the same
-        # The canvas charts thin by zoom from every label (tfviz/serve/standalone.js), in the
+        # The canvas charts thin by zoom from every label (tfviz/plots/standalone.js), in the
         # categories' order; the figure stays one they draw (the app would fall back to plotly).
         assert fig.layout.dragmode == "zoom" and list(fig.layout.meta["labels"]) == labels
         assert standalone.unsupported(fig) == []

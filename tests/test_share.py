@@ -23,9 +23,9 @@ from tfviz import get_task, plots
 from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import NONE, switches
 from tfviz.hf import pretrained
-from tfviz.serve import export
+from tfviz.plots import export
 from tfviz.ui import help as help_texts
-from tfviz.ui import sequence, share
+from tfviz.ui import kinds, share
 from tfviz.ui.i18n import LANGUAGES, translate
 from tfviz.ui.labels import describe
 from tfviz.ui.switches import EVERY_LAYER, Switches, w_o_label
@@ -187,7 +187,7 @@ def test_good_values_survive_beside_bad_ones_and_unknown_keys_get_one_notice():
 
 
 def test_a_link_carries_as_long_a_sentence_as_a_box_takes():
-    limit = sequence.MAX_SENTENCE_CHARS
+    limit = kinds.MAX_SENTENCE_CHARS
     assert share.MAX_TEXT_CHARS == limit
     longest = "word " * (limit // 5)
     assert len(longest) == limit
@@ -414,11 +414,11 @@ def test_a_link_with_a_long_sentence_restores_it_and_the_box_says_the_limit():
     assert not at.warning or all("too_long" not in w.value for w in at.warning)
     assert at.text_input(key="sequence").value == long_sentence
     assert query(at)["sequence"] == long_sentence  # and the address keeps it
-    limit = f"{sequence.MAX_SENTENCE_CHARS:,}"
+    limit = f"{kinds.MAX_SENTENCE_CHARS:,}"
     for key in ("sequence", "sentence_b"):
         assert limit in at.text_input(key=key).help
     # One character more than a box takes: refused with a message naming the limit.
-    at.text_input(key="sequence").set_value("a" * (sequence.MAX_SENTENCE_CHARS + 1)).run()
+    at.text_input(key="sequence").set_value("a" * (kinds.MAX_SENTENCE_CHARS + 1)).run()
     errors = [e.value for e in at.error]
     assert len(errors) == 1 and limit in errors[0], errors
 
@@ -461,16 +461,20 @@ def download_page():
 
     from tfviz import get_task
     from tfviz.core.interventions import NONE, switches
+    from tfviz.ui.compute import trace_for
     from tfviz.ui.downloads import download_before_after, download_comparison
+    from tfviz.ui.kinds import kind_of
     from tfviz.ui.models import BUNDLED_DIR, ModelEntry, file_sha256, load_model
-    from tfviz.ui.view import View, trace_for
+    from tfviz.ui.view import View
 
     path = str(BUNDLED_DIR / "reverse.safetensors")
     digest = file_sha256(path, 0, 0)
     model, meta, _ = load_model(path, digest, "cpu")
     entry = ModelEntry("bundled:reverse", "reverse", "bundled", path, digest)
     iv = switches("identity")
-    view = View(entry=entry, model=model, meta=meta, task=get_task("reverse"), interventions=iv)
+    task = get_task("reverse")
+    kind = kind_of(task)
+    view = View(entry=entry, model=model, meta=meta, task=task, interventions=iv, kind=kind)
     text = view.task.examples[0]
     view = replace(
         view, text=text, trace=trace_for(view, text, iv), base=trace_for(view, text, NONE)

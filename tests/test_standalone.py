@@ -1,4 +1,4 @@
-"""The standalone web page (tfviz.serve.standalone) and its download button (tfviz.ui.standalone).
+"""The standalone web page (tfviz.plots.standalone) and its download button (tfviz.ui.standalone).
 
 The page must open with no server and no network: its drawing code inlined exactly once however
 many charts (standalone.js for the figures it draws, which are all the exported views', else
@@ -17,10 +17,10 @@ import plotly.offline
 import pytest
 
 from tests.conftest import start_app
-from tfviz import get_task, load_checkpoint, plots
+from tfviz import get_task, lessons, load_checkpoint, plots
 from tfviz.core.trace import cosine_per_token, run_trace
 from tfviz.hf import pretrained
-from tfviz.serve import lessons, standalone
+from tfviz.plots import standalone
 from tfviz.ui import heads
 from tfviz.ui.i18n import translate
 from tfviz.ui.standalone import build_page

@@ -268,3 +268,23 @@ def test_a_refusal_carries_its_code_and_values_for_other_languages(text, code, v
         shown = translate(lang, f"input.{code}", **error.values)
         for value in values.values():
             assert str(value) in shown
+
+
+def test_an_accepted_text_is_taken_again_by_its_task_only():
+    """validate returns the task's Accepted text; the same task takes it back as it is, another
+    task checks it by its own rules; pickled or copied it is a plain text again (its task
+    does not travel with it)."""
+    import copy
+    import pickle
+
+    from tfviz.core.tasks import Accepted
+
+    reverse, digits = get_task("reverse"), get_task("sum")
+    accepted = reverse.validate("abcab")
+    assert isinstance(accepted, Accepted) and accepted == "abcab"
+    assert reverse.validate(accepted) is accepted
+    with pytest.raises(ValueError):
+        digits.validate(accepted)  # letters: not a digit task's
+    for again in (pickle.loads(pickle.dumps(accepted)), copy.deepcopy(accepted)):
+        assert again == "abcab" and type(again) is str
+    assert reverse.encode(accepted) == reverse.encode("abcab")

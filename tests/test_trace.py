@@ -16,7 +16,7 @@ from tfviz.core import trace, wo
 from tfviz.core.interventions import Interventions, head_names, parse_head_name
 from tfviz.core.metrics import headline
 from tfviz.core.model import STACKED, Encoder
-from tfviz.serve.export import attention_csv
+from tfviz.plots.export import attention_csv
 from tfviz.training.evaluate import evaluate
 from tfviz.ui.text import changed_tokens, prediction_table, width
 

@@ -1,5 +1,6 @@
-"""tfviz.serve.cache.ByteCache, the server's trace cache: bounded by bytes and entries, the
-newest kept, a value made once however many threads ask; and the app keeps its traces there."""
+"""tfviz.serve.cache.ByteCache, the server's one compute cache: bounded by bytes and entries,
+the newest kept, a value made once however many threads ask; and the app keeps its traces
+there (tfviz.ui.compute)."""
 
 from __future__ import annotations
 
@@ -99,13 +100,15 @@ def test_a_maker_stopped_without_an_error_leaves_the_value_to_a_waiter():
 
 @pytest.mark.usefixtures("fresh_app")
 def test_the_app_keeps_every_sessions_traces_in_the_one_cache():
-    from tfviz.ui import view
+    from tfviz.core.trace import TraceArrays
+    from tfviz.ui import compute
 
     at = start_app()
-    cache = view.trace_cache()
-    assert len(cache) >= 1
-    traces = cache.values()
-    assert cache.nbytes == sum(trace.nbytes for trace in traces) <= view.TRACE_CACHE_BYTES
+    cache = compute.cache()
+    traces = [value for value in cache.values() if isinstance(value, TraceArrays)]
+    assert len(traces) >= 1
+    assert cache.nbytes == sum(compute.sizeof(v) for v in cache.values()) <= compute.CACHE_BYTES
+    assert all(not trace.attn.flags.writeable for trace in traces)  # shared: read-only
     # another session's identical page reads the same trace object, not a new one
     other = start_app()
-    assert len(view.trace_cache()) == len(cache) and not other.exception and not at.exception
+    assert len(compute.cache()) == len(cache) and not other.exception and not at.exception

@@ -2,7 +2,8 @@
 
 Two caches: tfviz.core.wo's SVD of a weight (rank-k W_o took one SVD per layer per forward pass,
 seconds for MiniLM's mode sweep), and the Analysis view's weights-only numbers (OV spectra,
-composition, W_o's mixing: one MeasureCache per checkpoint, shared by every session). Each is
+composition, W_o's mixing: one MeasureCache per checkpoint, shared by every session, its values
+in tfviz.ui.compute's one cache). Each is
 checked to be computed once, to equal a fresh computation, to notice a changed weight, to stay
 bounded and to be safe under many threads.
 """
@@ -203,15 +204,15 @@ def test_two_sessions_share_one_computation_of_the_weights_numbers(monkeypatch):
 @pytest.mark.usefixtures("fresh_app")
 def test_minilm_ov_numbers_shown_equal_a_fresh_computation():
     pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
+    from tfviz.ui import compute
     from tfviz.ui.models import PRETRAINED, load_pretrained
-    from tfviz.ui.views import analysis as view
 
     at = open_ov(f"pretrained:{pretrained.NAME}")
     model = load_pretrained("cpu")[0]
     fresh = analysis.ov_spectra(model)
     shown = ov_chart(at)
     assert len(shown["data"]) == 6 * 12  # one line per head of every layer
-    cache = view.weight_views_cache(PRETRAINED.digest, _model=model)  # the app's, not a new one
+    cache = compute.weight_views_cache(PRETRAINED.digest, _model=model)  # the app's, not a new one
     assert cache.known(("learned", "ov"))  # what the page drew: computed by the app, kept
     cached = cache(("learned", "ov"))
     np.testing.assert_array_equal(cached["singular_values"], fresh.singular_values)
@@ -232,7 +233,7 @@ def test_minilm_ov_numbers_shown_equal_a_fresh_computation():
 
 @pytest.mark.usefixtures("fresh_app")
 def test_the_weights_numbers_are_computed_ahead_while_another_section_is_read():
-    from tfviz.ui.views import analysis as view
+    from tfviz.ui import compute
 
     at = start_app("Analysis")  # opens on norm-based attention: no weights-only section shown
     assert not any(
@@ -240,7 +241,7 @@ def test_the_weights_numbers_are_computed_ahead_while_another_section_is_read():
     )
     model = at.session_state["model"]
     assert model == "bundled:reverse"
-    cache = view.weight_views_cache(file_digest(MODELS / "reverse.safetensors"), _model=None)
+    cache = compute.weight_views_cache(file_digest(MODELS / "reverse.safetensors"), _model=None)
     wait_until(lambda: cache.known(("learned", "ov")) and cache.known(("learned", "mixing")))
 
 

@@ -74,6 +74,18 @@ def kept_bytes() -> int:
         return sum(len(m) for m in _free)
 
 
+def release() -> int:
+    """Unmap every free map kept (an idle server hands their memory back to the system: the next
+    trace maps a new one); returns their bytes."""
+    with _lock:
+        dropped = list(_free)
+        _free.clear()
+    nbytes = sum(len(m) for m in dropped)
+    for mapped in dropped:
+        mapped.close()
+    return nbytes
+
+
 def _mappable(nbytes: int, device: torch.device) -> bool:
     # (no MAP_PRIVATE: not a POSIX system; the block is made as usual)
     cpu = torch.device(device).type == "cpu"

@@ -20,7 +20,7 @@ import math
 import threading
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -167,6 +167,15 @@ def sweep_modes(
     return ModeSweep(layer=layer, whole=whole, ranks=list(ranks), rank_values=rank_values)
 
 
+class Store(Protocol):
+    """Where a MeasureCache may keep its values instead (the app's one byte-bounded cache,
+    tfviz.ui.compute): make() is called once per key however many threads ask at once."""
+
+    def get(self, key: Hashable, make: Callable[[], Any]) -> Any: ...
+
+    def __contains__(self, key: Hashable) -> bool: ...
+
+
 class MeasureCache:
     """A measure of one model under switches, remembered for every session of the server, and
     filled ahead of need in one background thread.
@@ -178,9 +187,12 @@ class MeasureCache:
     key (the shared model is read, never changed), and key hashable.
     """
 
-    def __init__(self, measure: Callable[[Hashable], Any], max_entries: int = 512):
+    def __init__(
+        self, measure: Callable[[Hashable], Any], max_entries: int = 512, store: Store | None = None
+    ):
         self._measure = measure
         self.max_entries = max_entries
+        self.store = store  # where the values are kept, if not here (max_entries unused then)
         self._values: dict[Hashable, Any] = {}
         self._busy: dict[Hashable, threading.Event] = {}  # key -> set when its value is in
         self._pending: list[Hashable] = []  # what warm() still has to measure, in order
@@ -189,6 +201,8 @@ class MeasureCache:
 
     def __call__(self, key: Hashable) -> Any:
         """The value for key: remembered, awaited if being measured, or measured now."""
+        if self.store is not None:  # the store waits for a value being measured, too
+            return self.store.get(key, lambda: self._measure(key))
         while True:
             with self._lock:
                 if key in self._values:
@@ -211,6 +225,8 @@ class MeasureCache:
             busy.set()
 
     def known(self, key: Hashable) -> bool:
+        if self.store is not None:
+            return key in self.store
         with self._lock:
             return key in self._values
 
@@ -220,13 +236,16 @@ class MeasureCache:
         with self._lock:
             waiting = set(self._pending)
             for key in keys:
-                if key not in self._values and key not in waiting:
+                if not self._known(key) and key not in waiting:
                     self._pending.append(key)
                     waiting.add(key)
             if not self._pending or self._worker is not None:
                 return
             self._worker = threading.Thread(target=self._fill, name="tfviz-warm", daemon=True)
             self._worker.start()
+
+    def _known(self, key: Hashable) -> bool:  # under the lock
+        return key in self._values if self.store is None else key in self.store
 
     def _fill(self) -> None:
         while True:

@@ -45,6 +45,25 @@ class InputError(Refusal, ValueError):
         return values
 
 
+class Accepted(str):
+    """A text its task accepted: what a task's validate returns. The same task takes it again
+    without checking it (validate returns it as it is), so a typed text is checked once, in the
+    box it was typed in, not again by the trace and the encoding that follow."""
+
+    def __new__(cls, text: str, task: object) -> Accepted:
+        accepted = super().__new__(cls, text)
+        accepted.task = task
+        return accepted
+
+    def __reduce__(self):
+        # Pickled or copied, it comes back a plain str, checked again where it is used: its task
+        # (a tokenizer and its caches, for a pretrained model) does not travel with it.
+        return str, (str(self),)
+
+    def accepted_by(self, task: object) -> bool:
+        return self.task is task
+
+
 @dataclass(frozen=True)
 class Batch:
     """A batch of examples as tensors: ids (B, T), pad_mask (B, T) True at padding, target."""
@@ -132,8 +151,16 @@ class Task:
             )
 
     # ---- text <-> ids ------------------------------------------------------------------------
-    def validate(self, text: str) -> str:
-        """Return text if this task accepts it, else raise ValueError saying what is wrong."""
+    def validate(self, text: str) -> Accepted:
+        """Return text if this task accepts it (as Accepted: checked once), else raise
+        ValueError saying what is wrong."""
+        if isinstance(text, Accepted) and text.accepted_by(self):
+            return text
+        self.check_rules(text)
+        return Accepted(text, self)
+
+    def check_rules(self, text: str) -> None:
+        """Raise ValueError (InputError) unless text keeps this task's rules."""
         if not isinstance(text, str):
             kind = type(text).__name__
             raise InputError("not_text", type=kind)
@@ -149,7 +176,6 @@ class Task:
                 raise InputError("bad_char", char=describe_char(ch), position=i + 1, **rules)
         if len(text) < self.min_len:
             raise InputError("too_short", length=len(text), task=self.name, min_len=self.min_len)
-        return text
 
     def encode(self, text: str) -> list[int]:
         """Token ids of a typed sequence (BOS first if the task uses one)."""

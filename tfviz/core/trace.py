@@ -83,12 +83,13 @@ def run_trace(
 
     Args:
         model: a tfviz Transformer (not changed: switches are forward arguments).
-        task: the model's task; validates text (ValueError with the task's message if bad).
+        task: the model's task; validates text (ValueError with the task's message if bad),
+            unless it is the task's own Accepted text, already checked.
         interventions: the switches (or the same as keywords: w_o=..., ablate_heads=...).
     Returns:
         TraceArrays with float32 arrays of the shapes listed there.
     """
-    task.validate(text)
+    text = task.validate(text)
     iv = Interventions.of(interventions, **switches)
     ids, pad_mask = task.encode_batch([text], device=model.device)
     cfg = model.config

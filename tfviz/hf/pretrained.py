@@ -35,7 +35,7 @@ from torch import Tensor
 from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions
 from tfviz.core.model import Trace, Transformer
-from tfviz.core.tasks import InputError
+from tfviz.core.tasks import Accepted, InputError
 from tfviz.hf.errors import PretrainedError, WeightsError  # noqa: F401 (PretrainedError re-exported)
 from tfviz.hf.families import BERT, BERT_EMBEDDING_KEYS, BERT_LAYER_KEYS, family_of
 from tfviz.hf.folder import open_folder
@@ -289,16 +289,23 @@ class SentenceTask:
         # Only texts that encode are cached (a ValueError is raised again each time: cheap).
         self.pieces = functools.lru_cache(maxsize=PIECES_CACHED)(encode)
 
-    def validate(self, text: str) -> str:
-        """text if it has word-pieces to read, else ValueError saying what is wrong.
+    def validate(self, text: str) -> Accepted:
+        """text (as Accepted: checked once) if it has word-pieces to read, else ValueError
+        saying what is wrong.
 
         A text longer than the model reads is accepted: it is cut, and Pieces.notes says where.
         """
+        if isinstance(text, Accepted) and text.accepted_by(self):
+            return text
+        self.check_rules(text)
+        return Accepted(text, self)
+
+    def check_rules(self, text: str) -> None:
+        """Raise ValueError unless text is a text with word-pieces to read."""
         if not isinstance(text, str):
             kind = type(text).__name__
             raise InputError("not_text", type=kind)
         self.pieces(text)
-        return text
 
     def labels(self, text: str) -> list[str]:
         """One unique axis label per position: [CLS], the word-pieces, [SEP]."""

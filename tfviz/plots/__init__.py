@@ -17,6 +17,11 @@ One module per kind of figure, each importing only the shared ones below it:
     dissect    W_o's modes swept, its spectrum, two inputs compared, a class's guesses
     atlas      the W_o atlas's grid, a cell's curves, the mechanism's bars (imports style;
                not re-exported: tfviz.ui.atlas uses it as a module)
+The other renderers of a view, not re-exported (callers import them as modules):
+    standalone a view as one self-contained web page, and standalone.js, which draws the part of
+               plotly's figure JSON tfviz's figures use on a canvas (the page, and the app's
+               canvas charts)
+    export     the views' numbers as CSV text (the same arrays and labels the figures take)
 This module only re-exports the names callers use (`plots.attention_grid(...)`).
 """
 

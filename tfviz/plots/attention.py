@@ -397,7 +397,7 @@ def attention_map(
         coloraxis=_attention_axis(words),
         xaxis=axis,
         yaxis=dict(axis, autorange="reversed"),
-        # Zoomable in the app's canvas charts (tfviz/serve/standalone.js), which thin every
+        # Zoomable in the app's canvas charts (tfviz/plots/standalone.js), which thin every
         # token's label for the cells shown: zooming in names the tokens the whole map had no
         # room for. plotly, which draws its given ticks only, gets the thinned ones above.
         dragmode="zoom",

@@ -1,7 +1,8 @@
-"""A cache bounded by bytes and by entries, shared by threads: the server's traces (tfviz.ui.view).
+"""A cache bounded by bytes and by entries, shared by threads: the server's one compute cache
+(tfviz.ui.compute), traces and every other value a view asks for under one byte budget.
 
 One trace of a toy model is ~50 KB; one of a 30-layer decoder at 200 word-pieces ~100 MB, at
-1,024 pieces over a GB. A cache bounded by its number of entries alone (st.cache_resource's
+1,024 pieces over a GB. A cache bounded by its number of entries alone (Streamlit's caches'
 max_entries) is sized for one of these and wrong for the others: the server's 16 + 4 entries
 for sentence models' traces could hold many GB of a decoder's. This one drops its least recently
 used values once their bytes pass a budget.
@@ -12,6 +13,8 @@ used values once their bytes pass a budget.
   the others wait for it, and get its error if making it failed. A maker stopped by something
   other than an error (Streamlit stops or reruns a script by raising a ScriptControlException, a
   BaseException, in its thread) passes no error on: a waiter then makes the value itself.
+- After dropping at least TRIM_BYTES at once (or on shrink), trim() is called: memory freed in
+  large amounts stays in malloc's free lists, counted in the process's size, unless handed back.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
+
+TRIM_BYTES = 64 << 20  # dropped at once: worth a trim (a trim walks malloc's free memory)
 
 
 class _Pending:
@@ -38,8 +43,9 @@ class _Pending:
 class ByteCache(Generic[V]):
     """Values by key, least recently used dropped first beyond max_bytes or max_entries."""
 
-    def __init__(self, max_bytes: int, max_entries: int):
+    def __init__(self, max_bytes: int, max_entries: int, trim: Callable[[], object] | None = None):
         self.max_bytes, self.max_entries = max_bytes, max_entries
+        self.trim = trim  # called after a large drop, outside the lock
         self._items: OrderedDict[Hashable, tuple[V, int]] = OrderedDict()
         self._pending: dict[Hashable, _Pending] = {}
         self._bytes = 0
@@ -82,11 +88,41 @@ class ByteCache(Generic[V]):
         with self._lock:
             self._items[key] = (value, nbytes)
             self._bytes += nbytes
-            while len(self._items) > 1 and (
-                self._bytes > self.max_bytes or len(self._items) > self.max_entries
-            ):
-                _, (_, dropped) = self._items.popitem(last=False)
-                self._bytes -= dropped
+            dropped = self._drop(self.max_bytes, self.max_entries)
+        self._dropped(dropped, TRIM_BYTES)
+
+    def _drop(self, max_bytes: int, max_entries: int) -> list[tuple[V, int]]:
+        """Drops the least recently used values (under the lock) until within these bounds, the
+        newest always kept; returns them, to be released outside the lock."""
+        dropped = []
+        while len(self._items) > 1 and (self._bytes > max_bytes or len(self._items) > max_entries):
+            _, item = self._items.popitem(last=False)
+            self._bytes -= item[1]
+            dropped.append(item)
+        return dropped
+
+    def _dropped(self, dropped: list[tuple[V, int]], trim_from: int) -> None:
+        nbytes = sum(n for _, n in dropped)
+        dropped.clear()  # the values' last references here: freed now, before the trim
+        if self.trim is not None and nbytes >= trim_from and nbytes:
+            self.trim()
+
+    def shrink(self, max_bytes: int) -> int:
+        """Drops the least recently used values until at most max_bytes are kept (the newest
+        stays), then trims; returns the bytes dropped."""
+        with self._lock:
+            dropped = self._drop(max_bytes, self.max_entries)
+        nbytes = sum(n for _, n in dropped)
+        self._dropped(dropped, 1)
+        return nbytes
+
+    def clear(self) -> None:
+        """Drops every value kept (those being made are kept when done)."""
+        with self._lock:
+            dropped = list(self._items.values())
+            self._items.clear()
+            self._bytes = 0
+        self._dropped(dropped, 1)
 
     @property
     def nbytes(self) -> int:
@@ -103,6 +139,11 @@ class ByteCache(Generic[V]):
         """The values kept, least recently used first (reading them uses none)."""
         with self._lock:
             return [value for value, _ in self._items.values()]
+
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether key's value is kept (asking uses none)."""
+        with self._lock:
+            return key in self._items
 
     def waiting(self, key: Hashable) -> int:
         """How many callers wait right now for key's value while another makes it (0 if none

@@ -10,7 +10,7 @@ is refused (QueueFull, with its numbers), whatever its kind.
 
 The manager knows nothing of what a job does. A job carries a `work` object (see `Work`); the
 kinds are in tfviz.serve.work (training a model, retraining W_o alone, rerunning the experiment,
-training a language model, sweeping an atlas cell in a process of its own) and tfviz.serve.lessons
+training a language model, sweeping an atlas cell in a process of its own) and tfviz.lessons.recipe
 (a lesson's recipe): there is no other queue and no other cap. Every kind reports into the same
 state shape (status, message, steps done of total, the loss curve, the result), so one progress
 view fits all (the app's job panel, tfviz.ui.jobs.job_panel). A message is a

@@ -2,8 +2,9 @@
 about them worded here from tfviz.experiments.atlas_stats' values (never written for a particular
 result).
 
-Used by the "Does W_o matter?" view and by lesson step 4; a module below the views, so neither
-view imports the other.
+Used by the "Does W_o matter?" view and by lesson step 4 (which words its own answer from these
+values: tfviz.ui.views.lessons.experiment); a module below the views, so neither view imports the
+other.
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from tfviz.core import modes
 from tfviz.core.metrics import compact
 from tfviz.experiments import atlas, atlas_stats, atlas_store
 from tfviz.experiments.atlas_cells import LANGUAGE_ARMS
 from tfviz.experiments.atlas_store import BUNDLED, read_rows
 from tfviz.plots import atlas as atlas_plots  # tfviz.experiments.atlas is the sweep's own module
 from tfviz.serve import jobs, work
-from tfviz.ui import i18n, state
+from tfviz.ui import compute, i18n, state
 from tfviz.ui.i18n import current, t
 from tfviz.ui.jobs import POLL_SECONDS, JobWords, job_manager, job_panel, session_alive_check
 from tfviz.ui.labels import task_label, task_short
@@ -32,19 +32,10 @@ from tfviz.ui.widgets import chart
 
 APP_BUDGET: int | None = None  # steps per run of a sweep; None: the recipe's (as bundled)
 MAX_SEEDS = work.SWEEP_MAX_SEEDS
-# Lesson 4's chart: the final loss first, where the one-layer cells differ (atlas_stats.MEASURES).
-LESSON_MEASURES = ("final_loss", "metric", "steps")
 
 # Both atlases' arms: the toy atlas's (atlas.ARMS) and the language atlas's (LANGUAGE_ARMS).
 ARM_LABELS = {arm: f"atlas.arm.{arm}" for arm in (*atlas.ARMS, *LANGUAGE_ARMS)}
 MARKS = {"helps": "✓", "hurts": "✗", "unclear": "≈", "not_trained": "–", "missing": ""}
-
-
-@st.cache_data(show_spinner=False, max_entries=4)
-def cached_atlas(path: str, stamp: tuple) -> tuple[dict, dict]:
-    """The rows and their analysis; stamp (mtime, size) makes a rewritten file read again."""
-    rows = read_rows(path)
-    return rows, atlas_stats.analyse(rows)
 
 
 def load(path=BUNDLED) -> tuple[dict, dict]:
@@ -52,7 +43,7 @@ def load(path=BUNDLED) -> tuple[dict, dict]:
         st_ = path.stat()
     except OSError:
         return {}, {}
-    return cached_atlas(str(path), (st_.st_mtime_ns, st_.st_size))
+    return compute.cached_atlas(str(path), (st_.st_mtime_ns, st_.st_size))
 
 
 def load_longer(results: dict, path=None) -> dict:
@@ -442,95 +433,3 @@ def sweep_rows(snap: jobs.JobState, arm: str, key: str, rows: dict | None = None
         key=f"{key}_curves",
     )
     st.markdown(verdict_text(res, arm, 1))
-
-
-def lesson(key: str = "lesson_atlas") -> str | None:
-    """Lesson step 4's part: the atlas's answer and the mechanism's chart, every number counted
-    from the bundled rows. Returns the answer to the step's question (None without an atlas)."""
-    rows, results = load()
-    if not results:
-        st.info(t("atlas.empty"))
-        return None
-    st.markdown(t("lessons.s4.atlas_intro", runs=f"{len(rows):,}", cells=len(results)))
-    against_none = summary(results, "identity")  # the articles' question: W_o or none
-    st.markdown(against_none)
-    cells = [
-        k
-        for k, r in results.items()
-        if r.cell.n_layers == 1 and not r.cell.ffn and atlas.MECHANISM_ARM in r.arms
-    ]
-    if cells:
-        arms = (*modes.CONDITIONS, atlas.MECHANISM_ARM)
-        lang = current()
-        measure = st.radio(
-            t("lessons.s4.measure"),
-            LESSON_MEASURES,
-            format_func=lambda q: t(f"atlas.measure.{q}", lang=lang),
-            key=f"{key}_measure",
-            horizontal=True,
-        )
-        means = atlas_stats.arm_means(rows, cells, arms, measure)
-        untrained = [task_label(results[c].cell.task) for c in cells if not results[c].trained]
-        chart(
-            atlas_plots.arm_bars(
-                [
-                    task_label(results[c].cell.task) + ("" if results[c].trained else "*")
-                    for c in cells
-                ],
-                arms,
-                means.mean,
-                means.half_width,
-                {a: t(ARM_LABELS[a]) for a in arms},
-                title=t("lessons.s4.mechanism_title"),
-                y_title=t(f"atlas.measure.{measure}"),
-            ),
-            key=f"{key}_mechanism",
-        )
-        st.caption(
-            t("lessons.s4.mechanism_caption", untrained=t("atlas.list_sep").join(untrained) or "-")
-        )
-    st.markdown(mechanism_summary(results))
-    if (hint := mechanism_hint_text(results)) is not None:
-        st.markdown(hint)
-    without, with_ffn = (
-        atlas_stats.verdict_counts(results, "identity", ffn=ffn) for ffn in (False, True)
-    )
-
-    def trained(c: dict) -> int:
-        return sum(c.values()) - c["not_trained"]
-
-    counts = t(
-        "lessons.s4.answer_atlas",
-        noffn_helps=without["helps"],
-        noffn_trained=trained(without),
-        ffn_helps=with_ffn["helps"],
-        ffn_trained=trained(with_ffn),
-        hurts=without["hurts"] + with_ffn["hurts"],
-    )
-    helped = without["helps"] + with_ffn["helps"]
-    verdict = t("lessons.s4.answer_some" if helped else "lessons.s4.answer_none")
-    return " ".join(part for part in (counts, largest_text(results), verdict, why(helped)) if part)
-
-
-def largest_text(results: dict) -> str:
-    """The largest measured difference the answer rests on, with its interval, as the atlas
-    report gives it (learned W_o minus none, steps to the target, trained cells only)."""
-    c = atlas_stats.largest_difference(results, "identity")
-    if c is None:
-        return ""
-    return t(
-        "lessons.s4.answer_largest",
-        cell=cell_name(results[c.cell].cell, varied_fields([r.cell for r in results.values()])),
-        diff=f"{c.difference:+.0f}",
-        low=f"{c.interval.low:+.0f}",
-        high=f"{c.interval.high:+.0f}",
-        p="-" if c.p_holm is None else f"{c.p_holm:.2g}",
-        seeds=len(c.learned),
-        verdict=t(f"lessons.s4.largest.{c.verdict}"),
-    )
-
-
-def why(helped: int) -> str:
-    """Why W_o matters where the atlas says it does, and why not elsewhere: the mechanism's
-    reading where it helped, the other maps that can mix heads where it did not."""
-    return t("lessons.s4.answer_why_helps" if helped else "lessons.s4.answer_why")

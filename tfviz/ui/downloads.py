@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from tfviz.serve.export import before_after_csv, comparison_csv
+from tfviz.plots.export import before_after_csv, comparison_csv
 from tfviz.ui.i18n import t
 from tfviz.ui.view import View
 
@@ -30,7 +30,7 @@ def csv_download(label: str, build: Callable[[], str], name: str, key: str) -> N
 
 def download_before_after(view: View, key: str = "download_before_after") -> None:
     """The "Before/after W_o" view's numbers as CSV: concat and attn_out of every layer, token
-    and dimension (tfviz.serve.export.before_after_csv)."""
+    and dimension (tfviz.plots.export.before_after_csv)."""
     tr = view.trace
     csv_download(
         t("common.download.before_after"),
@@ -42,7 +42,7 @@ def download_before_after(view: View, key: str = "download_before_after") -> Non
 
 def download_comparison(view: View, key: str = "download_comparison") -> None:
     """The "W_o off" view's numbers as CSV: the residual stream after every layer, learned
-    beside switched (tfviz.serve.export.comparison_csv)."""
+    beside switched (tfviz.plots.export.comparison_csv)."""
     base, switched = view.base, view.trace
     csv_download(
         t("common.download.comparison"),

@@ -25,8 +25,15 @@ from tfviz.hf import pretrained
 from tfviz.refusal import Refusal
 from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui.i18n import t, why
+from tfviz.ui.kinds import kind_of
 from tfviz.ui.labels import layout_word, size_text
-from tfviz.ui.models import BUNDLED_DIR, ModelEntry, user_models_dir
+from tfviz.ui.models import (
+    BUNDLED_DIR,
+    ModelEntry,
+    shared_folder_model,
+    shared_listing,
+    user_models_dir,
+)
 from tfviz.ui.text import md_escape
 
 SOURCE = "folder"  # ModelEntry.source of a model from the server's folder
@@ -100,11 +107,11 @@ def signature(root: Path) -> tuple:
     )
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
 def listed(root: str, signature: tuple) -> list[hf.FolderInfo | hf.Refused]:
     """hf.list_folder of the server's folder, read again only when its signature changes.
-    Shared by every session; FolderInfo and Refused are frozen."""
-    return hf.list_folder(root)
+    Shared by every session (tfviz.ui.models.shared_listing); FolderInfo and Refused are
+    frozen."""
+    return shared_listing((root, signature), lambda: hf.list_folder(root))
 
 
 def folder_entries(problems: list[str]) -> list[ModelEntry]:
@@ -200,11 +207,16 @@ class Unreadable(Refusal):
     PREFIX = "folder."
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
 def load_folder(path: str, digest: str, device: str):
     """(model, meta, task) of a server folder's model, or (None, why, None): why is the refusal
     (each session words it in its own language: tfviz.ui.i18n.why) or the words of an OSError.
-    Loaded once per process and shared by every session: never mutate it."""
+    Loaded once per process and shared by every session (tfviz.ui.models.shared_folder_model):
+    never mutate it."""
+    return shared_folder_model((path, digest, device), lambda: open_folder(path, device))
+
+
+def open_folder(path: str, device: str):
+    """load_folder's value, loaded now."""
     try:
         loaded = hf.open_folder(path, device=device)
     except hf.PretrainedError as e:
@@ -235,8 +247,7 @@ def folder_info(meta: CheckpointMeta, task: pretrained.SentenceTask, device: str
     """What the sidebar says about such a model: what it does, its family, licence, sizes, its
     word-piece limit and the device."""
     c, record = meta.config, meta.record
-    masked = record.get("masked_lm")
-    what = "next" if c.causal else "masked" if masked else "sentence"
+    what = kind_of(task).folder_what  # what such a model does, in the catalogue's keys
     st.markdown(t("sidebar.task", name=md_escape(t(f"folder.task_{what}"))))
     ours = record.get("model_type") == hf.decoders.TFVIZ_MODEL_TYPE  # a character model
     st.caption(md_escape(t("folder.kind_char" if ours else f"folder.kind_{what}")))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import streamlit as st
 
 from tfviz import plots
-from tfviz.serve.standalone import GRID_COLUMNS
+from tfviz.plots.standalone import GRID_COLUMNS
 from tfviz.ui import state
 from tfviz.ui.i18n import current, t
 from tfviz.ui.widgets import canvas_charts, plot_words
@@ -113,9 +113,9 @@ def weight_scale(key: str, default: str = plots.FIXED) -> str:
 
 
 def default_scale(view) -> str:
-    """The colour scale a model's attention opens with: log for a decoder, whose first token
-    takes most of every row (an attention sink), 0..1 for every other."""
-    return plots.LOG if view.is_decoder else plots.FIXED
+    """The colour scale a model's attention opens with, its kind's: log for a decoder, whose
+    first token takes most of every row (an attention sink), 0..1 for every other."""
+    return view.kind.heat_scale
 
 
 def weight_scale_caption(scale: str, values) -> None:

@@ -36,7 +36,8 @@ def current() -> str:
     lang = state.LANG.get()
     if lang in LANGUAGES:
         return lang
-    asked = st.query_params.get(KEY)
+    # The address as tfviz.ui.router read it: the URL is read once a run, there.
+    asked = (state.ADDRESS.get() or {}).get(KEY, [DEFAULT])[0]
     return asked if asked in LANGUAGES else DEFAULT
 
 

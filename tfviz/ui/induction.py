@@ -18,6 +18,7 @@ from tfviz import plots
 from tfviz.analysis import induction
 from tfviz.core import modes
 from tfviz.core.interventions import NONE, Interventions, head_name
+from tfviz.ui import compute
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import describe
 from tfviz.ui.text import md_escape
@@ -47,22 +48,6 @@ def probe_ids(view: View) -> torch.Tensor:
     return induction.probe(probe_token_ids(view), view.model.config.max_len, n)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_scores(digest: str, iv: Interventions, _model, _ids) -> induction.InductionScores:
-    """The model's scores on the probe under switches iv (per digest: the probe is fixed)."""
-    return induction.measure_induction(_model, _ids, iv)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_pattern(
-    digest: str, iv: Interventions, layer: int, head: int, _model, _ids
-) -> np.ndarray:
-    """One head's (T, T) attention on the probe's first sequence, switched by iv."""
-    with torch.no_grad():
-        out = _model(_ids[:1].to(_model.device), None, iv, trace=True)
-    return out.trace.layers[layer].attn[0, head].float().cpu().numpy()
-
-
 def switch_set(view: View) -> list[Interventions]:
     """The switches the section sets beside the learned model: W_o off in each layer and in
     all, block-diagonal, rank 1, and the sidebar's own switch when it is none of these."""
@@ -74,12 +59,12 @@ def switch_set(view: View) -> list[Interventions]:
 
 
 def scores_for(view: View, iv: Interventions) -> induction.InductionScores:
-    return cached_scores(view.entry.digest, iv, _model=view.model, _ids=probe_ids(view))
+    return compute.cached_induction(view.entry.digest, iv, _model=view.model, _ids=probe_ids(view))
 
 
 def induction_section(view: View) -> None:
     """Analysis: the heads ranked, the switches compared, one head's stripe, the losses."""
-    if not view.is_decoder:
+    if not view.kind.next_tokens:
         st.info(md_escape(t("induction.decoders_only", name=view.entry.name)))
         return
     learned = scores_for(view, NONE)
@@ -173,7 +158,9 @@ def pattern_pair(view: View, picked: tuple[int, int]) -> None:
         shown[describe(view.interventions)] = view.interventions
     cols = st.columns(len(shown))
     for n, (col, (name, iv)) in enumerate(zip(cols, shown.items(), strict=True)):
-        weights = cached_pattern(view.entry.digest, iv, layer, head, _model=view.model, _ids=ids)
+        weights = compute.cached_pattern(
+            view.entry.digest, iv, layer, head, _model=view.model, _ids=ids
+        )
         T = weights.shape[-1]
         weights = np.where(np.triu(np.ones((T, T), dtype=bool), 1), np.nan, weights)
         with col:

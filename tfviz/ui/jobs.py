@@ -24,7 +24,7 @@ from streamlit.runtime.scriptrunner import get_script_run_ctx
 from tfviz import settings
 from tfviz.messages import Message
 from tfviz.serve import jobs
-from tfviz.ui import share, state
+from tfviz.ui import compute, share, state
 from tfviz.ui.i18n import current, t
 from tfviz.ui.models import user_models_dir
 from tfviz.ui.shutdown import drain_on_sigterm
@@ -34,13 +34,17 @@ RECONNECT_GRACE_OPTION = "server.disconnectedSessionTTL"  # how long a dropped s
 POLL_SECONDS = 0.5  # how often a running job's panel is redrawn
 
 
-@st.cache_resource(show_spinner=False)
 def job_manager() -> jobs.JobManager:
-    """One manager for the process, so the cap on concurrent training jobs holds for everyone.
+    """One manager for the process (tfviz.ui.compute.once), so the cap on concurrent training
+    jobs holds for everyone.
 
     Experiment reruns (tfviz.ui.views.does_w_o_matter) and W_o retrainings take their slots from it
     too. From now on SIGTERM lets its running jobs finish first (tfviz.ui.shutdown).
     """
+    return compute.once("job_manager", new_manager)
+
+
+def new_manager() -> jobs.JobManager:
     manager = jobs.JobManager()
     drain_on_sigterm(manager, settings.drain_seconds())
     return manager

@@ -1,11 +1,12 @@
 """The language atlas in the page: does W_o matter on real text? Its grid (architectures down, the
 arms compared with the learned W_o across), a sentence per arm, the runs' induction scores, a
-cell's validation curves and numbers, and lesson step 4's paragraph on it. Every sentence is
-worded here from tfviz.experiments.atlas_stats' values of the rows in
-models/atlas/language.jsonl (never written for a particular result).
+cell's validation curves and numbers. Every sentence is worded here from
+tfviz.experiments.atlas_stats' values of the rows in models/atlas/language.jsonl (never written
+for a particular result).
 
-Used by the "Does W_o matter?" view, beside the toy atlas (tfviz.ui.atlas), and by lesson step 4;
-a module below the views, so neither view imports the other.
+Used by the "Does W_o matter?" view, beside the toy atlas (tfviz.ui.atlas), and by lesson step 4
+(its paragraph on real text: tfviz.ui.views.lessons.experiment); a module below the views, so
+neither view imports the other.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import streamlit as st
 
 from tfviz.core import modes
 from tfviz.experiments import atlas_stats, atlas_store, language_report
-from tfviz.experiments.atlas_cells import LANGUAGE_ARMS, LANGUAGE_FORMAT
+from tfviz.experiments.atlas_cells import LANGUAGE_ARMS
 from tfviz.plots import atlas as atlas_plots
+from tfviz.ui import compute
 from tfviz.ui.atlas import (
     ARM_LABELS,
     MARKS,
@@ -33,14 +35,6 @@ MEASURES = atlas_stats.LANGUAGE_MEASURES
 COLUMN_WIDTH = 14  # columns of an arm's label in the grid's column heads (read on phones)
 
 
-@st.cache_data(show_spinner=False, max_entries=4)
-def cached_language(path: str, stamp: tuple) -> tuple[dict, dict]:
-    """The rows and their analysis; stamp (mtime, size) makes a file that grew read again (a
-    sweep appends to it as it goes)."""
-    rows = atlas_store.read_rows(path, LANGUAGE_FORMAT)
-    return rows, atlas_stats.analyse_language(rows)
-
-
 def load() -> tuple[dict, dict]:
     """The language atlas's rows and results, from atlas_store.LANGUAGE as it is now; ({}, {})
     without a file."""
@@ -49,7 +43,7 @@ def load() -> tuple[dict, dict]:
         st_ = path.stat()
     except OSError:
         return {}, {}
-    return cached_language(str(path), (st_.st_mtime_ns, st_.st_size))
+    return compute.cached_language(str(path), (st_.st_mtime_ns, st_.st_size))
 
 
 def number(x: float) -> str:
@@ -267,52 +261,3 @@ def render_language_atlas(key: str = "latlas") -> None:
     st.markdown("\n".join(lines))
     st.markdown(induction_text(rows))
     cell_detail(rows, results, key=f"{key}_cell")
-
-
-def lesson_text() -> str | None:
-    """Lesson step 4's paragraph on real text: the learned W_o against none on the final
-    validation loss (counts with Holm's m, the largest difference with its interval), and against
-    the gated W_o; None without rows."""
-    rows, results = load()
-    if not results:
-        return None
-    head = atlas_stats.LANGUAGE_HEADLINE
-    values = recipe_values(rows, results)
-    cells = [r.cell for r in results.values()]
-    none, gated = (language_report.counts(results, arm, head) for arm in ("identity", "gated"))
-    parts = [
-        t(
-            "lessons.s4.language",
-            runs=values["runs"],
-            cells=values["cells"],
-            steps=values["steps"],
-            helps=none["helps"],
-            hurts=none["hurts"],
-            unclear=none["unclear"],
-            m=atlas_stats.family_size(results, "identity", head),
-        )
-    ]
-    c = atlas_stats.largest_difference(results, "identity", head)
-    if c is not None:
-        parts.append(
-            t(
-                "lessons.s4.language_largest",
-                cell=arch_label(results[c.cell].cell, varied_fields(cells)),
-                diff=signed(c.difference),
-                low=signed(c.interval.low),
-                high=signed(c.interval.high),
-                p="-" if c.p_holm is None else f"{c.p_holm:.2g}",
-                seeds=len(c.learned),
-            )
-        )
-    if sum(gated.values()):
-        parts.append(
-            t(
-                "lessons.s4.language_gated",
-                helps=gated["helps"],
-                hurts=gated["hurts"],
-                unclear=gated["unclear"],
-                m=atlas_stats.family_size(results, "gated", head),
-            )
-        )
-    return " ".join(parts)

@@ -14,9 +14,9 @@ import re
 import streamlit as st
 
 from tfviz import hf
-from tfviz.core.interventions import NONE, Interventions
+from tfviz.core.interventions import NONE
 from tfviz.core.tasks import InputError
-from tfviz.ui import state
+from tfviz.ui import compute, state
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import describe
 from tfviz.ui.text import md_escape
@@ -24,15 +24,6 @@ from tfviz.ui.view import View
 
 TOP_K = hf.mlm.TOP_K  # 5 guesses a column
 _LAST_WORD = re.compile(r"\w+(?=\W*$)")  # the last word of a sentence, before its punctuation
-
-
-@st.cache_data(show_spinner=False, max_entries=256)
-def cached_answer(
-    digest: str, text: str, iv: Interventions, mask: str, _model, _head, _tokenizer
-) -> hf.MaskAnswer:
-    """hf.fill_mask keyed by model digest, text, switches and marker (the model, head and
-    tokenizer are not hashed: the digest stands for them)."""
-    return hf.fill_mask(_model, _head, _tokenizer, text, iv, mask=mask, k=TOP_K)
 
 
 def mask_last_word(text: str, mask: str) -> str:
@@ -69,10 +60,10 @@ def guesses_text(guesses) -> str:
 
 def show(view: View) -> None:
     """The fill-in-the-mask answers for sentence A, or how to ask for them."""
-    task = view.task
-    mask = getattr(task, "mask", None)
-    if mask is None or getattr(task, "head", None) is None or view.text is None:
-        return  # a sentence model without a head, or sentence A refused (its box says why)
+    task = view.task  # a masked LM's (tfviz.ui.kinds.MaskedKind): it has a head and a marker
+    mask = task.mask
+    if mask is None or view.text is None:
+        return  # a head without a marker to type, or sentence A refused (its box says why)
     text = view.text
     with st.container(key="fill_mask"):  # a stable hook for browser tests
         st.markdown(f"**{md_escape(t('masked.title'))}**")
@@ -89,7 +80,7 @@ def show(view: View) -> None:
             return
         iv = view.interventions
         try:
-            answer = cached_answer(
+            answer = compute.cached_answer(
                 view.entry.digest, text, iv if not iv.is_default else NONE, mask,
                 _model=view.model, _head=task.head, _tokenizer=task.tokenizer,
             )  # fmt: skip

@@ -19,7 +19,9 @@ import streamlit as st
 from tfviz import CheckpointError, get_task, load_checkpoint, settings
 from tfviz.hf import pretrained
 from tfviz.refusal import cause
+from tfviz.serve import heap, jobs
 from tfviz.training.checkpoint import CheckpointMeta, file_digest
+from tfviz.training.train import resolve_device
 from tfviz.ui.i18n import t, why
 from tfviz.ui.text import md_escape
 
@@ -64,6 +66,38 @@ class ModelEntry:
 def file_sha256(path: str, mtime_ns: int, size: int) -> str:
     """Digest of a file, recomputed only when its modification time or size changes."""
     return file_digest(path)
+
+
+# The model folders' listings and loaded models (tfviz.ui.folders), made by their module and kept
+# here, where every loaded model is: each is one object shared by every session.
+@st.cache_resource(show_spinner=False, max_entries=8)
+def shared_listing(key: tuple, _make):
+    """_make()'s listing of a folder of model folders, once per key (root, its signature)."""
+    return _make()
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def shared_folder_model(key: tuple, _make):
+    """_make()'s (model, meta, task) of a model folder, once per key (path, digest, device)."""
+    return _make()
+
+
+@st.cache_resource(show_spinner=False)
+def setup_process() -> str:
+    """Once per process: torch threads, and the device every model is loaded onto."""
+    # torch's thread count is process-wide, so it is set here once, not in the training thread.
+    # These models are tiny and run fastest on one thread; then each training job and each page
+    # request takes about one core, which is what the jobs-per-core cap assumes.
+    jobs.limit_torch_threads(1)
+    device = str(resolve_device("auto"))
+    # Streamlit runs a full gc.collect() after every script run; with torch and plotly imported
+    # that walk was a large share of each keystroke (measured: bench/README.md). Freezing what
+    # exists now (the libraries, never garbage) leaves only each run's own objects for it to scan.
+    # No collect first: it would delay the first page, the imports leave no cyclic garbage to speak
+    # of, and Streamlit's own collect after this run clears what the run leaves. Later imports
+    # are frozen at the end of the run that made them (app.py's main_area).
+    heap.freeze_new_imports()
+    return device
 
 
 @st.cache_resource(show_spinner=False, max_entries=256)

@@ -9,8 +9,8 @@ same model, sequence, W_o switch, zeroed heads, tab, lesson step and language. T
     w_o_mode    learned | identity | zero | block_diagonal | rank:K
     w_o_scope   the one layer the W_o switch acts in (absent: every layer)
     ablate      heads zeroed before W_o, comma-separated: L0H1,L1H0
-    view        the open tab, by its id (app.py's view_id: attention, w_o, lessons...): the same
-                link works in every language, whose tab labels differ
+    view        the open tab, by its id (tfviz.ui.router.VIEWS: attention, w_o, lessons...):
+                the same link works in every language, whose tab labels differ
     step        the lesson step (with view=lessons)
     lang        en | zh (the language's own name, English | 中文, is taken too)
     training    the name of the model this session is training, while it trains: a browser
@@ -22,11 +22,12 @@ one Notice per value refused (unknown, malformed, too long, given twice, out of 
 model) and one naming the keys a link cannot set. Nothing a link says can raise: a refused value
 falls back to its default, a key a link cannot set is dropped from the address, and the page
 says which and why, quoting the link inertly (the caller's escape, tfviz.ui.text.md_escape).
-read_link, restore_model, restore_for_model and sync are the Streamlit glue:
-on a session's first run the validated values are put into session_state before the widgets
-that own them are created (the model's once the picker's list is known, the switches and
-sequences once the model is); on every run the query string is rewritten from what is on
-screen (query_of), so the address bar always holds the current view.
+read_link, restore_model and restore_for_model are the Streamlit glue: on a session's first run
+the validated values are put into session_state before the widgets that own them are created
+(the model's once the picker's list is known, the switches and sequences once the model is). On
+every run the query string is rewritten from what is on screen (query_of, written by
+tfviz.ui.router, the one module that reads and writes the address), so the address bar always
+holds the current view.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions
 from tfviz.ui import state, switches
 from tfviz.ui.i18n import DEFAULT, LANGUAGES, t, why
-from tfviz.ui.sequence import MAX_SENTENCE_CHARS
+from tfviz.ui.kinds import MAX_SENTENCE_CHARS
 
 # The query string's names; those a widget also holds are its session key (tfviz.ui.state).
 MODEL, SEQUENCE, SENTENCE_B = state.MODEL.name, state.SEQUENCE.name, state.SENTENCE_B.name
@@ -53,7 +54,7 @@ TRAINING = "training"
 KEYS = (MODEL, SEQUENCE, SENTENCE_B, W_O, SCOPE, ABLATE, VIEW, STEP, LANG, TRAINING)
 
 # Longest sequence or sentence taken from a link: what a sentence box takes, so that every view
-# on screen can be linked (tfviz.ui.sequence says why it is the size it is).
+# on screen can be linked (tfviz.ui.kinds says why it is the size it is).
 MAX_TEXT_CHARS = MAX_SENTENCE_CHARS
 MAX_ABLATE_CHARS = 2000  # head names, L0H1,L1H3,...: all 72 of MiniLM's take 371 characters
 MAX_NAME_CHARS = 100
@@ -158,7 +159,7 @@ def parse_query(
 
     Args:
         query: key -> value, or key -> every value given for it (a key repeated in the link).
-        views: the tab ids (app.py view_id); steps: the lesson steps.
+        views: the tab ids (tfviz.ui.router.VIEWS); steps: the lesson steps.
     Returns:
         Shared, with a Notice for every refused value, and one naming the keys a link cannot
         set (not in KEYS: a typo, a made-up switch like heads=, a chat tool's tracking tag), so
@@ -274,7 +275,8 @@ def query_of(
     lang: str = DEFAULT,
     training: str | None = None,
 ) -> dict[str, str]:
-    """The query string's values for what is on screen (written by sync; read by parse_query).
+    """The query string's values for what is on screen (written by tfviz.ui.router.write_address;
+    read by parse_query).
 
     Defaults are left out (learned W_o in every layer, no head zeroed); the model, the sequence
     and the tab never are: a model's first example and the first tab may change, a link should
@@ -317,20 +319,18 @@ def notice_text(notice: Notice, lang: str | None = None) -> str:
 # ---- Streamlit glue: restore on a session's first run, then keep the address in step ---------
 
 
-def read_link(views: Mapping[str, str]) -> None:
+def read_link(query: Mapping[str, Sequence[str]], views: Mapping[str, str]) -> None:
     """A session's first run: read the link; set its language, tab and lesson step.
 
-    views: tab id -> its label in the current language. The model waits for the picker's
-    list (restore_model), the rest for the model itself (restore_for_model).
+    query: the address's query as tfviz.ui.router read it (key -> its values); views: tab id ->
+    its label in the current language. The model waits for the picker's list (restore_model),
+    the rest for the model itself (restore_for_model). What a link cannot set leaves the address
+    with the run's write (query_of names only KEYS).
     """
     if state.LINK_READ.is_set():
         return
     state.LINK_READ.set(True)
-    query = {key: st.query_params.get_all(key) for key in st.query_params}
     shared = parse_query(query, views=list(views), steps=state.LESSON_STEPS)
-    for key in query:  # what a link cannot set leaves the address, as a refused value does
-        if key not in KEYS:
-            del st.query_params[key]
     # Set before the widgets that own these keys are created, as Streamlit requires.
     if shared.view is not None:
         state.VIEW.set(views[shared.view])
@@ -395,20 +395,6 @@ def show_notices(escape: Callable[[str], str]) -> None:
     for notice in notices:
         st.warning(escape(notice_text(notice)))
     st.button(t("share.dismiss"), key="share_dismiss", on_click=dismiss_notices)
-
-
-def sync(query: Mapping[str, str]) -> None:
-    """Rewrite the address's query string to query (query_of's values): keys of ours that are
-    not in it are removed. Only changed keys are written, so an unchanged view sends the browser
-    nothing."""
-    for key in KEYS:
-        want = query.get(key)
-        have = st.query_params.get_all(key)
-        if want is None:
-            if have:
-                del st.query_params[key]
-        elif have != [want]:
-            st.query_params[key] = want
 
 
 def link_box(query: Mapping[str, str]) -> None:

@@ -18,6 +18,7 @@ from tfviz.training.checkpoint import CheckpointMeta
 from tfviz.ui import folders, share, state, switches
 from tfviz.ui.i18n import catalogue, current, t, why
 from tfviz.ui.jobs import trained_here
+from tfviz.ui.kinds import kind_of
 from tfviz.ui.labels import layout_word, metric_name, size_text, task_label
 from tfviz.ui.models import (
     BUNDLED_DIR,
@@ -119,14 +120,14 @@ def on_model_change(entry: ModelEntry, task: Task) -> None:
     if shown is None or shown == entry.key:
         return
     state.SEQUENCE.set(task.examples[0])
-    if task.kind == "sentence":
+    if kind_of(task).pretrained:  # a text model's examples: sentence A, then B
         state.SENTENCE_B.set(task.examples[1])
     forget_per_model()
 
 
 def model_info(meta: CheckpointMeta, task: Task, device: str) -> None:
     """The task, its alphabet and lengths, the saved metric, the sizes and the device."""
-    if task.kind == "sentence":
+    if kind_of(task).pretrained:
         pretrained_info(meta, task, device)
         return
     c, record = meta.config, meta.record
@@ -222,4 +223,5 @@ def chart_format_picker() -> None:
 
 def restore_link(meta: CheckpointMeta, task: Task) -> None:
     """A shared link's switches and sequence(s), checked against the model (first run only)."""
-    share.restore_for_model(meta.config, validate=task.validate, sentences=task.kind == "sentence")
+    sentences = kind_of(task).pretrained  # a text model's link may carry sentence B
+    share.restore_for_model(meta.config, validate=task.validate, sentences=sentences)

@@ -1,5 +1,5 @@
 """The "Download this view as a web page" button: the view's charts as one self-contained HTML file
-(tfviz.serve.standalone), for a class that opens a prepared view from a USB stick or a file host.
+(tfviz.plots.standalone), for a class that opens a prepared view from a USB stick or a file host.
 
 The page is built on click only: st.download_button takes a callable as its data, so a rerun (a
 keystroke in the sequence box) costs nothing here (a page is ~0.1 MB: the charts' data). Whatever
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import streamlit as st
 
 from tfviz.core.interventions import head_name
-from tfviz.serve import standalone
+from tfviz.plots import standalone
 from tfviz.ui.i18n import current, t
 from tfviz.ui.labels import describe
 from tfviz.ui.view import View

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import streamlit as st
 
 if TYPE_CHECKING:  # types only: this module imports nothing of the app at run time
+    from tfviz.lessons import RecipeResult
     from tfviz.serve.jobs import Job
-    from tfviz.serve.lessons import RecipeResult
 
 T = TypeVar("T")
 
@@ -60,6 +60,9 @@ class Key(Generic[T]):
 BROWSER_WARMED: Key[bool] = Key("_browser_warmed")
 # The open tab's label (the tabs' widget): links and the language switch set it before the tabs.
 VIEW: Key[str] = Key("view")
+# The address's query as last read from the browser or written to it (tfviz.ui.router): key ->
+# its values.
+ADDRESS: Key[dict] = Key("_address")
 # The model picker's value, a ModelEntry key such as "bundled:reverse".
 MODEL: Key[str] = Key("model")
 # The model shown on the last run: a change puts the new task's first example in the box.

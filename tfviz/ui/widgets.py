@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from tfviz import plots
-from tfviz.serve import standalone
+from tfviz.plots import standalone
 from tfviz.ui import state
 from tfviz.ui.downloads import FILE_NAME_UNSAFE
 from tfviz.ui.help import HELP
@@ -66,7 +66,7 @@ def chart(figure, key: str) -> None:
 # plotly.js took several times as long to redraw them as three charts as one plain heatmap of the
 # same cells (bench/ui_latency.py --floor), and a keystroke cost more than the floor page's. They
 # are drawn instead by tfviz's standalone.js, the exported web page's drawing
-# (tfviz/serve/standalone.py), from the same plotly figures, all in one element: its script
+# (tfviz/plots/standalone.py), from the same plotly figures, all in one element: its script
 # arrives once per run, not once per chart. It lays them out in a grid, `columns` to a row and
 # one under the other below Streamlit's own breakpoint for st.columns (640 px), a column of
 # heads a chart per head, row by row (standalone.js's grid). The toy models' Attention grid is

@@ -9,17 +9,16 @@ not shown for the pretrained sentence encoder; the other methods work on it.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 
 import numpy as np
 import streamlit as st
 
 import tfviz.analysis as analysis
-from tfviz import get_task, plots
-from tfviz.core import dissect
-from tfviz.core.interventions import Interventions, head_name
-from tfviz.ui import state
+from tfviz import plots
+from tfviz.core.interventions import head_name
+from tfviz.ui import compute, state
+from tfviz.ui.compute import ANALYSIS_N, WEIGHT_PARTS
 from tfviz.ui.heads import block_columns, grid_columns, head_columns, many_heads
 from tfviz.ui.help import HELP
 from tfviz.ui.i18n import current, t
@@ -29,7 +28,6 @@ from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, toy_only
 from tfviz.ui.widgets import chart, index_picker, number_table, plot_words, what_is_this
 
-ANALYSIS_N = 256  # fresh examples behind importance, ablation and the keep-top-k curve
 # A head score -> the catalogue key of its name ({metric}: the task metric's name).
 SCORE_NAMES = {
     "loss": "analysis.score.loss",
@@ -38,120 +36,8 @@ SCORE_NAMES = {
 }
 
 
-# ---- cached computations -------------------------------------------------------------------
-
-
-@st.cache_data(show_spinner=False, max_entries=256)
-def cached_flow(
-    digest: str, task_name: str, text: str, iv: Interventions, _model, _task
-) -> dict[str, np.ndarray]:
-    """Norm-based attention and attention rollout of one sequence with the switches, as numpy
-    (the digest and task name stand for the unhashed model and task)."""
-    return analysis.attention_flow(_model, _task, text, interventions=iv)
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_importance(
-    digest: str, task_name: str, w_o, _model, text: str | None = None, _task=None
-) -> analysis.HeadImportance:
-    """Michel et al.'s head importance on ANALYSIS_N fresh examples, per checkpoint and W_o mode
-    (w_o: an Interventions' w_o, a mode or (layer, mode) pairs); a decoder's on its typed text
-    (text, with its task _task: the text's own next tokens are the targets)."""
-    task, batch = examples(task_name, text, _task)
-    return analysis.head_importance(_model, task, n=ANALYSIS_N, w_o=w_o, batch=batch)
-
-
-def examples(task_name: str, text: str | None, task):
-    """(task, batch) an analysis runs on: a toy task's fresh examples (batch None), or a
-    decoder's typed text as one example."""
-    if text is None:
-        return task_name, None
-    return task, task.batch_from_texts([text])
-
-
-@st.cache_data(show_spinner=False, max_entries=64)
-def cached_top_k_curve(
-    digest: str, task_name: str, w_o, kind: str, _model, text: str | None = None, _task=None
-) -> np.ndarray:
-    """The metric keeping the k heads ranked highest by one score, for every k (computed once)."""
-    scores = cached_importance(digest, task_name, w_o, _model=_model, text=text, _task=_task)
-    task, batch = examples(task_name, text, _task)
-    return analysis.keep_top_k_curve(
-        _model, task, scores.scores(kind), n=ANALYSIS_N, w_o=w_o, batch=batch
-    )
-
-
-@st.cache_data(show_spinner=False, max_entries=256)
-def cached_ablation(
-    digest: str,
-    task_name: str,
-    text: str | None,
-    w_o,
-    head_layer: int,
-    head: int,
-    _model,
-    _task=None,
-) -> analysis.AblationComparison:
-    """One head zeroed before and after W_o, on the typed text (or ANALYSIS_N fresh examples);
-    _task: a decoder's (tfviz.hf.NextTokenTask), whose targets are the text's next tokens."""
-    task = _task or get_task(task_name)
-    batch = None if text is None else task.batch_from_texts([text])
-    return analysis.compare_ablation(
-        _model, task, head_layer, head, batch=batch, n=ANALYSIS_N, w_o=w_o
-    )
-
-
-WEIGHT_PARTS = ("ov", "mixing")  # the sections drawn from the weights alone
-
-
-def read_only(values: dict) -> dict:
-    """values with every numpy array in it (or in a dataclass in it) made read-only: one dict
-    serves every session, so no view may change what the others see."""
-    for value in values.values():
-        arrays = vars(value).values() if dataclasses.is_dataclass(value) else (value,)
-        for array in arrays:
-            if isinstance(array, np.ndarray):
-                array.flags.writeable = False
-    return values
-
-
-def weight_views(model, w_o, part: str) -> dict:
-    """The numbers one weights-only section draws: "ov" (OV spectra and composition scores) or
-    "mixing" (W_o's head shares and mixing number), for the w_o switch."""
-    if part == "ov":
-        ov = analysis.ov_spectra(model, w_o)
-        return {  # the (L, H, D, D) circuits themselves are not drawn: never formed
-            "singular_values": ov.singular_values,
-            "effective_rank": ov.effective_rank,
-            "numerical_rank": ov.numerical_rank,
-            "frobenius": ov.frobenius,
-            "rtol": ov.rtol,
-            "composition": analysis.composition_scores(model, w_o),
-        }
-    if part == "mixing":
-        mixing = analysis.w_o_mixing(model, w_o)
-        return {"shares": mixing.shares, "mixing": mixing.mixing}
-    raise ValueError(f"part must be one of {WEIGHT_PARTS}, got {part!r}")
-
-
-# One per checkpoint and server process, shared by every session: the numbers depend on the
-# weights and the W_o switch only. A MeasureCache computes each (w_o, part) once (a session
-# asking while another computes it waits for that result), keeps at most 64 (a few KB each
-# for MiniLM), and fills ahead in the background (render() warms the sidebar's switch).
-@st.cache_resource(show_spinner=False, max_entries=8)
-def weight_views_cache(digest: str, _model) -> dissect.MeasureCache:
-    """(w_o, part) -> weight_views(model, w_o, part), read-only, per checkpoint (the digest
-    stands for the unhashed model)."""
-
-    def compute(key) -> dict:
-        w_o, part = key
-        return read_only(weight_views(_model, w_o, part))
-
-    return dissect.MeasureCache(compute, max_entries=64)
-
-
 def flow_for(view: View) -> dict[str, np.ndarray]:
-    return cached_flow(
+    return compute.cached_flow(
         view.entry.digest,
         view.task.name,
         view.text,
@@ -164,7 +50,7 @@ def flow_for(view: View) -> dict[str, np.ndarray]:
 def weight_views_for(view: View, part: str) -> dict:
     # From the weights alone: computed once per server and switch (MiniLM's 72 heads too),
     # usually ahead of the click (warm_weight_views).
-    cache = weight_views_cache(view.entry.digest, _model=view.model)
+    cache = compute.weight_views_cache(view.entry.digest, _model=view.model)
     key = (view.interventions.w_o, part)
     if cache.known(key):
         return cache(key)
@@ -175,7 +61,7 @@ def weight_views_for(view: View, part: str) -> dict:
 def warm_weight_views(view: View) -> None:
     """Have the weights-only sections' numbers for the sidebar's switch computed in the
     background while the student reads the section on screen (known ones are skipped)."""
-    cache = weight_views_cache(view.entry.digest, _model=view.model)
+    cache = compute.weight_views_cache(view.entry.digest, _model=view.model)
     cache.warm((view.interventions.w_o, part) for part in WEIGHT_PARTS)
 
 
@@ -273,16 +159,18 @@ def rollout_section(view: View) -> None:
 
 def on_text(view: View) -> dict:
     """The keywords that run an analysis on a decoder's typed text ({} for a toy model: its
-    fresh examples)."""
-    return dict(text=view.text, _task=view.task) if view.is_decoder else {}
+    fresh examples), as the model's kind says."""
+    return view.kind.analysis_inputs(view)
 
 
 def importance_section(view: View) -> None:
-    if not view.is_decoder and toy_only(view, t("analysis.importance.what")):
+    if not view.kind.measures_heads and toy_only(view, t("analysis.importance.what")):
         return
     entry, task, w_o = view.entry, view.task, view.interventions.w_o
     with st.spinner(t("analysis.importance.spinner", n=ANALYSIS_N)):
-        imp = cached_importance(entry.digest, task.name, w_o, _model=view.model, **on_text(view))
+        imp = compute.cached_importance(
+            entry.digest, task.name, w_o, _model=view.model, **on_text(view)
+        )
     metric = metric_name(imp.metric, short=True)
     lang = current()  # for format_func, which Streamlit may call outside this run
     names = {kind: t(key, metric=metric, lang=lang) for kind, key in SCORE_NAMES.items()}
@@ -308,9 +196,7 @@ def importance_caption(view: View, imp: analysis.HeadImportance, metric: str) ->
     st.caption(
         md_escape(
             t(
-                "analysis.importance.caption_text"
-                if view.is_decoder
-                else "analysis.importance.caption",
+                view.kind.importance_caption,
                 n=imp.n,
                 loss=f"{imp.base_loss:.4g}",
                 metric=metric,
@@ -354,7 +240,7 @@ def keep_top_k(view: View, imp: analysis.HeadImportance, kind: str, metric: str)
     """The task metric with only the k heads that score highest kept, k on a slider (all of
     them at first), the heads kept named, and the curve over every k."""
     with st.spinner(t("analysis.importance.curve_spinner")):
-        curve = cached_top_k_curve(
+        curve = compute.cached_top_k_curve(
             view.entry.digest,
             view.task.name,
             view.interventions.w_o,
@@ -388,7 +274,7 @@ def keep_top_k(view: View, imp: analysis.HeadImportance, kind: str, metric: str)
 
 
 def ablation_section(view: View) -> None:
-    if not view.is_decoder and toy_only(view, t("analysis.ablation.what")):
+    if not view.kind.measures_heads and toy_only(view, t("analysis.ablation.what")):
         return
     tr, entry, task = view.trace, view.entry, view.task
     a, b = st.columns(2)
@@ -398,14 +284,14 @@ def ablation_section(view: View) -> None:
         head = index_picker(t("analysis.head"), tr.n_heads, "ablation_head", "H")
     args = (entry.digest, task.name)
     switch = (view.interventions.w_o, layer, head)
-    decoder = task if view.is_decoder else None
-    typed = cached_ablation(*args, view.text, *switch, _model=view.model, _task=decoder)
+    decoder = on_text(view).get("_task")  # a decoder, measured on its typed text alone
+    typed = compute.cached_ablation(*args, view.text, *switch, _model=view.model, _task=decoder)
     zeroed = head_name(layer, head)
     shown = [(a, t("analysis.ablation.typed"), typed)]
     fresh = typed  # a decoder has no fresh examples: its typed text is what it is measured on
     if decoder is None:
         with st.spinner(t("analysis.ablation.spinner", head=zeroed, n=ANALYSIS_N)):
-            fresh = cached_ablation(*args, None, *switch, _model=view.model)
+            fresh = compute.cached_ablation(*args, None, *switch, _model=view.model)
         shown.append((b, t("analysis.ablation.fresh", n=ANALYSIS_N), fresh))
     metric = metric_name(typed.metric, short=True, capital=True)
     st.info(md_escape(HELP["compare_ablation_mistake"]))

@@ -20,7 +20,7 @@ import pandas as pd
 import streamlit as st
 
 from tfviz import plots
-from tfviz.serve.export import attention_csv
+from tfviz.plots.export import attention_csv
 from tfviz.ui import state
 from tfviz.ui.heads import (
     attention_columns,
@@ -130,30 +130,6 @@ def whole_layer(tr, layer: int) -> None:
     st.dataframe(table, hide_index=True, key="attention_ranked")
 
 
-SINK_SHARE = 0.3  # a first token taking this much of the attention on average is named
-
-
-def decoder_notes(view: View) -> None:
-    """What a decoder's heatmaps hold that an encoder's do not: the causal mask, which query
-    heads share a key/value head, and the first token's share of the attention."""
-    st.caption(md_escape(t("attention.causal")))
-    cfg = view.meta.config
-    if cfg.n_kv_heads and cfg.n_kv_heads < cfg.n_heads:
-        size = cfg.n_heads // cfg.kv_heads
-        groups = ", ".join(
-            f"H{g * size}–H{g * size + size - 1}" if size > 1 else f"H{g}"
-            for g in range(cfg.kv_heads)
-        )
-        st.caption(md_escape(t("attention.kv_groups", groups=groups)))
-    attn = view.trace.attn
-    if attn.shape[-1] > 2:
-        # Queries after the first two: the first always reads only itself, the second half
-        # of its row at least.
-        share = float(attn[..., 2:, 0].mean())
-        if share >= SINK_SHARE:
-            st.caption(md_escape(t("attention.sink", share=f"{share:.0%}")))
-
-
 def render(view: View) -> None:
     tr = view.trace
     st.caption(t("attention.intro"))
@@ -163,7 +139,7 @@ def render(view: View) -> None:
         layer_shown, window = None, slice(None)  # every layer, every word-piece
     else:
         layer_shown, window = one_layer_grid(tr, scale)
-    model_notes(view)
+    view.kind.attention_notes(view)  # a decoder's mask, an encoder's frame
     left, right = st.columns(2)
     with left:
         enlarged = enlarged_head(tr, scale)
@@ -198,16 +174,6 @@ def one_layer_grid(tr, scale: str) -> tuple[int, slice]:
     if len(tr.labels) > LONG_PIECES:
         whole_layer(tr, layer)
     return layer, window
-
-
-def model_notes(view: View) -> None:
-    """What the squares hold that comes from the model: a decoder's mask and shared heads
-    (decoder_notes), a sentence encoder's own frame of special pieces."""
-    if view.is_decoder:
-        decoder_notes(view)
-    elif view.is_sentence:  # the model's own frame: [CLS] ... [SEP], or RoBERTa's <s> ... </s>
-        sp = view.task.tokenizer.specials
-        st.caption(md_escape(t("attention.pieces", cls=sp.cls, sep=sp.sep)))
 
 
 def enlarged_head(tr, scale: str) -> tuple[int, int] | None:

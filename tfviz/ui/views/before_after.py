@@ -13,12 +13,13 @@ import streamlit as st
 from tfviz import plots
 from tfviz.core import wo
 from tfviz.core.trace import cosine_per_token, decomposition_error
+from tfviz.ui.compute import cached_w_o
 from tfviz.ui.downloads import download_before_after
 from tfviz.ui.i18n import t
 from tfviz.ui.standalone import download_button
 from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import View, cached_w_o, per_model
+from tfviz.ui.view import View, per_model
 from tfviz.ui.widgets import chart, index_picker, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
@@ -72,7 +73,7 @@ def render(view: View) -> None:
             "w_o.out_caption",
         )
     cosine = cosine_per_token(tr.concat[layer], tr.attn_out[layer])  # (T,)
-    W_o = cached_w_o(view.entry.digest, tuple(tr.w_o_modes), _model=view.model)  # (L, D, D)
+    W_o = cached_w_o(view.entry.digest, tuple(tr.w_o_modes), view.model)  # (L, D, D)
     shown(
         drawn,
         plots.cosine_bars(cosine, tr.labels, title=t("w_o.cosine_title"), words=plot_words()),

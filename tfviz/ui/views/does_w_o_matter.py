@@ -20,7 +20,7 @@ from tfviz.core import modes
 from tfviz.core.metrics import compact
 from tfviz.experiments.verdict import verdict_of
 from tfviz.serve import jobs, work
-from tfviz.ui import state
+from tfviz.ui import compute, state
 from tfviz.ui.atlas import render_atlas
 from tfviz.ui.i18n import current, t, why
 from tfviz.ui.jobs import JobWords, job_manager, job_panel, job_text, session_alive_check
@@ -33,12 +33,6 @@ from tfviz.ui.widgets import chart, plot_words
 AGAINST_LABELS = {mode: f"experiment.against.{mode}" for mode in modes.AGAINST}
 SOURCE_LABELS = {"shipped": "experiment.source.shipped", "rerun": "experiment.source.rerun"}
 CONDITION_LABELS = {mode: f"experiment.condition.{mode}" for mode in modes.CONDITIONS}
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def cached_precomputed(task_name: str) -> experiment.ExperimentResult | None:
-    """The shipped result for a task (models/experiments/<task>.json), or None."""
-    return experiment.load_precomputed(task_name)
 
 
 def render(view: View) -> None:
@@ -67,7 +61,7 @@ def render(view: View) -> None:
     if snap is not None and not snap.active:
         collect_finished_rerun(job.id, snap, reruns, task, against)
     try:
-        shipped = cached_precomputed(task)
+        shipped = compute.cached_precomputed(task)
     except ValueError as e:  # a damaged file: say so, and still offer the rerun
         st.error(t("experiment.shipped_unreadable", task=task_label(task), why=why(e)))
         shipped = None

@@ -15,11 +15,9 @@ import functools
 import numpy as np
 import streamlit as st
 
-from tfviz import hf, plots
-from tfviz.core.interventions import NONE
-from tfviz.core.metrics import metric
+from tfviz import plots
 from tfviz.core.trace import drift_per_layer
-from tfviz.ui import next_token, state
+from tfviz.ui import state
 from tfviz.ui.downloads import download_comparison
 from tfviz.ui.heads import (
     MAX_GRID_HEADS,
@@ -30,11 +28,10 @@ from tfviz.ui.heads import (
     weight_scale_caption,
 )
 from tfviz.ui.i18n import t
-from tfviz.ui.labels import describe, metric_delta, metric_name
-from tfviz.ui.sequence import show_similarity
+from tfviz.ui.labels import describe
 from tfviz.ui.standalone import download_button
-from tfviz.ui.text import changed_tokens, md_escape, prediction_table
-from tfviz.ui.view import ACCURACY_N, View, accuracy_for, per_model
+from tfviz.ui.text import md_escape
+from tfviz.ui.view import View, per_model
 from tfviz.ui.widgets import chart, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
@@ -46,18 +43,7 @@ def render(view: View) -> None:
     if iv.is_default:
         st.info(t("w_o_off.nothing_switched"))
         return
-    if view.is_decoder:
-        st.markdown(f"**{md_escape(t('w_o_off.next_tokens'))}**")
-        with st.container(key="next_compare"):
-            st.code(next_token.next_table(view), language=None)
-        agree = hf.agreement(base.top_ids, sw.top_ids)
-        st.caption(md_escape(t("w_o_off.next_caption", agree=f"{agree:.0%}")))
-    elif view.is_sentence:
-        st.markdown(f"**{md_escape(t('w_o_off.sentences'))}**")
-        show_similarity(view, key="similarity_compare")
-        st.caption(t("w_o_off.sentences_caption"))
-    else:
-        toy_comparison(view)
+    view.kind.compare_switched(view)  # the answers, or what stands for them
     shown_layers = later_attention(view)
     names = (t("w_o_off.learned"), t("w_o_off.switched"))
     chart(
@@ -115,46 +101,6 @@ def exported_figures(base, sw, layers: list[int], names, captions, words) -> lis
     out.append(("", pair))
     out.append((drift_caption, plots.drift_bars(drift_per_layer(base, sw), words=words)))
     return out
-
-
-def toy_comparison(view: View) -> None:
-    """The answers and the task metric on random examples, learned beside switched."""
-    iv, base, sw = view.interventions, view.base, view.trace
-    st.caption(md_escape(t("w_o_off.which_is_which", switched=describe(iv))))
-    left, right = st.columns(2)
-    acc_base = accuracy_for(view, NONE)
-    acc_sw = accuracy_for(view, iv)
-    key = view.task.metric
-    change = metric_delta(key, acc_sw[key] - acc_base[key])
-    for col, name, trace, acc, delta in (
-        (left, t("w_o_off.learned"), base, acc_base, None),
-        (right, t("w_o_off.switched"), sw, acc_sw, change),
-    ):
-        with col:
-            st.markdown(f"**{md_escape(name)}**")
-            st.code(
-                prediction_table(
-                    [
-                        (t("w_o_off.row_answer"), trace.answer),
-                        (t("w_o_off.row_model"), trace.prediction),
-                    ],
-                    trace.answer,
-                ),
-                language=None,
-            )
-            st.metric(
-                t("w_o_off.metric", what=metric_name(key), n=ACCURACY_N),
-                metric(key).format(acc[key]),
-                delta=delta,
-                delta_color="normal" if metric(key).higher_is_better else "inverse",
-            )
-    changed = changed_tokens(base.prediction, sw.prediction)
-    where = ", ".join(str(i + 1) for i in changed)
-    st.caption(
-        t("w_o_off.changed_at", n=len(changed), total=len(base.prediction), where=where)
-        if changed
-        else t("w_o_off.changed_none", total=len(base.prediction))
-    )
 
 
 def later_attention(view: View) -> list[int]:

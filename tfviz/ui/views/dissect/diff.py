@@ -7,25 +7,17 @@ import streamlit as st
 
 from tfviz import plots
 from tfviz.core.trace import diff_inputs
+from tfviz.ui.compute import cached_w_o, trace_for
 from tfviz.ui.i18n import t, why
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import View, cached_w_o, trace_for
+from tfviz.ui.view import View
 from tfviz.ui.widgets import chart, index_picker, plot_words
-
-
-def one_token_changed(text: str, alphabet: str) -> str:
-    """text with its middle character replaced by the next one of the alphabet (a default B)."""
-    if not text or not alphabet:
-        return text
-    i = len(text) // 2
-    j = alphabet.find(text[i])
-    return text[:i] + alphabet[(j + 1) % len(alphabet)] + text[i + 1 :]
 
 
 def diff_section(view: View) -> None:
     st.caption(t("parts.diff.intro"))
     text = view.text
-    default = "" if view.is_sentence else one_token_changed(text, view.task.alphabet)
+    default = view.kind.second_text(text, view.task)  # a toy's: one token changed
     typed = st.text_input(
         t("parts.diff.second"),
         value=default,
@@ -48,7 +40,7 @@ def diff_section(view: View) -> None:
     if len(a.labels) != len(b.labels):
         st.error(t("parts.diff.lengths", a=len(a.labels), b=len(b.labels)))
         return
-    W = cached_w_o(view.entry.digest, tuple(a.w_o_modes), _model=view.model)
+    W = cached_w_o(view.entry.digest, tuple(a.w_o_modes), view.model)
     try:
         diff = diff_inputs(a, b, W)
     except ValueError as e:  # a pair diff_inputs refuses for a reason not caught above

@@ -3,26 +3,16 @@ and B) under each W_o mode and rank-k over k, beside W_o's singular values."""
 
 from __future__ import annotations
 
-import functools
-
-import numpy as np
 import streamlit as st
 
 from tfviz import plots
 from tfviz.core import dissect, wo
-from tfviz.core.interventions import Interventions
-from tfviz.ui import switches
+from tfviz.ui import compute, switches
+from tfviz.ui.compute import accuracy_cache
 from tfviz.ui.i18n import current, t
-from tfviz.ui.labels import metric_name
 from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import (
-    View,
-    accuracy_cache,
-    accuracy_for,
-    next_token_agreement,
-    similarity,
-)
+from tfviz.ui.view import View
 from tfviz.ui.widgets import chart
 
 
@@ -30,31 +20,6 @@ def mode_names(lang: str) -> dict[str, str]:
     """The legend names of the mode-sweep chart."""
     names = {mode: w_o_label(mode, lang=lang) for mode in dissect.WHOLE_MODES}
     return {**names, "rank": t("parts.modes.rank_curve", lang=lang)}
-
-
-def measure_for(view: View):
-    """(measure(iv) -> float, its name), cached per switches; None after a message if there is
-    nothing to measure (a sentence model whose sentences are refused)."""
-    if view.is_decoder:
-        if view.text is None:
-            st.info(t("parts.need_sentences"))
-            return None
-        return functools.partial(next_token_agreement, view, view.text), t("next.agreement")
-    if view.is_sentence:
-        if view.text is None or view.text_b is None:
-            st.info(t("parts.need_sentences"))
-            return None
-
-        def switched_similarity(iv: Interventions) -> float:
-            return similarity(view, view.text, view.text_b, iv).switched
-
-        return switched_similarity, t("parts.modes.similarity")
-    metric = view.task.metric
-
-    def accuracy(iv: Interventions) -> float:
-        return accuracy_for(view, iv)[metric]
-
-    return accuracy, metric_name(metric)
 
 
 def warm_other_scopes(view: View, layer: int | None) -> None:
@@ -73,14 +38,8 @@ def warm_other_scopes(view: View, layer: int | None) -> None:
     cfg = view.meta.config
     ranks = dissect.rank_grid(cfg.d_model, extra=[cfg.d_k])
     scopes = [scope for scope in (None, *range(cfg.n_layers)) if scope != layer]
-    cache = accuracy_cache(view.entry.digest, view.task.name, _model=view.model)
+    cache = accuracy_cache(view.entry.digest, view.task.name, view.model)
     cache.warm(iv for scope in scopes for iv in dissect.sweep_switches(cfg.d_model, scope, ranks))
-
-
-@st.cache_data(show_spinner=False, max_entries=16)
-def cached_spectrum(digest: str, _model) -> np.ndarray:
-    """(L, D) singular values of each layer's learned W_o, per checkpoint."""
-    return dissect.singular_values(_model)
 
 
 def modes_section(view: View, k: int | None) -> None:
@@ -95,14 +54,14 @@ def modes_section(view: View, k: int | None) -> None:
         lambda x: f"L{x}",
         width=220,
     )
-    measured = measure_for(view)
+    measured = view.kind.measure(view)  # None: nothing to measure, after saying why
     if measured is None:
         return
     measure, name = measured
     ranks = dissect.rank_grid(cfg.d_model, extra=[] if k is None else [k])
     with st.spinner(t("parts.modes.computing")):
         sweep = dissect.sweep_modes(measure, cfg.d_model, layer, ranks)
-    if not view.is_sentence:
+    if view.kind.shared_metric:
         warm_other_scopes(view, layer)
     lang = current()
     scope = t("parts.all_layers") if layer is None else f"L{layer}"
@@ -122,7 +81,7 @@ def modes_section(view: View, k: int | None) -> None:
             key="parts_sweep",
         )
     with right:
-        sv = cached_spectrum(view.entry.digest, _model=view.model)
+        sv = compute.cached_spectrum(view.entry.digest, _model=view.model)
         shown = list(range(cfg.n_layers)) if layer is None else [layer]
         chart(
             plots.w_o_spectrum_plot(

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from tfviz import hf, plots
+from tfviz import plots
 from tfviz.core import wo
 from tfviz.core.interventions import COPY_PREFIX, PATTERNS, READS_AHEAD, Interventions
+from tfviz.ui.compute import cached_w_o, trace_for
 from tfviz.ui.i18n import current, t
-from tfviz.ui.text import changed_tokens, prediction_table
-from tfviz.ui.view import View, cached_w_o, similarity, trace_for
+from tfviz.ui.view import View
 from tfviz.ui.widgets import chart, index_picker, plot_words
 
 COPY = "copy"  # the pattern picker's value for "copy another head's pattern"
@@ -22,7 +22,8 @@ def pattern_section(view: View) -> None:
     text = view.text
     base = view.base
     overridden = trace_for(view, text, Interventions(patterns=((layer, head, pattern),)))
-    prediction_change(view, text, base, overridden)
+    # What the override did to the model's output, as its kind measures it.
+    view.kind.show_override(view, text, base, overridden)
     name = f"L{layer} H{head}"
     attention_before_after(base, overridden, layer, head, name)
     term_before_after(view, base, overridden, layer, head, name)
@@ -56,39 +57,6 @@ def pattern_picked(cfg) -> tuple[int, int, str]:
     return layer, head, f"{COPY_PREFIX}{source}"
 
 
-def prediction_change(view: View, text: str, base, overridden) -> None:
-    """What the override did to the model's output: a decoder's next-token agreement, a
-    sentence encoder's similarity of A and B, a toy model's predictions and changed tokens."""
-    if view.is_decoder:
-        agree = hf.agreement(base.top_ids, overridden.top_ids)
-        st.metric(t("parts.pattern.agreement"), f"{agree:.0%}", help=t("next.agreement_help"))
-    elif view.is_sentence:
-        if view.text_b is not None:
-            sim = similarity(view, text, view.text_b, overridden.interventions)
-            with st.container(horizontal=True):
-                st.metric(t("parts.pattern.sim_learned"), f"{sim.learned:.3f}")
-                st.metric(
-                    t("parts.pattern.sim_overridden"),
-                    f"{sim.switched:.3f}",
-                    delta=f"{sim.switched - sim.learned:+.3f}",
-                    delta_color="off",
-                )
-    else:
-        st.code(
-            prediction_table(
-                [
-                    (t("parts.row.answer"), base.answer),
-                    (t("parts.row.learned"), base.prediction),
-                    (t("parts.row.overridden"), overridden.prediction),
-                ],
-                base.answer,
-            ),
-            language=None,
-        )
-        changed = changed_tokens(base.prediction, overridden.prediction)
-        st.caption(t("parts.pattern.changed", n=len(changed), total=len(base.prediction)))
-
-
 def attention_before_after(base, overridden, layer: int, head: int, name: str) -> None:
     """The head's own attention and the pattern it was given, side by side."""
     left, right = st.columns(2)
@@ -117,7 +85,7 @@ def attention_before_after(base, overridden, layer: int, head: int, name: str) -
 def term_before_after(view: View, base, overridden, layer: int, head: int, name: str) -> None:
     """The head's term z_h W_o^h in the residual stream, with its own attention and with the
     pattern, side by side."""
-    W = cached_w_o(view.entry.digest, tuple(base.w_o_modes), _model=view.model)  # (L, D, D)
+    W = cached_w_o(view.entry.digest, tuple(base.w_o_modes), view.model)  # (L, D, D)
     before = wo.head_contributions(base.z[layer], W[layer])[head]  # (T, D)
     after = wo.head_contributions(overridden.z[layer], W[layer])[head]
     left, right = st.columns(2)

@@ -9,9 +9,10 @@ import streamlit as st
 from tfviz.core import dissect
 from tfviz.core.interventions import NONE
 from tfviz.ui import state
+from tfviz.ui.compute import trace_for
 from tfviz.ui.i18n import t
 from tfviz.ui.text import md_escape, prediction_table
-from tfviz.ui.view import View, trace_for
+from tfviz.ui.view import View
 from tfviz.ui.widgets import index_picker
 
 
@@ -55,7 +56,7 @@ def permutation_section(view: View) -> None:
         st.metric(t("parts.perm.matched", layer=layer), f"{check.matched_attn_out:.2e}")
         st.metric(t("parts.perm.shuffled_out"), f"{check.shuffled_output:.2e}")
         st.metric(t("parts.perm.matched_out"), f"{check.matched_output:.2e}")
-    if not view.is_sentence:
+    if view.kind.has_answers:
         st.code(
             prediction_table(
                 [

@@ -9,31 +9,24 @@ import streamlit as st
 
 from tfviz import plots
 from tfviz.core import dissect, modes
-from tfviz.core.interventions import NONE, Interventions
-from tfviz.hf.pretrained import PARAPHRASE_PAIR
+from tfviz.core.interventions import Interventions
 from tfviz.serve.tally import Tally
-from tfviz.ui import state, switches
+from tfviz.ui import compute, state, switches
 from tfviz.ui.i18n import current, t, why
-from tfviz.ui.labels import metric_name
 from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import md_escape
-from tfviz.ui.view import View, accuracy_for, next_token_agreement, similarity
+from tfviz.ui.view import View
 from tfviz.ui.widgets import chart
 
 # What the guess is about: a mode, or rank-k with k from the box above.
 QUESTION_MODES = (modes.BLOCK_DIAGONAL, modes.IDENTITY, switches.RANK, modes.ZERO)
 CHOICES = ("yes", "no")
-# The question every student answers about the same numbers: a drop of the task's accuracy by
-# more than this on the fixed examples, or of the paraphrase pair's similarity (MiniLM).
-ACCURACY_DROP = 0.10
-SIMILARITY_DROP = 0.10
 
 
-@st.cache_resource(show_spinner=False)
 def class_tally() -> Tally:
     """The guesses of every session of this server process (anonymous, capped:
-    tfviz.serve.tally)."""
-    return Tally()
+    tfviz.serve.tally), one object (tfviz.ui.compute.once)."""
+    return compute.once("class_tally", Tally)
 
 
 def question_label(choice: str, lang: str) -> str:
@@ -64,20 +57,7 @@ def predict_section(view: View, k: int | None) -> None:
         st.info(t("parts.predict.need_k"))
         return
     label = w_o_label(mode)
-    if view.is_decoder:
-        question = t(
-            "parts.predict.q_decoder", mode=label, drop=f"{100 * SIMILARITY_DROP:.0f}",
-            text=view.task.examples[0],
-        )  # fmt: skip
-    elif view.is_sentence:
-        question = t("parts.predict.q_sentence", mode=label, drop=f"{SIMILARITY_DROP:.2f}")
-    elif view.task.metric == "mae":
-        question = t("parts.predict.q_error", mode=label)
-    else:
-        what = metric_name(view.task.metric)
-        question = t(
-            "parts.predict.q_toy", mode=label, what=what, drop=f"{100 * ACCURACY_DROP:.0f}"
-        )
+    question = view.kind.question(view, label)
     st.markdown(f"**{md_escape(question)}**")
     qid = f"{view.entry.key}|{mode}"  # the same question for everyone on this model
     guesses = state.PARTS_GUESSES.setdefault({})
@@ -121,28 +101,7 @@ def predict_section(view: View, k: int | None) -> None:
 def reveal(view: View, mode: str, guess: str, lang: str) -> None:
     """The answer to the question about mode, and whether the guess was right."""
     iv = Interventions(w_o=mode)
-    if view.is_decoder:
-        # The same text for the whole class: the question is asked once per model and mode.
-        after = next_token_agreement(view, view.task.examples[0], iv)
-        fell = 1.0 - after > SIMILARITY_DROP
-        shown = t("parts.predict.decoder_result", agree=f"{after:.0%}")
-    elif view.is_sentence:
-        a, b = PARAPHRASE_PAIR
-        sim = similarity(view, a, b, iv)
-        before, after = sim.learned, sim.switched
-        fell = before - after > SIMILARITY_DROP
-        shown = t("parts.predict.sim_result", before=f"{before:.3f}", after=f"{after:.3f}")
-    else:
-        metric = view.task.metric
-        before, after = accuracy_for(view, NONE)[metric], accuracy_for(view, iv)[metric]
-        # An error (MAE) has no fixed scale: its question asks whether it at least doubles.
-        fell = after >= 2 * before if metric == "mae" else before - after > ACCURACY_DROP
-        shown = t(
-            "parts.predict.toy_result",
-            what=metric_name(metric),
-            before=f"{before:.3g}",
-            after=f"{after:.3g}",
-        )
+    fell, shown = view.kind.outcome(view, iv)
     answer = "yes" if fell else "no"
     st.markdown(md_escape(shown))
     said = t(f"parts.predict.{guess}", lang=lang)
