@@ -99,7 +99,7 @@ def test_the_first_page_imports_only_the_view_it_shows(tmp_path):
     later = {
         "tfviz.ui.views.train",
         "tfviz.ui.views.analysis",
-        "tfviz.ui.views.does_w_o_matter",
+        "tfviz.ui.views.experiment",
         "tfviz.analysis",
     }
     assert not loaded & later, loaded & later

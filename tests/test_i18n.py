@@ -169,19 +169,18 @@ def test_no_view_shows_a_string_that_bypasses_t(path):
 
 
 def test_the_bypass_check_reads_app_py_and_every_tab_s_module():
-    """The scan above is only as good as its list: the eight tabs' modules (attention,
-    before_after, w_o_off, dissect, train, analysis, does_w_o_matter, lessons: tfviz.ui.router's
-    VIEWS), app.py and the sidebar must be in it."""
+    """The scan above is only as good as its list: the eight tabs' modules (attention, w_o,
+    w_o_off, parts, train, analysis, experiment, lessons: tfviz.ui.router's VIEWS), app.py and
+    the sidebar must be in it."""
     router = ast.parse((ROOT / "tfviz" / "ui" / "router.py").read_text(encoding="utf-8"))
     views = next(
         ast.literal_eval(node.value)
         for node in ast.walk(router)
         if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "VIEWS"
     )
-    modules = [module for _, module, _ in views]
+    modules = [view for view, _ in views]
     assert modules == [
-        "attention", "before_after", "w_o_off", "dissect", "train", "analysis", "does_w_o_matter",
-        "lessons",
+        "attention", "w_o", "w_o_off", "parts", "train", "analysis", "experiment", "lessons",
     ]  # fmt: skip
     scanned = set(UI_MODULES)
     assert {ROOT / "app.py", ROOT / "tfviz" / "ui" / "sidebar.py"} <= scanned

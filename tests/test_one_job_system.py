@@ -46,7 +46,7 @@ JOB_VIEWS = (
     "tfviz/ui/views/train/new_model.py",
     "tfviz/ui/views/train/language.py",
     "tfviz/ui/views/train/retrain.py",
-    "tfviz/ui/views/does_w_o_matter.py",
+    "tfviz/ui/views/experiment.py",
     "tfviz/ui/views/lessons/recipe.py",
     "tfviz/ui/atlas.py",
 )

@@ -70,7 +70,7 @@ def test_the_check_finds_english_where_there_is_some(tmp_path):
 # reaches these with an English sentence.
 OWN_WORDS = {
     (
-        "tfviz/ui/views/dissect/diff.py",
+        "tfviz/ui/views/parts/diff.py",
         "diff_section",
     ): "the pair is checked above; a program error",
 }

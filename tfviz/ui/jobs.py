@@ -38,7 +38,7 @@ def job_manager() -> jobs.JobManager:
     """One manager for the process (tfviz.ui.compute.once), so the cap on concurrent training
     jobs holds for everyone.
 
-    Experiment reruns (tfviz.ui.views.does_w_o_matter) and W_o retrainings take their slots from it
+    Experiment reruns (tfviz.ui.views.experiment) and W_o retrainings take their slots from it
     too. From now on SIGTERM lets its running jobs finish first (tfviz.ui.shutdown).
     """
     return compute.once("job_manager", new_manager)

@@ -1,9 +1,9 @@
 """Which view is open, and the address bar: the one module that reads and writes the URL.
 
 A view is a tab; each has one name, its id, used in the link (?view=), its label's catalogue key
-(app.view.<id>) and the module of tfviz.ui.views that draws it. The tabs' widget holds the open
-tab's label, which the other language does not know; open_view translates it before the tabs are
-drawn, so a language switch keeps the tab.
+(app.view.<id>) and the module of tfviz.ui.views that draws it (tfviz.ui.views.<id>). The tabs'
+widget holds the open tab's label, which the other language does not know; open_view translates
+it before the tabs are drawn, so a language switch keeps the tab.
 
 The address is read once per whole-page run (read_address: a snapshot in the session) and
 written at most once per run (write_address: one message to the browser, only when the link
@@ -24,17 +24,18 @@ import streamlit as st
 from tfviz.ui import state
 from tfviz.ui.i18n import LANGUAGES, t, translate
 
-# (id, module in tfviz.ui.views with render(view), needs a valid sequence). The id names the
-# tab in links and in the catalogue (app.view.<id>).
-VIEWS: list[tuple[str, str, bool]] = [
-    ("attention", "attention", True),
-    ("w_o", "before_after", True),
-    ("w_o_off", "w_o_off", True),
-    ("parts", "dissect", False),  # says itself which of its parts need a sequence
-    ("train", "train", False),
-    ("analysis", "analysis", False),
-    ("experiment", "does_w_o_matter", False),
-    ("lessons", "lessons", False),
+# (id, needs a valid sequence). The id is the tab's one name: in links (?view=), in the
+# catalogue (app.view.<id>, and <id>.* for the view's own words) and in code (the module
+# tfviz.ui.views.<id> that draws it, with render(view)).
+VIEWS: list[tuple[str, bool]] = [
+    ("attention", True),
+    ("w_o", True),
+    ("w_o_off", True),
+    ("parts", False),  # says itself which of its parts need a sequence
+    ("train", False),
+    ("analysis", False),
+    ("experiment", False),
+    ("lessons", False),
 ]
 FIRST = VIEWS[0][0]
 # Views whose widgets change nothing outside them: each runs as a fragment of its own, so a
@@ -57,7 +58,7 @@ def label_key(view: str) -> str:
 
 def labels() -> dict[str, str]:
     """Tab id -> its label in the current language, in the tabs' order."""
-    return {view: t(label_key(view)) for view, _, _ in VIEWS}
+    return {view: t(label_key(view)) for view, _ in VIEWS}
 
 
 # ---- the address -------------------------------------------------------------------------------
@@ -99,7 +100,7 @@ def opened_first() -> str:
     """The view a session's first paint is for: the link's, else the first (before the catalogue
     is loaded: no label needed)."""
     view = asked(state.VIEW.name)
-    return view if view in dict((v, m) for v, m, _ in VIEWS) else FIRST
+    return view if any(view == v for v, _ in VIEWS) else FIRST
 
 
 def open_view(shown: Mapping[str, str]) -> str:
@@ -110,7 +111,7 @@ def open_view(shown: Mapping[str, str]) -> str:
     the first tab.
     """
     value = state.VIEW.get()
-    for view, _, _ in VIEWS:
+    for view, _ in VIEWS:
         if any(value == translate(lang, label_key(view)) for lang in LANGUAGES):
             if value != shown[view]:
                 state.VIEW.set(shown[view])
@@ -127,21 +128,21 @@ def draw_tabs(shown: Mapping[str, str], view) -> None:
     """The tab strip; only the open tab's view runs, inside its tab (a view that needs a
     sequence says so while the typed one is refused)."""
     tabs = st.tabs(list(shown.values()), key=state.VIEW.name, on_change="rerun")
-    for tab, (view_id, module, needs_trace) in zip(tabs, VIEWS, strict=True):
+    for tab, (view_id, needs_trace) in zip(tabs, VIEWS, strict=True):
         if not tab.open:
             continue
         with tab:
             if needs_trace and view.trace is None:
                 st.info(t("app.needs_sequence"))
             elif view_id in OWN_FRAGMENT:
-                view_fragment(module, view)
+                view_fragment(view_id, view)
             else:
-                render_view(module, view)
+                render_view(view_id, view)
 
 
-def render_view(module: str, view) -> None:
+def render_view(view_id: str, view) -> None:
     """Draw a view: its module is imported the first time it is opened."""
-    importlib.import_module(f"tfviz.ui.views.{module}").render(view)
+    importlib.import_module(f"tfviz.ui.views.{view_id}").render(view)
 
 
 # Nested in the main area's run: a main-area run (a keystroke, a tab) runs it too, with the new

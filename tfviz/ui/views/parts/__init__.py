@@ -27,11 +27,11 @@ from tfviz.core import dissect
 from tfviz.ui.i18n import current, t
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, per_model
-from tfviz.ui.views.dissect.diff import diff_section
-from tfviz.ui.views.dissect.modes import modes_section
-from tfviz.ui.views.dissect.pattern import pattern_section
-from tfviz.ui.views.dissect.permutation import permutation_section
-from tfviz.ui.views.dissect.predict import predict_section
+from tfviz.ui.views.parts.diff import diff_section
+from tfviz.ui.views.parts.modes import modes_section
+from tfviz.ui.views.parts.pattern import pattern_section
+from tfviz.ui.views.parts.permutation import permutation_section
+from tfviz.ui.views.parts.predict import predict_section
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = per_model(
