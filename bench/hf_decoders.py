@@ -128,7 +128,8 @@ class IdsTask:
     """What trace.run_trace asks of a task, for fixed ids: the text is only their cache key, so
     a timed call is the forward pass and its copies, with no tokenizer in it."""
 
-    kind = "sentence"
+    kind = "text"
+    model_kind = "decoder"
 
     def __init__(self, ids: list[int]):
         self.ids = ids

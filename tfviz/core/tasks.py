@@ -81,6 +81,7 @@ class Task:
     description: str = ""
     alphabet: str = ""
     kind: str = "token"  # "token": one answer per character; "classify"; "regress"
+    model_kind: str = "toy"  # which kind of model reads it (tfviz.hf's text tasks: others)
     bos: bool = True
     min_len: int = 1
     max_len: int = 16
@@ -269,7 +270,9 @@ class Task:
         """Answer tokens for one example's target or prediction (BOS/padding already removed)."""
         return [self.alphabet[int(c)] for c in classes]
 
-    def _answer_from_target(self, target: Tensor, length: int) -> list[str]:
+    def answer_from_target(self, target: Tensor, length: int) -> list[str]:
+        """The answer tokens one example's target row (a batch's target[i]) stands for, the
+        example being length tokens long: what a model is trained to output for it."""
         if self.kind == "token":
             start = int(self.bos)
             return self.answer_tokens(target[start : start + length].tolist())
@@ -278,7 +281,7 @@ class Task:
     def solve_tokens(self, text: str) -> list[str]:
         """The right answer, one token per answer position."""
         batch = self.batch_from_texts([text])
-        return self._answer_from_target(batch.target[0], len(text))
+        return self.answer_from_target(batch.target[0], len(text))
 
     def solve(self, text: str) -> str:
         """The right answer, written as a person would."""
@@ -290,7 +293,7 @@ class Task:
 
     def answer_from_logits(self, logits: Tensor, length: int) -> list[str]:
         """The answer tokens one example's logits stand for: (n_out,), or (T, n_out) per token."""
-        return self._answer_from_target(self.output_classes(logits), length)
+        return self.answer_from_target(self.output_classes(logits), length)
 
     def predict_tokens(self, model, text: str, **switches) -> list[str]:
         """The model's answer, one token per answer position; switches as in Transformer.forward."""

@@ -96,7 +96,7 @@ def run_trace(
     # A language model's next tokens (a task that answers with token ids): its head spans a
     # vocabulary, so the (T, V) logits are never made whole (head_top_next).
     vocabulary = (
-        cfg.causal and cfg.n_out > 0 and cfg.pool == "none" and hasattr(task, "answer_from_ids")
+        cfg.causal and cfg.n_out > 0 and cfg.pool == "none" and task.model_kind == "decoder"
     )
     out = model(ids, pad_mask, iv, trace=True, head=not vocabulary)
     layers = out.trace.layers

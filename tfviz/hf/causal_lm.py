@@ -22,7 +22,7 @@ from tfviz.core.interventions import Interventions
 from tfviz.core.model import Transformer
 from tfviz.core.tasks import IGNORE, Batch
 from tfviz.core.trace import TOP_K, top_next
-from tfviz.hf.pretrained import SentenceTask
+from tfviz.hf.pretrained import TextTask
 from tfviz.hf.tokenizer import PieceTokenizer
 
 MAX_NEW_TOKENS = 20  # a continuation a class watches being written, short enough to wait for
@@ -98,15 +98,15 @@ NEXT_TOKEN_DESCRIPTION = (
 )
 
 
-class NextTokenTask(SentenceTask):
+class NextTokenTask(TextTask):
     """A decoder (GPT-2, Llama, Qwen2 folders) behind the interface the views read a pretrained
     model through: one text, its word-pieces as labels, no toy answer to check. What it
     produces is the next token at every position (tfviz.core.trace.TraceArrays.top_ids) and a
     continuation (continue_greedily); its prediction row is the likeliest next token at each
     position."""
 
-    kind = "sentence"  # a pretrained text model: the views' word-piece labels and frames
-    causal = True  # ... read left to right: one text, next tokens, no sentence B
+    model_kind = "decoder"
+    causal = True  # read left to right: one text, next tokens, no sentence B
     name = "next token"
     description = NEXT_TOKEN_DESCRIPTION
     # The analyses' metric (head importance, ablation): how many of a text's own next tokens
@@ -117,7 +117,7 @@ class NextTokenTask(SentenceTask):
     pairs: dict = {}
 
     def __init__(self, tokenizer: PieceTokenizer):
-        super().__init__(tokenizer, head=None)
+        super().__init__(tokenizer)
         if tokenizer.alphabet is not None:  # a character model (tfviz's own, on Shakespeare)
             self.examples = (CHARACTER_EXAMPLE, CHARACTER_EXAMPLE)
 

@@ -252,40 +252,27 @@ MASKED_DESCRIPTION = (
 PIECES_CACHED = 256  # texts whose word-pieces a SentenceTask keeps (each is read several times)
 
 
-class SentenceTask:
-    """all-MiniLM-L6-v2, or any encoder tfviz.hf opens (with its tokenizer, its own limit and
-    its masked-LM head if any), behind the interface of a toy task (tfviz.core.tasks.Task).
+class TextTask:
+    """A pretrained text model's tokenizer behind the interface of a toy task
+    (tfviz.core.tasks.Task): what an encoder (SentenceTask) and a decoder
+    (tfviz.hf.causal_lm.NextTokenTask) share.
 
     run_trace, analysis.attention_flow and the app's views ask a task to validate text, encode
-    it, label its positions, and give the right and the predicted answer. A sentence encoder has
-    no answer to check, so both are empty lists; what it produces is a sentence embedding
-    (sentence_embedding, compare_similarity). Word-pieces are cached per text: one page asks for
-    the same text's pieces several times (validate, labels, encode_batch, the notes shown).
+    it, label its positions, and give the right and the predicted answer; a text model has no
+    right answer to check. Word-pieces are cached per text: one page asks for the same text's
+    pieces several times (validate, labels, encode_batch, the notes shown).
     """
 
-    kind = "sentence"  # what the views branch on: no answer, no task loss, two sentences
-    name = "sentence embedding"
-    description = (
-        "Turns a text into one 384-number vector (the mean of the last layer over its "
-        "word-pieces, normalised); texts that mean the same get similar vectors."
-    )
-    metric = "cosine"  # what is compared: the cosine similarity of two sentence embeddings
-    examples = PARAPHRASE_PAIR  # sentence A and sentence B when the model is picked
-    pairs = {"paraphrase pair": PARAPHRASE_PAIR, "unrelated pair": UNRELATED_PAIR}
+    kind = "text"  # what it outputs, as a toy task's kind says it: no answer, no task loss
+    model_kind: str  # which kind of model reads it: "encoder", "masked_lm", "decoder"
+    head: MaskedLMHead | None = None  # a masked-LM head (an encoder's), if any
+    mask: str | None = None  # its mask marker, typed as the mask token
 
-    def __init__(self, tokenizer: PieceTokenizer, head: MaskedLMHead | None = None):
+    def __init__(self, tokenizer: PieceTokenizer, mask: str | None = None):
         self.tokenizer = tokenizer
         self.max_pieces = tokenizer.max_pieces  # the model's own limit, specials included
-        # A model with a masked-LM head (tfviz.hf) fills in a masked word: its mask marker
-        # ("[MASK]", "<mask>"), typed, is the mask token, so every view traces the sentence the
-        # head answers for. Every other special name typed stays plain text.
-        self.head = head
-        self.mask = tokenizer.specials.mask if head is not None else None
-        if self.mask is not None:
-            self.name = "masked word"
-            self.description = MASKED_DESCRIPTION
-            self.examples = (MASK_EXAMPLE.format(mask=self.mask), PARAPHRASE_PAIR[1])
-        encode = functools.partial(tokenizer.encode, mask=self.mask)
+        self.mask = mask
+        encode = functools.partial(tokenizer.encode, mask=mask)
         # Only texts that encode are cached (a ValueError is raised again each time: cheap).
         self.pieces = functools.lru_cache(maxsize=PIECES_CACHED)(encode)
 
@@ -323,6 +310,37 @@ class SentenceTask:
 
     def solve_tokens(self, text: str) -> list[str]:
         return []  # no right answer either
+
+
+
+class SentenceTask(TextTask):
+    """all-MiniLM-L6-v2, or any encoder tfviz.hf opens (with its tokenizer, its own limit and
+    its masked-LM head if any). What it produces is a sentence embedding (sentence_embedding,
+    compare_similarity), and with a masked-LM head the word behind the mask."""
+
+    name = "sentence embedding"
+    description = (
+        "Turns a text into one 384-number vector (the mean of the last layer over its "
+        "word-pieces, normalised); texts that mean the same get similar vectors."
+    )
+    metric = "cosine"  # what is compared: the cosine similarity of two sentence embeddings
+    examples = PARAPHRASE_PAIR  # sentence A and sentence B when the model is picked
+    pairs = {"paraphrase pair": PARAPHRASE_PAIR, "unrelated pair": UNRELATED_PAIR}
+
+    def __init__(self, tokenizer: PieceTokenizer, head: MaskedLMHead | None = None):
+        # A model with a masked-LM head (tfviz.hf) fills in a masked word: its mask marker
+        # ("[MASK]", "<mask>"), typed, is the mask token, so every view traces the sentence the
+        # head answers for. Every other special name typed stays plain text.
+        super().__init__(tokenizer, tokenizer.specials.mask if head is not None else None)
+        self.head = head
+        if self.mask is not None:
+            self.name = "masked word"
+            self.description = MASKED_DESCRIPTION
+            self.examples = (MASK_EXAMPLE.format(mask=self.mask), PARAPHRASE_PAIR[1])
+
+    @property
+    def model_kind(self) -> str:
+        return "encoder" if self.head is None else "masked_lm"
 
     def check_config(self, config: ModelConfig) -> None:
         """ValueError unless config is an encoder without a tfviz head: mean-pooled (a sentence

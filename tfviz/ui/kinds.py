@@ -457,15 +457,13 @@ class DecoderKind(Kind):
 
 
 TOY, ENCODER, MASKED_LM, DECODER = ToyKind(), EncoderKind(), MaskedKind(), DecoderKind()
+KINDS = {"toy": TOY, "encoder": ENCODER, "masked_lm": MASKED_LM, "decoder": DECODER}
 
 
 def kind_of(task: Task) -> Kind:
-    """The kind of the model that reads task: the one place that tells them apart."""
-    if getattr(task, "causal", False):  # tfviz.hf.NextTokenTask
-        return DECODER
-    if task.kind != "sentence":
-        return TOY
-    return ENCODER if getattr(task, "head", None) is None else MASKED_LM  # a masked-LM head
+    """The kind of the model that reads task, as the task declares it (model_kind: a toy
+    Task's "toy", tfviz.hf's text tasks' "encoder", "masked_lm" or "decoder")."""
+    return KINDS[task.model_kind]
 
 
 def cut_note(name: str, p: pretrained.Pieces) -> str:
