@@ -183,6 +183,19 @@ def start_app(view: str | None = None, model: str | None = None, lang: str | Non
     return at
 
 
+def start_with_state(**state):
+    """A fresh AppTest session with session state set before its first run (as a student's
+    shared link restores it), run once without an exception."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in state.items():
+        at.session_state[key] = value
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
 def wait_until(condition, timeout: float = 30.0) -> None:
     """Poll condition (bounded) until it holds; AssertionError if it never does."""
     end = time.monotonic() + timeout

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import base64
 import json
 import re
 import threading
@@ -11,7 +12,7 @@ from urllib.parse import urlencode
 
 import numpy as np
 
-from tests.conftest import page_figures
+from tests.conftest import ROOT, page_figures
 
 
 def unescape(text: str) -> str:
@@ -27,6 +28,16 @@ def charts(at) -> list[dict]:
 def plotly_charts(at) -> list[dict]:
     """Only the plotly charts of an AppTest page (st.plotly_chart), as plotly JSON, in order."""
     return [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+
+
+def array(value) -> np.ndarray:
+    """A plotly data array from figure JSON, as floats: a list (None read as nan), or a
+    {dtype, bdata[, shape]} typed array."""
+    if isinstance(value, dict):
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        shape = value.get("shape")
+        return flat.reshape([int(d) for d in str(shape).split(",")]) if shape else flat
+    return np.asarray(value, dtype=np.float64)
 
 
 def attn(L=2, H=3, T=4, seed=0) -> np.ndarray:
@@ -78,3 +89,15 @@ def shows(text: str) -> str:
 def python_tree(path: Path) -> ast.Module:
     """The ast of a Python file."""
     return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def tfviz_files(root: Path = ROOT) -> list[Path]:
+    """Every Python file of the tfviz package under root, sorted."""
+    return sorted((root / "tfviz").rglob("*.py"))
+
+
+def called(node: ast.Call) -> str:
+    """The name a call is made through: ConfigError(...) -> "ConfigError", x.run(...) -> "run",
+    type(e)(...) -> ""."""
+    f = node.func
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import subprocess
@@ -17,7 +16,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app, submit_training
-from tests.support import charts
+from tests.support import array, charts
 from tfviz import get_task, plots
 from tfviz.serve import jobs, work
 
@@ -29,20 +28,8 @@ pytestmark = pytest.mark.usefixtures("fresh_app")
 start = start_app
 
 
-def prediction(at: AppTest) -> str:
+def prediction_text(at: AppTest) -> str:
     return at.code[0].value
-
-
-def array(value) -> np.ndarray:
-    """A plotly data array from figure JSON: a list, or {dtype, bdata[, shape]} typed array."""
-    if isinstance(value, dict):
-        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = value.get("shape")
-        if shape:
-            dims = [int(d) for d in str(shape).split(",")]
-            return flat.reshape(dims)
-        return flat
-    return np.asarray(value)
 
 
 def test_starts_on_a_bundled_model_with_its_first_example():
@@ -51,7 +38,7 @@ def test_starts_on_a_bundled_model_with_its_first_example():
     example = get_task("reverse").examples[0]
     assert at.text_input(key="sequence").value == example
     assert not at.error
-    table = prediction(at)
+    table = prediction_text(at)
     assert "right answer" in table and " ".join(reversed(example)) in table
     figures = charts(at)
     # The grid (heads and their means): one column of squares, which the canvas charts draw a
@@ -107,10 +94,10 @@ def test_the_first_page_imports_only_the_view_it_shows(tmp_path):
 
 def test_typing_a_sequence_changes_the_prediction():
     at = start()
-    before = prediction(at)
+    before = prediction_text(at)
     at.text_input(key="sequence").set_value("jjiihh").run()
     assert not at.exception
-    after = prediction(at)
+    after = prediction_text(at)
     assert after != before
     assert "h h i i j j" in after
     assert charts(at)[0]["layout"]["yaxis"]["ticktext"][:7] == ["BOS"] + [
@@ -129,10 +116,10 @@ def test_typing_a_sequence_changes_the_prediction():
 )
 def test_switches_change_what_reverse_predicts(change):
     at = start()
-    learned = prediction(at)
+    learned = prediction_text(at)
     change(at).run()
     assert not at.exception
-    switched = prediction(at)
+    switched = prediction_text(at)
     assert switched != learned
     assert "learned W_o" in switched and "^" in switched
 
@@ -195,7 +182,7 @@ def test_changing_the_model_resets_the_sequence():
     at.selectbox(key="model").set_value("bundled:sort").run()
     assert not at.exception and not at.error
     assert at.text_input(key="sequence").value == get_task("sort").examples[0]
-    assert "1 1 2 3 4 5 6 9" in prediction(at)
+    assert "1 1 2 3 4 5 6 9" in prediction_text(at)
 
 
 def test_example_and_random_buttons_fill_the_sequence():
@@ -210,11 +197,11 @@ def test_example_and_random_buttons_fill_the_sequence():
 
 def test_one_session_switches_do_not_touch_another():
     first, second = start(), start()
-    learned = prediction(second)
+    learned = prediction_text(second)
     first.radio(key="w_o_mode").set_value("zero").run()
-    assert prediction(first) != learned
+    assert prediction_text(first) != learned
     second.run()
-    assert prediction(second) == learned
+    assert prediction_text(second) == learned
     assert second.radio(key="w_o_mode").value == "learned"
 
 
@@ -328,7 +315,7 @@ def test_a_user_model_that_disappears_falls_back_to_the_default(tmp_path):
     at = start()
     at.selectbox(key="model").set_value("yours:mine").run()
     assert not at.exception
-    assert "1 1 2 3 4 5 6 9" in prediction(at)
+    assert "1 1 2 3 4 5 6 9" in prediction_text(at)
     mine.unlink()
     at.run()
     assert not at.exception and not at.error

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -13,7 +12,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import start_app
-from tests.support import charts, unescape
+from tests.support import array, charts, unescape
 from tfviz import Encoder, analysis, get_task, plots, save_checkpoint
 from tfviz.core.metrics import compact
 from tfviz.experiments import experiment
@@ -44,22 +43,13 @@ def show(at: AppTest, section: str) -> AppTest:
     return at
 
 
-def titled(at: AppTest, start_of_title: str) -> dict:
+def chart_titled(at: AppTest, start_of_title: str) -> dict:
     found = [f for f in charts(at) if f["layout"]["title"]["text"].startswith(start_of_title)]
     assert len(found) == 1, [f["layout"]["title"]["text"] for f in charts(at)]
     return found[0]
 
 
-def array(value) -> np.ndarray:
-    """A plotly data array from figure JSON: a list, or a {dtype, bdata[, shape]} typed array."""
-    if isinstance(value, dict):
-        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
-        shape = value.get("shape")
-        return flat.reshape([int(d) for d in str(shape).split(",")]) if shape else flat
-    return np.asarray(value, dtype=np.float64)
-
-
-def metric(at: AppTest, start_of_label: str) -> list:
+def metrics_labelled(at: AppTest, start_of_label: str) -> list:
     return [m for m in at.metric if m.label.startswith(start_of_label)]
 
 
@@ -81,33 +71,33 @@ def test_every_analysis_section_draws_its_charts(model):
     assert at.expander  # "What is this?" with the paper's explanation
 
     show(at, "Attention rollout")
-    rollout = titled(at, "Attention rollout")
+    rollout = chart_titled(at, "Attention rollout")
     z = array(rollout["data"][0]["z"])
     rows = z[~np.isnan(z).all(axis=1)]  # the token rows of every block
     # Each block's rows sum to 1 (two blocks side by side per layer row).
     np.testing.assert_allclose(np.nansum(rows, axis=1), 2.0, atol=1e-4)
 
     show(at, "Head importance")
-    score_map = titled(at, "Loss change")
+    score_map = chart_titled(at, "Loss change")
     assert array(score_map["data"][0]["z"]).size == cfg["L"] * cfg["H"]
     curve = [f for f in charts(at) if [d["type"] for d in f["data"]] == ["scatter", "scatter"]]
     assert len(curve) == 1 and len(array(curve[0]["data"][0]["y"])) == cfg["L"] * cfg["H"] + 1
     assert len(at.dataframe) == 1
 
     show(at, "Ablate before vs after W_o")
-    bars = titled(at, "How far attn_out of L0 moved")
+    bars = chart_titled(at, "How far attn_out of L0 moved")
     assert [d["type"] for d in bars["data"]] == ["bar", "bar"]
 
     show(at, "OV circuits")
-    lines = titled(at, "Singular values")
+    lines = chart_titled(at, "Singular values")
     assert len(lines["data"]) == cfg["L"] * cfg["H"]
-    comp = titled(at, "Composition")
+    comp = chart_titled(at, "Composition")
     assert plots.block_titles(comp) == ["L0→L1 Q", "L0→L1 K", "L0→L1 V"]
 
     show(at, "How W_o mixes heads")
-    shares = titled(at, "W_o of L0")
+    shares = chart_titled(at, "W_o of L0")
     assert shares["data"][0]["x"] == [f"H{h}" for h in range(cfg["H"])]
-    assert len(metric(at, "Mixing number")) == cfg["L"]
+    assert len(metrics_labelled(at, "Mixing number")) == cfg["L"]
 
 
 def test_norm_based_attention_follows_the_w_o_switch_and_raw_attention_does_not():
@@ -140,11 +130,11 @@ def test_the_importance_slider_reads_the_curve_without_recomputing(monkeypatch):
         analysis, "keep_top_k_curve", lambda *a, **k: calls.append(1) or curve(*a, **k)
     )
     at = show(start(ANALYSIS), "Head importance")
-    every = metric(at, "Token accuracy keeping 8 of 8 heads")
+    every = metrics_labelled(at, "Token accuracy keeping 8 of 8 heads")
     assert len(every) == 1 and float(every[0].value.rstrip("%")) > 95
     at.slider(key="importance_k").set_value(1).run()
     assert not at.exception
-    one = metric(at, "Token accuracy keeping 1 of 8 heads")
+    one = metrics_labelled(at, "Token accuracy keeping 1 of 8 heads")
     assert len(one) == 1 and float(one[0].value.rstrip("%")) < 50
     assert "points" in one[0].delta and one[0].delta.startswith("-")
     marked = [f for f in charts(at) if len(f["data"]) == 2 and f["data"][1]["mode"] == "markers"]
@@ -152,8 +142,8 @@ def test_the_importance_slider_reads_the_curve_without_recomputing(monkeypatch):
     assert len(calls) == 1  # the slider only indexes the cached curve
     at.radio(key="importance_rank").set_value("gradient").run()
     assert not at.exception
-    assert metric(at, "Token accuracy keeping 1 of 8 heads")
-    assert "Gradient score" in titled(at, "Gradient")["layout"]["title"]["text"]
+    assert metrics_labelled(at, "Token accuracy keeping 1 of 8 heads")
+    assert "Gradient score" in chart_titled(at, "Gradient")["layout"]["title"]["text"]
     assert any(unescape(c.value).startswith("Kept: L") for c in at.caption)
     assert len(calls) == 2  # a new ranking: its curve, once
 
@@ -165,7 +155,7 @@ def test_head_importance_with_w_o_zeroed_everywhere_scores_every_head_zero():
     assert not at.exception
     at.radio(key="importance_rank").set_value("gradient").run()
     assert not at.exception
-    assert not array(titled(at, "Gradient")["data"][0]["z"]).any()
+    assert not array(chart_titled(at, "Gradient")["data"][0]["z"]).any()
     table = at.dataframe[0].value
     assert (table["gradient score"] == 0).all() and (table["loss change"] == 0).all()
 
@@ -175,16 +165,16 @@ def test_ablating_before_and_after_w_o_shows_both_numbers_and_agrees_with_w_o_of
     at.selectbox(key="ablation_layer").set_value(1)
     at.selectbox(key="ablation_head").set_value(2).run()
     assert not at.exception
-    before = metric(at, "Token accuracy, L1H2 zeroed before W_o")
-    after = metric(at, "Token accuracy, same dims zeroed after W_o")
+    before = metrics_labelled(at, "Token accuracy, L1H2 zeroed before W_o")
+    after = metrics_labelled(at, "Token accuracy, same dims zeroed after W_o")
     assert len(before) == len(after) == 2  # your sequence, and 256 random examples
     assert before[1].value != after[1].value  # W_o mixes heads: the two removals differ
     assert any("common mistake" in unescape(i.value) for i in at.info)
     # With W_o off (identity) the head's slice is the same before and after: they agree.
     at.radio(key="w_o_mode").set_value("identity").run()
     assert not at.exception
-    before = metric(at, "Token accuracy, L1H2 zeroed before W_o")
-    after = metric(at, "Token accuracy, same dims zeroed after W_o")
+    before = metrics_labelled(at, "Token accuracy, L1H2 zeroed before W_o")
+    after = metrics_labelled(at, "Token accuracy, same dims zeroed after W_o")
     assert [m.value for m in before] == [m.value for m in after]
 
 
@@ -200,7 +190,7 @@ def test_a_one_layer_model_after_a_two_layer_one(tmp_path):
     at.selectbox(key="model").set_value("yours:one").run()
     assert not at.exception
     assert at.selectbox(key="mixing_layer").value == 0
-    assert titled(at, "W_o of L0")["data"][0]["x"] == ["H0", "H1"]
+    assert chart_titled(at, "W_o of L0")["data"][0]["x"] == ["H0", "H1"]
     show(at, "OV circuits")
     assert any("one layer" in i.value for i in at.info)
 
@@ -214,7 +204,7 @@ def test_sections_that_need_a_sequence_say_so():
     assert not at.get("plotly_chart")
     at.segmented_control(key="analysis_section").set_value("OV circuits").run()
     assert not at.exception  # from the weights alone: still drawn
-    assert titled(at, "Singular values")
+    assert chart_titled(at, "Singular values")
 
 
 # ---- the "Does W_o matter?" tab ------------------------------------------------------------------
@@ -228,7 +218,7 @@ def experiment_table(at):
 def test_the_shipped_experiment_shows_curves_a_table_and_the_verdict():
     at = start(EXPERIMENT)
     result = experiment.load_precomputed("reverse")
-    curves = titled(at, "Training loss: mean over seeds")
+    curves = chart_titled(at, "Training loss: mean over seeds")
     assert [d.get("name") for d in curves["data"] if d.get("showlegend") is not False] == [
         "with W_o",
         "without W_o",

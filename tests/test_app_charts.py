@@ -13,7 +13,7 @@ from tfviz.ui.i18n import translate
 pytestmark = pytest.mark.usefixtures("fresh_app")
 
 
-def captions(at) -> str:
+def captions_read(at) -> str:
     return "\n".join(c.value for c in at.caption).replace("\\", "")
 
 
@@ -22,7 +22,7 @@ def test_the_compare_view_names_its_two_models_not_left_and_right(lang):
     at = start_app(translate(lang, "app.view.w_o_off"), lang=lang)
     at.radio(key="w_o_mode").set_value("identity").run()
     assert not at.exception
-    text = captions(at)
+    text = captions_read(at)
     learned, switched = translate(lang, "w_o_off.learned"), translate(lang, "w_o_off.switched")
     assert f"“{learned}”" in text and f"“{switched}”" in text
     for side in ("Left", "Right", "左：", "右："):
@@ -35,14 +35,14 @@ def test_the_compare_view_names_its_two_models_not_left_and_right(lang):
 def test_the_weight_scale_is_chosen_once_said_on_the_bar_and_under_the_charts(lang):
     at = start_app(translate(lang, "app.view.attention"), lang=lang)
     fixed = translate(lang, "attention.colours_caption.fixed")
-    assert fixed in captions(at)  # the default, said
+    assert fixed in captions_read(at)  # the default, said
     specs = [s for s in page_figures(at) if s["data"][0]["type"] == "heatmap"]
     assert specs and all(s["layout"]["coloraxis"]["cmax"] == 1.0 for s in specs)
 
     at.radio(key="attn_weight_scale").set_value(plots.LOG).run()
     assert not at.exception
     floor = f"{plots.LOG_FLOOR:g}"
-    assert translate(lang, "attention.colours_caption.log", floor=floor) in captions(at)
+    assert translate(lang, "attention.colours_caption.log", floor=floor) in captions_read(at)
     bars = [
         s["layout"]["coloraxis"]["colorbar"]["title"]["text"]
         for s in page_figures(at)
@@ -58,4 +58,4 @@ def test_the_weight_scale_is_chosen_once_said_on_the_bar_and_under_the_charts(la
     at.radio(key="w_o_mode").set_value("identity").run()
     assert not at.exception
     assert at.radio(key="compare_weight_scale").value == plots.LOG
-    assert translate(lang, "attention.colours_caption.log", floor=floor) in captions(at)
+    assert translate(lang, "attention.colours_caption.log", floor=floor) in captions_read(at)

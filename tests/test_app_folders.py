@@ -68,7 +68,7 @@ def expected(model_root: Path, kind: str, text: str, iv=NONE) -> hf.MaskAnswer:
     return hf.fill_mask(loaded.model, loaded.head, loaded.tokenizer, text, iv, mask=mask)
 
 
-def words(guesses) -> list[str]:
+def shown_words(guesses) -> list[str]:
     from tfviz.ui.masked import shown_word
 
     return [shown_word(g) for g in guesses]
@@ -138,12 +138,12 @@ def test_fill_mask_shows_five_answers_learned_then_switched(kind, model_root):
     assert loaded.tokenizer.specials.mask in at.code[0].value.split()  # traced as the mask
     want = expected(model_root, kind, text)
     shown = answers(at)
-    assert shown == [words(want.learned)], shown  # one column while nothing is switched
+    assert shown == [shown_words(want.learned)], shown  # one column while nothing is switched
     at.radio(key="w_o_mode").set_value("identity").run()
     assert not at.exception
     switched = expected(model_root, kind, text, Interventions(w_o="identity"))
     shown = answers(at)
-    assert shown == [words(switched.learned), words(switched.switched)], shown
+    assert shown == [shown_words(switched.learned), shown_words(switched.switched)], shown
     assert len(shown[0]) == len(shown[1]) == 5
     assert shown[0] != shown[1], "switching W_o off changed none of the guesses"
 
@@ -281,7 +281,7 @@ def test_a_link_opens_a_folder_model_with_its_sentence(model_root):
     assert at.selectbox(key="model").value == "folder:distilbert"
     assert at.text_input(key="sequence").value == "the dog [MASK] on the mat ."
     want = expected(model_root, "distilbert", "the dog [MASK] on the mat .")
-    assert answers(at) == [words(want.learned)]
+    assert answers(at) == [shown_words(want.learned)]
 
 
 def test_the_shared_model_is_unchanged_by_every_tab_with_w_o_off(model_root):

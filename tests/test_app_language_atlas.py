@@ -34,7 +34,7 @@ SHUFFLE = {"identity": (0.0, -0.011, 0.013)}  # NOISY's no-W_o seeds wiggle othe
 INDUCTION = {"learned": 0.45, "identity": 0.05, "block_diagonal": 0.2, "frozen": 0.1, "gated": 0.25}
 
 
-def row(cell: str, arm: str, seed: int) -> dict:
+def atlas_row(cell: str, arm: str, seed: int) -> dict:
     wiggle = (SHUFFLE.get(arm, WIGGLE) if cell == NOISY else WIGGLE)[seed]
     loss = LOSS[cell][arm] + wiggle
     curve = [[step, round(loss + (1000 - step) / 1000, 5)] for step in range(100, 1001, 100)]
@@ -68,7 +68,7 @@ def row(cell: str, arm: str, seed: int) -> dict:
     }
 
 
-ROWS = [row(cell, arm, seed) for cell in LOSS for seed in SEEDS for arm in LANGUAGE_ARMS]
+ROWS = [atlas_row(cell, arm, seed) for cell in LOSS for seed in SEEDS for arm in LANGUAGE_ARMS]
 
 
 @pytest.fixture
@@ -80,18 +80,20 @@ def rows_file(fresh_app, tmp_path, monkeypatch):
     return path
 
 
-def squeezed(text: str) -> str:
+def squeezed_title(text: str) -> str:
     """A title without its line breaks and spaces: a wrapped Chinese title breaks mid-word."""
     return "".join(text.replace("<br>", "").split())
 
 
-def titles(at) -> list[str]:
-    return [squeezed(f["layout"]["title"]["text"]) for f in page_figures(at)]
+def squeezed_titles(at) -> list[str]:
+    return [squeezed_title(f["layout"]["title"]["text"]) for f in page_figures(at)]
 
 
 def figure(at, title: str) -> dict:
     return next(
-        f for f in page_figures(at) if squeezed(f["layout"]["title"]["text"]) == squeezed(title)
+        f
+        for f in page_figures(at)
+        if squeezed_title(f["layout"]["title"]["text"]) == squeezed_title(title)
     )
 
 
@@ -118,7 +120,7 @@ def cell_table(at):
     return next(d.value for d in at.dataframe if valid in d.value.get(measure, []).tolist())
 
 
-def shown(at) -> str:
+def markdown_text(at) -> str:
     return "\n".join(m.value for m in at.markdown)
 
 
@@ -135,7 +137,7 @@ def test_the_language_grid_and_its_counted_sentences(rows_file, lang):
     results = atlas_stats.analyse_language(ROWS)
     at = start_app(view=translate(lang, VIEW), lang=lang)
     assert not at.error, [e.value for e in at.error]
-    text = shown(at)
+    text = markdown_text(at)
     assert "⟦" not in text and "⟦" not in " ".join(c.value for c in at.caption)
     # The grid: architectures down, the four arms compared across, in the page's language.
     head = atlas_stats.LANGUAGE_HEADLINE
@@ -190,9 +192,9 @@ def test_the_measure_radio_switches_the_grid_and_the_sentences(rows_file):
     radio.set_value("induction").run()
     assert not at.exception, at.exception
     what = translate("en", "atlas.measure.induction")
-    assert squeezed(translate("en", "latlas.grid.title", what=what)) in titles(at)
+    assert squeezed_title(translate("en", "latlas.grid.title", what=what)) in squeezed_titles(at)
     for arm in LANGUAGE_ARMS[1:]:
-        assert summary("en", results, arm, "induction") in shown(at)
+        assert summary("en", results, arm, "induction") in markdown_text(at)
     assert translate("en", "latlas.grid.legend.score") in [c.value for c in at.caption]
     # Higher is better for the score: the learned W_o's higher score reads as doing better.
     c = results[CLEAR].comparisons[("identity", "induction")]
@@ -218,7 +220,7 @@ def test_a_cell_opens_its_validation_curves_and_its_numbers_with_their_intervals
     picker.set_value(NOISY).run()
     assert not at.exception, at.exception
     name = arch_label(results[NOISY].cell, varied, "en")
-    assert squeezed(translate("en", "latlas.curves.title", cell=name)) in titles(at)
+    assert squeezed_title(translate("en", "latlas.curves.title", cell=name)) in squeezed_titles(at)
     table = cell_table(at)
     c = results[NOISY].comparisons[("identity", "valid_loss")]
     assert f"[{c.interval.low:.3f}, {c.interval.high:.3f}]" in table["95% interval"].tolist()
@@ -246,7 +248,7 @@ def test_lesson_step_4_quotes_the_language_atlas(rows_file, lang):
     at = start_app(view=translate(lang, "app.view.lessons"), lang=lang)
     at.selectbox(key="lesson_step").set_value(4).run()
     assert not at.exception, at.exception
-    text = shown(at)
+    text = markdown_text(at)
     head = atlas_stats.LANGUAGE_HEADLINE
     none = atlas_stats.verdict_counts(results, "identity", head)
     opening = translate(
@@ -298,5 +300,5 @@ def test_lesson_step_4_says_nothing_of_the_language_atlas_without_rows(
     at = start_app(view=translate("en", "app.view.lessons"))
     at.selectbox(key="lesson_step").set_value(4).run()
     assert not at.exception, at.exception
-    assert "**On real text:**" not in shown(at)
+    assert "**On real text:**" not in markdown_text(at)
     assert translate("en", "lessons.show_answer") in [e.label for e in at.expander]

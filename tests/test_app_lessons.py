@@ -62,7 +62,7 @@ def page_text(at: AppTest) -> str:
     return "\n".join(parts)
 
 
-def go_to(at: AppTest, step: int) -> None:
+def go_to_step(at: AppTest, step: int) -> None:
     at.selectbox(key="lesson_step").set_value(step).run()
     assert not at.exception, at.exception
 
@@ -71,7 +71,7 @@ def go_to(at: AppTest, step: int) -> None:
 def test_every_step_runs_in_both_languages_without_a_missing_key(lang):
     at = open_lessons(lang)
     for step in (1, 2, 3, 4):
-        go_to(at, step)
+        go_to_step(at, step)
         if step == 1:  # what step 1 draws on request too
             at.toggle(key="lesson_show_model").set_value(True).run()
             at.toggle(key="lesson_edit_w").set_value(True).run()
@@ -100,7 +100,7 @@ def test_steps_1_and_2_show_the_article_s_notation_with_the_shapes_of_the_model_
     assert "attn_out = concat · W_o" in text
     assert f"({T}, 4·16) = ({T}, 64)" in text and "(64, 64)" in text, text[:3000]
     assert "Σ_j concat[j] · W_o[j, d]" in text
-    go_to(at, 2)
+    go_to_step(at, 2)
     text = page_text(at).replace("\\", "")
     assert f"({T}, 4, 16)" in text and f"(4, {T}, 16)" in text and "(16, 64)" in text
 
@@ -108,7 +108,7 @@ def test_steps_1_and_2_show_the_article_s_notation_with_the_shapes_of_the_model_
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_step_3_shows_two_inputs_attention_side_by_side_and_how_far_apart_they_are(lang):
     at = open_lessons(lang)
-    go_to(at, 3)
+    go_to_step(at, 3)
     assert at.text_input(key="lesson_digits_b").value == "01234567"
     titles = [f["layout"]["title"]["text"] for f in page_figures(at) if "title" in f["layout"]]
     assert "31415926" in titles and "01234567" in titles, titles
@@ -197,7 +197,7 @@ def test_a_bad_number_gets_a_clear_message_in_the_student_s_language(lang):
 
 def test_the_projection_step_prints_a_rounding_sized_difference():
     at = open_lessons()
-    go_to(at, 2)
+    go_to_step(at, 2)
     values = [float(m.value) for m in at.main.metric]
     assert len(values) == 3 and all(0 <= v < 1e-5 for v in values)
 
@@ -207,7 +207,7 @@ def test_an_exactly_zero_difference_is_called_exact_not_rounding(lang):
     """The bundled reverse model's layer 0 gives bit-identical q, k, v both ways: the step must
     say so, not show "0.00e+00" and call it float32 rounding."""
     at = open_lessons(lang)
-    go_to(at, 2)
+    go_to_step(at, 2)
     assert [m.value for m in at.main.metric] == ["0", "0", "0"]
     text = page_text(at)
     assert translate(lang, "lessons.s2.answer_exact") in text
@@ -228,7 +228,7 @@ def test_a_rounding_sized_difference_is_still_explained_as_rounding(lang, monkey
 
     monkeypatch.setattr(lessons, "projection_equivalence", rounded)
     at = open_lessons(lang)
-    go_to(at, 2)
+    go_to_step(at, 2)
     assert [m.value for m in at.main.metric] == ["1.19e-07", "0", "2.38e-07"]
     text = page_text(at)
     assert translate(lang, "lessons.s2.answer", worst="2.38e-07") in text
@@ -237,7 +237,7 @@ def test_a_rounding_sized_difference_is_still_explained_as_rounding(lang, monkey
 
 def test_step_three_predicts_at_once_and_refuses_bad_digits():
     at = open_lessons()
-    go_to(at, 3)
+    go_to_step(at, 3)
     assert "Digits 31415926: the model says **" in page_text(at)
     assert "the right sum is **31**" in page_text(at)
     at.text_input(key="lesson_digits").set_value("12x").run()
@@ -246,7 +246,7 @@ def test_step_three_predicts_at_once_and_refuses_bad_digits():
 
 def test_the_tiny_training_path_trains_through_the_job_system_and_predicts():
     at = open_lessons("zh")
-    go_to(at, 3)
+    go_to_step(at, 3)
     at.number_input(key="lesson_steps").set_value(5.0)
     at.button(key="lesson_train").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
@@ -270,7 +270,7 @@ def test_the_tiny_training_path_trains_through_the_job_system_and_predicts():
 
 def test_step_four_switches_w_o_and_states_the_experiment_s_verdict():
     at = open_lessons(model="bundled:sum_seed")
-    go_to(at, 4)
+    go_to_step(at, 4)
     text = page_text(at)
     assert "answer tokens changed" in text
     # The atlas's answer, counted from the bundled rows, with the mechanism's chart.
@@ -355,7 +355,7 @@ def test_the_decoder_steps_open_in_both_languages_with_their_questions(lang, pro
     at = open_lessons(lang)
     lm_alphabet = "".join(sorted(hf.open_folder(str(LM_FOLDER)).tokenizer.alphabet))
     for step in DECODER_STEPS:
-        go_to(at, step)
+        go_to_step(at, step)
         assert not at.error and not at.warning, [e.value for e in [*at.error, *at.warning]]
         title = translate(lang, f"lessons.step{step}.title")
         assert ("decoder" in title.lower()) if lang == "en" else ("解码器" in title), title
@@ -373,7 +373,7 @@ def test_the_decoder_steps_open_in_both_languages_with_their_questions(lang, pro
 def test_step_5_shows_one_head_s_map_blank_above_the_diagonal_and_the_row_sums(lm):
     model, task = lm
     at = open_lessons()
-    go_to(at, 5)
+    go_to_step(at, 5)
     line = at.text_input(key="lesson_line").value
     assert line == LINE_EXAMPLE
     trace = run_trace(model, task, line)
@@ -400,7 +400,7 @@ def test_step_5_shows_one_head_s_map_blank_above_the_diagonal_and_the_row_sums(l
 def test_chinese_typed_in_step_5_gets_the_catalogue_s_message_naming_the_characters(lang, lm):
     _, task = lm
     at = open_lessons(lang)
-    go_to(at, 5)
+    go_to_step(at, 5)
     at.text_input(key="lesson_line").set_value("生存还是毁灭 To be").run()
     assert not at.exception, at.exception
     with pytest.raises(InputError) as info:
@@ -413,7 +413,7 @@ def test_chinese_typed_in_step_5_gets_the_catalogue_s_message_naming_the_charact
     if lang == "zh":
         assert "这个模型只认识" in expected
     assert not page_figures(at)  # nothing drawn from a refused line
-    go_to(at, 6)  # the same box on the next step: the same refusal
+    go_to_step(at, 6)  # the same box on the next step: the same refusal
     assert [e.value for e in at.error] == [expected]
     at.text_input(key="lesson_line").set_value("x" * 101).run()
     assert [e.value for e in at.error] == [
@@ -424,7 +424,7 @@ def test_chinese_typed_in_step_5_gets_the_catalogue_s_message_naming_the_charact
 def test_step_6_shows_the_probe_s_best_previous_token_head_on_the_typed_line(lm, probe):
     model, task = lm
     at = open_lessons()
-    go_to(at, 6)
+    go_to_step(at, 6)
     layer, head, score = lessons.previous_token_head(probe[1])
     name = head_name(layer, head)
     text = page_text(at)
@@ -441,7 +441,7 @@ def test_step_6_shows_the_probe_s_best_previous_token_head_on_the_typed_line(lm,
 def test_step_7_compares_the_first_copy_with_the_repeat_from_live_numbers(source, lm, probe):
     model, task = lm
     at = open_lessons()
-    go_to(at, 7)
+    go_to_step(at, 7)
     if source == "letters":
         at.radio(key="lesson_repeat_source").set_value("letters").run()
         alphabet = task.tokenizer.alphabet
@@ -479,7 +479,7 @@ def test_step_7_compares_the_first_copy_with_the_repeat_from_live_numbers(source
 
 def test_step_7_refuses_a_sentence_outside_the_alphabet_or_of_the_wrong_length():
     at = open_lessons("zh")
-    go_to(at, 7)
+    go_to_step(at, 7)
     at.text_input(key="lesson_sentence").set_value("国王死了。").run()
     assert not at.exception
     (error,) = [e.value for e in at.error]
@@ -494,7 +494,7 @@ def test_step_8_measures_the_learned_best_induction_head_under_each_w_o_switch(l
     model, _ = lm
     ids, learned = probe
     at = open_lessons()
-    go_to(at, 8)
+    go_to_step(at, 8)
     layer, head, best = learned.best()
     name = head_name(layer, head)
     (table,) = at.main.dataframe
@@ -538,7 +538,7 @@ def test_each_decoder_step_says_so_when_the_bundled_model_is_missing_or_broken(
     monkeypatch.setattr(folders, "LANGUAGE_DIR", tmp_path)
     at = open_lessons(lang)
     for step in DECODER_STEPS:
-        go_to(at, step)
+        go_to_step(at, step)
         if broken == "missing":
             said = [w.value for w in at.warning]
             assert translate(lang, "lessons.lm.missing", name=LM_FOLDER.name) in said

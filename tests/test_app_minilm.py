@@ -32,7 +32,7 @@ MINILM = f"pretrained:{pretrained.NAME}"
 PARAPHRASE, UNRELATED = pretrained.PARAPHRASE_PAIR, pretrained.UNRELATED_PAIR
 
 
-def start(view: str | None = None) -> AppTest:
+def start_minilm(view: str | None = None) -> AppTest:
     """A fresh session with MiniLM picked (and a tab open if given)."""
     return start_app(view, model=MINILM)
 
@@ -51,7 +51,7 @@ def metrics(at: AppTest, label: str) -> list[str]:
     return [m.value for m in at.metric if m.label == label]
 
 
-def shown(at: AppTest, label: str) -> float:
+def metric_number(at: AppTest, label: str) -> float:
     """The one metric with this label, as a number."""
     values = metrics(at, label)
     assert len(values) == 1, (label, [m.label for m in at.metric])
@@ -86,7 +86,7 @@ def test_minilm_is_offered_but_the_app_opens_on_reverse():
 
 
 def test_picking_minilm_shows_source_licence_boxes_pieces_and_similarity():
-    at = start()
+    at = start_minilm()
     assert not at.error and not at.warning
     facts = "\n".join(t.value for t in at.text)
     assert pretrained.SOURCE in facts and f"Licence: {pretrained.LICENCE}" in facts
@@ -99,27 +99,27 @@ def test_picking_minilm_shows_source_licence_boxes_pieces_and_similarity():
     captions = " ".join(messages(at, "caption"))
     assert "[CLS] and [SEP] are not typed" in captions
     want = expected_similarity(*PARAPHRASE)
-    assert shown(at, "Similarity of A and B") == pytest.approx(want.learned, abs=5e-4)
+    assert metric_number(at, "Similarity of A and B") == pytest.approx(want.learned, abs=5e-4)
     assert not metrics(at, "Similarity, switched")  # nothing switched yet
 
 
 def test_the_paraphrase_pair_is_more_alike_than_the_unrelated_pair():
-    at = start()
+    at = start_minilm()
     at.button(key="example_0").click().run()
     assert at.text_input(key="sentence_b").value == PARAPHRASE[1]
-    paraphrase = shown(at, "Similarity of A and B")
+    paraphrase = metric_number(at, "Similarity of A and B")
     at.button(key="example_1").click().run()
     assert not at.exception
     assert at.text_input(key="sentence_b").value == UNRELATED[1]
-    unrelated = shown(at, "Similarity of A and B")
+    unrelated = metric_number(at, "Similarity of A and B")
     assert paraphrase > unrelated + 0.3, (paraphrase, unrelated)
 
 
 def test_typing_sentence_b_changes_the_similarity_and_not_the_pieces():
-    at = start()
-    before, shown_pieces = shown(at, "Similarity of A and B"), pieces(at)
+    at = start_minilm()
+    before, shown_pieces = metric_number(at, "Similarity of A and B"), pieces(at)
     set_text(at, "sentence_b", "Interest rates rose again this quarter.")
-    after = shown(at, "Similarity of A and B")
+    after = metric_number(at, "Similarity of A and B")
     assert after != before and pieces(at) == shown_pieces
     want = expected_similarity(PARAPHRASE[0], "Interest rates rose again this quarter.")
     assert after == pytest.approx(want.learned, abs=5e-4)
@@ -132,13 +132,13 @@ def test_typing_sentence_b_changes_the_similarity_and_not_the_pieces():
     "scope, layer", [(EVERY_LAYER, None), (2, 2)], ids=["all-layers", "one-layer"]
 )
 def test_w_o_off_changes_the_switched_similarity_and_not_the_learned_one(scope, layer):
-    at = start()
-    learned = shown(at, "Similarity of A and B")
+    at = start_minilm()
+    learned = metric_number(at, "Similarity of A and B")
     at.selectbox(key="w_o_scope").set_value(scope)
     at.radio(key="w_o_mode").set_value("identity").run()
     assert not at.exception
-    assert shown(at, "Similarity, learned W_o") == learned
-    switched = shown(at, "Similarity, switched")
+    assert metric_number(at, "Similarity, learned W_o") == learned
+    switched = metric_number(at, "Similarity, switched")
     want = expected_similarity(*PARAPHRASE, switches("identity", layer))
     assert switched == pytest.approx(want.switched, abs=5e-4)
     assert abs(want.switched - want.learned) > 1e-3  # the switch really moves it
@@ -151,12 +151,12 @@ def test_w_o_off_changes_the_switched_similarity_and_not_the_learned_one(scope, 
 
 
 def test_ablating_a_head_changes_the_switched_similarity():
-    at = start()
+    at = start_minilm()
     at.multiselect(key="ablate").set_value(["L0H3", "L1H5"]).run()
     assert not at.exception
     want = expected_similarity(*PARAPHRASE, switches("learned", None, [(0, 3), (1, 5)]))
-    assert shown(at, "Similarity, switched") == pytest.approx(want.switched, abs=5e-4)
-    assert shown(at, "Similarity, learned W_o") == pytest.approx(want.learned, abs=5e-4)
+    assert metric_number(at, "Similarity, switched") == pytest.approx(want.switched, abs=5e-4)
+    assert metric_number(at, "Similarity, learned W_o") == pytest.approx(want.learned, abs=5e-4)
     assert want.moved[0] < 1 - 1e-5  # the embedding moved
     assert any("zeroed L0H3, L1H5" in c for c in messages(at, "caption"))
 
@@ -170,7 +170,7 @@ def grid_titles(at: AppTest) -> list[str]:
 
 
 def test_attention_shows_one_layer_of_twelve_heads_with_a_layer_picker():
-    at = start("Attention")
+    at = start_minilm("Attention")
     titles = grid_titles(at)
     assert [t for t in titles if t.startswith("L0 ")] == [f"L0 H{h}" for h in range(12)] + [
         "L0 mean"
@@ -198,7 +198,7 @@ def test_a_long_input_shows_a_window_of_squares_the_whole_layer_and_a_ranked_lis
     word-piece, and the keys one token attends to most are listed, strongest first."""
     words = "the man reads a book near the river with a small dog and sings".split()
     text = " ".join(words * 6)  # 84 words, each one word-piece: 86 with [CLS] and [SEP]
-    at = start("Attention")
+    at = start_minilm("Attention")
     set_text(at, "sequence", text)
     T = len(pieces(at))
     assert T == 86 > attention.LONG_PIECES
@@ -228,7 +228,7 @@ def test_a_long_input_shows_a_window_of_squares_the_whole_layer_and_a_ranked_lis
 
 
 def test_before_after_w_o_on_minilm_adds_up_and_w_o_off_makes_them_equal():
-    at = start("Before/after W_o")
+    at = start_minilm("Before/after W_o")
     assert len(charts(at)) >= 4
     check = [m for m in at.metric if m.label.startswith("max |")][0]
     assert float(check.value) < 1e-4  # per-head terms + b_o == attn_out, on the real model
@@ -244,7 +244,7 @@ def test_before_after_w_o_on_minilm_adds_up_and_w_o_off_makes_them_equal():
 
 
 def test_w_o_off_tab_compares_the_similarity_learned_and_switched():
-    at = start("W_o off: compare")
+    at = start_minilm("W_o off: compare")
     assert any("Nothing is switched" in i for i in messages(at, "info"))
     at.radio(key="w_o_mode").set_value("zero").run()
     assert not at.exception and not at.error
@@ -264,14 +264,14 @@ def test_w_o_off_tab_compares_the_similarity_learned_and_switched():
 
 @pytest.mark.parametrize("tab", ["Train", "Does W_o matter?"])
 def test_training_tabs_say_why_they_do_not_apply(tab):
-    at = start(tab)
+    at = start_minilm(tab)
     assert not at.error
     infos = messages(at, "info")
     assert any(f"is not shown for {pretrained.NAME}" in i and "toy model" in i for i in infos)
 
 
 def test_every_tab_opens_on_minilm_with_w_o_off():
-    at = start()
+    at = start_minilm()
     at.radio(key="w_o_mode").set_value("identity").run()
     labels = [tab.label for tab in at.tabs]
     assert {"Attention", "Before/after W_o", "W_o off: compare", "Analysis"} <= set(labels)
@@ -294,7 +294,7 @@ def test_every_tab_opens_on_minilm_with_w_o_off():
     ],
 )
 def test_analysis_sections_draw_or_say_why_not(section, draws):
-    at = start("Analysis")
+    at = start_minilm("Analysis")
     at.segmented_control(key="analysis_section").set_value(section).run()
     assert not at.exception and not at.error
     if draws:
@@ -319,7 +319,7 @@ CUT = pretrained.MAX_PIECES - 2  # the last word-piece read: MiniLM's own limit 
     "text", ["", "   ", "\x00\x07\x1b"], ids=["empty", "spaces", "control-only"]
 )
 def test_a_box_with_no_word_pieces_says_so(box, name, text):
-    at = set_text(start(), box, text)
+    at = set_text(start_minilm(), box, text)
     errors = messages(at, "error")
     assert len(errors) == 1 and errors[0].startswith(f"Sentence {name}: ")
     assert "no word-pieces" in errors[0]
@@ -333,7 +333,7 @@ def test_a_box_with_no_word_pieces_says_so(box, name, text):
 
 @pytest.mark.parametrize("box, name", [("sequence", "A"), ("sentence_b", "B")])
 def test_a_text_past_the_word_piece_limit_is_cut_with_a_warning_saying_where(box, name):
-    at = set_text(start("Attention"), box, LONG)
+    at = set_text(start_minilm("Attention"), box, LONG)
     if box == "sequence":  # sentence A is long: its whole map is a toggle away
         at.toggle(key="attn_whole").set_value(True).run()
     assert not at.error
@@ -342,7 +342,7 @@ def test_a_text_past_the_word_piece_limit_is_cut_with_a_warning_saying_where(box
     cut = warnings[0]
     assert cut.startswith(f"Sentence {name}: ") and f"cut after word-piece {CUT}" in cut
     assert "of 4500" in cut or "of 4,500" in cut
-    similarity = shown(at, "Similarity of A and B")
+    similarity = metric_number(at, "Similarity of A and B")
     text_a, text_b = (LONG, PARAPHRASE[1]) if box == "sequence" else (PARAPHRASE[0], LONG)
     assert similarity == pytest.approx(expected_similarity(text_a, text_b).learned, abs=5e-4)
     if box == "sequence":
@@ -366,7 +366,7 @@ def test_a_text_past_the_word_piece_limit_is_cut_with_a_warning_saying_where(box
     ids=["emoji", "control-chars", "chinese", "typed-sep"],
 )
 def test_odd_text_runs_with_a_note_where_needed(box, name, text, note):
-    at = set_text(start(), box, text)
+    at = set_text(start_minilm(), box, text)
     assert not at.error and not at.warning
     infos = messages(at, "info")
     if note is None:
@@ -375,7 +375,7 @@ def test_odd_text_runs_with_a_note_where_needed(box, name, text, note):
         assert any(i.startswith(f"Sentence {name}: ") and note in i for i in infos), infos
     text_a, text_b = (text, PARAPHRASE[1]) if box == "sequence" else (PARAPHRASE[0], text)
     want = expected_similarity(text_a, text_b)
-    assert shown(at, "Similarity of A and B") == pytest.approx(want.learned, abs=5e-4)
+    assert metric_number(at, "Similarity of A and B") == pytest.approx(want.learned, abs=5e-4)
     shown_pieces = pieces(at)
     # Only the frame is special: a typed [SEP] is brackets and letters.
     assert shown_pieces.count("[SEP]") == 1 and shown_pieces[-1] == "[SEP]"

@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import APP, page_figures, wait_until
-from tests.support import en, plain
-from tests.test_app import array
+from tests.conftest import start_with_state, wait_until
+from tests.support import array, charts, en, plain
 from tests.test_app_lessons import page_text
 from tfviz import get_task
 from tfviz.core import dissect
@@ -23,33 +22,16 @@ pytestmark = pytest.mark.usefixtures("fresh_app")
 MINILM = f"pretrained:{pretrained.NAME}"
 
 
-def start_app(view: str, **state) -> AppTest:
-    """A fresh session of the app on a tab, with session state set before its first run (as a
-    student's shared link restores it), run once without an exception."""
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.session_state["view"] = view
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
 def open_parts(section: str = "modes", model: str = "bundled:reverse", **state) -> AppTest:
     """The "Take W_o apart" tab on a model and one of its sections."""
-    return start_app(en("app.view.parts"), model=model, parts_section=section, **state)
-
-
-def figures(at: AppTest) -> list[dict]:
-    """Every chart of the page, plotly's and the canvas charts' (heads in columns), in order."""
-    return page_figures(at)
+    return start_with_state(view=en("app.view.parts"), model=model, parts_section=section, **state)
 
 
 def errors(at: AppTest) -> list[str]:
     return [plain(e.value) for e in at.error]
 
 
-def shown(elements) -> list[str]:
+def texts_read(elements) -> list[str]:
     """The text of markdown-like elements (markdown, info, warning, success), as read."""
     return [plain(e.value) for e in elements]
 
@@ -73,7 +55,7 @@ def counts(tally: dict) -> list[int]:
 def test_modes_chart_has_every_mode_and_the_spectrum_beside_it():
     at = open_parts("modes")
     assert not errors(at)
-    sweep, spectrum = figures(at)
+    sweep, spectrum = charts(at)
     names = [trace.get("name", "") for trace in sweep["data"]]
     for mode in ("learned", "block-diagonal", "off (identity)", "zero", "rank-k W_o"):
         assert any(mode in name for name in names), (mode, names)
@@ -83,7 +65,7 @@ def test_modes_chart_has_every_mode_and_the_spectrum_beside_it():
     assert [tr["name"] for tr in spectrum["data"]] == ["L0", "L1"]
     # One layer only: the spectrum shows that layer, and the title says so.
     at.selectbox(key="parts_scope").set_value(1).run()
-    sweep, spectrum = figures(at)
+    sweep, spectrum = charts(at)
     assert "L1" in sweep["layout"]["title"]["text"]
     assert [tr["name"] for tr in spectrum["data"]] == ["L1"]
 
@@ -98,7 +80,7 @@ def test_the_other_scopes_are_measured_ahead_and_then_shown_from_the_cache():
     wait_until(lambda: all(shared.known(iv) for iv in ahead), timeout=60)
     # What the page shows for L1 is what was measured ahead.
     at.selectbox(key="parts_scope").set_value(1).run()
-    sweep, _ = figures(at)
+    sweep, _ = charts(at)
     learned = next(tr for tr in sweep["data"] if tr.get("name", "").startswith("learned"))
     metric = get_task("reverse").metric
     assert learned["y"][0] == pytest.approx(shared(dissect.mode_switches("learned", 1))[metric])
@@ -108,9 +90,9 @@ def test_the_chosen_k_is_swept_and_marked():
     at = open_parts("modes")
     at.text_input(key="parts_k").set_value("11").run()
     assert not at.exception and not errors(at)
-    sweep = figures(at)[0]
+    sweep = charts(at)[0]
     assert [shape["x0"] for shape in sweep["layout"]["shapes"]] == [11]
-    assert any(en("parts.modes.at_k", k=11, value="")[:-1] in m for m in shown(at.markdown))
+    assert any(en("parts.modes.at_k", k=11, value="")[:-1] in m for m in texts_read(at.markdown))
 
 
 @pytest.mark.parametrize("typed", ["0", "65", "-1", "2.5", "nan", "inf", "-inf", "abc", " ", "1e9"])
@@ -119,7 +101,7 @@ def test_a_bad_k_gets_a_clear_message_and_the_chart_stays(typed):
     at.text_input(key="parts_k").set_value(typed).run()
     assert not at.exception, at.exception
     assert any("k must be a whole number from 1 to 64" in e for e in errors(at)), errors(at)
-    sweep = figures(at)[0]
+    sweep = charts(at)[0]
     assert sweep["layout"].get("shapes", []) == []  # no k marked
 
 
@@ -134,7 +116,7 @@ def test_permuting_w_o_alike_leaves_the_output_identical():
     assert values[en("parts.perm.matched", layer=0)] < 1e-6
     assert values[en("parts.perm.shuffled_out")] > 1e-3
     assert values[en("parts.perm.matched_out")] < 1e-5
-    assert any("identical" in m for m in shown(at.markdown))
+    assert any("identical" in m for m in texts_read(at.markdown))
     table = view_code(at)
     assert en("parts.row.shuffled") in table and en("parts.row.matched") in table
 
@@ -162,7 +144,7 @@ def test_a_bad_order_gets_a_clear_message(typed):
 def test_every_pattern_override_shows_prediction_and_the_heads_term(pattern):
     at = open_parts("pattern", parts_pattern=pattern, parts_pat_head=1)
     assert not errors(at)
-    own, given, before, after = figures(at)
+    own, given, before, after = charts(at)
     assert "L0 H1" in own["layout"]["title"]["text"]
     assert en("parts.row.overridden") in view_code(at)
     if pattern != "copy":  # copy defaults to head 0, another head: also a change
@@ -172,8 +154,8 @@ def test_every_pattern_override_shows_prediction_and_the_heads_term(pattern):
 
 def test_copying_a_head_onto_itself_says_nothing_changes():
     at = open_parts("pattern", parts_pattern="copy", parts_pat_head=2, parts_pat_source=2)
-    assert shown(at.info) == [en("parts.pattern.same_head")]
-    own, given, before, after = figures(at)
+    assert texts_read(at.info) == [en("parts.pattern.same_head")]
+    own, given, before, after = charts(at)
     assert own["data"][0]["z"] == given["data"][0]["z"]
 
 
@@ -186,10 +168,10 @@ def test_two_inputs_differing_in_one_token_are_compared_per_head():
     a = at.text_input(key="sequence").value
     b = at.text_input(key="parts_seq_b").value
     assert len(a) == len(b) and sum(x != y for x, y in zip(a, b, strict=True)) == 1
-    attn, concat, out, terms = figures(at)
+    attn, concat, out, terms = charts(at)
     assert "B minus A" in attn["layout"]["title"]["text"]
     assert len(terms["data"][0]["y"]) == 4  # one row per head
-    assert any(en("parts.diff.where", n=1, tokens="")[:-1] in m for m in shown(at.markdown))
+    assert any(en("parts.diff.where", n=1, tokens="")[:-1] in m for m in texts_read(at.markdown))
 
 
 def type_b(at: AppTest, text: str) -> None:
@@ -210,8 +192,8 @@ def test_pairs_that_cannot_be_compared_get_a_clear_message():
     (error,) = errors(at)
     assert error.startswith(en("parts.diff.bad_b", why="")) and len(error) > 30
     type_b(at, "   ")
-    assert shown(at.info) == [en("parts.diff.type_b")]
-    assert not at.exception and not figures(at)
+    assert texts_read(at.info) == [en("parts.diff.type_b")]
+    assert not at.exception and not charts(at)
 
 
 # ---- 5. predict, then reveal --------------------------------------------------------------------
@@ -219,25 +201,25 @@ def test_pairs_that_cannot_be_compared_get_a_clear_message():
 
 def test_the_answer_stays_hidden_until_a_guess_is_committed_and_the_class_is_counted():
     at = open_parts("predict")
-    assert not figures(at) and not at.success
+    assert not charts(at) and not at.success
     at.button(key="parts_commit").click().run()
-    assert shown(at.warning) == [en("parts.predict.pick_first")]
+    assert texts_read(at.warning) == [en("parts.predict.pick_first")]
     guess_key = "parts_guess_bundled:reverse|block_diagonal"
     at.radio(key=guess_key).set_value("no").run()
     at.button(key="parts_commit").click().run()
     assert not at.exception, at.exception
     # The bundled reverse model falls far with a block-diagonal W_o: "no" is wrong.
-    assert shown(at.warning) == [en("parts.predict.wrong", guess="no", answer="yes")]
-    (tally,) = figures(at)
+    assert texts_read(at.warning) == [en("parts.predict.wrong", guess="no", answer="yes")]
+    (tally,) = charts(at)
     assert counts(tally) == [0, 1]  # yes, no
     assert "1 guesses" in tally["layout"]["title"]["text"]
     # Another student (another session of the same server) sees the class's count and guesses.
     other = open_parts("predict")
     other.radio(key=guess_key).set_value("yes").run()
     other.button(key="parts_commit").click().run()
-    assert shown(other.success) == [en("parts.predict.right", guess="yes")]
-    assert counts(figures(other)[0]) == [1, 1]
-    assert "2 guesses" in figures(other)[0]["layout"]["title"]["text"]
+    assert texts_read(other.success) == [en("parts.predict.right", guess="yes")]
+    assert counts(charts(other)[0]) == [1, 1]
+    assert "2 guesses" in charts(other)[0]["layout"]["title"]["text"]
 
 
 def test_the_teachers_reset_asks_first_and_then_empties_the_tally():
@@ -245,29 +227,29 @@ def test_the_teachers_reset_asks_first_and_then_empties_the_tally():
     guess_key = "parts_guess_bundled:reverse|block_diagonal"
     at.radio(key=guess_key).set_value("yes").run()
     at.button(key="parts_commit").click().run()
-    assert "1 guesses" in figures(at)[0]["layout"]["title"]["text"]
+    assert "1 guesses" in charts(at)[0]["layout"]["title"]["text"]
     assert "anyone" in at.button(key="parts_reset").help
     at.button(key="parts_reset").click().run()
-    assert shown(at.warning) == [en("parts.predict.reset_confirm")]
+    assert texts_read(at.warning) == [en("parts.predict.reset_confirm")]
     at.button(key="parts_reset_no").click().run()  # cancel: nothing forgotten
-    assert "1 guesses" in figures(at)[0]["layout"]["title"]["text"]
+    assert "1 guesses" in charts(at)[0]["layout"]["title"]["text"]
     at.button(key="parts_reset").click().run()
     at.button(key="parts_reset_yes").click().run()
     assert not at.exception, at.exception
-    assert shown(at.success) == [en("parts.predict.reset_done")]
-    assert not figures(at)  # this session may guess again; the answer is hidden again
+    assert texts_read(at.success) == [en("parts.predict.reset_done")]
+    assert not charts(at)  # this session may guess again; the answer is hidden again
     at.radio(key=guess_key).set_value("yes").run()
     at.button(key="parts_commit").click().run()
-    assert "1 guesses" in figures(at)[0]["layout"]["title"]["text"]
+    assert "1 guesses" in charts(at)[0]["layout"]["title"]["text"]
 
 
 def test_the_rank_question_follows_k_and_waits_for_a_valid_one():
     at = open_parts("predict", parts_question="rank", parts_k="3")
     assert en(
         "parts.predict.q_toy", mode="rank 3 (truncated SVD)", what="token accuracy", drop="10"
-    ) in [m.strip("*") for m in shown(at.markdown)]
+    ) in [m.strip("*") for m in texts_read(at.markdown)]
     at.text_input(key="parts_k").set_value("nan").run()
-    assert shown(at.info) == [en("parts.predict.need_k")]
+    assert texts_read(at.info) == [en("parts.predict.need_k")]
 
 
 # ---- MiniLM ------------------------------------------------------------------------------------
@@ -278,7 +260,7 @@ def test_every_section_runs_on_minilm(section):
     at = open_parts(section, MINILM, parts_order="11,10,9,8,7,6,5,4,3,2,1,0")
     assert not errors(at), errors(at)
     if section == "modes":
-        sweep, spectrum = figures(at)
+        sweep, spectrum = charts(at)
         assert en("parts.modes.similarity") in sweep["layout"]["title"]["text"]
         assert len(spectrum["data"]) == 6 and len(spectrum["data"][0]["x"]["bdata"]) > 0
     if section == "permutation":
@@ -286,22 +268,22 @@ def test_every_section_runs_on_minilm(section):
         assert values[en("parts.perm.matched_out")] < 1e-4
         assert values[en("parts.perm.shuffled_out")] > 1e-3
     if section == "pattern":
-        assert len(figures(at)) == 4
+        assert len(charts(at)) == 4
         assert en("parts.pattern.sim_overridden") in metric_values(at)
     if section == "predict":
         at.radio(key=f"parts_guess_{MINILM}|block_diagonal").set_value("yes").run()
         at.button(key="parts_commit").click().run()
         assert not at.exception, at.exception
-        assert any("paraphrase pair" in m for m in shown(at.markdown))
+        assert any("paraphrase pair" in m for m in texts_read(at.markdown))
         assert at.success or at.warning
 
 
 def test_two_sentences_on_minilm_need_the_same_number_of_word_pieces():
     at = open_parts("diff", MINILM)
-    assert shown(at.info) == [en("parts.diff.type_b")]
+    assert texts_read(at.info) == [en("parts.diff.type_b")]
     type_b(at, "A woman is playing a guitar.")
     assert not errors(at), errors(at)
-    assert len(figures(at)) == 4
+    assert len(charts(at)) == 4
     type_b(at, "A man plays.")
     assert any("positions" in e for e in errors(at)), errors(at)
     type_b(at, "A man is playing a guitar.")
@@ -311,7 +293,7 @@ def test_two_sentences_on_minilm_need_the_same_number_of_word_pieces():
 def test_minilm_refuses_a_k_above_its_384_directions():
     at = open_parts("modes", MINILM, parts_k="385")
     assert any("from 1 to 384" in e for e in errors(at))
-    assert len(figures(at)) == 2
+    assert len(charts(at)) == 2
 
 
 # ---- the sidebar's W_o modes -------------------------------------------------------------------
@@ -370,10 +352,10 @@ def test_the_w_o_views_work_in_the_new_modes(mode, k):
     state = {"w_o_mode": mode} | ({"w_o_rank": k} if k else {})
     label = "block-diagonal (no mixing across heads)" if k is None else "rank 3 (truncated SVD)"
     # Before/after W_o: the map shown is the one applied, and the per-head terms still add up.
-    at = start_app(view=en("app.view.w_o"), **state)
-    assert shown(at.info) == [en("w_o.switched", mode=label)]
+    at = start_with_state(view=en("app.view.w_o"), **state)
+    assert texts_read(at.info) == [en("w_o.switched", mode=label)]
     w_o = next(
-        f for f in figures(at) if f["layout"]["title"]["text"] == en("w_o.matrix_title", layer=0)
+        f for f in charts(at) if f["layout"]["title"]["text"] == en("w_o.matrix_title", layer=0)
     )
     W = array(w_o["data"][0]["z"]).reshape(64, 64)
     if k is None:  # head h's output slice reads head h's input slice only
@@ -384,13 +366,13 @@ def test_the_w_o_views_work_in_the_new_modes(mode, k):
     (check,) = [float(m.value) for m in at.metric if m.label == en("w_o.check_label")]
     assert check < 1e-4
     # W_o off: compare sets the switched model beside the learned one, naming the mode.
-    at = start_app(view=en("app.view.w_o_off"), **state)
+    at = start_with_state(view=en("app.view.w_o_off"), **state)
     assert not errors(at)
-    assert any(label in c for c in shown(at.caption))
-    assert len(figures(at)) >= 3  # later attention (learned, switched), residual stream, drift
+    assert any(label in c for c in texts_read(at.caption))
+    assert len(charts(at)) >= 3  # later attention (learned, switched), residual stream, drift
     # Attention: drawn whatever the mode (a switch acts after the attention it is in).
-    at = start_app(view=en("app.view.attention"), **state)
-    assert not errors(at) and len(figures(at)) == 1  # the grid's column of heads
+    at = start_with_state(view=en("app.view.attention"), **state)
+    assert not errors(at) and len(charts(at)) == 1  # the grid's column of heads
 
 
 @pytest.mark.parametrize("model", ["bundled:reverse", MINILM])

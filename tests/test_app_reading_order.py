@@ -110,14 +110,14 @@ def shot(page, locator, name: str) -> None:
         quiet(page)
 
 
-def plain(markdown: str) -> str:
+def catalogue_text(markdown: str) -> str:
     """A catalogue line as the page shows its text: code spans' backticks gone, spaces one."""
     return re.sub(r"\s+", " ", markdown.replace("`", "")).strip()
 
 
 def shown_line(page, text: str) -> None:
     """The caption that reads `text` is on the page."""
-    want = plain(text)
+    want = catalogue_text(text)
     page.wait_for_function(
         """(want) => [...document.querySelectorAll('[data-testid="stCaptionContainer"]')]
             .some((c) => c.innerText.replace(/\\s+/g, ' ').trim() === want)""",

@@ -33,7 +33,7 @@ from tfviz.ui.i18n import translate
 pytestmark = pytest.mark.usefixtures("fresh_app")
 
 
-def titled(at: AppTest, prefix: str) -> dict:
+def plotly_titled(at: AppTest, prefix: str) -> dict:
     found = [
         f
         for f in plotly_charts(at)
@@ -191,12 +191,12 @@ def test_the_timeline_slider_shows_each_step_as_replayed(timeline_model):
             assert not at.exception and not at.error
             slider = at.select_slider(key="timeline_step")
         want = replay_step(timeline, index, model.config, task, text, n=64)
-        grid = titled(at, f"Attention at step {step}")
+        grid = plotly_titled(at, f"Attention at step {step}")
         drawn = json.loads(plots.attention_grid(want.attn, want.labels).to_json())
         np.testing.assert_allclose(
             array(grid["data"][0]["z"]), array(drawn["data"][0]["z"]), atol=1e-6
         )
-        scores = titled(at, f"Head importance at step {step}")
+        scores = plotly_titled(at, f"Head importance at step {step}")
         np.testing.assert_allclose(array(scores["data"][0]["z"]), want.importance, rtol=1e-5)
         (mixing,) = [m for m in at.metric if m.label == "W_o mixing, layer 0"]
         assert mixing.value == f"{want.mixing[0]:.3f}"

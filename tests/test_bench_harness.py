@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from bench.harness import median, percentile
+from tests.support import called
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -21,7 +22,7 @@ SUBPROCESS_CALLS = {"Popen", "run", "call", "check_call", "check_output"}
 PERCENTILE_CALLS = {"percentile", "nanpercentile", "quantile", "nanquantile", "quantiles"}
 
 
-def modules() -> dict[str, ast.Module]:
+def bench_trees() -> dict[str, ast.Module]:
     return {p.stem: ast.parse(p.read_text(encoding="utf-8")) for p in sorted(BENCH.glob("*.py"))}
 
 
@@ -46,7 +47,7 @@ def bench_imports(tree: ast.Module) -> set[str]:
     return found
 
 
-def functions(tree: ast.Module, name: str) -> list[ast.FunctionDef]:
+def functions_named(tree: ast.Module, name: str) -> list[ast.FunctionDef]:
     return [
         n
         for n in ast.walk(tree)
@@ -54,17 +55,12 @@ def functions(tree: ast.Module, name: str) -> list[ast.FunctionDef]:
     ]
 
 
-def called(node: ast.Call) -> str:
-    func = node.func
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-
-
 def test_the_harness_modules_are_there():
-    assert HARNESS <= set(modules()), HARNESS - set(modules())
+    assert HARNESS <= set(bench_trees()), HARNESS - set(bench_trees())
 
 
 def test_no_bench_script_imports_another_script_and_there_is_no_import_cycle():
-    trees = modules()
+    trees = bench_trees()
     graph = {name: bench_imports(tree) for name, tree in trees.items()}
     for name, imported in graph.items():
         assert imported <= set(trees), f"bench/{name}.py imports missing modules {imported}"
@@ -87,10 +83,10 @@ def test_no_bench_script_imports_another_script_and_there_is_no_import_cycle():
 
 
 def test_one_percentile_in_bench_and_at_most_one_in_tfviz():
-    trees = modules()
-    where = [name for name, tree in trees.items() if functions(tree, "percentile")]
-    assert where == ["harness"] and len(functions(trees["harness"], "percentile")) == 1, where
-    medians = [name for name, tree in trees.items() if functions(tree, "median")]
+    trees = bench_trees()
+    where = [name for name, tree in trees.items() if functions_named(tree, "percentile")]
+    assert where == ["harness"] and len(functions_named(trees["harness"], "percentile")) == 1, where
+    medians = [name for name, tree in trees.items() if functions_named(tree, "median")]
     assert medians == ["harness"], medians
     # No other definition by the back door: numpy's or statistics' percentiles and quantiles.
     for name, tree in trees.items():
@@ -100,14 +96,14 @@ def test_one_percentile_in_bench_and_at_most_one_in_tfviz():
     in_tfviz = [
         p
         for p in sorted((ROOT / "tfviz").rglob("*.py"))
-        if functions(ast.parse(p.read_text(encoding="utf-8")), "percentile")
+        if functions_named(ast.parse(p.read_text(encoding="utf-8")), "percentile")
     ]
     assert len(in_tfviz) <= 1, in_tfviz
 
 
 def test_one_server_launcher():
     """Only bench/harness.py runs `streamlit run` (Server, which start_server is a form of)."""
-    trees = modules()
+    trees = bench_trees()
     for name, tree in trees.items():
         launches = [
             n
@@ -115,10 +111,10 @@ def test_one_server_launcher():
             if isinstance(n, ast.Call) and called(n) == "streamlit_command"
         ]
         if name == LAUNCHER:
-            assert len(functions(tree, "streamlit_command")) == 1
+            assert len(functions_named(tree, "streamlit_command")) == 1
             assert len(launches) == 1, "one call of streamlit_command: Server's"
             continue
-        assert not functions(tree, "streamlit_command"), f"bench/{name}.py"
+        assert not functions_named(tree, "streamlit_command"), f"bench/{name}.py"
         assert not launches, f"bench/{name}.py builds a streamlit command"
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and called(node) in SUBPROCESS_CALLS:

@@ -28,7 +28,7 @@ SIDEBAR = '[data-testid="stSidebar"]'
 TRAIN_S = 120
 
 
-def shows(where: str, text: str) -> str:
+def element_shows(where: str, text: str) -> str:
     """A JS predicate: the element `where` shows text."""
     return f"""() => {{
         const el = document.querySelector('{where}');
@@ -59,7 +59,7 @@ def test_show_this_model_opens_the_trained_model_in_the_picker_and_the_address(p
     steps.fill("60")
     steps.press("Tab")  # a form: the value is sent with the submit
     page.get_by_role("button", name="Start training").click()
-    page.wait_for_function(shows(MAIN, "Show this model"), timeout=TRAIN_S * 1000)
+    page.wait_for_function(element_shows(MAIN, "Show this model"), timeout=TRAIN_S * 1000)
     page.wait_for_selector(APP_IDLE)
     button = page.get_by_role("button", name="Show this model")
     rerun(page, button.click, picker_shows("Model", "class_demo2 (yours)"))

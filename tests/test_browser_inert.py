@@ -153,7 +153,7 @@ PIECES = '.st-key-pieces [data-testid="stCode"]'  # the sentence model's word-pi
 
 
 @contextmanager
-def opened_minilm(browser, query: dict[str, str]):
+def opened_minilm_link(browser, query: dict[str, str]):
     """tests.conftest.opened_app for the sentence model, which shows word-pieces instead of
     a prediction; skipped where the model's package is not installed (and only there)."""
     pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
@@ -166,7 +166,7 @@ def opened_minilm(browser, query: dict[str, str]):
 def test_a_sentence_box_refuses_past_its_limit_and_a_link_carries_up_to_it(browser, server):
     limit = MAX_SENTENCE_CHARS
     browser.tfviz_server = server
-    with opened_minilm(browser, {}) as page:
+    with opened_minilm_link(browser, {}) as page:
         paste(page, "sequence", "a" * (limit + 1))
         message = page.locator(ALERT).first.inner_text()
         assert f"{limit + 1:,}" in message and f"{limit:,}" in message, message
@@ -180,7 +180,7 @@ def test_a_sentence_box_refuses_past_its_limit_and_a_link_carries_up_to_it(brows
         link = parse_qs(urlparse(page.url).query)
         notes = page.locator(ALERT).all_inner_texts()  # where the model cut the text
     assert link["sequence"] == [longest]
-    with opened_minilm(browser, {k: v[0] for k, v in link.items()}) as page:
+    with opened_minilm_link(browser, {k: v[0] for k, v in link.items()}) as page:
         assert page.locator(".st-key-sequence input").input_value() == longest
         assert page.locator(ALERT).all_inner_texts() == notes  # and no notice about the link
 

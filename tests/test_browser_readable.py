@@ -151,7 +151,7 @@ def titles_on_data(charts: list[dict]) -> list:
     return found
 
 
-def link(model: str, view: str, lang: str = "en") -> str:
+def view_query(model: str, view: str, lang: str = "en") -> str:
     values = {"view": view, "lang": lang}
     if view == "w_o_off":
         values["w_o_mode"] = "identity"
@@ -160,20 +160,20 @@ def link(model: str, view: str, lang: str = "en") -> str:
     return urlencode(values)
 
 
-def opened(browser, server, model: str, view: str, screen: str, lang: str = "en"):
+def opened_view(browser, server, model: str, view: str, screen: str, lang: str = "en"):
     """The app on model's view, drawn (opened_app; MiniLM's page starts with its similarity)."""
     first = {}
     if model == "minilm":
         pytest.importorskip(pretrained.PACKAGE, reason=f"{pretrained.PIP_REQUIREMENT} is missing")
         first = dict(first=".st-key-similarity", first_timeout_ms=4 * TIMEOUT_MS)
-    url = f"{server}/?{link(model, view, lang)}"
+    url = f"{server}/?{view_query(model, view, lang)}"
     return opened_app(browser, url, SCREENS[screen], **first)
 
 
 @pytest.mark.parametrize("model, view, lang", CASES)
 def test_every_head_is_wide_enough_and_no_title_sits_on_data(browser, server, model, view, lang):
     screens = [screen for screen in SCREENS if screen != "desktop" or view == "attention"]
-    with opened(browser, server, model, view, screens[0], lang) as page:
+    with opened_view(browser, server, model, view, screens[0], lang) as page:
         for screen in screens:
             resized(page, SCREENS[screen])
             charts = measure(page)
@@ -200,7 +200,7 @@ def test_minilm_on_the_log_scale_draws_decades_and_hovers_the_weight(browser, se
     from tests.test_browser import rerun
     from tfviz.core.trace import run_trace
 
-    with opened(browser, server, "minilm", "attention", "projector") as page:
+    with opened_view(browser, server, "minilm", "attention", "projector") as page:
         radio = page.locator(".st-key-attn_weight_scale")
         done = "() => document.body.innerText.includes('0.001 or less')"
         rerun(page, lambda: radio.get_by_text("log scale", exact=True).click(), done)

@@ -146,7 +146,7 @@ def test_the_free_list_keeps_the_most_recent_maps_up_to_free_bytes(pool):
         sites.clear()  # freed in order: the last freed is the most recent
         gc.collect()
         assert pool.kept_bytes() <= pool.FREE_BYTES
-    kept = [len(m) for m in pool._free]
+    kept = pool.kept_sizes()
     assert kept == classes[-len(kept) :] and len(kept) >= 2
 
 

@@ -78,7 +78,7 @@ def findings(paths: list[Path], root: Path = ROOT) -> list[str]:
     return sorted(set(found))
 
 
-def sources() -> list[Path]:
+def checked_files() -> list[Path]:
     return [ROOT / "app.py", *sorted((ROOT / "tfviz").rglob("*.py"))]
 
 
@@ -87,17 +87,17 @@ def where(finding: str) -> str:
 
 
 def test_no_comment_quotes_a_timing_or_an_issue():
-    found = [f for f in findings(sources()) if where(f) not in NOT_YET]
+    found = [f for f in findings(checked_files()) if where(f) not in NOT_YET]
     assert not found, "\n".join(found)
 
 
 def test_not_yet_lists_only_lines_still_to_fix():
-    left = {where(f) for f in findings(sources())}
+    left = {where(f) for f in findings(checked_files())}
     assert sorted(NOT_YET - left) == []
 
 
 def test_every_allowed_line_is_still_there():
-    every = [(p.relative_to(ROOT).as_posix(), t) for p in sources() for _, t in texts(p)]
+    every = [(p.relative_to(ROOT).as_posix(), t) for p in checked_files() for _, t in texts(p)]
     assert [a for a in ALLOWED if not any(allowed(*e) and a[1] in e[1] for e in every)] == []
 
 

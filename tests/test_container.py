@@ -45,7 +45,7 @@ def podman(*args: str, check: bool = True, timeout: float = 120) -> subprocess.C
     )
 
 
-def unavailable(reason: str) -> None:
+def no_image(reason: str) -> None:
     if IN_CI:
         pytest.fail(f"{reason} (CI=true: .ci/run builds the image, so it must be there)")
     pytest.skip(reason)
@@ -107,9 +107,9 @@ class Container:
 @pytest.fixture(scope="module")
 def volume(tmp_path_factory) -> Path:
     if shutil.which("podman") is None:
-        unavailable("podman is not installed (Debian: apt-get install podman)")
+        no_image("podman is not installed (Debian: apt-get install podman)")
     if podman("image", "exists", IMAGE, check=False).returncode != 0:
-        unavailable(f"no image {IMAGE}: build it with `bash .ci/container.sh`")
+        no_image(f"no image {IMAGE}: build it with `bash .ci/container.sh`")
     folder = tmp_path_factory.mktemp("user_models")
     os.chown(folder, int(UID), int(UID))  # as a volume for the image's user must be
     return folder
@@ -170,7 +170,7 @@ def test_a_browser_opens_the_container_s_page(container):
     from playwright.sync_api import sync_playwright
 
     if not CHROMIUM.exists():
-        unavailable(f"no Chromium at {CHROMIUM}")
+        no_image(f"no Chromium at {CHROMIUM}")
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         try:

@@ -781,7 +781,7 @@ def test_the_readme_quotes_the_tasks_defaults_and_limits_as_the_code_has_them():
         ):
             assert all(isinstance(e, ast.Call) for e in node.value.elts)  # one case each
             hostile[node.targets[0].id] = len(node.value.elts)
-    script = (ROOT / "tfviz" / "serve" / "standalone.js").stat().st_size
+    script = (ROOT / "tfviz" / "plots" / "standalone.js").stat().st_size
     quoted = int(re.search(r"on a canvas, in ~(\d+) kB", readme).group(1))
     assert abs(quoted * 1000 - script) <= 0.1 * script, (quoted, script)
     figures = [
@@ -793,7 +793,7 @@ def test_the_readme_quotes_the_tasks_defaults_and_limits_as_the_code_has_them():
         f"tries {hostile['FOLDERS']} hostile folders and {hostile['ZIPS']} zips",
         f"(more than {constant('tfviz/ui/views/attention.py', 'LONG_PIECES')} word-pieces) shows "
         f"a window of {constant('tfviz/ui/views/attention.py', 'WINDOW')}",
-        f"the task accuracy on {constant('tfviz/ui/view.py', 'ACCURACY_N')} random examples",
+        f"the task accuracy on {constant('tfviz/ui/compute.py', 'ACCURACY_N')} random examples",
     ]
     assert not missing(readme, figures)
 

@@ -41,7 +41,7 @@ NOT_IN_CONTEXT = (".git", ".venv", ".env", "user_models", "tests", "bench")
 MAX_IMAGE_FILES_MB = 16  # what the COPYs bring in; the bundled models are about 2 MB
 
 
-def parse(text: str) -> list[list[tuple[str, str]]]:
+def dockerfile_stages(text: str) -> list[list[tuple[str, str]]]:
     """The stages of a Dockerfile, each a list of (INSTRUCTION, arguments), with comments dropped
     and continuation lines joined."""
     stages: list[list[tuple[str, str]]] = []
@@ -196,7 +196,7 @@ def torch_pin() -> str:
 
 
 def all_problems(text: str) -> dict[str, list[str]]:
-    stages = parse(text)
+    stages = dockerfile_stages(text)
     found = {name: check(stages) for name, check in PROMISES.items()}
     found["cpu_torch"] = cpu_torch(stages, torch_pin())
     return {name: p for name, p in found.items() if p}

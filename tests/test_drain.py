@@ -125,7 +125,7 @@ def drain_of(env) -> int:
     return settings.drain_seconds({} if raw is None else {settings.DRAIN_SECONDS_ENV: raw})
 
 
-def k8s_problems(doc: dict) -> list[str]:
+def k8s_grace_problems(doc: dict) -> list[str]:
     pod = doc["spec"]["template"]["spec"]
     grace = pod.get("terminationGracePeriodSeconds", 30)  # Kubernetes' default
     (container,) = pod["containers"]
@@ -147,7 +147,7 @@ def compose_seconds(text: str) -> float:
     return sum(float(n) * units[u] for n, u in parts)
 
 
-def compose_problems(doc: dict) -> list[str]:
+def compose_grace_problems(doc: dict) -> list[str]:
     problems = []
     for name in ("app1", "app2"):
         service = doc["services"][name]
@@ -160,16 +160,16 @@ def compose_problems(doc: dict) -> list[str]:
 
 def test_the_kubernetes_grace_period_covers_the_pause_and_the_drain():
     doc = yaml.safe_load(K8S.read_text())
-    assert k8s_problems(doc) == []
+    assert k8s_grace_problems(doc) == []
     doc["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 60  # control
-    assert k8s_problems(doc) and "grace 60 s" in k8s_problems(doc)[0]
+    assert k8s_grace_problems(doc) and "grace 60 s" in k8s_grace_problems(doc)[0]
 
 
 def test_the_compose_grace_period_covers_the_drain():
     doc = yaml.safe_load(COMPOSE.read_text())  # merges the x-app anchor into each service
-    assert compose_problems(doc) == []
+    assert compose_grace_problems(doc) == []
     doc["services"]["app2"]["stop_grace_period"] = "1m"  # control
-    assert compose_problems(doc) == ["app2: stop_grace_period 60 s < drain 120 s + spare"]
+    assert compose_grace_problems(doc) == ["app2: stop_grace_period 60 s < drain 120 s + spare"]
 
 
 # ---- real servers -------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ def _batch(task, seeds, batch_size=6, min_len=None, max_len=None):
     return En.stack_batches(task, drawn)
 
 
-def _state(config, seed, w_o):
+def state_with_w_o(config, seed, w_o):
     state = En.initial_state(config, seed)
     En.set_w_o(state, config, w_o)
     return state
@@ -63,7 +63,7 @@ def test_the_batched_pass_equals_the_encoder_run_by_run(name, extra):
     config = task.model_config(**TINY, dropout=0.0, **extra)
     blocks = En.layout(config)
     runs = [(0, "learned"), (1, "identity"), (2, "zero"), (3, "learned"), (4, "block_diagonal")]
-    states = [_state(config, s, m) for s, m in runs]
+    states = [state_with_w_o(config, s, m) for s, m in runs]
     flat = torch.stack([En.flatten(blocks, st) for st in states])
     ids, pad, _ = _batch(task, [s for s, _ in runs])
     assert pad.any()  # the test must cover padding

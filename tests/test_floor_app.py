@@ -10,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT
-from tests.test_app import array
+from tests.support import array
 from tfviz.core.tasks import get_task
 from tfviz.core.trace import run_trace
 from tfviz.training.checkpoint import load_checkpoint

@@ -24,7 +24,7 @@ def terms() -> list[dict]:
     return json.loads(GLOSSARY.read_text(encoding="utf-8"))["terms"]
 
 
-def words(text: str) -> str:
+def words_only(text: str) -> str:
     return NOT_WORDS.sub(" ", text)
 
 
@@ -33,8 +33,8 @@ def violations(term: dict, en: dict[str, str], zh: dict[str, str]) -> list[str]:
     for key, english in en.items():
         if key in term["except"]:
             continue
-        chinese = words(zh[key])
-        if re.search(term["en"], words(english), re.IGNORECASE) and term["zh"] not in chinese:
+        chinese = words_only(zh[key])
+        if re.search(term["en"], words_only(english), re.IGNORECASE) and term["zh"] not in chinese:
             found.append(
                 f"{key}: the English says {term['term']!r}, the Chinese lacks {term['zh']!r}"
             )
@@ -53,7 +53,7 @@ def test_the_glossary_is_well_formed():
         assert term["zh"] and re.compile(term["en"]) and all(map(re.compile, term["rejected"]))
         assert not set(term["except"]) - set(en), f"{term['term']}: unknown keys in except"
         # A term the English no longer uses is a stale entry.
-        assert any(re.search(term["en"], words(t), re.IGNORECASE) for t in en.values()), term
+        assert any(re.search(term["en"], words_only(t), re.IGNORECASE) for t in en.values()), term
 
 
 @pytest.mark.parametrize("term", terms(), ids=lambda t: t["term"])

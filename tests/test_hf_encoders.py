@@ -371,7 +371,7 @@ def test_a_byte_level_guess_alone_is_readable_never_a_replacement_character(open
 
     tok = opened["roberta"].tokenizer
     mojibake = set(tokenizer_mod.BYTE_OF) - set(map(chr, range(0x21, 0x7F)))
-    half = [i for i in range(tok.vocab_size) if "\ufffd" in tok._full.decode([i])]
+    half = [i for i in range(tok.vocab_size) if "\ufffd" in tok.decode_ids([i])]
     assert half  # pieces holding part of a character exist: exercised
     for i in range(tok.vocab_size):
         word = tok.piece_text(i)
@@ -391,7 +391,7 @@ def test_a_byte_level_guess_alone_is_readable_never_a_replacement_character(open
     # fill_mask's guesses carry it, and the masked-word view shows it as it is.
     logits = torch.full((tok.vocab_size,), -10.0)
     logits[[cat, first, *rest]] = torch.tensor([4.0, 3.0, 2.0, 1.0])
-    guesses = hf.mlm._top(tok, logits, 4)
+    guesses = hf.mlm.top_guesses(tok, logits, 4)
     assert [g.word for g in guesses] == ["▁cat", "<0xE6>", "…<0x88>", "…<0x91>"]
     assert [g.piece for g in guesses] == [tok.piece(i) for i in (cat, first, *rest)]
     assert [shown_word(g) for g in guesses] == [g.word for g in guesses]
@@ -403,7 +403,7 @@ def test_word_piece_and_sentence_piece_guesses_are_decoded_as_before(kind, opene
     tok = opened[kind].tokenizer
     assert not tok.byte_level
     for i in range(tok.vocab_size):
-        assert tok.piece_text(i) == tok._full.decode([i], skip_special_tokens=False).strip()
+        assert tok.piece_text(i) == tok.decode_ids([i]).strip()
     spelled = {tok.piece(i): tok.piece_text(i) for i in range(tok.vocab_size)}
     if kind == "bert":
         assert spelled["cat"] == "cat" and spelled["##s"] == "##s"

@@ -95,7 +95,7 @@ def markdown_texts(at: AppTest):
                 yield f"{kind}.{field}", value
 
 
-def rendered(body: str) -> list[tuple[str, bool]]:
+def escaped_chars(body: str) -> list[tuple[str, bool]]:
     """body's characters as markdown shows them, each with whether it was backslash-escaped."""
     out, i = [], 0
     while i < len(body):
@@ -120,7 +120,7 @@ def markup_problems(at: AppTest, text: str, known: set[str] = frozenset()) -> li
             problems.append(f"{node.type} allows HTML: {node.proto.body[:80]!r}")
     risky = any(ch in MARKUP for ch in text)
     for where, body in markdown_texts(at):
-        chars = rendered(body)
+        chars = escaped_chars(body)
         active = "".join("\0" if escaped else ch for ch, escaped in chars)
         if TAG.search(active):
             problems.append(f"{where} holds an unescaped tag: {body[:120]!r}")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.support import plain
 from tests.test_share import open_link
 from tfviz.hf import pretrained
 from tfviz.ui.i18n import LANGUAGES, translate
@@ -53,11 +54,6 @@ HOSTILE = [
 ]
 
 
-def rendered(body: str) -> str:
-    """A markdown source as the reader sees it: escapes resolved."""
-    return re.sub(r"\\(.)", r"\1", body, flags=re.DOTALL)
-
-
 def unescaped_markup(body: str) -> set[str]:
     """Markup characters of body that markdown would act on (not backslash-escaped)."""
     return set(re.sub(r"\\.", "", body, flags=re.DOTALL)) & MARKUP
@@ -67,14 +63,14 @@ def unescaped_markup(body: str) -> set[str]:
 def test_md_escape_leaves_no_markup_and_no_autolink_and_reads_the_same(text):
     body = md_escape(text)
     assert not unescaped_markup(body), body
-    shown = rendered(body)
+    shown = plain(body)
     assert GFM_AUTOLINK.search(shown) is None, shown
     assert shown.replace(WORD_JOINER, "") == text  # the joiner is invisible: it reads the same
 
 
 def test_md_escape_leaves_ordinary_text_alone():
     text = "Loaded sort: D=16, 4 heads. 1.5 points; a:b //c www x@ y"
-    assert rendered(md_escape(text)) == text
+    assert plain(md_escape(text)) == text
 
 
 # ---- the app: a hostile link's notices, in both languages ------------------------------------
@@ -96,9 +92,9 @@ def test_a_hostile_link_s_notices_quote_it_inert_in_both_languages(lang):
     warnings = [w.value for w in at.warning]
     assert len(warnings) == 4, warnings
     for body in warnings:
-        assert GFM_AUTOLINK.search(rendered(body)) is None, body
+        assert GFM_AUTOLINK.search(plain(body)) is None, body
         assert "](" not in body and "**" not in body
-    shown = rendered("\n".join(warnings)).replace(WORD_JOINER, "")
+    shown = plain("\n".join(warnings)).replace(WORD_JOINER, "")
     for key, value in LINK.items():
         if key != "lang":
             assert value in shown, (value, shown)
@@ -115,7 +111,7 @@ def test_a_typed_sentence_is_quoted_inert_where_the_model_cut_it():
     assert not at.exception
     cut_notes = [w.value for w in at.warning]
     assert len(cut_notes) == 1, cut_notes
-    shown = rendered(cut_notes[0])
+    shown = plain(cut_notes[0])
     assert GFM_AUTOLINK.search(shown) is None, shown
     assert rest in shown.replace(WORD_JOINER, "")
 
@@ -161,7 +157,7 @@ def test_an_uploaded_model_s_name_is_inert_on_every_tab(lang):
             at.run()
             assert not at.exception, (module, step, at.exception)
             for body in markdown_bodies(at):
-                shown = rendered(body)
+                shown = plain(body)
                 assert GFM_AUTOLINK.search(shown) is None, (module, step, body)
                 if "evil" in shown:  # the name, quoted: none of its markup left active
                     seen += 1

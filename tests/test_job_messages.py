@@ -63,7 +63,7 @@ def sample(key: str) -> Message:
     return Message(key, values)
 
 
-def english_words(key: str) -> set[str]:
+def template_english_words(key: str) -> set[str]:
     """The English words of key's template (placeholders left out), technical names aside."""
     text = re.sub(r"\{[^}]*\}", " ", MESSAGES[key])
     return {w for w in re.findall(r"[A-Za-z_']{3,}", text) if w not in TECHNICAL}
@@ -112,7 +112,7 @@ def test_every_message_worded_in_chinese_is_chinese(key):
     message = sample(key)
     text = job_text(message, lang="zh")
     assert HAN.search(text), text
-    left = {w for w in english_words(key) if re.search(rf"\b{re.escape(w)}\b", text)}
+    left = {w for w in template_english_words(key) if re.search(rf"\b{re.escape(w)}\b", text)}
     assert not left, f"English left in {text!r}: {left}"
     for name, value in message.values.items():
         if isinstance(value, int):

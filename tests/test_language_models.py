@@ -30,7 +30,7 @@ def valid_ids():
     return language.bundled_corpus()[2]
 
 
-def opened(name: str):
+def open_language_folder(name: str):
     return hf.open_folder(LANGUAGE_DIR / name)
 
 
@@ -40,7 +40,7 @@ def record(name: str) -> dict:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_each_bundled_language_model_opens_as_its_recipe_says(name):
-    loaded = opened(name)
+    loaded = open_language_folder(name)
     recipe, c = language.LANGUAGE_RECIPES[name], loaded.model.config
     assert loaded.family == "tfviz" and c.causal
     assert (c.n_layers, c.n_heads, c.d_model, c.ffn, c.max_len) == (
@@ -59,7 +59,7 @@ def test_each_bundled_language_model_opens_as_its_recipe_says(name):
 def test_the_validation_loss_on_a_slice_is_the_records(name, valid_ids):
     rec = record(name)
     got = language.validation_loss(
-        opened(name).model, valid_ids, max_windows=rec["valid_slice_windows"]
+        open_language_folder(name).model, valid_ids, max_windows=rec["valid_slice_windows"]
     )
     # Float kernels differ between processors: equal to well under the figures' last digit.
     assert got == pytest.approx(rec["valid_loss_slice"], abs=2e-4)
@@ -73,7 +73,7 @@ def test_the_nanogpt_sized_model_beats_nanogpts_own_validation_loss():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_induction_probe_gives_the_records_scores(name):
-    loaded = opened(name)
+    loaded = open_language_folder(name)
     vocab = language.CharVocabulary("".join(sorted(loaded.tokenizer.alphabet)))
     ids = language.induction_probe(vocab, loaded.model.config.max_len)
     scores = measure_induction(loaded.model, ids)
@@ -88,7 +88,7 @@ def test_the_induction_probe_gives_the_records_scores(name):
 def test_switching_layer_0s_w_o_off_moves_layer_1s_attention_not_layer_0s():
     """What the lesson's last step switches: layer 0's W_o feeds every later layer, so with it
     off layer 1's heads score differently while layer 0's own attention is untouched."""
-    loaded = opened("shakespeare-2l-attn")
+    loaded = open_language_folder("shakespeare-2l-attn")
     vocab = language.CharVocabulary("".join(sorted(loaded.tokenizer.alphabet)))
     ids = language.induction_probe(vocab, loaded.model.config.max_len)[:8]
     learned = measure_induction(loaded.model, ids)

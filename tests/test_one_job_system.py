@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support import python_tree
+from tests.support import python_tree, tfviz_files
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,14 +85,10 @@ def calls(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, ast.Call]]:
         yield from calls(node, prefix)
 
 
-def modules(root: Path = ROOT) -> list[Path]:
-    return sorted((root / "tfviz").rglob("*.py"))
-
-
 def started(root: Path, names: set[str]) -> list[Found]:
     """Every call of one of names (threads or processes) in tfviz/, outside the command lines."""
     found = []
-    for path in modules(root):
+    for path in tfviz_files(root):
         rel = path.relative_to(root).as_posix()
         if rel.startswith(COMMAND_LINES):
             continue
@@ -168,7 +164,7 @@ def test_every_kind_of_work_is_run_by_the_one_manager():
     (run(self, report, should_stop)) is in tfviz/serve, or a lesson's (its recipe, in
     tfviz/lessons), and the atlas runner of before is gone."""
     kinds, managers = [], []
-    for path in modules():
+    for path in tfviz_files():
         rel = path.relative_to(ROOT).as_posix()
         for node in ast.walk(python_tree(path)):
             if not isinstance(node, ast.ClassDef):

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support import python_tree
+from tests.support import python_tree, tfviz_files
 from tfviz.core.metrics import METRICS, NAMES
 from tfviz.refusal import Refusal
 from tfviz.words import LANGUAGES, catalogue
@@ -43,10 +43,6 @@ class Found:
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line} {self.name}"
-
-
-def sources(root: Path = ROOT) -> list[Path]:
-    return sorted((root / "tfviz").rglob("*.py"))
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -87,7 +83,7 @@ def carries_a_key(node: ast.ClassDef) -> bool:
 def key_classes(root: Path = ROOT) -> list[Found]:
     """Every class of tfviz/ that carries a catalogue key (errors or not: checked on import)."""
     found = []
-    for path in sources(root):
+    for path in tfviz_files(root):
         for node in ast.walk(python_tree(path)):
             if isinstance(node, ast.ClassDef) and carries_a_key(node):
                 found.append(Found(path.relative_to(root).as_posix(), node.lineno, node.name))
@@ -172,7 +168,7 @@ def test_a_second_root_is_found(tmp_path):
 # ---- one function that words an error -----------------------------------------------------------
 
 
-def functions(tree: ast.Module):
+def all_functions(tree: ast.Module):
     """Every function of a module with its node (methods and nested functions included)."""
     return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
@@ -220,7 +216,7 @@ def wording_functions(root: Path, error_classes: set[str]) -> tuple[list[Found],
         rel = path.relative_to(root).as_posix()
         tree = python_tree(path)
         classes = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
-        for function in functions(tree):
+        for function in all_functions(tree):
             if any(
                 isinstance(n, ast.Call) and called_name(n) == "worded" for n in ast.walk(function)
             ):
@@ -266,7 +262,7 @@ def test_the_old_wording_functions_are_gone():
     found = [
         Found(path.relative_to(ROOT).as_posix(), f.lineno, f.name)
         for path in page_modules()
-        for f in functions(python_tree(path))
+        for f in all_functions(python_tree(path))
         if f.name in gone
     ]
     assert not found, [str(f) for f in found]
@@ -307,7 +303,7 @@ def metric_tables(root: Path = ROOT) -> list[Found]:
     """Dicts written in the code whose keys are metric keys (two or more, nothing else): a table
     of their names (or their names' catalogue keys) besides tfviz.core.metrics.METRICS."""
     found = []
-    for path in [root / "app.py", *sources(root)]:
+    for path in [root / "app.py", *tfviz_files(root)]:
         if not path.exists():
             continue
         for node in ast.walk(python_tree(path)):
@@ -323,7 +319,7 @@ def metric_keys_written(root: Path = ROOT) -> list[Found]:
     """String literals (or an f-string's literal start) naming a catalogue key of a metric's name
     outside the one group: "sidebar.metric.mae", f"parts.metric.{key}"."""
     found = []
-    for path in [root / "app.py", *sources(root)]:
+    for path in [root / "app.py", *tfviz_files(root)]:
         if not path.exists():
             continue
         for node in ast.walk(python_tree(path)):

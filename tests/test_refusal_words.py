@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import called
 from tfviz import hf
 from tfviz.core import config
 from tfviz.core.config import ConfigValueError
@@ -68,12 +69,6 @@ REFUSALS = {  # every refusal class these modules raise, and the names that stan
 }  # fmt: skip
 
 
-def called(node: ast.Call) -> str:
-    """The name a call is made through: ConfigError(...) -> "ConfigError", type(e)(...) -> ""."""
-    f = node.func
-    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-
-
 def codes(node: ast.AST, tables: dict[str, list[str]] | None = None) -> list[str] | None:
     """The codes an argument can be: a literal code, each branch of a conditional, or any value
     of a module's table of codes looked up (TABLE[...]); None for anything else (a sentence, an
@@ -101,7 +96,7 @@ def code_tables(tree: ast.Module) -> dict[str, list[str]]:
     return found
 
 
-def functions(tree: ast.Module):
+def nodes_by_function(tree: ast.Module):
     """(function name, node) for every node, by the innermost function holding it."""
     found = []
 
@@ -125,7 +120,7 @@ def refusal_calls(path: Path, root: Path = ROOT):
     made, english = [], []
     tree = ast.parse(path.read_text(encoding="utf-8"))
     tables = code_tables(tree)
-    for function, node in functions(tree):
+    for function, node in nodes_by_function(tree):
         if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
             name = called(node.exc)
             if name in BUILTIN:
@@ -179,7 +174,7 @@ def test_the_check_finds_a_sentence_where_there_is_one(tmp_path):
 def test_every_internal_exception_names_a_function_that_raises_a_builtin():
     raising = set()
     for path in SOURCES:
-        for function, node in functions(ast.parse(path.read_text(encoding="utf-8"))):
+        for function, node in nodes_by_function(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
                 if called(node.exc) in BUILTIN:
                     raising.add((path.stem, function))

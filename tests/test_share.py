@@ -36,7 +36,7 @@ VIEWS = ("attention", "w_o", "w_o_off", "parts", "train", "analysis", "experimen
 STEPS = (1, 2, 3, 4)
 
 
-def parse(**query) -> share.Shared:
+def parse_link(**query) -> share.Shared:
     return share.parse_query(query, views=VIEWS, steps=STEPS)
 
 
@@ -48,7 +48,7 @@ def reasons(shared: share.Shared) -> list[tuple[str, str]]:
 
 
 def test_a_good_link_gives_every_value_and_no_notice():
-    shared = parse(
+    shared = parse_link(
         model="bundled:sum",
         sequence="31415926",
         w_o_mode="rank:3",
@@ -63,9 +63,9 @@ def test_a_good_link_gives_every_value_and_no_notice():
     # A head named twice is zeroed once.
     assert shared.switches == Switches("rank:3", 1, ("L0H1", "L1H3"))
     assert (shared.view, shared.step, shared.lang) == ("lessons", 3, "zh")
-    assert parse() == share.Shared()  # no query: every default
+    assert parse_link() == share.Shared()  # no query: every default
     # A language written by its own name (as a person might type it) is read too.
-    assert parse(lang="中文").lang == "zh" and parse(lang="English").lang == "en"
+    assert parse_link(lang="中文").lang == "zh" and parse_link(lang="English").lang == "en"
 
 
 @pytest.mark.parametrize(
@@ -170,7 +170,7 @@ def test_a_bad_value_gives_the_default_and_a_notice(query, expected):
 
 
 def test_good_values_survive_beside_bad_ones_and_unknown_keys_get_one_notice():
-    shared = parse(
+    shared = parse_link(
         model="bundled:sum", w_o_mode="rank:0", ablate="L0H1,L9", heads="3", utm_source="mail"
     )
     assert shared.model == "bundled:sum" and shared.switches == Switches(ablate=("L0H1",))
@@ -183,7 +183,7 @@ def test_good_values_survive_beside_bad_ones_and_unknown_keys_get_one_notice():
     assert unknown.value == "heads, utm_source"
     text = share.notice_text(unknown, lang="en")
     assert "heads, utm_source" in text and "model, sequence" in text  # what a link can set
-    assert parse(model="bundled:sum").notices == ()
+    assert parse_link(model="bundled:sum").notices == ()
 
 
 def test_a_link_carries_as_long_a_sentence_as_a_box_takes():
@@ -191,22 +191,24 @@ def test_a_link_carries_as_long_a_sentence_as_a_box_takes():
     assert share.MAX_TEXT_CHARS == limit
     longest = "word " * (limit // 5)
     assert len(longest) == limit
-    shared = parse(sequence=longest, sentence_b=longest)
+    shared = parse_link(sequence=longest, sentence_b=longest)
     assert shared.notices == () and shared.sequence == longest and shared.sentence_b == longest
-    assert reasons(parse(sequence=longest + "x")) == [("sequence", "too_long")]
+    assert reasons(parse_link(sequence=longest + "x")) == [("sequence", "too_long")]
     for lang in LANGUAGES:  # said where the student types
         assert f"{limit:,}" in translate(lang, "minilm.box_limit", limit=f"{limit:,}")
 
 
 def test_the_models_and_the_model_s_sizes_are_checked():
-    shared = share.check_model(parse(model="bundled:nope"), {"bundled:sum"})
+    shared = share.check_model(parse_link(model="bundled:nope"), {"bundled:sum"})
     assert shared.model is None and reasons(shared) == [("model", "unknown_model")]
-    shared = share.check_model(parse(model="upload:" + "ab" * 32), {"bundled:sum"})
+    shared = share.check_model(parse_link(model="upload:" + "ab" * 32), {"bundled:sum"})
     assert shared.model is None and reasons(shared) == [("model", "upload")]
-    assert share.check_model(parse(model="bundled:sum"), {"bundled:sum"}).model == "bundled:sum"
+    assert (
+        share.check_model(parse_link(model="bundled:sum"), {"bundled:sum"}).model == "bundled:sum"
+    )
 
     task = get_task("reverse")
-    linked = parse(
+    linked = parse_link(
         sequence="not in the alphabet!",
         sentence_b="a second sentence",
         w_o_mode="rank:17",
@@ -234,7 +236,7 @@ def test_the_models_and_the_model_s_sizes_are_checked():
     assert str(bad_sequence.detail) in english
     assert "characters" not in chinese and "个字符" in chinese, chinese
     kept = share.fit_to_model(
-        parse(w_o_mode="rank:16", w_o_scope="1", sequence=task.examples[0]),
+        parse_link(w_o_mode="rank:16", w_o_scope="1", sequence=task.examples[0]),
         config=config,
         validate=task.validate,
         sentences=False,
@@ -350,31 +352,31 @@ def test_a_sequence_the_model_refuses_falls_back_to_its_first_example():
     assert len(at.warning) == 1 and not at.error
 
 
-def query(at: AppTest) -> dict[str, str]:
+def page_query(at: AppTest) -> dict[str, str]:
     return {k: at.query_params[k] for k in at.query_params}
 
 
 @pytest.mark.usefixtures("fresh_app")
 def test_the_query_follows_every_change():
     at = open_link()
-    first = query(at)
+    first = page_query(at)
     assert first["model"] == "bundled:reverse" and first["view"] == "attention"
     at.text_input(key="sequence").set_value("jjiihh").run()
-    assert query(at)["sequence"] == "jjiihh"
+    assert page_query(at)["sequence"] == "jjiihh"
     at.radio(key="w_o_mode").set_value("identity").run()
     at.selectbox(key="w_o_scope").set_value(1).run()
     at.multiselect(key="ablate").set_value(["L0H2"]).run()
-    now = query(at)
+    now = page_query(at)
     assert (now["w_o_mode"], now["w_o_scope"], now["ablate"]) == ("identity", "1", "L0H2")
     at.session_state["view"] = translate("en", "app.view.lessons")
     at.run()
     at.button(key="lesson_next").click().run()
-    assert (query(at)["view"], query(at)["step"]) == ("lessons", "2")
+    assert (page_query(at)["view"], page_query(at)["step"]) == ("lessons", "2")
     at.radio(key="w_o_mode").set_value("learned").run()
-    assert "w_o_mode" not in query(at) and "w_o_scope" not in query(at)
+    assert "w_o_mode" not in page_query(at) and "w_o_scope" not in page_query(at)
     at.selectbox(key="model").set_value("bundled:sum").run()
-    assert query(at)["model"] == "bundled:sum"
-    assert query(at)["sequence"] == get_task("sum").examples[0]
+    assert page_query(at)["model"] == "bundled:sum"
+    assert page_query(at)["sequence"] == get_task("sum").examples[0]
     assert not at.exception
 
 
@@ -402,7 +404,7 @@ def test_a_link_to_the_sentence_model_restores_both_sentences():
     assert at.selectbox(key="model").value == "pretrained:all-MiniLM-L6-v2", "link did not open it"
     assert at.text_input(key="sequence").value == "The cat sat on the mat."
     assert at.text_input(key="sentence_b").value == "A dog slept."
-    assert query(at)["sentence_b"] == "A dog slept."
+    assert page_query(at)["sentence_b"] == "A dog slept."
 
 
 @pytest.mark.usefixtures("fresh_app")
@@ -413,7 +415,7 @@ def test_a_link_with_a_long_sentence_restores_it_and_the_box_says_the_limit():
     assert at.selectbox(key="model").value == "pretrained:all-MiniLM-L6-v2", "link did not open it"
     assert not at.warning or all("too_long" not in w.value for w in at.warning)
     assert at.text_input(key="sequence").value == long_sentence
-    assert query(at)["sequence"] == long_sentence  # and the address keeps it
+    assert page_query(at)["sequence"] == long_sentence  # and the address keeps it
     limit = f"{kinds.MAX_SENTENCE_CHARS:,}"
     for key in ("sequence", "sentence_b"):
         assert limit in at.text_input(key=key).help
@@ -432,7 +434,7 @@ def test_keys_a_link_cannot_set_get_a_note_and_leave_the_address(lang):
     assert len(warnings) == 1, warnings
     shown = warnings[0].replace("\\", "")
     assert "heads" in shown and "www\u2060.evil.example" in shown  # quoted inert
-    kept = query(at)
+    kept = page_query(at)
     assert "heads" not in kept and "www.evil.example" not in kept
     assert kept["model"] == "bundled:sum"
 

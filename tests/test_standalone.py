@@ -39,7 +39,7 @@ def trace():
     return run_trace(model, get_task(meta.task), "abcdef")
 
 
-def figures(trace) -> list:
+def sample_figures(trace) -> list:
     grid = plots.attention_grid(trace.attn, trace.labels, [0, 1], title="grid", with_mean=True)
     head = plots.attention_map(trace.attn[0, 1], trace.labels, title="L0 H1")
     concat = plots.activation_map(trace.concat[0], trace.labels, n_heads=trace.n_heads)
@@ -62,7 +62,7 @@ def plotted(html_text: str) -> list[dict]:
     return [{"id": div, "data": json.loads(data)} for div, data in calls]
 
 
-def drawn(html_text: str) -> list[dict]:
+def standalone_charts(html_text: str) -> list[dict]:
     """The id and figure of every standalone.js chart in the page, in order."""
     calls = re.findall(r'tfvizChart\("([^"]+)",(.*?)\)</script>', body(html_text))
     return [{"id": div, "figure": json.loads(figure)} for div, figure in calls]
@@ -98,36 +98,38 @@ def w_o_off_figures(trace, layers=(1,)) -> list[tuple[str, go.Figure]]:
 
 
 def test_plotly_js_is_inlined_once_for_several_figures(trace):
-    page = standalone.page("T", figures(trace), {"Model": "reverse"}, use_plotly=True)
+    page = standalone.page("T", sample_figures(trace), {"Model": "reverse"}, use_plotly=True)
     assert page.count(plotly.offline.get_plotlyjs()) == 1
-    assert page.count("<script") == 1 + len(figures(trace))  # plotly.js, then one per figure
+    assert page.count("<script") == 1 + len(sample_figures(trace))  # plotly.js, then one per figure
 
 
 def test_the_exported_views_are_drawn_by_standalone_js_inlined_once(trace):
-    page = standalone.page("T", figures(trace), {"Model": "reverse"})
+    page = standalone.page("T", sample_figures(trace), {"Model": "reverse"})
     assert plotly.offline.get_plotlyjs() not in page
     assert page.count(standalone.chart_js()) == 1
-    assert page.count("<script") == 1 + len(figures(trace))
+    assert page.count("<script") == 1 + len(sample_figures(trace))
     assert len(page) < 200_000  # against ~4.8 MB with plotly.js
 
 
 def test_a_figure_standalone_js_does_not_draw_sends_the_page_to_plotly_js(trace):
     pie = go.Figure(go.Pie(values=[1, 2]))
-    page = standalone.page("T", figures(trace)[:1] + [("pie", pie)], {})
+    page = standalone.page("T", sample_figures(trace)[:1] + [("pie", pie)], {})
     assert page.count(plotly.offline.get_plotlyjs()) == 1
-    assert len(plotted(page)) == 2 and not drawn(page)
+    assert len(plotted(page)) == 2 and not standalone_charts(page)
 
 
 @pytest.mark.parametrize("use_plotly", [False, True])
 def test_nothing_in_the_page_is_fetched_from_elsewhere(trace, use_plotly):
-    page = body(standalone.page("T", figures(trace), {"Model": "reverse"}, use_plotly=use_plotly))
+    page = body(
+        standalone.page("T", sample_figures(trace), {"Model": "reverse"}, use_plotly=use_plotly)
+    )
     assert not FETCHING.findall(page)
     assert "mathjax" not in page.lower()
     assert "http" not in page  # not even a link: a class offline cannot follow one
 
 
 def test_every_figure_and_its_caption_is_in_the_page(trace):
-    shown = figures(trace)
+    shown = sample_figures(trace)
     page = standalone.page("T", shown, {}, use_plotly=True)
     calls = plotted(page)
     assert [c["id"] for c in calls] == [f"tfviz-chart-{i}" for i in range(len(shown))]
@@ -139,7 +141,9 @@ def test_every_figure_and_its_caption_is_in_the_page(trace):
 
 def test_facts_are_shown_and_a_user_s_text_is_inert(trace):
     facts = {"Model": f"upload {HOSTILE}", "Sequence": HOSTILE, "W_o": "identity"}
-    page = body(standalone.page(f"title {HOSTILE}", [(HOSTILE, figures(trace)[0][1])], facts))
+    page = body(
+        standalone.page(f"title {HOSTILE}", [(HOSTILE, sample_figures(trace)[0][1])], facts)
+    )
     assert "<img" not in page
     escaped = "&lt;img src=x onerror=alert(1)&gt;"
     assert page.count(escaped) == 5  # <title>, <h1>, model, sequence, caption
@@ -147,22 +151,22 @@ def test_facts_are_shown_and_a_user_s_text_is_inert(trace):
 
 
 def test_the_attention_view_s_figures_are_put_in_the_page_s_language(trace):
-    drawn = attention.exported_figures(trace, None, (1, 2), "Raster", plot_words("zh"))
-    assert [caption for caption, _ in drawn] == ["Raster", "L1 H2"]
-    page = build_page("T", lambda: drawn, {}, "zh")
+    exported = attention.exported_figures(trace, None, (1, 2), "Raster", plot_words("zh"))
+    assert [caption for caption, _ in exported] == ["Raster", "L1 H2"]
+    page = build_page("T", lambda: exported, {}, "zh")
     # The view binds the words to the page's language while its script runs; the figures are
     # drawn on click, and the page says "query" in Chinese.
     assert "query %{y}" not in page
     assert translate("zh", "chart.word.query") + " %{y}" in page
-    assert len(globals()["drawn"](page)) == 2
+    assert len(standalone_charts(page)) == 2
 
 
 def test_a_many_headed_layer_is_exported_as_the_grid_the_view_shows(trace):
-    drawn = attention.exported_figures(trace, 1, None, caption="L1")
-    assert len(drawn) == 1  # one column of heads, a cell per head on the page, row by row
-    titles = plots.block_titles(drawn[0][1])
+    exported = attention.exported_figures(trace, 1, None, caption="L1")
+    assert len(exported) == 1  # one column of heads, a cell per head on the page, row by row
+    titles = plots.block_titles(exported[0][1])
     assert titles == [f"L1 H{h}" for h in range(trace.n_heads)] + ["L1 mean"]
-    page = build_page("T", drawn, {}, "en")
+    page = build_page("T", exported, {}, "en")
     grid = 'tfvizChart.grid("tfviz-chart-0",[{'
     assert grid in page and f"}}],{heads.HEAD_COLUMNS})</script>" in page
     assert '<div class="tfviz-charts" id="tfviz-chart-0">' in page
@@ -193,7 +197,7 @@ def test_the_w_o_off_view_offers_its_page_once_something_is_switched(lang):
 def test_the_w_o_off_page_holds_both_models_attention_the_residual_stream_and_the_drift(trace):
     shown = w_o_off_figures(trace)
     page = build_page("T", shown, {"W_o": "switched"}, "en")
-    charts = drawn(page)
+    charts = standalone_charts(page)
     assert len(charts) == len(shown) == 4  # layer 1 learned and switched, residual, drift
     titles = [c["figure"]["layout"]["title"]["text"] for c in charts[:2]]
     assert titles == ["learned W_o", "switched"]
@@ -204,14 +208,16 @@ def test_the_w_o_off_page_holds_both_models_attention_the_residual_stream_and_th
 
 def test_another_plotly_bundle_replaces_the_installed_one_and_is_kept_well_formed(trace):
     bundle = "/* a partial bundle */ var s = '</script>';"
-    page = standalone.page("T", figures(trace)[:1], {}, plotly_bundle=bundle, use_plotly=True)
+    page = standalone.page(
+        "T", sample_figures(trace)[:1], {}, plotly_bundle=bundle, use_plotly=True
+    )
     assert plotly.offline.get_plotlyjs() not in page
     assert "/* a partial bundle */ var s = '<\\/script>';" in page
     assert page.count("</script>") == 2  # plotly.js's and the figure's: no early end
 
 
 def test_a_caption_s_markdown_emphasis_is_not_shown_raw(trace):
-    page = build_page("T", [("**Look:** the `W_o` map", figures(trace)[0][1])], {}, "en")
+    page = build_page("T", [("**Look:** the `W_o` map", sample_figures(trace)[0][1])], {}, "en")
     assert "<figcaption>Look: the W_o map</figcaption>" in page
 
 
@@ -242,7 +248,7 @@ def test_minilm_s_clipped_w_o_with_its_rings_is_one_standalone_js_draws():
     ],
 )
 def test_anything_standalone_js_does_not_draw_is_named(trace, change, named):
-    figure = go.Figure(figures(trace)[2][1])  # concat: heatmap, titles, shapes
+    figure = go.Figure(sample_figures(trace)[2][1])  # concat: heatmap, titles, shapes
     assert standalone.unsupported(figure) == []
     change(figure)
     assert any(item.startswith(named) for item in standalone.unsupported(figure))

@@ -49,7 +49,7 @@ def test_the_six_tasks_exist():
         batch = task.sample(16, np.random.default_rng(0))
         assert int(batch.ids.max()) < config.vocab_size and batch.ids.shape[1] <= config.max_len
         text = task.random_example(np.random.default_rng(1))
-        assert task.solve(text) == _reference(task.name, text)
+        assert task.solve(text) == expected_answer(task.name, text)
     with pytest.raises(ValueError, match="unknown task"):
         get_task("difference")
 
@@ -59,7 +59,7 @@ def test_solve_matches_hand_worked_answers(name, text, answer):
     assert get_task(name).solve(text) == answer
 
 
-def _reference(name: str, text: str) -> str:
+def expected_answer(name: str, text: str) -> str:
     """Plain-Python answers, written independently of the vectorised targets."""
     if name == "sum":
         return str(sum(int(c) for c in text))
@@ -89,9 +89,9 @@ def test_generated_targets_agree_with_reference(name):
         row = batch.ids[i][~batch.pad_mask[i]].tolist()
         text = task.decode(row)
         assert len(text) == lengths[i]
-        assert task.solve(text) == _reference(name, text)
-        want = task._answer_from_target(batch.target[i], lengths[i])
-        assert task.sep.join(want) == _reference(name, text)
+        assert task.solve(text) == expected_answer(name, text)
+        want = task.answer_from_target(batch.target[i], lengths[i])
+        assert task.sep.join(want) == expected_answer(name, text)
 
 
 def test_balanced_generator_has_both_labels_and_hard_negatives():

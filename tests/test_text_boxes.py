@@ -13,33 +13,27 @@ from __future__ import annotations
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.conftest import APP
+from tests.conftest import start_with_state
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.usefixtures("fresh_app")
 LONG = "1" * 10_000  # every box's limit is far below this
 
 
-def start(**state) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.run()
-    assert not at.exception, at.exception
-    return at
-
-
-def parts(section: str) -> AppTest:
-    return start(view=translate("en", "app.view.parts"), parts_section=section)
+def open_parts_section(section: str) -> AppTest:
+    return start_with_state(view=translate("en", "app.view.parts"), parts_section=section)
 
 
 # (how to open the page, the box's key)
 BOXES = [
-    (lambda: start(), "sequence"),
-    (lambda: parts("modes"), "parts_k"),
-    (lambda: parts("permutation"), "parts_order"),
-    (lambda: parts("diff"), "parts_seq_b"),
-    (lambda: start(view=translate("en", "app.view.lessons"), lesson_step=3), "lesson_digits"),
+    (lambda: start_with_state(), "sequence"),
+    (lambda: open_parts_section("modes"), "parts_k"),
+    (lambda: open_parts_section("permutation"), "parts_order"),
+    (lambda: open_parts_section("diff"), "parts_seq_b"),
+    (
+        lambda: start_with_state(view=translate("en", "app.view.lessons"), lesson_step=3),
+        "lesson_digits",
+    ),
 ]
 
 

@@ -39,7 +39,7 @@ def upload(at: AppTest, name: str, data: bytes) -> AppTest:
     return at
 
 
-def parts(data: bytes) -> tuple[dict, dict]:
+def checkpoint_parts(data: bytes) -> tuple[dict, dict]:
     """(tensors, tfviz metadata) of a checkpoint file."""
     n = int.from_bytes(data[:8], "little")
     meta = json.loads(json.loads(data[8 : 8 + n])["__metadata__"]["tfviz"])
@@ -50,15 +50,15 @@ def rebuild(tensors: dict, meta: dict | None) -> bytes:
     return st_save(tensors, metadata=None if meta is None else {"tfviz": json.dumps(meta)})
 
 
-def wrong_shape() -> bytes:
-    tensors, meta = parts(SORT)
+def wrong_shape_checkpoint() -> bytes:
+    tensors, meta = checkpoint_parts(SORT)
     name = next(k for k in tensors if k.endswith("W_o.weight"))
     tensors[name] = tensors[name][:, :-1].contiguous()
     return rebuild(tensors, meta)
 
 
 def with_nan() -> bytes:
-    tensors, meta = parts(SORT)
+    tensors, meta = checkpoint_parts(SORT)
     name = next(k for k in tensors if k.endswith("W_o.weight"))
     tensors[name] = tensors[name].clone()
     tensors[name][0, 0] = float("nan")
@@ -66,7 +66,7 @@ def with_nan() -> bytes:
 
 
 def config_change(**changes) -> bytes:
-    tensors, meta = parts(SORT)
+    tensors, meta = checkpoint_parts(SORT)
     meta["config"].update(changes)
     return rebuild(tensors, meta)
 
@@ -83,11 +83,16 @@ BAD_FILES = {
     "truncated": (lambda: SORT[: len(SORT) // 2], "truncated"),
     "empty": (lambda: b"", "too short"),
     "garbage": (lambda: b"hello, I am a model" * 10, "not a safetensors file"),
-    "no-metadata": (lambda: rebuild(parts(SORT)[0], None), "no tfviz metadata"),
-    "unknown-task": (lambda: rebuild(parts(SORT)[0], {**parts(SORT)[1], "task": "x"}), "task"),
-    "wrong-shape": (wrong_shape, "has shape"),
+    "no-metadata": (lambda: rebuild(checkpoint_parts(SORT)[0], None), "no tfviz metadata"),
+    "unknown-task": (
+        lambda: rebuild(checkpoint_parts(SORT)[0], {**checkpoint_parts(SORT)[1], "task": "x"}),
+        "task",
+    ),
+    "wrong-shape": (wrong_shape_checkpoint, "has shape"),
     "extra-tensor": (
-        lambda: rebuild({**parts(SORT)[0], "evil": torch.zeros(1)}, parts(SORT)[1]),
+        lambda: rebuild(
+            {**checkpoint_parts(SORT)[0], "evil": torch.zeros(1)}, checkpoint_parts(SORT)[1]
+        ),
         "unexpected tensors: evil",
     ),
     "nan": (with_nan, "NaN"),
@@ -216,7 +221,7 @@ def test_a_session_keeps_at_most_three_uploads():
 
 def config_free_copy(i: int) -> bytes:
     """The sort model with a different training record: other bytes, so another digest."""
-    tensors, meta = parts(SORT)
+    tensors, meta = checkpoint_parts(SORT)
     meta["record"]["copy"] = i
     return rebuild(tensors, meta)
 

@@ -24,12 +24,12 @@ def spec(name: str, steps: int = 20, **kw) -> work.JobSpec:
     return work.JobSpec(name=name, steps=steps, **{"task": "reverse", **TINY, **kw})
 
 
-def submit_training(manager, folder, name, steps=20, reserved=frozenset(), is_alive=None, **kw):
+def submit_train_work(manager, folder, name, steps=20, reserved=frozenset(), is_alive=None, **kw):
     training = work.TrainWork(spec(name, steps, **kw), folder, reserved=reserved, device="cpu")
     return manager.submit(training, is_alive=is_alive)
 
 
-def rerun(task: str = "balanced", seeds: int = 1, steps: int = 5) -> work.ExperimentWork:
+def experiment_work(task: str = "balanced", seeds: int = 1, steps: int = 5) -> work.ExperimentWork:
     return work.ExperimentWork(work.ExperimentSpec(task, seeds=seeds, steps=steps))
 
 
@@ -37,7 +37,7 @@ def rerun(task: str = "balanced", seeds: int = 1, steps: int = 5) -> work.Experi
 
 
 def test_a_job_trains_saves_and_reports(manager, tmp_path):
-    job = submit_training(manager, tmp_path, "tiny")
+    job = submit_train_work(manager, tmp_path, "tiny")
     assert job.wait(60)
     snap = job.state()
     assert snap.status == jobs.DONE, snap.message
@@ -56,7 +56,7 @@ def test_a_job_trains_saves_and_reports(manager, tmp_path):
 
 
 def test_progress_is_readable_while_running_and_cancel_stops_it(manager, tmp_path):
-    job = submit_training(manager, tmp_path, "long", steps=settings.MAX_STEPS)
+    job = submit_train_work(manager, tmp_path, "long", steps=settings.MAX_STEPS)
     wait_until(lambda: job.state().step >= 3)
     snap = job.state()
     assert snap.status == jobs.RUNNING and snap.active and snap.message == say("training")
@@ -73,14 +73,14 @@ def test_progress_is_readable_while_running_and_cancel_stops_it(manager, tmp_pat
 
 
 def test_the_cap_queues_the_extra_job_and_refuses_when_full(manager, tmp_path):
-    first = submit_training(manager, tmp_path, "first", steps=settings.MAX_STEPS)
-    second = submit_training(manager, tmp_path, "second", steps=settings.MAX_STEPS)
+    first = submit_train_work(manager, tmp_path, "first", steps=settings.MAX_STEPS)
+    second = submit_train_work(manager, tmp_path, "second", steps=settings.MAX_STEPS)
     snap = second.state()
     assert snap.status == jobs.QUEUED and snap.position == 1
     assert snap.message == say("waiting") and snap.fraction == 0.0
     assert manager.counts() == (1, 1)
     with pytest.raises(jobs.QueueFull, match="busy"):
-        submit_training(manager, tmp_path, "third")
+        submit_train_work(manager, tmp_path, "third")
     # When the running job ends, the waiting one takes its slot.
     first.cancel()
     assert first.wait(30)
@@ -91,8 +91,8 @@ def test_the_cap_queues_the_extra_job_and_refuses_when_full(manager, tmp_path):
 
 
 def test_a_queued_job_can_be_cancelled_before_it_starts(manager, tmp_path):
-    first = submit_training(manager, tmp_path, "first", steps=settings.MAX_STEPS)
-    second = submit_training(manager, tmp_path, "second")
+    first = submit_train_work(manager, tmp_path, "first", steps=settings.MAX_STEPS)
+    second = submit_train_work(manager, tmp_path, "second")
     second.cancel()
     assert second.wait(1)
     snap = second.state()
@@ -115,14 +115,14 @@ def test_a_queued_job_can_be_cancelled_before_it_starts(manager, tmp_path):
 def test_bad_names_are_refused_with_a_message(manager, tmp_path, name, message):
     (tmp_path / "taken.safetensors").write_bytes(b"x")
     with pytest.raises(ValueError, match=message):
-        submit_training(manager, tmp_path, name, reserved=frozenset({"reverse"}))
+        submit_train_work(manager, tmp_path, name, reserved=frozenset({"reverse"}))
     assert manager.counts() == (0, 0)
 
 
 def test_a_name_being_trained_is_taken(manager, tmp_path):
-    job = submit_training(manager, tmp_path, "same", steps=settings.MAX_STEPS)
+    job = submit_train_work(manager, tmp_path, "same", steps=settings.MAX_STEPS)
     with pytest.raises(ValueError, match="already exists or is being trained"):
-        submit_training(manager, tmp_path, "same")
+        submit_train_work(manager, tmp_path, "same")
     job.cancel()
     assert job.wait(30)
 
@@ -141,7 +141,7 @@ def test_a_name_being_trained_is_taken(manager, tmp_path):
 def test_bad_settings_are_refused_with_a_message(manager, tmp_path, changes, message):
     steps = changes.pop("steps", 20)
     with pytest.raises(ValueError, match=message):
-        submit_training(manager, tmp_path, "x", steps=steps, **changes)
+        submit_train_work(manager, tmp_path, "x", steps=steps, **changes)
     assert manager.counts() == (0, 0)
 
 
@@ -167,7 +167,7 @@ def test_a_rerun_with_settings_out_of_range_is_refused(settings, message):
 
 
 def test_a_rerun_runs_every_seed_with_and_without_w_o(manager):
-    job = manager.submit(rerun(seeds=1, steps=5))
+    job = manager.submit(experiment_work(seeds=1, steps=5))
     assert job.wait(60)
     snap = job.state()
     assert snap.status == jobs.DONE, snap.message
@@ -191,13 +191,13 @@ def test_a_rerun_can_compare_the_learned_w_o_with_a_block_diagonal_one(manager):
 
 
 def test_a_rerun_waits_in_the_queue_behind_training_like_any_job(manager, tmp_path):
-    training = submit_training(manager, tmp_path, "first", steps=settings.MAX_STEPS)
-    job = manager.submit(rerun(seeds=1, steps=5))
+    training = submit_train_work(manager, tmp_path, "first", steps=settings.MAX_STEPS)
+    job = manager.submit(experiment_work(seeds=1, steps=5))
     snap = job.state()
     assert (snap.kind, snap.status, snap.position) == ("experiment", jobs.QUEUED, 1)
     assert snap.message == say("waiting")
     with pytest.raises(jobs.QueueFull, match="all 1 training slots are busy"):
-        manager.submit(rerun())  # a full queue refuses reruns as it refuses training
+        manager.submit(experiment_work())  # a full queue refuses reruns as it refuses training
     training.cancel()
     assert training.wait(30)
     assert job.wait(60) and job.state().status == jobs.DONE  # it ran once the slot was free
@@ -205,8 +205,8 @@ def test_a_rerun_waits_in_the_queue_behind_training_like_any_job(manager, tmp_pa
 
 
 def test_training_waits_for_a_running_rerun(manager, tmp_path):
-    job = manager.submit(rerun(seeds=2, steps=settings.EXPERIMENT_MAX_STEPS))
-    training = submit_training(manager, tmp_path, "after_rerun")
+    job = manager.submit(experiment_work(seeds=2, steps=settings.EXPERIMENT_MAX_STEPS))
+    training = submit_train_work(manager, tmp_path, "after_rerun")
     assert training.state().position == 1 and manager.counts() == (1, 1)
     wait_until(lambda: job.state().step >= 3)
     snap = job.state()
@@ -240,7 +240,7 @@ def test_a_failed_save_is_reported_and_every_saved_model_is_kept(manager, tmp_pa
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr("tfviz.training.checkpoint.os.fsync", disk_full)
-    job = submit_training(manager, tmp_path, "new")
+    job = submit_train_work(manager, tmp_path, "new")
     assert job.wait(60)
     snap = job.state()
     assert snap.status == jobs.FAILED
@@ -256,7 +256,7 @@ def test_a_failed_save_is_reported_and_every_saved_model_is_kept(manager, tmp_pa
 
 def test_a_model_saved_under_the_same_name_meanwhile_is_not_overwritten(manager, tmp_path):
     target = tmp_path / "same.safetensors"
-    job = submit_training(manager, tmp_path, "same", steps=2000)
+    job = submit_train_work(manager, tmp_path, "same", steps=2000)
     wait_until(lambda: job.state().step >= 1)
     target.write_bytes(SORT)  # during training, another writer gets there first
     assert job.wait(300)  # 2000 steps: 120 s ran out on 2 cores shared by two test workers
@@ -303,7 +303,7 @@ def test_count_parameters_matches_a_real_model(task, sizes):
 def test_a_training_job_saves_its_timeline_beside_the_model(manager, tmp_path):
     from tfviz.training.timeline import load_timeline
 
-    job = submit_training(manager, tmp_path, "with_timeline", steps=48)
+    job = submit_train_work(manager, tmp_path, "with_timeline", steps=48)
     assert job.wait(60) and job.state().status == jobs.DONE
     result = job.state().result
     assert result.timeline == str(tmp_path / "with_timeline.timeline")

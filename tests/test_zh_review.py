@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_glossary import LATIN_KEPT, latin_words, terms, words
+from tests.test_glossary import LATIN_KEPT, latin_words, terms, words_only
 from tfviz.core import tasks
 from tfviz.training.corpus import CORPUS_DIR, load_manifest
 from tfviz.ui import i18n
@@ -80,7 +80,7 @@ def colon_heavy(text: str) -> list[str]:
 def test_the_chinese_catalogue_has_no_wrong_variant_nested_bracket_or_double_colon():
     problems = []
     for key, text in i18n.catalogue("zh").items():
-        problems += [f"{key}: {p}" for p in wrong_variants(words(text))]
+        problems += [f"{key}: {p}" for p in wrong_variants(words_only(text))]
         if nested_brackets(re.sub(r"`[^`]*`", " ", text)):
             problems.append(f"{key}: a bracket inside a bracket: {text[:80]}")
         problems += [f"{key}: two colons in {s!r}" for s in colon_heavy(text)]
@@ -230,7 +230,7 @@ def test_the_chinese_catalogue_uses_chinese_punctuation():
     problems = [
         f"{key}: {p}"
         for key, text in i18n.catalogue("zh").items()
-        for p in punctuation_problems(words(text))
+        for p in punctuation_problems(words_only(text))
     ]
     assert not problems, "\n".join(problems)
 
@@ -491,7 +491,7 @@ def english_left(at, where: str) -> list[str]:
     return found
 
 
-def open_tab(at, view: str, **widgets) -> None:
+def open_zh_tab(at, view: str, **widgets) -> None:
     at.session_state["view"] = i18n.translate("zh", f"app.view.{view}")
     for key, value in widgets.items():
         at.session_state[key] = value
@@ -520,7 +520,7 @@ def test_no_english_is_left_in_the_chinese_pages_of_a_toy_model():
     at = start_app(lang="zh")
     found = english_left(at, "first page")
     for view, widgets in PAGES:
-        open_tab(at, view, **widgets)
+        open_zh_tab(at, view, **widgets)
         found += english_left(at, f"{view} {widgets}")
     sidebar = " ".join(shown_texts(at.sidebar, []))
     assert i18n.translate("zh", "task.reverse.name") in sidebar.replace("\\", "")
@@ -537,7 +537,7 @@ def test_no_english_is_left_in_the_chinese_pages_of_a_bundled_language_model():
     found = english_left(at, "first page")
     for view, widgets in (("attention", {}), ("w_o_off", {"w_o_mode": "identity"}),
                           ("analysis", {"analysis_section": "Induction heads"})):  # fmt: skip
-        open_tab(at, view, **widgets)
+        open_zh_tab(at, view, **widgets)
         found += english_left(at, f"{view} {widgets}")
     assert not found, "\n".join(dict.fromkeys(found))
 
@@ -576,6 +576,6 @@ def test_no_english_is_left_in_the_chinese_pages_of_a_server_folder_s_models(tmp
         assert i18n.translate("zh", "sidebar.norm.post") in sidebar, sidebar
         found += english_left(at, kind)
         for view in ("w_o", "w_o_off"):
-            open_tab(at, view)
+            open_zh_tab(at, view)
             found += english_left(at, f"{kind} {view}")
     assert not found, "\n".join(dict.fromkeys(found))

@@ -74,6 +74,13 @@ def kept_bytes() -> int:
         return sum(len(m) for m in _free)
 
 
+def kept_sizes() -> list[int]:
+    """The byte size of each free map kept, oldest first (the first dropped when the kept
+    bytes pass FREE_BYTES): which size classes the next traces can reuse without a new map."""
+    with _lock:
+        return [len(m) for m in _free]
+
+
 def release() -> int:
     """Unmap every free map kept (an idle server hands their memory back to the system: the next
     trace maps a new one); returns their bytes."""

@@ -106,7 +106,9 @@ class MaskAnswer:
         return self.learned[0].piece_id != self.switched[0].piece_id
 
 
-def _top(tokenizer, logits: Tensor, k: int) -> tuple[Guess, ...]:
+def top_guesses(tokenizer, logits: Tensor, k: int) -> tuple[Guess, ...]:
+    """The k likeliest pieces of one masked position's logits (V,), likeliest first, each read
+    as the masked-word view shows it (tokenizer.piece_text)."""
     probs = F.softmax(logits.float(), dim=-1)  # (V,)
     values, indices = probs.topk(k)
     guesses = []
@@ -152,6 +154,6 @@ def fill_mask(
     return MaskAnswer(
         pieces=p.pieces,
         position=position,
-        learned=_top(tokenizer, learned, k),
-        switched=_top(tokenizer, switched, k),
+        learned=top_guesses(tokenizer, learned, k),
+        switched=top_guesses(tokenizer, switched, k),
     )
