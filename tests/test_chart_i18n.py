@@ -189,8 +189,22 @@ FIGURES = {
     ),
     "head_change_map": lambda w: plots.head_change_map(rand(2, 3), TOKENS, words=w),
     "tally_bars": lambda w: plots.tally_bars(["会变", "不变"], [3, 1]),
+    "query_key_map": lambda w: plots.query_key_map(rand(4), rand(3, 4) - 0.5, TOKENS, 1, words=w),
+    "product_map": lambda w: plots.product_map(
+        rand(3, 4) - 0.5, TOKENS, np.array([False, False, True]), words=w
+    ),
+    "score_bars": lambda w: plots.score_bars(
+        rand(3), np.array([0.1, 0.2, -np.inf]), rand(3), TOKENS, np.array([0, 0, 1], bool), words=w
+    ),
+    "head_share_flow": lambda w: plots.head_share_flow(rand(2, 3), rand(2, 3), words=w),
+    "head_share_tokens": lambda w: plots.head_share_tokens(rand(2, 3), TOKENS, words=w),
     "induction_losses": lambda w: plots.induction_losses(
         {"学到的 W_o": rand(7), "恒等映射": rand(7)}, 4, words=w
+    ),
+    "weight_pair": lambda w: plots.weight_pair(rand(2, 3), rand(2, 3), ("学到的", "换基之后"), words=w),
+    "angle_map": lambda w: plots.angle_map(rand(3, 3) * 90, words=w),
+    "lens_map": lambda w: plots.lens_map(
+        np.array([TOKENS, TOKENS]), rand(2, 3), ["L0", "L1"], TOKENS, words=w
     ),
 }
 

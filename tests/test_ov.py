@@ -7,7 +7,9 @@ computation from the model's weights (nn.Linear layout read directly, not throug
   bit-identical, and is not undone once W_o is switched to identity;
 - identity (and block-diagonal) W_o's write spaces meet at 90 degrees; learned angles equal
   the test's own principal angles (QR bases) and survive a change of basis;
-- Q-, K-, V-composition equal the paper's formula on full D x D matrices, learned and identity;
+- Q-, K-, V-composition (tfviz.analysis.circuits.composition_scores, the one implementation)
+  equal the test's own formula on full D x D matrices, with and without the layer norms folded,
+  learned and identity, grouped-query attention included;
 - the linear-undo residuals equal the test's own least squares.
 
 Families: a random toy encoder (post-norm), the bundled reverse model, and tiny random BERT,
@@ -26,10 +28,10 @@ import torch
 
 from tests.conftest import MODELS, make_model
 from tfviz import hf, load_checkpoint
+from tfviz.analysis.circuits import composition_scores
 from tfviz.analysis.ov import (
     BASIS_KINDS,
     change_basis,
-    composition,
     head_ov,
     linear_fit,
     output_difference,
@@ -233,37 +235,53 @@ def test_learned_write_space_angles_are_the_tests_own_and_survive_a_basis_change
     np.testing.assert_allclose(changed.angles, spaces.angles, atol=1e-2)
 
 
-def own_composition(model, w_o: str) -> dict[str, np.ndarray]:
-    """The paper's scores on full D x D matrices, (L, H, L, H); NaN where the reader is not
-    later."""
+def own_fold(model, layer: int, fold: bool) -> np.ndarray:
+    """The test's own (D, D) linear part of the norms between layer's attention output and the
+    next layer's reader: P diag(gamma) per norm (P the centring; RMSNorm: no P), post-norm this
+    layer's norm1 then norm2, pre-norm the next layer's norm1; the identity when not folded."""
+    D = model.config.d_model
+    if not fold:
+        return np.eye(D)
+    P = np.eye(D) - 1.0 / D if model.config.norm_type == "layer" else np.eye(D)
+    if model.config.norm == "post":
+        norms = (model.layers[layer].norm1, model.layers[layer].norm2)
+    else:
+        norms = (model.layers[layer + 1].norm1,)
+    N = np.eye(D)
+    for norm in norms:
+        N = N @ P @ np.diag(norm.weight.detach().double().numpy())
+    return N
+
+
+def own_composition(model, w_o: str, fold: bool) -> dict[str, np.ndarray]:
+    """Elhage et al.'s scores of each head into each head of the next layer on full D x D
+    matrices: ||W_OV^h N W_X^g||_F / (||W_OV^h||_F ||N W_X^g||_F), X in {Q, K, V}, (L-1, H, H)."""
     L, H = model.config.n_layers, model.config.n_heads
     f = [row_form(model, layer, w_o) for layer in range(L)]
-    out = {x: np.full((L, H, L, H), np.nan) for x in "qkv"}
-
-    def score(a, b, c):
-        return np.linalg.norm(a @ b) / (np.linalg.norm(a) * np.linalg.norm(c))
-
-    for l in range(L):
-        for m in range(l + 1, L):
-            for h in range(H):
-                ov = f[l]["V"][h] @ f[l]["O"][h]
-                for g in range(H):
-                    qk = f[m]["Q"][g] @ f[m]["K"][g].T
-                    ov_g = f[m]["V"][g] @ f[m]["O"][g]
-                    out["q"][l, h, m, g] = score(ov, qk, qk)
-                    out["k"][l, h, m, g] = score(ov, qk.T, qk)
-                    out["v"][l, h, m, g] = score(ov, ov_g, ov_g)
+    out = {x: np.zeros((L - 1, H, H)) for x in "qkv"}
+    for l in range(L - 1):
+        N = own_fold(model, l, fold)
+        for h in range(H):
+            ov = f[l]["V"][h] @ f[l]["O"][h]
+            for g in range(H):
+                for x in "qkv":
+                    reader = N @ f[l + 1][x.upper()][g]
+                    num = np.linalg.norm(ov @ reader)
+                    out[x][l, h, g] = num / (np.linalg.norm(ov) * np.linalg.norm(reader))
     return out
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 @pytest.mark.parametrize("mode", ["learned", "identity"])
-def test_composition_scores_are_the_papers_formula(families, family, mode):
+@pytest.mark.parametrize("fold", [False, True])
+def test_composition_scores_are_the_papers_formula(families, family, mode, fold):
     model = families[family][0]
-    got, want = composition(model, mode), own_composition(model, mode)
+    got = composition_scores(model, mode, fold_layernorm=fold)
+    want = own_composition(model, mode, fold)
     for x in "qkv":
-        np.testing.assert_allclose(getattr(got, x), want[x], rtol=1e-9, atol=1e-12)
-    assert np.isnan(got.q[1, :, 0]).all() and np.isnan(got.q[0, :, 0]).all()
+        # circuits returns float32: its scores in [0, 1] agree to float32 rounding
+        np.testing.assert_allclose(getattr(got, x), want[x], rtol=0, atol=1e-6)
+    assert got.q.shape == (model.config.n_layers - 1,) + (model.config.n_heads,) * 2
 
 
 def real_sites(model, ids, pad_mask, layer, w_o) -> dict[str, np.ndarray]:

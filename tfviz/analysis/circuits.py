@@ -33,12 +33,22 @@ def head_block(W: Tensor | np.ndarray, head: int, n_heads: int, side: str) -> np
     raise ValueError(f"side must be 'in' or 'out', got {side!r}")
 
 
-def ov_matrix(W_v: Tensor | np.ndarray, W_o: Tensor | np.ndarray, head: int, n_heads: int):
-    """W_OV^h = W_V^h W_O^h, (D, D) float64, from nn.Linear weights of W_v and W_o.
+def ov_matrix(
+    W_v: Tensor | np.ndarray,
+    W_o: Tensor | np.ndarray,
+    head: int,
+    n_heads: int,
+    kv_heads: int | None = None,
+):
+    """W_OV^h = W_V^j W_O^h, (D, D) float64, from nn.Linear weights of W_v and W_o.
 
     x @ W_OV^h is what head h writes (bias aside) for a token x it attends to with weight 1.
+    kv_heads: grouped-query attention's value heads (W_v has kv_heads * d_k rows); query head h
+    reads value head j = h // (n_heads / kv_heads). None: one value head per query head (j = h).
     """
-    return head_block(W_v, head, n_heads, "in") @ head_block(W_o, head, n_heads, "out")
+    kv = kv_heads or n_heads
+    W_V = head_block(W_v, head // (n_heads // kv), kv, "in")
+    return W_V @ head_block(W_o, head, n_heads, "out")
 
 
 def singular_values(M: np.ndarray) -> np.ndarray:

@@ -34,7 +34,6 @@ change_basis returns a new model, a deep copy. Arrays are float64 numpy unless s
 from __future__ import annotations
 
 import copy
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +41,7 @@ import torch
 from torch import Tensor
 
 from tfviz.analysis.base import _w_o_of
+from tfviz.analysis.circuits import head_block, numerical_rank, ov_matrix, singular_values
 from tfviz.core import wo
 from tfviz.core.model import Transformer, layer_modes
 
@@ -79,18 +79,18 @@ def _check_head(model: Transformer, layer: int, head: int) -> None:
 
 def value_block(model: Transformer, layer: int, kv_head: int) -> tuple[np.ndarray, np.ndarray]:
     """(W_V^j (D, d_k), b_V^j (d_k,)) of value head j, row-vector form, float64."""
-    d_k = model.config.d_k
+    cfg = model.config
     lin = model.layers[layer].attn.W_v
-    rows = slice(kv_head * d_k, (kv_head + 1) * d_k)
+    rows = slice(kv_head * cfg.d_k, (kv_head + 1) * cfg.d_k)
     # A Llama-style W_v has no bias (its module's bias is None): a zero one adds nothing.
-    b = np.zeros(d_k) if lin.bias is None else _f64(lin.bias[rows])
-    return _f64(lin.weight[rows]).T, b
+    b = np.zeros(cfg.d_k) if lin.bias is None else _f64(lin.bias[rows])
+    return head_block(lin.weight, kv_head, cfg.kv_heads, "in"), b
 
 
 def output_block(model: Transformer, layer: int, head: int, w_o: str = "learned") -> np.ndarray:
     """W_O^h (d_k, D) of query head h, float64, from the map the layer applies in mode w_o."""
     W = _w_o_of(model, layer, w_o)  # (D, D) nn.Linear layout (out, in)
-    return wo.head_block(_f64(W), head, model.config.n_heads)
+    return head_block(W, head, model.config.n_heads, "out")
 
 
 @dataclass(frozen=True)
@@ -113,12 +113,14 @@ def head_ov(model: Transformer, layer: int, head: int, w_o: str = "learned") -> 
     """Query head `head`'s OV circuit in `layer`, with W_o in mode w_o (tfviz.core.wo)."""
     _check_head(model, layer, head)
     wo.check_mode(w_o)
+    cfg = model.config
     kv = value_head_of(model, head)
-    W_V, b_V = value_block(model, layer, kv)
+    _, b_V = value_block(model, layer, kv)
     W_O = output_block(model, layer, head, w_o)
-    ov = W_V @ W_O
-    s = np.linalg.svd(ov, compute_uv=False)[: model.config.d_k]
-    rank = int((s > RANK_RTOL * s[0]).sum()) if s.size and s[0] > 0 else 0
+    W_v = model.layers[layer].attn.W_v.weight
+    ov = ov_matrix(W_v, _w_o_of(model, layer, w_o), head, cfg.n_heads, cfg.kv_heads)
+    s = singular_values(ov)[: cfg.d_k]
+    rank = numerical_rank(s, RANK_RTOL)
     return HeadOV(
         layer=layer,
         head=head,
@@ -267,14 +269,13 @@ def output_difference(
     return float(diff.max()) if diff.numel() else 0.0
 
 
-# -- where each head writes, and how heads compose --------------------------------------------
+# -- where each head writes --------------------------------------------------------------------
 
 
 def _row_basis(M: np.ndarray) -> np.ndarray:
     """(D, r) orthonormal basis of M's row space (M (k, D)), r its numerical rank."""
     _, s, Vh = np.linalg.svd(M, full_matrices=False)
-    r = int((s > RANK_RTOL * s[0]).sum()) if s.size and s[0] > 0 else 0
-    return Vh[:r].T
+    return Vh[: numerical_rank(s, RANK_RTOL)].T
 
 
 def principal_angles(U: np.ndarray, V: np.ndarray) -> np.ndarray:
@@ -318,94 +319,6 @@ def write_spaces(model: Transformer, w_o: str | dict = "learned") -> WriteSpaces
     with np.errstate(all="ignore"):
         smallest = np.where(rank[:, :, None] * rank[:, None, :] > 0, angles[..., 0], np.nan)
     return WriteSpaces(angles=angles, smallest=smallest, rank=rank, modes=modes)
-
-
-@dataclass(frozen=True)
-class CompositionScores:
-    """Elhage et al. 2021's composition scores from every head to every head of a later layer.
-
-    q[l, h, m, g]: head h of layer l into the query of head g of layer m (m > l); k, v alike;
-    NaN where m <= l. Layer norms are ignored (see composition).
-    """
-
-    q: np.ndarray  # (L, H, L, H)
-    k: np.ndarray  # (L, H, L, H)
-    v: np.ndarray  # (L, H, L, H)
-    baseline: float  # 1/sqrt(D): about what unrelated random matrices score
-    modes: tuple[str, ...]
-
-
-def _factors(model: Transformer, modes: tuple[str, ...]) -> list[dict[str, np.ndarray]]:
-    """Per layer, per query head, row-form (H, D, d_k) W_Q, W_K, W_V (shared key/value heads
-    repeated) and (H, d_k, D) W_O in the layer's mode, float64."""
-    cfg = model.config
-    H, D, d_k = cfg.n_heads, cfg.d_model, cfg.d_k
-    out = []
-    for layer, mode in enumerate(modes):
-        attn = model.layers[layer].attn
-        f = {
-            x: _f64(attn.per_head(lin.weight)).reshape(H, d_k, D).transpose(0, 2, 1)
-            for x, lin in (("Q", attn.W_q), ("K", attn.W_k), ("V", attn.W_v))
-        }
-        f["O"] = wo.head_blocks(_f64(_w_o_of(model, layer, mode)), H)
-        out.append(f)
-    return out
-
-
-def _r(M: np.ndarray) -> np.ndarray:
-    """R of M's reduced QR, per head: ||Q R X||_F = ||R X||_F, so (D, d_k) factors shrink to
-    (d_k, d_k) without changing any Frobenius norm below."""
-    return np.linalg.qr(M, mode="r")
-
-
-def composition(model: Transformer, w_o: str | dict = "learned") -> CompositionScores:
-    """Q-, K- and V-composition (Elhage et al. 2021, "A Mathematical Framework for Transformer
-    Circuits") of every head with every head of every later layer, in tfviz's row form.
-
-    With W_OV^h = W_V^h W_O^h (writer, layer l, W_O^h from the layer's w_o mode) and, for a
-    reader head g of a later layer, W_QK^g = W_Q^g W_K^g^T (D x D: the score between a query
-    token y_i and a key token y_j is y_i W_QK^g y_j^T) and W_OV^g:
-
-        Q: ||W_OV^h W_QK^g||_F   / (||W_OV^h||_F ||W_QK^g||_F)    (h's output read as a query)
-        K: ||W_OV^h W_QK^g^T||_F / (||W_OV^h||_F ||W_QK^g||_F)    (read as a key)
-        V: ||W_OV^h W_OV^g||_F   / (||W_OV^h||_F ||W_OV^g||_F)    (read as a value)
-
-    These are the paper's ||W_QK^T W_OV||, ||W_QK W_OV|| and ||W_OV^g W_OV^h|| transposed
-    (their column convention's W_OV is our W_OV^T; W_QK is the same matrix; a transpose keeps
-    the Frobenius norm). Layer norms are ignored (neither centring nor gamma is folded in):
-    the score compares the weights' directions alone, as the paper's own definition; biases
-    too. A zero writer or reader scores 0. Computed on per-head QR factors (_r), exact in
-    algebra, so that no D x D matrix is formed.
-    """
-    cfg = model.config
-    L, H, D = cfg.n_layers, cfg.n_heads, cfg.d_model
-    modes = tuple(layer_modes(w_o, L))
-    f = _factors(model, modes)
-    scores = {x: np.full((L, H, L, H), np.nan) for x in "qkv"}
-    # Writer: W_OV^h = Qv Rv O_h, so ||W_OV^h X||_F = ||Rv O_h X||_F: A_h = Rv O_h (d_k, D).
-    A = [_r(fl["V"]) @ fl["O"] for fl in f]
-    for m in range(1, L):
-        Rq, Rk = _r(f[m]["Q"]), _r(f[m]["K"])
-        qk = np.linalg.norm(Rq @ Rk.transpose(0, 2, 1), axis=(1, 2))  # (H,) ||W_QK^g||_F
-        readers = {
-            # ||A W_Q^g W_K^g^T||_F = ||A W_Q^g Rk^T||_F; ||A W_K^g W_Q^g^T|| = ||A W_K^g Rq^T||
-            "q": (f[m]["Q"], Rk.transpose(0, 2, 1), qk),
-            "k": (f[m]["K"], Rq.transpose(0, 2, 1), qk),
-            # ||A W_OV^g||_F = ||A W_V^g W_O^g||_F, and ||W_OV^g||_F = ||A_g||_F of layer m
-            "v": (f[m]["V"], f[m]["O"], np.linalg.norm(A[m], axis=(1, 2))),
-        }
-        for layer in range(m):
-            writer = np.linalg.norm(A[layer], axis=(1, 2))  # (H,) ||W_OV^h||_F
-            for x, (first, second, reader) in readers.items():
-                # (H, H, d_k, ·): [h, g] = A_h first_g second_g
-                prod = np.einsum("hkd,gde->hgke", A[layer], first) @ second[None]
-                num = np.linalg.norm(prod, axis=(2, 3))
-                denom = writer[:, None] * reader[None, :]
-                with np.errstate(all="ignore"):
-                    scores[x][layer, :, m] = np.where(denom > 0, num / denom, 0.0)
-    return CompositionScores(
-        q=scores["q"], k=scores["k"], v=scores["v"], baseline=1.0 / math.sqrt(D), modes=modes
-    )
 
 
 # -- how much a linear map downstream can undo ------------------------------------------------

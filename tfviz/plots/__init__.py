@@ -11,7 +11,12 @@ One module per kind of figure, each importing only the shared ones below it:
     mosaic     a grid of heatmaps as one trace, and its block titles (imports style)
     attention  attention grids, columns and maps; norm-based attention, rollout
     w_o        concat and attn_out, W_o itself, head terms, what each output dim draws on
+    neuron     inside one head for one query: q, the keys, q x k, the scores and the softmax
+    shares     each head's share of a layer's attention output, layer by layer and per token
     heads      head scores, keep-top-k, ablation, OV singular values, composition
+    ov         the OV sandbox: a weight block before and after a change of basis, write-space
+               angles between heads
+    lens       the logit lens: each layer's top token at each position
     residual   the residual stream of two passes, drift per layer
     training   a loss curve, the experiment's curves over seeds
     dissect    W_o's modes swept, its spectrum, two inputs compared, a class's guesses
@@ -62,14 +67,25 @@ from tfviz.plots.heads import (
     keep_top_k_plot,
     singular_value_lines,
 )
+from tfviz.plots.lens import lens_map
 from tfviz.plots.mosaic import (
     MOSAIC_PX,
     TITLES_META,
     block_titles,
 )
+from tfviz.plots.neuron import (
+    product_map,
+    query_key_map,
+    score_bars,
+)
+from tfviz.plots.ov import angle_map, weight_pair
 from tfviz.plots.residual import (
     drift_bars,
     residual_pair,
+)
+from tfviz.plots.shares import (
+    head_share_flow,
+    head_share_tokens,
 )
 from tfviz.plots.style import (
     ATTENTION_SCALE,
@@ -167,18 +183,26 @@ __all__ = [
     "head_change_map",
     "head_contributions",
     "head_score_map",
+    "head_share_flow",
+    "head_share_tokens",
     "head_shares_map",
     "keep_top_k_plot",
     "loss_curve",
     "mode_sweep_plot",
     "norm_attention_column",
     "norm_attention_grid",
+    "product_map",
+    "query_key_map",
     "residual_pair",
     "rollout_grid",
+    "score_bars",
     "induction_losses",
     "singular_value_lines",
     "tally_bars",
     "w_o_matrix",
     "w_o_spectrum_plot",
     "weight_range",
+    "angle_map",
+    "lens_map",
+    "weight_pair",
 ]

@@ -107,6 +107,8 @@ def sizeof(value: Any) -> int:
     dataclasses' contents summed, a small constant for anything else (a float, a short string)."""
     if isinstance(value, np.ndarray):
         return value.nbytes + 112
+    if isinstance(value, torch.nn.Module):  # a model copy (the OV sandbox's change of basis)
+        return 112 + sum(t.nbytes for t in value.state_dict().values())
     nbytes = getattr(value, "nbytes", None)
     if isinstance(nbytes, int):
         return nbytes + 112  # a TraceArrays, or a torch tensor (its nbytes)
@@ -444,6 +446,31 @@ def weight_views_cache(digest: str, _model) -> MeasureCache:
     return measures("weight_views", digest, compute)
 
 
+def cached_neuron(
+    view, trace: TraceArrays, layer: int, head: int, query: int, rotated: bool
+) -> analysis.NeuronView:
+    """The neuron view of one head and query from a trace of the view's model (its text and
+    switches in the key): q, the keys, their product, the scores and the softmax."""
+    from tfviz.analysis import neuron
+
+    def make() -> neuron.NeuronView:
+        return neuron.neuron_view_of_trace(
+            view.model, view.task, trace, layer, head, query, rotated=rotated
+        )
+
+    key = ("neuron", view.entry.digest, view.task.name, trace.text, trace.interventions)
+    return cached((*key, layer, head, query, rotated), make)
+
+
+def cached_shares(view, trace: TraceArrays) -> analysis.HeadOutputShares:
+    """Each head's share of attn_out in a trace of the view's model (its text and switches in
+    the key), with the map its switches applied."""
+    from tfviz.analysis import shares
+
+    key = ("shares", view.entry.digest, view.task.name, trace.text, trace.interventions)
+    return cached(key, lambda: shares.output_shares_of_trace(view.model, trace))
+
+
 def cached_spectrum(digest: str, _model) -> np.ndarray:
     """(L, D) singular values of each layer's learned W_o, per checkpoint."""
     return cached(("spectrum", digest), lambda: dissect.singular_values(_model))
@@ -560,3 +587,103 @@ def cached_language(path: str, stamp: tuple) -> tuple[dict, dict]:
         return rows, atlas_stats.analyse_language(rows)
 
     return cached(("language_atlas", path, stamp), make)
+
+
+# ---- the OV sandbox and the logit lens ---------------------------------------------------------
+
+# The sandbox changes the basis in a deep copy of the model, kept in the one cache: only for
+# models up to this many parameters (MiniLM's 23 M: about 90 MB; a 135 M decoder's copy would be
+# over half a GB), so a copy never crowds out a class's traces.
+SANDBOX_MAX_PARAMS = 30_000_000
+LENS_MAX_POSITIONS = 12  # the logit lens reads the text's last positions: a readable table
+UNDO_EXAMPLES = 64  # a toy task's fresh examples behind the linear-undo fits (> D + 1 tokens)
+
+
+def sandbox_allowed(model) -> bool:
+    return sum(p.numel() for p in model.parameters()) <= SANDBOX_MAX_PARAMS
+
+
+def cached_basis_change(view, layer: int, head: int, kind: str, seed: int):
+    """analysis.change_basis's BasisChange (with its model copy), per digest, layer, head, kind
+    and seed; the shared model is never changed."""
+    import tfviz.analysis as analysis
+
+    key = ("basis_change", view.entry.digest, layer, head, kind, seed)
+    return cached(key, lambda: analysis.change_basis(view.model, layer, head, kind, seed))
+
+
+def cached_basis_outputs(view, layer: int, head: int, kind: str, seed: int) -> dict[str, float]:
+    """The largest output difference the change of basis makes on the view's text, with W_o
+    learned ("learned") and switched to identity ("identity")."""
+    import tfviz.analysis as analysis
+
+    def make() -> dict[str, float]:
+        changed = cached_basis_change(view, layer, head, kind, seed).model
+        ids, pad_mask = view.task.encode_batch([view.text], device=view.model.device)
+        return {
+            mode: analysis.output_difference(view.model, changed, ids, pad_mask, w_o=mode)
+            for mode in ("learned", "identity")
+        }
+
+    key = ("basis_outputs", view.entry.digest, layer, head, kind, seed, view.text)
+    return cached(key, make)
+
+
+def cached_head_ov(digest: str, layer: int, head: int, w_o: str, _model):
+    import tfviz.analysis as analysis
+
+    return cached(
+        ("head_ov", digest, layer, head, w_o), lambda: analysis.head_ov(_model, layer, head, w_o)
+    )
+
+
+def cached_write_spaces(digest: str, w_o, _model):
+    """analysis.write_spaces for the w_o switch ("learned", "identity" or a mode per layer)."""
+    import tfviz.analysis as analysis
+
+    key = ("write_spaces", digest, w_o if isinstance(w_o, str) else tuple(sorted(w_o.items())))
+    return cached(key, lambda: analysis.write_spaces(_model, w_o))
+
+
+def cached_linear_undo(view, layer: int, examples: bool):
+    """analysis.undo_by_linear_map for one layer, on UNDO_EXAMPLES fresh examples of a toy task
+    (examples=True) or on the view's text."""
+    import tfviz.analysis as analysis
+
+    def make():
+        if examples:
+            rng = np.random.default_rng(analysis.ANALYSIS_SEED)
+            batch = view.task.sample(UNDO_EXAMPLES, rng, None, None)
+            ids, pad_mask = batch.ids, batch.pad_mask
+        else:
+            ids, pad_mask = view.task.encode_batch([view.text])
+        return analysis.undo_by_linear_map(view.model, ids, layer, pad_mask)
+
+    text = None if examples else view.text
+    return cached(("linear_undo", view.entry.digest, view.task.name, layer, text), make)
+
+
+def cached_lens(view, positions: tuple[int, ...]):
+    """analysis.compare_lens (learned and under the switches) at positions of the view's text;
+    raises analysis.LensRefused for a model with no vocabulary."""
+    import tfviz.analysis as analysis
+
+    def make():
+        return analysis.compare_lens(
+            view.model, view.task, view.text, view.interventions, positions=positions
+        )
+
+    key = ("lens", view.entry.digest, view.task.name, view.text, view.interventions, positions)
+    return cached(key, make)
+
+
+def cached_contributions(view):
+    """analysis.compare_contributions at the default position (a decoder's last, a masked LM's
+    masked one) for the learned model's likeliest token; raises LensRefused or InputError."""
+    import tfviz.analysis as analysis
+
+    def make():
+        return analysis.compare_contributions(view.model, view.task, view.text, view.interventions)
+
+    key = ("contributions", view.entry.digest, view.task.name, view.text, view.interventions)
+    return cached(key, make)

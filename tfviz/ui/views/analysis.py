@@ -1,10 +1,13 @@
 """The Analysis view: methods that look past the raw attention weights, with W_o in the picture.
 
 One section at a time (norm-based attention, rollout, head importance, ablation before vs after
-W_o, OV circuits, W_o's head mixing), each citing its paper and folding away its explanation
-(tfviz.ui.help). The numbers come from tfviz.analysis, cached per model digest and switch.
+W_o, OV circuits, W_o's head mixing, induction heads, the logit lens with direct contributions),
+each citing its paper and folding away its explanation (tfviz.ui.help). The numbers come from
+tfviz.analysis, cached per model digest and switch.
 Head importance and ablation before vs after W_o score a task's answers, so they say why they are
-not shown for the pretrained sentence encoder; the other methods work on it.
+not shown for the pretrained sentence encoder; the other methods work on it. The logit lens
+needs a vocabulary head (a decoder or a masked LM): for any other model the library's refusal
+says why, in one line.
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ import streamlit as st
 
 import tfviz.analysis as analysis
 from tfviz import plots
+from tfviz.analysis.lens import EMBED, LAST_LAYER
 from tfviz.core.interventions import head_name
+from tfviz.core.tasks import InputError
 from tfviz.ui import compute, state
 from tfviz.ui.compute import ANALYSIS_N, WEIGHT_PARTS
 from tfviz.ui.heads import block_columns, grid_columns, head_columns, many_heads
 from tfviz.ui.help import HELP
-from tfviz.ui.i18n import current, t
+from tfviz.ui.i18n import current, t, why
 from tfviz.ui.induction import induction_section
 from tfviz.ui.labels import describe, first_upper, metric_delta, metric_name, metric_text
 from tfviz.ui.text import md_escape
@@ -421,6 +426,81 @@ def mixing_section(view: View) -> None:
     what_is_this("w_o_mixing")
 
 
+def lens_section(view: View) -> None:
+    st.caption(t("analysis.lens.caption"))
+    T = len(view.trace.labels)
+    positions = tuple(range(max(0, T - compute.LENS_MAX_POSITIONS), T))
+    try:
+        lens = compute.cached_lens(view, positions)
+    except analysis.LensRefused as refused:
+        st.info(why(refused))
+        return
+    switched = not view.interventions.is_default
+    shown = (("learned", lens.learned),) + ((("switched", lens.switched),) if switched else ())
+    for name, one in shown:
+        rows = [t("analysis.lens.embed") if r == EMBED else r for r in one.rows]
+        chart(
+            plots.lens_map(
+                one.tokens[:, :, 0],
+                one.probs[:, :, 0],
+                rows,
+                [one.labels[p] for p in one.positions],
+                title=t(f"analysis.lens.title_{name}"),
+                words=plot_words(),
+            ),
+            key=f"lens_{name}",
+        )
+    if len(positions) < T:
+        st.caption(t("analysis.lens.last_positions", n=len(positions), total=T))
+    contributions_part(view)
+
+
+def contributions_part(view: View) -> None:
+    try:
+        both = compute.cached_contributions(view)
+    except (analysis.LensRefused, InputError) as refused:  # InputError: a masked LM's text
+        st.info(why(refused))  # without exactly one mask
+        return
+    c = both.learned
+    title = t("analysis.lens.contrib_title", token=c.target_token, position=c.position)
+    st.markdown(f"**{md_escape(title)}**")
+    if c.scope == LAST_LAYER:
+        st.caption(t("analysis.lens.last_layer_only"))
+    left, right = st.columns(2)
+    switched = not view.interventions.is_default
+    for col, name, one in ((left, "learned", c), (right, "switched", both.switched)):
+        if name == "switched" and not switched:
+            continue
+        with col:
+            heads = np.nan_to_num(one.heads)
+            chart(
+                plots.head_score_map(
+                    heads,
+                    title=t(f"analysis.lens.heads_{name}"),
+                    value=t("analysis.lens.contribution"),
+                    words=plot_words(),
+                ),
+                key=f"contrib_{name}",
+            )
+            gap = abs(one.total - one.logit)
+            st.markdown(
+                md_escape(
+                    t(
+                        "analysis.lens.sum_check",
+                        total=f"{one.total:.4f}",
+                        logit=f"{one.logit:.4f}",
+                        gap=f"{gap:.1e}",
+                    )
+                )
+            )
+    columns = (t("analysis.lens.component"), t("analysis.lens.contribution"))
+    number_table(
+        [{columns[0]: name, columns[1]: value} for name, value in c.ranked[:12]],
+        key="contrib_ranked",
+    )
+    st.caption(t("analysis.lens.ranked_caption"))
+
+
 # The picker's value (the English name, stable across languages): (draw, needs a valid typed
 # sequence, catalogue key of the name shown).
 SECTIONS: dict[str, tuple[Callable[[View], None], bool, str]] = {
@@ -431,4 +511,5 @@ SECTIONS: dict[str, tuple[Callable[[View], None], bool, str]] = {
     "OV circuits": (ov_section, False, "analysis.section.ov"),
     "How W_o mixes heads": (mixing_section, False, "analysis.section.mixing"),
     "Induction heads": (induction_section, False, "analysis.section.induction"),
+    "Logit lens": (lens_section, True, "analysis.section.lens"),
 }

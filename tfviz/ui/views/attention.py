@@ -10,18 +10,24 @@ above the grid: 72 squares in one figure are too small to read and slow to draw.
 heads and their mean are laid out as a grid of squares read row by row (tfviz.ui.heads): three
 to a row on a desktop, one under the other on a phone, drawn on canvases (widgets.canvas_charts).
 In one row, 13 squares left about 5 px per word-piece, and their labels an illegible pile.
+
+Below them, once switched on, one head's attention for one query is opened up as BertViz's neuron
+view lays it out (tfviz.analysis.neuron): the query vector, every key vector, their elementwise
+product, the dot products, the scaled scores and the softmax, from the same trace as the grid.
 """
 
 from __future__ import annotations
 
 import functools
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
 from tfviz import plots
 from tfviz.plots.export import attention_csv
 from tfviz.ui import state
+from tfviz.ui.compute import cached_neuron
 from tfviz.ui.heads import (
     attention_columns,
     default_scale,
@@ -35,11 +41,19 @@ from tfviz.ui.i18n import current, t
 from tfviz.ui.standalone import download_button
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, per_model
-from tfviz.ui.widgets import canvas_charts, drop_stale_index, index_picker, plot_words
+from tfviz.ui.widgets import canvas_charts, chart, drop_stale_index, index_picker, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = per_model(
-    "attn_layer", "attn_head", "attn_grid_layer", "attn_zoom", "attn_rank_query", "attn_rank_head"
+    "attn_layer",
+    "attn_head",
+    "attn_grid_layer",
+    "attn_zoom",
+    "attn_rank_query",
+    "attn_rank_head",
+    "attn_neuron_layer",
+    "attn_neuron_head",
+    "attn_neuron_query",
 )
 
 
@@ -145,6 +159,7 @@ def render(view: View) -> None:
         enlarged = enlarged_head(tr, scale)
     with right:
         download_buttons(view, tr, layer_shown, enlarged, window, scale)
+    neuron_section(view)
 
 
 def every_layer_grid(tr, scale: str) -> None:
@@ -282,3 +297,88 @@ def exported_figures(
         )
         figures.append((title, figure))
     return figures
+
+
+# ---- inside one head: queries and keys (BertViz's neuron view) --------------------------------
+
+
+def neuron_section(view: View) -> None:
+    """One head's attention for one query opened up: q, every k, q x k, the dot products, the
+    scaled scores and the softmax, from the view's trace (the sidebar's switches), with the check
+    that this softmax is the trace's attention row."""
+    # Off by default, like "Enlarge one head": three more charts would be redrawn a keystroke.
+    if not st.toggle(t("attention.neuron.toggle"), key="attn_neuron"):
+        return
+    tr = view.trace
+    st.caption(t("attention.neuron.intro"))
+    cfg = view.model.config
+    layer, head, query, rotated = neuron_pickers(tr, rotary=cfg.positions == "rotary")
+    nv = cached_neuron(view, tr, layer, head, query, rotated)
+    switched = not tr.interventions.is_default
+    notes = [t("attention.neuron.switched" if switched else "attention.neuron.learned")]
+    if cfg.kv_heads < cfg.n_heads:
+        shared = [head_label(h) for h in range(cfg.n_heads) if cfg.kv_head(h) == nv.kv_head]
+        notes.append(
+            t(
+                "attention.neuron.kv_head",
+                head=head_label(head),
+                kv=nv.kv_head,
+                shared=", ".join(shared),
+            )
+        )
+    if not nv.rotated and cfg.positions == "rotary":
+        notes.append(t("attention.neuron.unrotated"))
+    st.caption(" ".join(notes))
+    neuron_charts(nv, tr.labels)
+    gap = float(np.abs(nv.weights - np.nan_to_num(tr.attn[layer, head, query])).max())
+    said = "attention.neuron.replaced" if nv.replaced else "attention.neuron.matches"
+    st.markdown(t(said, diff=f"{gap:.1e}", head=layer_head_label(layer, head)))
+
+
+def neuron_pickers(tr, rotary: bool) -> tuple[int, int, int, bool]:
+    """The layer, query head and query position picked, and whether q and k are shown after the
+    rotary turn (a rotary model may show them before it)."""
+    a, b, c = st.columns(3)
+    with a:
+        layer = index_picker(t("attention.layer"), tr.n_layers, "attn_neuron_layer", "L")
+    with b:
+        head = index_picker(t("attention.neuron.head"), tr.n_heads, "attn_neuron_head", "H")
+    T = len(tr.labels)
+    drop_stale_index("attn_neuron_query", T)
+    with c:
+        query = st.selectbox(
+            t("attention.neuron.query"),
+            range(T),
+            index=T - 1,  # the last token reads every key, a decoder's too
+            format_func=lambda i: position_label(tr.labels, i),
+            key="attn_neuron_query",
+        )
+    rotated = True
+    if rotary:
+        rotated = not st.toggle(
+            t("attention.neuron.before_rotation"),
+            key="attn_neuron_unrotated",
+            help=t("attention.neuron.before_rotation_help"),
+        )
+    return layer, head, query, rotated
+
+
+def neuron_charts(nv, labels) -> None:
+    """The neuron view's three charts, each with its caption: q above the keys and q x k side by
+    side on a wide screen, then the dot products, scores and softmax per key."""
+    words = plot_words()
+    (token,) = plots.escape_labels([labels[nv.query]])  # a title is HTML to plotly
+    left, right = st.columns(2)
+    with left:
+        chart(plots.query_key_map(nv.q, nv.k, labels, nv.query, words=words), key="neuron_qk")
+        st.caption(t("attention.neuron.qk_caption", d_k=len(nv.q)))
+    with right:
+        figure = plots.product_map(nv.product, labels, nv.masked, words=words)
+        chart(figure, key="neuron_product")
+        st.caption(t("attention.neuron.product_caption"))
+    title = t("attention.neuron.scores_title", token=token)
+    figure = plots.score_bars(
+        nv.dots, nv.scores, nv.weights, labels, nv.masked, title=title, words=words
+    )
+    chart(figure, key="neuron_scores")
+    st.caption(t("attention.neuron.scores_caption", root=f"{np.sqrt(len(nv.q)):.2f}"))

@@ -3,27 +3,30 @@
 Per layer: the heads side by side before W_o (concat), what W_o makes of them (attn_out), their
 cosine per token, the (D, D) matrix, and z_h W_o^h at one token with the check that these terms
 and b_o add up to attn_out exactly. Every W_o mode of the sidebar is shown as the map it applies
-(block-diagonal and rank-k included), so the same identities can be checked in each.
+(block-diagonal and rank-k included), so the same identities can be checked in each. Last, each
+head's share of attn_out (tfviz.analysis.shares), layer by layer and learned beside switched, and
+per token in the layer.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from tfviz import plots
 from tfviz.core import wo
 from tfviz.core.trace import cosine_per_token, decomposition_error
-from tfviz.ui.compute import cached_w_o
+from tfviz.ui.compute import cached_shares, cached_w_o
 from tfviz.ui.downloads import download_before_after
-from tfviz.ui.i18n import t
+from tfviz.ui.i18n import current, t
 from tfviz.ui.standalone import download_button
 from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, per_model
-from tfviz.ui.widgets import chart, index_picker, plot_words
+from tfviz.ui.widgets import chart, drop_stale_index, index_picker, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
-PER_MODEL_KEYS = per_model("wo_layer", "wo_token")
+PER_MODEL_KEYS = per_model("wo_layer", "wo_token", "wo_share_token")
 
 
 def shown(drawn: list, figure, key: str, caption_key: str, axes_key: str | None = None) -> None:
@@ -111,6 +114,52 @@ def render(view: View) -> None:
             f"{decomposition_error(tr, W_o, layer):.1e}",
             help=t("w_o.check_help"),
         )
+    shares_section(view, drawn, layer)
     download_before_after(view)
     title = t("standalone.title.w_o", model=view.entry.name, layer=layer)
     download_button(view, title, drawn, key="w_o")  # the figures drawn above, in the page's words
+
+
+def shares_section(view: View, drawn: list, layer: int) -> None:
+    """Each head's share of attn_out (its term's length over the heads' terms' lengths): every
+    layer as one bar, averaged over the tokens or at one token, the learned model's above the
+    switched one when a switch is on; and the layer picked above, per token."""
+    tr = view.trace
+    st.markdown(f"**{md_escape(t('w_o.shares.title'))}**")
+    st.caption(t("w_o.shares.intro"))
+    now = cached_shares(view, tr)
+    switched = not tr.interventions.is_default and view.base is not None
+    learned = cached_shares(view, view.base) if switched else None
+    T = len(tr.labels)
+    drop_stale_index("wo_share_token", T + 1)
+    lang = current()  # for format_func, which Streamlit may call outside this run
+    at = st.selectbox(
+        t("w_o.shares.at"),
+        [T, *range(T)],  # T: the mean over the tokens, shown first
+        format_func=lambda i: t("w_o.shares.mean", lang=lang) if i == T else f"{i}: {tr.labels[i]}",
+        key="wo_share_token",
+    )
+
+    def at_token(shares) -> np.ndarray:  # (L, H)
+        return shares.norm_share.mean(axis=-1) if at == T else shares.norm_share[..., at]
+
+    if at == T:
+        where = t("w_o.shares.mean")
+    else:
+        where = t("w_o.shares.at_token", token=plots.escape_labels([tr.labels[at]])[0])
+    flow = plots.head_share_flow(
+        at_token(now),
+        None if learned is None else at_token(learned),
+        title=t("w_o.shares.flow_title", at=where),
+        words=plot_words(),
+    )
+    shown(drawn, flow, "head_share_flow", "w_o.shares.flow_caption")
+    if switched:
+        st.caption(t("w_o.shares.pair_note"))
+    tokens = plots.head_share_tokens(
+        now.norm_share[layer],
+        tr.labels,
+        title=t("w_o.shares.tokens_title", layer=layer),
+        words=plot_words(),
+    )
+    shown(drawn, tokens, "head_share_tokens", "w_o.shares.tokens_caption")

@@ -1,7 +1,7 @@
 """The "Take W_o apart" view: which part of W_o does the model need?
 
 "W_o off" removes two things at once: each head's own linear map and the mixing across heads.
-Five experiments, one at a time (only the chosen section runs):
+Six experiments, one at a time (only the chosen section runs):
 
 1. W_o modes: the task's accuracy (MiniLM: the similarity of sentences A and B) with W_o learned,
    block-diagonal (each head's own map, no mixing), rank-k over k, identity and zero, in one
@@ -12,6 +12,9 @@ Five experiments, one at a time (only the chosen section runs):
    head's term z_h W_o^h before and after.
 4. Two inputs: per head, how attention, concat and W_o's output differ between two sequences.
 5. Predict, then reveal: a guess committed before the answer, then the class's guesses.
+6. W_o's freedom: each head's OV spectrum (rank <= d_k); a change of basis inside one head's
+   value space moves W_v and W_o while the outputs stay equal; the angles between the heads'
+   write spaces, learned vs identity; composition; how far one linear map undoes W_o off.
 
 The k box above the sections sets the rank that the chart marks and the rank-k question asks
 about. Every number comes from cached library calls; nothing here changes the shared model.
@@ -28,6 +31,7 @@ from tfviz.ui.i18n import current, t
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, per_model
 from tfviz.ui.views.parts.diff import diff_section
+from tfviz.ui.views.parts.freedom import freedom_section
 from tfviz.ui.views.parts.modes import modes_section
 from tfviz.ui.views.parts.pattern import pattern_section
 from tfviz.ui.views.parts.permutation import permutation_section
@@ -44,10 +48,12 @@ PER_MODEL_KEYS = per_model(
     "parts_pat_head",
     "parts_pat_source",
     "parts_diff_layer",
+    "parts_free_layer",
+    "parts_free_head",
 )
 
 
-SECTIONS = ("modes", "permutation", "pattern", "diff", "predict")
+SECTIONS = ("modes", "permutation", "pattern", "diff", "freedom", "predict")
 
 
 def render(view: View) -> None:
@@ -72,6 +78,8 @@ def render(view: View) -> None:
         pattern_section(view)
     elif section == "diff":
         diff_section(view)
+    elif section == "freedom":
+        freedom_section(view)
     else:
         predict_section(view, k)
 

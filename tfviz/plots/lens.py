@@ -1,0 +1,55 @@
+"""The logit lens's figure: each layer's top token at each position, coloured by probability."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from tfviz.plots.style import (
+    MARGIN,
+    SEQUENTIAL_SCALE,
+    Words,
+    _escape,
+    _figure_of,
+    _float32,
+    _heatmap,
+    english,
+)
+
+
+def lens_map(
+    tokens: np.ndarray,
+    probs: np.ndarray,
+    rows: Sequence[str],
+    columns: Sequence[str],
+    title: str = "",
+    *,
+    words: Words = english,
+) -> go.Figure:
+    """(R, P) top tokens (rows = the embedding and each layer, columns = positions), each cell
+    its token written and coloured by its probability (0..1)."""
+    probs = _float32(probs, "probabilities", ndim=2)
+    tokens = np.asarray(tokens, dtype=str)
+    if tokens.shape != probs.shape or probs.shape != (len(rows), len(columns)):
+        raise ValueError(
+            f"tokens {tokens.shape} and probabilities {probs.shape} must be "
+            f"({len(rows)} rows, {len(columns)} positions)"
+        )
+    # A position's label may repeat (two "the"): numbered, so the category axis keeps both.
+    x = [f"{i}·{_escape(label)}" for i, label in enumerate(columns)]
+    text = [[_escape(tok[:12]) for tok in row] for row in tokens]
+    hover = f"%{{y}} %{{x}}<br>{_escape(words('chart.word.token'))} %{{text}}"
+    hover += f"<br>{_escape(words('chart.word.probability'))} %{{z:.3f}}"
+    trace = _heatmap(probs, x, list(rows), hover)
+    trace.update(text=text, texttemplate="%{text}", textfont=dict(size=11))
+    layout = dict(
+        title=dict(text=title),
+        height=max(260, 30 * len(rows) + 160),
+        margin=MARGIN,
+        coloraxis=dict(colorscale=SEQUENTIAL_SCALE, cmin=0.0, cmax=1.0),
+        xaxis=dict(type="category", side="top", tickangle=-45),
+        yaxis=dict(type="category", autorange="reversed"),
+    )
+    return _figure_of([trace], layout)
