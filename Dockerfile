@@ -10,7 +10,7 @@
 #   docker build --build-arg TORCH_INDEX=https://download.pytorch.org/whl/cu126 -t tfviz:cuda .
 #   docker run --gpus all -p 8501:8501 tfviz:cuda
 #
-# See docs/docker.md. tests/test_docker.py checks the promises made here.
+# See docs/docker.md. tests/deploy/test_docker.py checks the promises made here.
 
 # ---- builder: every Python dependency goes into a venv at /opt/venv ------------------------------
 FROM python:3.11-slim AS builder

@@ -41,9 +41,10 @@ from streamlit.delta_generator import DeltaGenerator
 from tfviz.ui import router, state  # no torch in either (import tfviz loads none)
 
 # Phones: the tab strip wraps onto a second line instead of scrolling sideways (at 390 px the
-# eight tabs need about three screen widths; checked at 390 x 844 by tests/test_browser_share.py).
+# eight tabs need about three screen widths; checked at 390 x 844 by
+# tests/browser/test_browser_share.py).
 # (The toy grid's key labels were hidden here too: one mosaic left them 6 px each. Its heads are
-# now columns of squares, each the phone's width: tests/test_browser_readable.py.)
+# now columns of squares, each the phone's width: tests/browser/test_browser_readable.py.)
 PHONE_CSS = '<style>[role="tablist"] { flex-wrap: wrap; row-gap: 0.25rem; }</style>'
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the repository's Dockerfile, as written, into the image tfviz:ci with podman, on a machine
-# with no Docker engine and no Docker Hub (CI's machines; tests/test_container.py runs the image).
+# with no Docker engine and no Docker Hub (CI's machines; tests/deploy/test_container.py runs the image).
 #
 # What that takes here, and why (docs/docker.md, "Building with podman"):
 # - python:3.11-slim cannot be pulled: a stand-in with Debian bookworm's Python 3.11 is made with

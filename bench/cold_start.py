@@ -17,7 +17,7 @@ last complete page (script finished, prediction shown), over a bare websocket: t
 of a first render; a browser adds its own drawing (bench/ui_latency.py --first-render-only).
 
 Prints a table and a verdict; exits 0 either way (a benchmark), 1 if a server does not start.
-tests/test_cold_start.py runs the same check and asserts.
+tests/deploy/test_cold_start.py runs the same check and asserts.
 
 Usage: python -m bench.cold_start [--starts 5] [--sessions 40] [--json out.json]
 """

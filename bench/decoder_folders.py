@@ -37,7 +37,7 @@ def write_tokenizer(
     folder: Path, specials: list[str], corpus: list[str] | None = None, vocab_size: int = 400
 ) -> int:
     """A small byte-level BPE tokenizer.json with these special tokens first, trained on corpus
-    (default: WORDS); returns its size. tests/test_hf_decoders.py builds its folders with it."""
+    (default: WORDS); returns its size. tests/hf/test_hf_decoders.py builds its folders with it."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())

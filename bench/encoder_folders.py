@@ -1,6 +1,6 @@
 """Random masked-LM encoder folders of a real size, as tfviz.hf opens them: BERT, RoBERTa and
 DistilBERT built with transformers (random weights cost what trained ones do) and saved with
-save_pretrained as safetensors, with tests/test_hf_encoders.py's small tokenizers unless the
+save_pretrained as safetensors, with tests/hf/test_hf_encoders.py's small tokenizers unless the
 caller brings its own. bench/hf_families.py times them; bench/ui_latency.py --families serves
 them to the app (with tokenizers of its own: its sentences must split into an exact number of
 pieces).
@@ -19,8 +19,8 @@ BASE = dict(layers=12, heads=12, hidden=768, ff=3072)
 
 
 def small_tokenizer(kind: str, folder: Path) -> None:
-    """tests/test_hf_encoders.py's small tokenizer of the family's kind, written in folder."""
-    from tests.test_hf_encoders import _bpe_tokenizer_json, _vocab_txt
+    """tests/hf/test_hf_encoders.py's small tokenizer of the family's kind, written in folder."""
+    from tests.hf.test_hf_encoders import _bpe_tokenizer_json, _vocab_txt
 
     (_bpe_tokenizer_json if kind == "roberta" else _vocab_txt)(folder)
 

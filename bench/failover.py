@@ -33,7 +33,7 @@ picker on replica B; and a browser that names the proxy with a port (http://tfvi
 resolved to nothing: the socket goes to 127.0.0.1) getting its page.
 
 Prints the figures and a verdict; exits 0 either way (a benchmark), 1 if nginx or a server does
-not start. tests/test_replicas.py runs the same scenario and asserts.
+not start. tests/deploy/test_replicas.py runs the same scenario and asserts.
 
 Usage: python -m bench.failover [--sessions 40] [--before 5] [--after 5] [--json out.json]
 """

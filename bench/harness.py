@@ -5,7 +5,7 @@ A bench script imports from this module and from the other harness modules (benc
 timing JavaScript put into the pages and the pages opened with it; bench/session.py: Streamlit's
 websocket protocol spoken without a browser; bench/decoder_folders.py and
 bench/encoder_folders.py: random model folders of real families' sizes), never from another
-script (tests/test_bench_harness.py checks it).
+script (tests/bench/test_bench_harness.py checks it).
 """
 
 from __future__ import annotations

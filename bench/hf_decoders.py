@@ -32,7 +32,8 @@ It prints the median and p95 of --calls calls of each (wall clock), their ratio 
 transformers; the issue's target: <= 1.0), the ratio of the two medians of this process's CPU
 time per call (on a machine shared with other jobs, the wall clock also holds their share), the
 largest difference between the two models' attention weights (a sanity check that both ran the
-same model: random weights give nearly even patterns; tests/test_hf_decoders.py is the real check),
+same model: random weights give nearly even patterns; tests/hf/test_hf_decoders.py is the real
+check),
 and the memory: the resident memory each side's open and first forward added, private and
 file-backed apart (a tensor read as it is stored stays a view of the memory-mapped safetensors
 file), and per length one trace's numpy arrays (what the server caches per trace),

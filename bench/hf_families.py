@@ -4,7 +4,7 @@ a view runs on each keystroke, and the fill-in-the-mask answer.
 No real checkpoint is downloaded: for each family (BERT, RoBERTa, DistilBERT) a random model of a
 real size (default MiniLM's: 6 layers, 12 heads, D = 384, d_ff = 1536, 30,522 pieces, 512
 positions; --base for BERT-base's 12 x 12 x 768) is built with transformers and saved with
-save_pretrained as safetensors, with tests/test_hf_encoders.py's small tokenizers (the weights'
+save_pretrained as safetensors, with tests/hf/test_hf_encoders.py's small tokenizers (the weights'
 cost does not depend on what the pieces spell). Each family is then opened in a fresh
 subprocess, so its load time and resident memory are its own. Per length (32, 128, 256, 512
 word-pieces) the script times trace.run_trace (what a keystroke costs the server in every
@@ -38,7 +38,7 @@ def measure(folder: str, calls: int, threads: int) -> dict:
     import torch
 
     torch.set_num_threads(threads)
-    from tests.test_hf_encoders import WORDS
+    from tests.hf.test_hf_encoders import WORDS
     from tfviz import hf
     from tfviz.core.interventions import Interventions
     from tfviz.core.trace import run_trace

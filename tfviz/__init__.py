@@ -2,7 +2,7 @@
 
 The public names below load on first use (PEP 562 module __getattr__): `import tfviz`, and the
 modules that need no model (tfviz.messages, tfviz.settings, tfviz.experiments.stats, ...), do
-not import torch, which takes seconds to load; tests/test_imports.py checks that.
+not import torch, which takes seconds to load; tests/project/test_imports.py checks that.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ holds the sentence in every language. str(error) is the English (logs, the comma
 `error.text(lang)` the page's language. The sentence itself is written only in the catalogue.
 Refusal is the one error type that carries a catalogue key: a typed input's (InputError), a
 form's (tfviz.messages.Refused), a lesson's, a full job queue's are subclasses too, and the app
-words every one the same way (tfviz.ui.i18n.why; tests/test_one_route.py holds it).
+words every one the same way (tfviz.ui.i18n.why; tests/project/test_one_route.py holds it).
 
 Values may come from a hostile folder (a file name that is not UTF-8, a 1 MB model_type): each
 text value is made encodable (`shown`) and clipped when the error is made, so no sentence can
@@ -68,7 +68,7 @@ class Refusal(Exception):
     for a person (a file refused, a typed input, a form's value, a full queue) is a subclass,
     and the app words each one the same way (tfviz.ui.i18n.why). Subclasses set PREFIX (one
     part of the catalogue per kind of refusal). A code's sentence and its placeholders are
-    checked against both catalogues by tests/test_refusal_words.py, which reads every raise
+    checked against both catalogues by tests/project/test_refusal_words.py, which reads every raise
     site, so a typo fails there rather than on a page.
     """
 

@@ -39,7 +39,8 @@ MAX_UPLOAD_MB = 1024
 # A rolling update's SIGTERM lets running jobs finish for this long before the server stops. Two
 # minutes covers every Train-form default (seconds on one core) many times over and a long custom
 # training's last stretch. deploy/k8s (terminationGracePeriodSeconds, after the preStop pause) and
-# deploy/compose (stop_grace_period) give the process more than this; tests/test_drain.py checks.
+# deploy/compose (stop_grace_period) give the process more than this; tests/deploy/test_drain.py
+# checks.
 DEFAULT_DRAIN_SECONDS = 120
 MAX_DRAIN_SECONDS = 3600
 

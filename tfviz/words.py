@@ -5,13 +5,15 @@ The library returns keys and values (a job's Message, an input's refusal code, a
 code (tfviz.refusal), a chart's axis key); this module words them, in English for logs, the
 command line and the tests, or in the page's language for the app (tfviz.ui.i18n adds only
 which language a session reads).
-tests/test_i18n.py checks that both files have the same keys and the same placeholders in each
+tests/project/test_i18n.py checks that both files have the same keys and the same placeholders in
+each
 string, so a translation can neither lose a sentence nor a number.
 
 Technical names (W_o, W_q, softmax, concat, d_k) are written the same in every language. The
 Chinese uses one rendering per term: locales/glossary.json lists each term with its rejected
-renderings, and tests/test_glossary.py holds zh.json (and docs/claims.zh.md) to it;
-tests/test_zh_review.py holds the Chinese to its punctuation and spacing (fill_spaced below).
+renderings, and tests/project/test_glossary.py holds zh.json (and docs/claims.zh.md) to it;
+tests/project/test_zh_review.py holds the Chinese to its punctuation and spacing (fill_spaced
+below).
 
 A text may quote another key's text as {@other.key}: help that names a widget's label or option
 then shows that label exactly as the widget does, in the same language, and cannot drift from
@@ -88,7 +90,8 @@ def translate(lang: str, key: str, /, **values) -> str:
     return fill_spaced(text, values) if lang in SPACED_LANGUAGES else text.format(**values)
 
 
-# Chinese spacing (tests/test_zh_review.py holds the catalogue to it): a Latin word or a number
+# Chinese spacing (tests/project/test_zh_review.py holds the catalogue to it): a Latin word or a
+# number
 # stands one space apart from a Han character, in the catalogue and once its placeholders are
 # filled. Placeholders are spaced like words, except those filled with catalogue words or a
 # job's message ({metric}, {other}, ...: 准确率, 没有 W_o), which sit against the Han text so that

@@ -151,7 +151,7 @@ class ModelConfig:
         """Parameters of a Transformer of this config, from its sizes alone: nothing is allocated.
 
         Lets a loader refuse an over-large model named in a small file before building it.
-        tests/test_work.py checks the formula against real Encoders of every kind.
+        tests/serve/test_work.py checks the formula against real Encoders of every kind.
         """
 
         def linear(n_in: int, n_out: int) -> int:

@@ -615,7 +615,7 @@ Encoder = Transformer
 def parameter_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Every entry of Transformer(config).state_dict() and its shape, from the config alone:
     nothing is built (no module, no meta device). Both loaders check a checkpoint against it
-    (tfviz.hf.weights, tfviz.hf.decoder_weights); tests/test_model.py checks it against real
+    (tfviz.hf.weights, tfviz.hf.decoder_weights); tests/core/test_model.py checks it against real
     Transformers. A tied head's weight is listed, as state_dict lists it."""
     V, D, F, KV = config.vocab_size, config.d_model, config.d_ff, config.kv_heads * config.d_k
     norm = ("weight", "bias") if config.norm_type == "layer" else ("weight",)

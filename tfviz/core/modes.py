@@ -1,7 +1,7 @@
 """The W_o modes, named once: what the forward's switch, a training run, an experiment's
 condition and an atlas arm may be. Every other module asks here (tfviz.core.wo applies them, the
 plots colour them, the catalogue words them), so a new mode is written in one place and
-tests/test_modes.py lists every place that must then say something about it.
+tests/core/test_modes.py lists every place that must then say something about it.
 
 - "learned": the trained W_o.
 - "identity": W_o switched off: concat goes on unmixed and without bias.

@@ -463,7 +463,8 @@ class DifferenceTask(Task):
 
     The answer, (first digit - last digit) mod 10, needs two tokens' information combined before
     any non-linearity: no sum f(first) + g(last) of logits gets it right more than a fraction of
-    the time (tests/test_atlas.py fits the best such sum), so in one layer one head reading the
+    the time (tests/experiments/test_atlas.py fits the best such sum), so in one layer one head
+    reading the
     first digit and one reading the last must meet in a linear map (W_o, or the feed-forward
     net's first layer) followed by a non-linearity. A single head averaging the two sees
     e(first) + e(last), which is the same for (a, b) and (b, a) while the answer is not.

@@ -3,7 +3,8 @@
 Every number in it is computed from models/atlas/runs.jsonl (the toy atlas) and
 models/atlas/language.jsonl (the language atlas, tfviz.experiments.language_report, which also
 writes its sections of docs/claims.md and claims.zh.md) by tfviz.experiments.atlas_stats.
-tests/test_atlas.py and tests/test_language_atlas_rows.py check the shipped files are what this
+tests/experiments/test_atlas.py and tests/experiments/test_language_atlas_rows.py check the shipped
+files are what this
 writes.
 """
 
@@ -171,7 +172,7 @@ def render(rows: dict, results: dict) -> str:
         "but the step at which it reaches its target can move by a few checks (200 against 250",
         "seen for one run; 3 of 10 re-runs of another matched exactly), so a row is reproduced",
         "within that tolerance and a cell's verdict over its seeds, not its digits",
-        "(tests/test_atlas.py).",
+        "(tests/experiments/test_atlas.py).",
         "",
     ]
     for arm in atlas.AGAINST:

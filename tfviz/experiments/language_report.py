@@ -1,7 +1,8 @@
 """The language atlas in words, from its rows: a section of models/atlas/README.md and the
 sections of docs/claims.md and docs/claims.zh.md between LANGUAGE_MARKERS, written by
 `python -m tfviz.cli.atlas report`. Every number is computed here from models/atlas/language.jsonl
-by tfviz.experiments.atlas_stats.analyse_language; tests/test_language_atlas_rows.py checks that
+by tfviz.experiments.atlas_stats.analyse_language; tests/experiments/test_language_atlas_rows.py
+checks that
 the shipped files say what this writes.
 """
 

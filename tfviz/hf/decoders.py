@@ -15,7 +15,7 @@ become its ModelConfig.
   bias it lacks (the head's in every family) is left out (None; DecoderPlan.biases_dropped).
 
 Facts about the checkpoints (names, layouts, which configs change the computation) are read from
-transformers' modelling code; tests/test_hf_decoders.py checks each family against it.
+transformers' modelling code; tests/hf/test_hf_decoders.py checks each family against it.
 """
 
 from __future__ import annotations

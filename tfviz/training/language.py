@@ -450,7 +450,7 @@ def readme_section(root: Path) -> list[str]:
         "per character over the whole validation split (consecutive windows of the context). "
         "Induction: the best head's score on 32 sequences of random letters repeated twice, and "
         "the loss on the first copy minus the loss on the repeat (Olsson et al. 2022). "
-        "`tests/test_language_models.py` re-measures both on the models' own weights. No "
+        "`tests/training/test_language_models.py` re-measures both on the models' own weights. No "
         "induction head formed in either (nor in any recipe tried within a CPU's reach: "
         "docs/language.md gives each with its figures).",
         "",

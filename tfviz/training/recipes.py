@@ -161,7 +161,7 @@ def write_models_readme(models: Path) -> Path:
             "Trained by `python -m tfviz.cli.train --all` (settings in `tfviz/training/recipes.py`); the",  # noqa: E501 (the shipped README's line)
             "metrics are measured on 2,000 fresh examples when the model was saved and are stored",
             "in its metadata too.",
-            "`tests/test_bundled_models.py` re-measures them on other fresh examples.",
+            "`tests/training/test_bundled_models.py` re-measures them on other fresh examples.",
             "`_len8` metrics are measured at length 8 only, where seed 002 trains and the sum",
             "target is set; `sum_seed` is trained at length 8 only, as in the seed.",
             "",

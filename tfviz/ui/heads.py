@@ -81,7 +81,7 @@ def grid_columns(attn, labels, layer_ids, key: str, scale: str = plots.FIXED) ->
     """A few layers' heads (a toy model's every layer) readable at any width: grid_figures in a
     grid read row by row, on canvases as a many-headed layer's are (a page that opens on them
     then fetches no plotly.js, and a keystroke redraws them in a few ms:
-    tests/test_browser_pagespeed.py)."""
+    tests/browser/test_browser_pagespeed.py)."""
     figures = grid_figures(attn, labels, list(layer_ids), plot_words(), scale)
     canvas_charts(figures, key=key, columns=HEAD_COLUMNS)
 

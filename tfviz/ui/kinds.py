@@ -7,7 +7,7 @@ tokens, the answer line above every view, the metric a switch is measured by (th
 accuracy, the similarity of sentences A and B, next-token agreement) and its words, whether the
 model has right answers, its attention's colour scale, the second input the "two inputs" part
 starts from. kind_of decides a model's kind; the View carries it (view.kind), and the views ask
-it rather than test which kind they hold (tests/test_seam_kinds.py counts the modules that test).
+it rather than test which kind they hold (tests/ui/test_seam_kinds.py counts the modules that test).
 
 To add a kind: subclass Kind, override what differs, and have kind_of return it.
 """

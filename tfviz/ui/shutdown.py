@@ -30,7 +30,7 @@ def drain_on_sigterm(manager: JobManager, seconds: float) -> bool:
 
     if not Runtime.exists():
         return False
-    # A private accessor, the only way to the loop the server runs on (tests/test_drain.py
+    # A private accessor, the only way to the loop the server runs on (tests/deploy/test_drain.py
     # fails if a Streamlit upgrade removes it: the server would then stop without draining).
     loop = getattr(Runtime.instance()._get_async_objs(), "eventloop", None)
     if not isinstance(loop, asyncio.AbstractEventLoop) or loop.is_closed():

@@ -1,0 +1,89 @@
+"""Browser test of the neuron view (Attention: inside one head) and each head's share of attn_out
+(Before/after W_o): for a toy model and a Llama-style folder (rotary, grouped-query attention),
+in English and Chinese, on a phone (390 px) and a desktop (1400 px), both sections draw their
+charts; screenshots go to artifacts/.
+
+The browser, page and waiting helpers are tests/browser/test_browser.py's (skipped without Chromium
+except under CI=true); the server is this module's own, started with the models folder in its
+environment.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import test_browser as shared
+from tests.browser.test_browser import assert_charts_drawn, assert_no_exception, rerun, screenshot
+from tests.conftest import opened_app, resized
+from tests.hf.test_hf_decoders import build  # skips this module without transformers (fails in CI)
+from tests.support import link, shows
+from tfviz import settings
+from tfviz.ui.i18n import translate
+
+pytestmark = pytest.mark.browser
+app_exists, browser = shared.app_exists, shared.browser
+
+DESKTOP = {"width": 1400, "height": 1000}
+PHONE = {"width": 390, "height": 844}
+MODELS = {"toy": None, "llama": "folder:llama"}
+NEURON_CHARTS = 3  # q above the keys, q x k, and the scores' bars
+SHARE_CHARTS = 2  # the layers' flow, and one layer's tokens
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    """`streamlit run app.py` with $TFVIZ_PRETRAINED_DIR holding a tiny Llama-style folder."""
+    root = tmp_path_factory.mktemp("neuron_dir")
+    build("llama", root / "llama")
+    yield from shared.app_server(tmp_path_factory, {settings.PRETRAINED_DIR_ENV: str(root)})
+
+
+def query(server: str, model: str | None, lang: str, view: str) -> str:
+    params = {"lang": lang, "view": view}
+    if model is not None:
+        params["model"] = model
+    return link(server, **params)
+
+
+def drawn_with_titles(page, titles: list[str]) -> None:
+    """Every chart on the page drawn, and one with each title."""
+    charts = assert_charts_drawn(page, at_least=len(titles))
+    body = page.locator('[data-testid="stMain"]').inner_text()
+    assert charts
+    for title in titles:
+        assert page.locator(".js-plotly-plot", has_text=title).count() >= 1, (title, body[:300])
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_neuron_view_draws_on_a_phone_and_a_desktop(browser, server, name, lang):
+    with opened_app(browser, query(server, MODELS[name], lang, "attention"), DESKTOP) as page:
+        toggle = page.locator(".st-key-attn_neuron label")
+        said = translate(lang, "attention.neuron.qk_caption", d_k="§").split("§")[0]
+        rerun(page, toggle.click, shows(said))
+        for screen, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+            resized(page, viewport)
+            assert_no_exception(page)
+            drawn_with_titles(
+                page,
+                [
+                    translate(lang, "chart.title.neuron_qk"),
+                    translate(lang, "chart.title.neuron_product"),
+                    translate(lang, "chart.panel.dot"),
+                ],
+            )
+            text = page.locator('[data-testid="stMain"]').inner_text()
+            assert translate(lang, "attention.neuron.toggle") in text
+            screenshot(page, f"browser_neuron_{name}_{lang}_{screen}.png")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_the_head_shares_draw_on_a_phone_and_a_desktop(browser, server, name, lang):
+    with opened_app(browser, query(server, MODELS[name], lang, "w_o"), DESKTOP) as page:
+        for screen, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+            resized(page, viewport)
+            assert_no_exception(page)
+            title = translate(lang, "w_o.shares.flow_title", at="§").split("§")[0]
+            drawn_with_titles(page, [title, translate(lang, "w_o.shares.tokens_title", layer=0)])
+            screenshot(page, f"browser_shares_{name}_{lang}_{screen}.png")
