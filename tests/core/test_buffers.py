@@ -136,8 +136,8 @@ def test_traces_made_in_threads_at_once_equal_the_ones_made_one_by_one(pool, mod
             np.testing.assert_array_equal(getattr(trace, name), values, err_msg=name)
 
 
-def test_the_free_list_keeps_the_most_recent_maps_up_to_free_bytes(pool):
-    pool.FREE_BYTES = 4 * 2**20
+def test_the_free_list_keeps_the_most_recent_maps_up_to_free_bytes(pool, monkeypatch):
+    monkeypatch.setattr(pool, "FREE_BYTES", 4 * 2**20)  # put back after: later tests read it
     shapes = [{"s": (n,)} for n in (2**18, 2**18 + 2**16, 2**18 + 2**17, 2**18 + 3 * 2**16)]
     made = [pool.stacked_empty(s, torch.float32, torch.device("cpu")) for s in shapes]
     classes = [buffers.size_class(4 * s["s"][0]) for s in shapes]

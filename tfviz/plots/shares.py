@@ -115,7 +115,8 @@ def head_share_tokens(
             colorscale=ATTENTION_SCALE,
             cmin=0.0,
             cmax=1.0,
-            colorbar=dict(title=dict(text=share)),
+            # Tick labels below their ticks, so the "1" at the top clears the title.
+            colorbar=dict(title=dict(text=share), ticklabelposition="outside bottom"),
         ),
         xaxis=dict(type="category", side="top"),
         yaxis=dict(type="category", autorange="reversed"),

@@ -39,7 +39,7 @@ from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from tfviz import get_task, hf
-from tfviz.core import buffers, dissect, wo
+from tfviz.core import buffers, dissect, modes, wo
 from tfviz.core.dissect import MeasureCache
 from tfviz.core.interventions import NONE, Interventions
 from tfviz.core.trace import TraceArrays, run_trace, w_o_used
@@ -614,7 +614,7 @@ def cached_basis_change(view, layer: int, head: int, kind: str, seed: int):
 
 def cached_basis_outputs(view, layer: int, head: int, kind: str, seed: int) -> dict[str, float]:
     """The largest output difference the change of basis makes on the view's text, with W_o
-    learned ("learned") and switched to identity ("identity")."""
+    learned and switched to identity (keyed by their mode names)."""
     import tfviz.analysis as analysis
 
     def make() -> dict[str, float]:
@@ -622,7 +622,7 @@ def cached_basis_outputs(view, layer: int, head: int, kind: str, seed: int) -> d
         ids, pad_mask = view.task.encode_batch([view.text], device=view.model.device)
         return {
             mode: analysis.output_difference(view.model, changed, ids, pad_mask, w_o=mode)
-            for mode in ("learned", "identity")
+            for mode in (modes.LEARNED, modes.IDENTITY)
         }
 
     key = ("basis_outputs", view.entry.digest, layer, head, kind, seed, view.text)

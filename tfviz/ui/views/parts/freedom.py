@@ -9,6 +9,7 @@ import streamlit as st
 
 import tfviz.analysis as analysis
 from tfviz import plots
+from tfviz.core import modes
 from tfviz.ui import compute
 from tfviz.ui.i18n import t
 from tfviz.ui.text import md_escape
@@ -121,7 +122,7 @@ def composition(view: View) -> None:
     st.markdown(f"**{md_escape(t('parts.freedom.composition_title'))}**")
     cache = compute.weight_views_cache(view.entry.digest, _model=view.model)
     rows = []
-    for mode in ("learned", "identity"):
+    for mode in (modes.LEARNED, modes.IDENTITY):
         comp = cache((mode, "ov"))["composition"]
         row = {t("parts.freedom.col.w_o"): t(f"parts.freedom.mode.{mode}")}
         for x in "qkv":
