@@ -14,7 +14,7 @@ import pytest
 
 from tests.browser import test_browser as shared
 from tests.browser.test_browser import assert_charts_drawn, assert_no_exception, rerun, screenshot
-from tests.conftest import opened_app, resized
+from tests.conftest import TIMEOUT_MS, opened_app, resized
 from tests.hf.test_hf_decoders import build  # skips this module without transformers (fails in CI)
 from tests.support import link, shows
 from tfviz import settings
@@ -46,12 +46,18 @@ def query(server: str, model: str | None, lang: str, view: str) -> str:
 
 
 def drawn_with_titles(page, titles: list[str]) -> None:
-    """Every chart on the page drawn, and one with each title."""
-    charts = assert_charts_drawn(page, at_least=len(titles))
-    body = page.locator('[data-testid="stMain"]').inner_text()
-    assert charts
+    """Every chart on the page drawn, and one with each title (waited for: the page's other
+    charts may be drawn before these are)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     for title in titles:
-        assert page.locator(".js-plotly-plot", has_text=title).count() >= 1, (title, body[:300])
+        titled = page.locator(".js-plotly-plot", has_text=title).first
+        try:
+            titled.wait_for(timeout=TIMEOUT_MS)
+        except PlaywrightTimeout:
+            body = page.locator('[data-testid="stMain"]').inner_text()
+            raise AssertionError((title, body[:300])) from None
+    assert assert_charts_drawn(page, at_least=len(titles))
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
