@@ -165,6 +165,16 @@ def fresh_app(monkeypatch, tmp_path):
     torch.set_num_threads(threads)
 
 
+@pytest.fixture
+def server_folder(model_root, monkeypatch) -> Path:
+    """The app's models folder ($TFVIZ_PRETRAINED_DIR) set to the test module's model_root (a
+    module that asks for this fixture defines model_root)."""
+    from tfviz import settings
+
+    monkeypatch.setenv(settings.PRETRAINED_DIR_ENV, str(model_root))
+    return model_root
+
+
 def start_app(view: str | None = None, model: str | None = None, lang: str | None = None):
     """A fresh AppTest session, run once (on a tab, model and language if given), with no
     exception."""

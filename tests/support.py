@@ -11,8 +11,10 @@ from pathlib import Path
 from urllib.parse import urlencode
 
 import numpy as np
+import torch
 
 from tests.conftest import ROOT, page_figures
+from tfviz.core.model import Encoder
 
 
 def unescape(text: str) -> str:
@@ -101,3 +103,27 @@ def called(node: ast.Call) -> str:
     type(e)(...) -> ""."""
     f = node.func
     return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def random_encoder(task, seed: int = 0) -> Encoder:
+    """A random encoder for task (d_model 16, 4 heads, 2 layers), in eval mode and without
+    gradients, with non-zero biases, so a dropped or misplaced bias shows."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Encoder(task.model_config(d_model=16, n_heads=4, d_ff=32, n_layers=2, dropout=0.0))
+        for p in model.parameters():
+            if p.dim() == 1:
+                p.data.normal_(0, 0.1)
+    return model.eval().requires_grad_(False)
+
+
+def decoder_folders(tmp_path_factory, name: str, kinds) -> Path:
+    """A models folder (a temporary one, named after name) holding one tiny decoder folder per
+    kind ("gpt2", "llama", "qwen2"), built by tests/hf/test_hf_decoders.py's builder (which
+    skips the test without transformers)."""
+    from tests.hf.test_hf_decoders import build
+
+    root = tmp_path_factory.mktemp(name)
+    for kind in kinds:
+        build(kind, root / kind)
+    return root

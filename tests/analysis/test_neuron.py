@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tests.conftest import MODELS
+from tests.support import random_encoder
 from tfviz import get_task, hf
 from tfviz.analysis.neuron import (
     neuron_view,
@@ -38,13 +39,7 @@ HF_TEXTS = ["the cat sat on the mat .", "a dog ran", "the quick brown fox jumps 
 def toy_reverse() -> tuple[Encoder, object]:
     """A random reverse-task encoder (post-norm, learned positions) with non-zero biases."""
     task = get_task("reverse")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = Encoder(task.model_config(d_model=16, n_heads=4, d_ff=32, n_layers=2, dropout=0.0))
-        for p in model.parameters():
-            if p.dim() == 1:
-                p.data.normal_(0, 0.1)
-    return model.eval().requires_grad_(False), task
+    return random_encoder(task, seed=0), task
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from tests.conftest import MODELS
+from tests.support import random_encoder
 from tfviz import get_task, hf
 from tfviz.analysis.shares import (
     applied_w_o,
@@ -19,7 +19,6 @@ from tfviz.analysis.shares import (
     shares_from,
 )
 from tfviz.core.interventions import Interventions
-from tfviz.core.model import Encoder
 from tfviz.core.trace import run_trace
 from tfviz.training.checkpoint import load_checkpoint
 
@@ -33,13 +32,7 @@ def cases(tmp_path_factory) -> dict:
     """name -> (model, task, text): a random toy, a trained bundled toy, the bundled rotary
     decoder, and a tiny Llama (GQA, RMSNorm, no W_o bias) when transformers is installed."""
     task = get_task("reverse")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(1)
-        toy = Encoder(task.model_config(d_model=16, n_heads=4, d_ff=32, n_layers=2, dropout=0.0))
-        for p in toy.parameters():
-            if p.dim() == 1:
-                p.data.normal_(0, 0.1)
-    found = {"toy": (toy.eval().requires_grad_(False), task, "abcdefg")}
+    found = {"toy": (random_encoder(task, seed=1), task, "abcdefg")}
     trained, meta = load_checkpoint(MODELS / "sum.safetensors")
     sum_task = get_task(meta.task)
     found["bundled-sum"] = (trained, sum_task, sum_task.examples[0])

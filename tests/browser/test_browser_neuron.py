@@ -10,6 +10,8 @@ environment.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.browser import test_browser as shared
@@ -45,15 +47,21 @@ def query(server: str, model: str | None, lang: str, view: str) -> str:
     return link(server, **params)
 
 
+def title_pattern(title: str) -> re.Pattern:
+    """A chart title as a pattern that also matches it broken into lines: plotly draws a long
+    title's lines as separate text elements, whose text runs together without the spaces."""
+    return re.compile(r"\s*".join(re.escape(c) for c in title if not c.isspace()))
+
+
 def drawn_with_titles(page, titles: list[str]) -> None:
     """Every chart on the page drawn, and one with each title (waited for: the page's other
     charts may be drawn before these are)."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
     for title in titles:
-        titled = page.locator(".js-plotly-plot", has_text=title).first
+        titled_chart = page.locator(".js-plotly-plot", has_text=title_pattern(title)).first
         try:
-            titled.wait_for(timeout=TIMEOUT_MS)
+            titled_chart.wait_for(timeout=TIMEOUT_MS)
         except PlaywrightTimeout:
             body = page.locator('[data-testid="stMain"]').inner_text()
             raise AssertionError((title, body[:300])) from None

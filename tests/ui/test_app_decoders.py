@@ -19,12 +19,13 @@ import pytest
 import torch
 
 from tests.conftest import page_figures, start_app
-from tests.hf.test_hf_decoders import build  # skips this module without transformers (fails in CI)
+from tests.hf import test_hf_decoders  # noqa: F401  (skips without transformers; fails in CI)
+from tests.support import decoder_folders
 from tests.ui.test_app import array
-from tfviz import hf, settings
+from tfviz import hf
 from tfviz.core.interventions import Interventions
 
-pytestmark = pytest.mark.usefixtures("fresh_app")
+pytestmark = pytest.mark.usefixtures("fresh_app", "server_folder")
 FAMILIES = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2"}
 SECTIONS = (
     "Norm-based attention",
@@ -39,16 +40,7 @@ SECTIONS = (
 
 @pytest.fixture(scope="module")
 def model_root(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("decoders_dir")
-    for kind in FAMILIES:
-        build(kind, root / kind)
-    return root
-
-
-@pytest.fixture(autouse=True)
-def server_folder(model_root, monkeypatch) -> Path:
-    monkeypatch.setenv(settings.PRETRAINED_DIR_ENV, str(model_root))
-    return model_root
+    return decoder_folders(tmp_path_factory, "decoders_dir", FAMILIES)
 
 
 def table_rows(at) -> list[list[str]]:

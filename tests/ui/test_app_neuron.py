@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 
 from tests.conftest import MODELS, page_figures, start_app
-from tests.support import array
-from tfviz import analysis, get_task, hf, settings
+from tests.support import array, decoder_folders
+from tfviz import analysis, get_task, hf
 from tfviz.core.interventions import Interventions
 from tfviz.core.trace import run_trace
 from tfviz.hf import pretrained
 from tfviz.training.checkpoint import load_checkpoint
 from tfviz.ui.i18n import translate
 
-pytestmark = pytest.mark.usefixtures("fresh_app")
+pytestmark = pytest.mark.usefixtures("fresh_app", "server_folder")
 transformers = pytest.importorskip("transformers")  # builds the tiny decoder folders
 
 MINILM = f"pretrained:{pretrained.NAME}"
@@ -30,18 +30,7 @@ FOLDERS = ("gpt2", "llama")
 
 @pytest.fixture(scope="module")
 def model_root(tmp_path_factory) -> Path:
-    from tests.hf.test_hf_decoders import build
-
-    root = tmp_path_factory.mktemp("neuron_decoders")
-    for kind in FOLDERS:
-        build(kind, root / kind)
-    return root
-
-
-@pytest.fixture(autouse=True)
-def server_folder(model_root, monkeypatch) -> Path:
-    monkeypatch.setenv(settings.PRETRAINED_DIR_ENV, str(model_root))
-    return model_root
+    return decoder_folders(tmp_path_factory, "neuron_decoders", FOLDERS)
 
 
 def loaded(model: str | None, model_root: Path):

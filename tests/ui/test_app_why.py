@@ -11,26 +11,18 @@ import pytest
 
 from tests.conftest import MODELS as BUNDLED
 from tests.conftest import start_app
-from tests.hf.test_hf_decoders import build  # skips this module without transformers (fails in CI)
-from tfviz import analysis, hf, load_checkpoint, settings
+from tests.hf import test_hf_decoders  # noqa: F401  (skips without transformers; fails in CI)
+from tests.support import decoder_folders
+from tfviz import analysis, hf, load_checkpoint
 from tfviz.ui.i18n import translate
 
-pytestmark = pytest.mark.usefixtures("fresh_app")
+pytestmark = pytest.mark.usefixtures("fresh_app", "server_folder")
 MODELS = (None, "folder:gpt2", "folder:llama")  # None: the app's default toy model
 
 
 @pytest.fixture(scope="module")
 def model_root(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("why_dir")
-    for kind in ("gpt2", "llama"):
-        build(kind, root / kind)
-    return root
-
-
-@pytest.fixture(autouse=True)
-def server_folder(model_root, monkeypatch) -> Path:
-    monkeypatch.setenv(settings.PRETRAINED_DIR_ENV, str(model_root))
-    return model_root
+    return decoder_folders(tmp_path_factory, "why_dir", ("gpt2", "llama"))
 
 
 def opened(view: str, model: str | None, lang: str):

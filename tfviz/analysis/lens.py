@@ -69,6 +69,15 @@ class LearnedSwitched(Generic[T_]):
     learned: T_
     switched: T_
 
+    @classmethod
+    def of(
+        cls, learned: T_, interventions: Interventions | None, under: Callable[[Interventions], T_]
+    ) -> LearnedSwitched[T_]:
+        """learned, and under(the switches): the learned one again when none is set, so a page
+        without switches costs one pass."""
+        iv = Interventions.of(interventions)
+        return cls(learned, learned if iv.is_default else under(iv))
+
 
 @dataclass(frozen=True)
 class Readout:
@@ -201,9 +210,9 @@ def compare_lens(
 ) -> LearnedSwitched[LogitLens]:
     """logit_lens learned and under the switches (one pass when none is set)."""
     learned = logit_lens(model, task, text, None, k, positions)
-    iv = Interventions.of(interventions)
-    switched = learned if iv.is_default else logit_lens(model, task, text, iv, k, positions)
-    return LearnedSwitched(learned, switched)
+    return LearnedSwitched.of(
+        learned, interventions, lambda iv: logit_lens(model, task, text, iv, k, positions)
+    )
 
 
 @dataclass(frozen=True)
@@ -430,8 +439,8 @@ def compare_contributions(
     """direct_contributions learned and under the switches, for one target: the learned
     model's (its likeliest token, by default), so the two split the same logit."""
     learned = direct_contributions(model, task, text, None, position, target)
-    iv = Interventions.of(interventions)
-    if iv.is_default:
-        return LearnedSwitched(learned, learned)
-    switched = direct_contributions(model, task, text, iv, learned.position, learned.target)
-    return LearnedSwitched(learned, switched)
+    return LearnedSwitched.of(
+        learned,
+        interventions,
+        lambda iv: direct_contributions(model, task, text, iv, learned.position, learned.target),
+    )

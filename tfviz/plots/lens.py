@@ -39,7 +39,7 @@ def lens_map(
         )
     # A position's label may repeat (two "the"): numbered, so the category axis keeps both.
     x = [f"{i}·{_escape(label)}" for i, label in enumerate(columns)]
-    text = [[_escape(tok[:12]) for tok in row] for row in tokens]
+    text = [[_escape(tok[:8]) for tok in row] for row in tokens]  # a cell holds about 8
     hover = f"%{{y}} %{{x}}<br>{_escape(words('chart.word.token'))} %{{text}}"
     hover += f"<br>{_escape(words('chart.word.probability'))} %{{z:.3f}}"
     trace = _heatmap(probs, x, list(rows), hover)
@@ -49,7 +49,8 @@ def lens_map(
         height=max(260, 30 * len(rows) + 160),
         margin=MARGIN,
         coloraxis=dict(colorscale=SEQUENTIAL_SCALE, cmin=0.0, cmax=1.0),
-        xaxis=dict(type="category", side="top", tickangle=-45),
+        # Positions along the bottom: tilted on top they ran into the title.
+        xaxis=dict(type="category", tickangle=-45, automargin=True),
         yaxis=dict(type="category", autorange="reversed"),
     )
     return _figure_of([trace], layout)

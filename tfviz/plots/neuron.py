@@ -25,6 +25,7 @@ from tfviz.plots.style import (
     _hover,
     _signed_axis,
     _token_axis,
+    _token_rows,
     english,
 )
 
@@ -109,19 +110,10 @@ def product_map(
     """q * k_j elementwise (T, d_k), one row a key: a row's sum is the key's dot product q . k_j;
     masked keys' rows are gaps."""
     product = _masked_rows(_float32(product, "q x k", ndim=2), masked)
-    T, d_k = product.shape
-    y = _token_axis(labels, T, "q x k", "rows")
-    key, dim, value = _hover(words, "key", "dim", "value")
-    trace = _heatmap(
-        product, np.arange(d_k), y, f"{key} %{{y}}<br>{dim} %{{x}}<br>{value} %{{z:.3f}}"
-    )
-    layout = dict(
-        title=dict(text=title or words("chart.title.neuron_product")),
-        height=T * row_px(T) + 150,
-        margin=MARGIN,
-        xaxis=dict(title=dict(text=words("chart.axis.dimension"))),
-        yaxis=dict(type="category", autorange="reversed"),
-    )
+    T = product.shape[0]
+    title = title or words("chart.title.neuron_product")
+    height = T * row_px(T) + 150
+    trace, layout = _token_rows(product, labels, "q x k", "key", title, height, words)
     return _signed([trace], layout, words)
 
 

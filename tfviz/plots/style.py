@@ -228,6 +228,31 @@ def _heatmap(z: np.ndarray, x, y, hover: str) -> dict:
     )
 
 
+def _token_rows(
+    values: np.ndarray,
+    labels: Sequence[str],
+    what: str,
+    row: str,
+    title: str,
+    height: int,
+    words: Words,
+) -> tuple[dict, dict]:
+    """A (T, D) heatmap's trace and layout: one row a token (named `row` in the hover: token,
+    key), dimensions across."""
+    T, D = values.shape
+    y = _token_axis(labels, T, what, "rows")
+    row_word, dim, value = _hover(words, row, "dim", "value")
+    hover = f"{row_word} %{{y}}<br>{dim} %{{x}}<br>{value} %{{z:.3f}}"
+    layout = dict(
+        title=dict(text=title),
+        height=height,
+        margin=MARGIN,
+        xaxis=dict(title=dict(text=words("chart.axis.dimension"))),
+        yaxis=dict(type="category", autorange="reversed"),
+    )
+    return _heatmap(values, np.arange(D), y, hover), layout
+
+
 def _diverging(values: np.ndarray) -> dict:
     """A colour axis centred on 0 (range +-1 for an all-zero array, so it still draws)."""
     limit = float(np.abs(values).max(initial=0.0)) or 1.0

@@ -22,6 +22,7 @@ from tfviz.plots.style import (
     _hover,
     _signed_axis,
     _token_axis,
+    _token_rows,
     _wrap,
     english,
 )
@@ -47,18 +48,8 @@ def activation_map(
     """
     values = _float32(values, "activation", ndim=2)
     T, D = values.shape
-    y = _token_axis(labels, T, "activation", "rows")
-    token, dim, value = _hover(words, "token", "dim", "value")
-    trace = _heatmap(
-        values, np.arange(D), y, f"{token} %{{y}}<br>{dim} %{{x}}<br>{value} %{{z:.3f}}"
-    )
-    layout = dict(
-        title=dict(text=title),
-        height=max(300, 22 * T + 130),
-        margin=MARGIN,
-        xaxis=dict(title=dict(text=words("chart.axis.dimension"))),
-        yaxis=dict(type="category", autorange="reversed"),
-    )
+    height = max(300, 22 * T + 130)
+    trace, layout = _token_rows(values, labels, "activation", "token", title, height, words)
     titles = None
     if n_heads is not None:
         titles = _head_blocks(D, n_heads, layout)
