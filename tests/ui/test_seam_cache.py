@@ -139,7 +139,6 @@ def test_a_measure_cache_keeps_its_values_in_the_one_cache(monkeypatch):
 
 
 def test_a_measure_cache_with_a_store_measures_each_key_once_under_threads():
-    cache = ByteCache(max_bytes=10**6, max_entries=100)
     calls = []
     lock = threading.Lock()
 
@@ -148,7 +147,8 @@ def test_a_measure_cache_with_a_store_measures_each_key_once_under_threads():
             calls.append(key)
         return key * 2
 
-    measures = dissect.MeasureCache(measure, store=compute.Store(cache, ("m",)))
+    prefix = ("test-threads", object())  # keys of this test's own in the one cache
+    measures = dissect.MeasureCache(measure, store=compute.Store(prefix))
     with ThreadPoolExecutor(8) as pool:
         got = list(pool.map(measures, [1, 2, 1, 2, 1, 2, 1, 2]))
     assert got == [2, 4] * 4 and sorted(calls) == [1, 2]

@@ -252,23 +252,24 @@ def measures(name: str, digest: str, measure: Callable[[Hashable], Any]) -> Meas
     able to measure ahead in the background (warm)."""
 
     def make() -> MeasureCache:
-        return dissect.MeasureCache(measure, store=Store(cache(), (name, digest)))
+        return dissect.MeasureCache(measure, store=Store((name, digest)))
 
     touch()
     return cache().get(("measures", name, digest), make, size=lambda _: 1024)
 
 
 class Store:
-    """The one cache as a MeasureCache's store: its keys under a prefix, its values frozen."""
+    """The one cache as a MeasureCache's store: its keys under a prefix, its values as cached
+    keeps them (frozen, handed out fresh)."""
 
-    def __init__(self, kept: ByteCache, prefix: tuple):
-        self.kept, self.prefix = kept, prefix
+    def __init__(self, prefix: tuple):
+        self.prefix = prefix
 
     def get(self, key: Hashable, make: Callable[[], V]) -> V:
-        return fresh(self.kept.get((*self.prefix, key), lambda: freeze(make()), size=sizeof))
+        return cached((*self.prefix, key), make)
 
     def __contains__(self, key: Hashable) -> bool:
-        return (*self.prefix, key) in self.kept
+        return (*self.prefix, key) in cache()
 
 
 def accuracy_cache(digest: str, task_name: str, model) -> MeasureCache:
