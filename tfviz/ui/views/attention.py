@@ -38,10 +38,11 @@ from tfviz.ui.heads import (
     weight_scale_caption,
 )
 from tfviz.ui.i18n import current, t
+from tfviz.ui.neuron import neuron_charts
 from tfviz.ui.standalone import download_button
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, per_model
-from tfviz.ui.widgets import canvas_charts, chart, drop_stale_index, index_picker, plot_words
+from tfviz.ui.widgets import canvas_charts, drop_stale_index, index_picker, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = per_model(
@@ -361,24 +362,3 @@ def neuron_pickers(tr, rotary: bool) -> tuple[int, int, int, bool]:
             help=t("attention.neuron.before_rotation_help"),
         )
     return layer, head, query, rotated
-
-
-def neuron_charts(nv, labels) -> None:
-    """The neuron view's three charts, each with its caption: q above the keys and q x k side by
-    side on a wide screen, then the dot products, scores and softmax per key."""
-    words = plot_words()
-    (token,) = plots.escape_labels([labels[nv.query]])  # a title is HTML to plotly
-    left, right = st.columns(2)
-    with left:
-        chart(plots.query_key_map(nv.q, nv.k, labels, nv.query, words=words), key="neuron_qk")
-        st.caption(t("attention.neuron.qk_caption", d_k=len(nv.q)))
-    with right:
-        figure = plots.product_map(nv.product, labels, nv.masked, words=words)
-        chart(figure, key="neuron_product")
-        st.caption(t("attention.neuron.product_caption"))
-    title = t("attention.neuron.scores_title", token=token)
-    figure = plots.score_bars(
-        nv.dots, nv.scores, nv.weights, labels, nv.masked, title=title, words=words
-    )
-    chart(figure, key="neuron_scores")
-    st.caption(t("attention.neuron.scores_caption", root=f"{np.sqrt(len(nv.q)):.2f}"))

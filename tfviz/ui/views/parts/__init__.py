@@ -16,10 +16,10 @@ Six experiments, one at a time (only the chosen section runs):
    value space moves W_v and W_o while the outputs stay equal; the angles between the heads'
    write spaces, learned vs identity; composition; how far one linear map undoes W_o off.
 
-The k box above the sections sets the rank that the chart marks and the rank-k question asks
-about. Every number comes from cached library calls; nothing here changes the shared model.
-Each section is a module of this package; this one draws the picker, the k box and the chosen
-section.
+The k box, above the two sections that read it, sets the rank that the chart marks and the
+rank-k question asks about. Every number comes from cached library calls; nothing here changes
+the shared model. Each section is a module of this package; this one draws the picker, the k box
+and the chosen section.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ PER_MODEL_KEYS = per_model(
 
 
 SECTIONS = ("modes", "permutation", "pattern", "diff", "freedom", "predict")
+RANK_SECTIONS = ("modes", "predict")  # the sections that read the k box
 
 
 def render(view: View) -> None:
@@ -66,7 +67,9 @@ def render(view: View) -> None:
         key="parts_section",
         required=True,
     )
-    k = rank_box(view)
+    # Only the sections that read k show its box: above the others it asked for a number
+    # nothing used.
+    k = rank_box(view) if section in RANK_SECTIONS else None
     if section in ("permutation", "pattern", "diff") and view.trace is None:
         st.info(t("parts.need_sequence"))  # the box above says what is wrong with it
         return
