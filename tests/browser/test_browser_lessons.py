@@ -37,8 +37,9 @@ MARKER = missing("x")[0]  # the bracket that opens a missing key's marker
 DESKTOP = {"width": 1400, "height": 1000}
 PHONE = {"width": 390, "height": 844}
 # The decoder's steps and the charts each draws: one head's map (5, 6), the map and the loss
-# along the text typed twice (7), the loss along the probe under each W_o switch (8).
-DECODER_CHARTS = {5: 1, 6: 1, 7: 2, 8: 1}
+# along the text typed twice with the neuron view's three charts and the logit lens of its best
+# induction head (7), the loss along the probe under each W_o switch (8).
+DECODER_CHARTS = {5: 1, 6: 1, 7: 6, 8: 1}
 # The main area's content width and the width it would scroll to: equal when nothing is wider
 # than the screen.
 WIDTHS_JS = f"""() => {{

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import html
 import re
 import shutil
 
@@ -13,8 +14,9 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT, page_figures, start_app
-from tfviz import get_task, hf, lessons, load_checkpoint
-from tfviz.analysis import induction
+from tests.support import array, unescape
+from tfviz import analysis, get_task, hf, lessons, load_checkpoint
+from tfviz.analysis import induction, lens
 from tfviz.core.interventions import NONE, Interventions, head_name
 from tfviz.core.metrics import compact
 from tfviz.core.tasks import InputError
@@ -293,6 +295,49 @@ def test_step_four_switches_w_o_and_states_the_experiment_s_verdict():
     assert not at.exception and not at.error
 
 
+def smallest_write_angle(model, layer: int) -> float:
+    """The closest two heads' write spaces come in a layer, in degrees, from W_o's weight alone:
+    head h writes into the span of W_o's columns h d_k .. (h + 1) d_k (nn.Linear keeps (out, in));
+    the smallest principal angle between two spans is arccos of the largest singular value of
+    Q_h^T Q_g, Q an orthonormal basis of each."""
+    cfg = model.config
+    W = model.layers[layer].attn.W_o.weight.detach().double().numpy()
+    bases = [np.linalg.qr(W[:, h * cfg.d_k : (h + 1) * cfg.d_k])[0] for h in range(cfg.n_heads)]
+    cosines = [
+        np.linalg.svd(bases[h].T @ bases[g], compute_uv=False).max()
+        for h in range(cfg.n_heads)
+        for g in range(cfg.n_heads)
+        if h != g
+    ]
+    return float(np.degrees(np.arccos(min(1.0, max(cosines)))))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_step_4_s_why_moves_w_v_and_w_o_but_no_output_and_names_where_heads_write(lang):
+    """Lesson 4's why (issue 46, part 5): a change of basis inside one head's value space changes
+    W_v and W_o, the outputs stay equal within float rounding (and move with W_o off, where
+    nothing undoes it); then the write spaces, the smallest angle as W_o's own weight gives it."""
+    model, _ = load_checkpoint("models/sum_seed.safetensors")
+    at = open_lessons(lang, model="bundled:sum_seed")
+    go_to_step(at, 4)
+    at.selectbox(key="lesson_free_layer").set_value(1).run()
+    at.selectbox(key="lesson_free_head").set_value(2).run()
+    assert not at.exception and not at.error
+    text = page_text(at)
+    assert translate(lang, "lessons.s4.why_title") in text
+    metrics = {m.label: m.value for m in at.metric}
+    moved = metrics[translate(lang, "parts.freedom.w_o_moved")]
+    learned = float(metrics[translate(lang, "parts.freedom.out_learned")])
+    identity = float(metrics[translate(lang, "parts.freedom.out_identity")])
+    assert float(moved.rstrip("%")) > 1  # W_o's block changed
+    assert learned <= 1e-5 < identity  # the outputs did not, until W_o is off
+    titles = [f["layout"]["title"]["text"] for f in page_figures(at) if "title" in f["layout"]]
+    for what in ("w_v", "w_o"):
+        assert translate(lang, f"parts.freedom.{what}_chart", layer=1, head=2, kv=2) in titles
+    low = f"{smallest_write_angle(model, 1):.1f}"
+    assert translate(lang, "lessons.s4.why_close", layer=1, low=low) in text
+
+
 # ---- steps 5-8: a decoder, the bundled character language model ------------------------------
 
 DECODER_STEPS = (5, 6, 7, 8)
@@ -475,6 +520,56 @@ def test_step_7_compares_the_first_copy_with_the_repeat_from_live_numbers(source
         assert "No induction head formed" in text
     titles = [f["layout"]["title"]["text"] for f in page_figures(at) if "title" in f["layout"]]
     assert translate("en", "lessons.s7.map_title", head=head_name(layer, head)) in titles
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_step_7_opens_the_best_induction_head_at_a_character_of_the_repeat(lang, lm, probe):
+    """Step 7 inside its head (issue 46, part 5): the neuron view's softmax is the head's row of
+    the traced attention; the sentence names where the head looks and whether that is the
+    induction target; the lens's last row is the model's own guess; the direct contributions
+    split the next character's logit, the head's value and rank as the library splits it."""
+    model, task = lm
+    at = open_lessons(lang)
+    go_to_step(at, 7)
+    rep = lessons.repeated_sentence(model, task, SENTENCE_EXAMPLE)
+    n, labels = rep.period, rep.trace.labels
+    layer, head, _ = probe[1].best()
+    name = head_name(layer, head)
+    query = n + 4
+    at.selectbox(key="lesson_inside_query").set_value(query).run()
+    assert not at.exception and not at.error
+    figures = page_figures(at)
+    (bars,) = [f for f in figures if any(t["type"] == "bar" for t in f["data"])]
+    weights = array([t for t in bars["data"] if t["type"] == "bar"][2]["x"])
+    row = rep.trace.attn[layer, head, query]
+    np.testing.assert_allclose(weights[: query + 1], row[: query + 1], atol=1e-6)
+    assert np.isnan(weights[query + 1 :]).all()  # the causal mask: no key after the query
+    top, copied = int(np.argmax(row[: query + 1])), query - n + 1
+    said = "lessons.s7.looks_copied" if top == copied else "lessons.s7.looks_elsewhere"
+    words = dict(query=labels[query], top=labels[top], copied=labels[copied])
+    sentence = translate(lang, said, head=name, weight=f"{row[top]:.2f}", **words)
+    text = page_text(at)
+    assert md_escape(sentence) in text
+    # The lens: one column per character of the repeat up to the query, the last row the
+    # model's own likeliest next character there.
+    title = translate(lang, "lessons.s7.lens_title")
+    (lens_map,) = [f for f in figures if f["layout"].get("title", {}).get("text") == title]
+    (cells,) = lens_map["data"]
+    positions = range(max(n, query - 11), query + 1)
+    assert len(cells["text"][-1]) == len(positions)
+    own = [task.tokenizer.piece_text(int(rep.trace.top_ids[p, 0]))[:8] for p in positions]
+    assert [unescape(html.unescape(c)) for c in cells["text"][-1]] == own
+    # The direct contributions of the text's own next character.
+    split = analysis.direct_contributions(model, task, rep.text, None, query, lens.NEXT)
+    assert split.target == int(task.encode_batch([rep.text])[0][0, query + 1])
+    rank = [what for what, _ in split.ranked].index(name) + 1
+    said = translate(
+        lang, "lessons.s7.contrib", token=split.target_token, position=query, head=name,
+        value=f"{split.named()[name]:+.2f}", rank=rank, n=len(split.ranked),
+        logit=f"{split.logit:.2f}", gap=f"{abs(split.total - split.logit):.1e}",
+    )  # fmt: skip
+    assert md_escape(said) in text
+    assert abs(split.total - split.logit) < 1e-4
 
 
 def test_step_7_refuses_a_sentence_outside_the_alphabet_or_of_the_wrong_length():

@@ -46,6 +46,10 @@ from tfviz.refusal import Refusal
 
 EMBED = "embed"  # the lens's row for the embedding (layer -1)
 EARLIER = "earlier layers"  # a post-norm model's last-layer input, as one component
+# The constants a readout adds to a logit (its biases), as DirectContributions.ranked names them.
+OUTPUT_BIAS, NORM_BIAS = "output bias", "norm bias"
+HEAD_NORM_BIAS, HEAD_DENSE_BIAS = "head norm bias", "head dense bias"  # a masked LM's head
+MLP = "MLP"  # "L3 MLP": layer 3's MLP output
 TOP, NEXT = "top", "next"  # targets: the learned model's likeliest token; the text's next token
 ALL_LAYERS, LAST_LAYER = "all_layers", "last_layer"  # how far the direct split reaches
 DECODER, MASKED = "decoder", "masked"
@@ -274,7 +278,7 @@ def direction(
     to target's logit, every stage linearised at the actual point (final (D,) float64); and the
     constants the readout adds (its biases), named."""
     u = read.weight[target].double()
-    consts = [] if read.bias is None else [("output bias", float(read.bias[target]))]
+    consts = [] if read.bias is None else [(OUTPUT_BIAS, float(read.bias[target]))]
     r = final
     if has_norm(model.norm_f):
         r = normed(model.norm_f, final)
@@ -282,14 +286,14 @@ def direction(
         head = task.head
         a = head.dense.weight.double() @ r + head.dense.bias.double()
         y = head.act(a)
-        consts.append(("head norm bias", norm_bias(head.norm, u)))
+        consts.append((HEAD_NORM_BIAS, norm_bias(head.norm, u)))
         u = frozen_back(head.norm, y, u)
         # the activation as its actual ratio act(a) / a: exact at this a (act(0) is 0)
         u = u * torch.where(a != 0, y / torch.where(a != 0, a, 1.0), 0.0)
-        consts.append(("head dense bias", float(head.dense.bias.double() @ u)))
+        consts.append((HEAD_DENSE_BIAS, float(head.dense.bias.double() @ u)))
         u = head.dense.weight.double().t() @ u
     if has_norm(model.norm_f):
-        consts.append(("norm bias", norm_bias(model.norm_f, u)))
+        consts.append((NORM_BIAS, norm_bias(model.norm_f, u)))
         u = frozen_back(model.norm_f, final, u)
     return u, consts
 
@@ -350,7 +354,7 @@ def ranked_of(out: dict) -> tuple[tuple[str, float], ...]:
         if not np.isnan(out["b_o"][i]):
             named.append((f"L{i} b_o", float(out["b_o"][i])))
         if not np.isnan(out["mlp"][i]):
-            named.append((f"L{i} MLP", float(out["mlp"][i])))
+            named.append((f"L{i} {MLP}", float(out["mlp"][i])))
     return tuple(sorted(named, key=lambda nv: -abs(nv[1])))
 
 

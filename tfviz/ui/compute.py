@@ -678,13 +678,16 @@ def cached_lens(view, positions: tuple[int, ...]):
     return cached(key, make)
 
 
-def cached_contributions(view):
-    """analysis.compare_contributions at the default position (a decoder's last, a masked LM's
-    masked one) for the learned model's likeliest token; raises LensRefused or InputError."""
+def cached_contributions(view, position: int | None = None, target: int | str | None = None):
+    """analysis.compare_contributions on the view's text: at position (None: a decoder's last, a
+    masked LM's masked one), for target (None: the learned model's likeliest token; NEXT: the
+    text's own next token); raises LensRefused or InputError."""
     import tfviz.analysis as analysis
 
     def make():
-        return analysis.compare_contributions(view.model, view.task, view.text, view.interventions)
+        return analysis.compare_contributions(
+            view.model, view.task, view.text, view.interventions, position, target
+        )
 
     key = ("contributions", view.entry.digest, view.task.name, view.text, view.interventions)
-    return cached(key, make)
+    return cached((*key, position, target), make)

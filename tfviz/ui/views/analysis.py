@@ -28,7 +28,14 @@ from tfviz.ui.heads import block_columns, grid_columns, head_columns, many_heads
 from tfviz.ui.help import HELP
 from tfviz.ui.i18n import current, t, why
 from tfviz.ui.induction import induction_section
-from tfviz.ui.labels import describe, first_upper, metric_delta, metric_name, metric_text
+from tfviz.ui.labels import (
+    component_label,
+    describe,
+    first_upper,
+    metric_delta,
+    metric_name,
+    metric_text,
+)
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, toy_only
 from tfviz.ui.widgets import chart, index_picker, number_table, plot_words, what_is_this
@@ -495,7 +502,7 @@ def contributions_part(view: View) -> None:
             )
     columns = (t("analysis.lens.component"), t("analysis.lens.contribution"))
     number_table(
-        [{columns[0]: name, columns[1]: value} for name, value in c.ranked[:12]],
+        [{columns[0]: component_label(name), columns[1]: value} for name, value in c.ranked[:12]],
         key="contrib_ranked",
     )
     st.caption(t("analysis.lens.ranked_caption"))

@@ -16,6 +16,7 @@ from tfviz.ui.i18n import current, t, why
 from tfviz.ui.view import View
 from tfviz.ui.views.lessons.common import question
 from tfviz.ui.views.lessons.decoder import head_map, lesson_lm, lm_intro, score_text
+from tfviz.ui.views.lessons.inside import inside_induction
 from tfviz.ui.widgets import chart, plot_words
 
 SENTENCE_EXAMPLE = "The king is dead."
@@ -107,3 +108,4 @@ def step_induction(view: View) -> None:
         key="lesson_induction_losses",
     )
     st.caption(t("lessons.loss_caption"))
+    inside_induction(lm, rep, layer, head)

@@ -13,6 +13,7 @@ from tfviz.ui.i18n import current, t
 from tfviz.ui.view import View
 from tfviz.ui.views.lessons.common import question
 from tfviz.ui.views.lessons.experiment import atlas_answer, language_text
+from tfviz.ui.views.lessons.freedom import why_freedom
 
 W_O_SWITCHES = {modes.IDENTITY: "lessons.s4.mode.identity", modes.ZERO: "lessons.s4.mode.zero"}
 
@@ -59,6 +60,7 @@ def step_switch(view: View) -> None:
             )
         )
     show_experiment(view)
+    why_freedom(view)
 
 
 def show_experiment(view: View) -> None:
