@@ -1,7 +1,8 @@
 """Browser test of the neuron view (Attention: inside one head) and each head's share of attn_out
-(Before/after W_o): for a toy model and a Llama-style folder (rotary, grouped-query attention),
-in English and Chinese, on a phone (390 px) and a desktop (1400 px), both sections draw their
-charts; screenshots go to artifacts/.
+(Before/after W_o): for a toy model and a Llama-style folder (rotary, grouped-query attention) in
+English and Chinese, MiniLM in English and a GPT-2-style folder in Chinese (CASES: every model in
+a language, each language on three models, at a test each), on a phone (390 px) and a desktop
+(1400 px), both sections draw their charts; screenshots go to artifacts/.
 
 The browser, page and waiting helpers are tests/browser/test_browser.py's (skipped without Chromium
 except under CI=true); the server is this module's own, started with the models folder in its
@@ -20,6 +21,7 @@ from tests.conftest import TIMEOUT_MS, opened_app, resized
 from tests.hf.test_hf_decoders import build  # skips this module without transformers (fails in CI)
 from tests.support import link, shows
 from tfviz import settings
+from tfviz.hf import pretrained
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.browser
@@ -27,16 +29,25 @@ app_exists, browser = shared.app_exists, shared.browser
 
 DESKTOP = {"width": 1400, "height": 1000}
 PHONE = {"width": 390, "height": 844}
-MODELS = {"toy": None, "llama": "folder:llama"}
+MODELS = {
+    "toy": None,
+    "llama": "folder:llama",
+    "gpt2": "folder:gpt2",
+    "minilm": f"pretrained:{pretrained.NAME}",
+}
+CASES = [("toy", "en"), ("toy", "zh"), ("llama", "en"), ("llama", "zh"), ("minilm", "en")]
+CASES += [("gpt2", "zh")]
 NEURON_CHARTS = 3  # q above the keys, q x k, and the scores' bars
 SHARE_CHARTS = 2  # the layers' flow, and one layer's tokens
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    """`streamlit run app.py` with $TFVIZ_PRETRAINED_DIR holding a tiny Llama-style folder."""
+    """`streamlit run app.py` with $TFVIZ_PRETRAINED_DIR holding tiny Llama- and GPT-2-style
+    folders."""
     root = tmp_path_factory.mktemp("neuron_dir")
-    build("llama", root / "llama")
+    for kind in ("llama", "gpt2"):
+        build(kind, root / kind)
     yield from shared.app_server(tmp_path_factory, {settings.PRETRAINED_DIR_ENV: str(root)})
 
 
@@ -45,6 +56,17 @@ def query(server: str, model: str | None, lang: str, view: str) -> str:
     if model is not None:
         params["model"] = model
     return link(server, **params)
+
+
+def opened_model(browser, server: str, name: str, lang: str, view: str):
+    """A fresh session on one of MODELS in one view, at a desktop's size, waited for as its first
+    run draws: a sentence model's similarity (loaded on first use: given longer), else the
+    prediction."""
+    url = query(server, MODELS[name], lang, view)
+    if name == "minilm":
+        first = dict(first=".st-key-similarity", first_timeout_ms=4 * TIMEOUT_MS)
+        return opened_app(browser, url, DESKTOP, **first)
+    return opened_app(browser, url, DESKTOP)
 
 
 def title_pattern(title: str) -> re.Pattern:
@@ -68,10 +90,9 @@ def drawn_with_titles(page, titles: list[str]) -> None:
     assert assert_charts_drawn(page, at_least=len(titles))
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize(("name", "lang"), CASES)
 def test_the_neuron_view_draws_on_a_phone_and_a_desktop(browser, server, name, lang):
-    with opened_app(browser, query(server, MODELS[name], lang, "attention"), DESKTOP) as page:
+    with opened_model(browser, server, name, lang, "attention") as page:
         toggle = page.locator(".st-key-attn_neuron label")
         said = translate(lang, "attention.neuron.qk_caption", d_k="§").split("§")[0]
         rerun(page, toggle.click, shows(said))
@@ -91,10 +112,9 @@ def test_the_neuron_view_draws_on_a_phone_and_a_desktop(browser, server, name, l
             screenshot(page, f"browser_neuron_{name}_{lang}_{screen}.png")
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize(("name", "lang"), CASES)
 def test_the_head_shares_draw_on_a_phone_and_a_desktop(browser, server, name, lang):
-    with opened_app(browser, query(server, MODELS[name], lang, "w_o"), DESKTOP) as page:
+    with opened_model(browser, server, name, lang, "w_o") as page:
         for screen, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
             resized(page, viewport)
             assert_no_exception(page)

@@ -1,7 +1,9 @@
 """Browser test of W_o's freedom (Take W_o apart) and the logit lens with direct contributions
-(Analysis): for a toy model and a Llama-style folder (rotary, grouped-query attention), in English
-and Chinese, on a phone (390 px) and a desktop (1400 px), each section draws its charts, except
-the toy model's lens, which says in one line why it has none; screenshots go to artifacts/.
+(Analysis): for the models and languages of tests/browser/test_browser_neuron.py's CASES (a toy
+model, MiniLM, a GPT-2- and a Llama-style folder), on a phone (390 px) and a desktop (1400 px),
+each section draws its charts, except the lens of a model without a vocabulary head (the toy
+model, MiniLM's sentence encoder), which says in one line why it has none; screenshots go to
+artifacts/.
 
 The browser and waiting helpers are tests/browser/test_browser.py's (skipped without Chromium
 except under CI=true); the server (its models folder holding a tiny Llama), the addresses and the
@@ -15,8 +17,14 @@ import pytest
 from tests.browser import test_browser as shared
 from tests.browser import test_browser_neuron as neuron
 from tests.browser.test_browser import assert_no_exception, rerun, screenshot
-from tests.browser.test_browser_neuron import DESKTOP, MODELS, PHONE, drawn_with_titles, query
-from tests.conftest import opened_app, resized
+from tests.browser.test_browser_neuron import (
+    CASES,
+    DESKTOP,
+    PHONE,
+    drawn_with_titles,
+    opened_model,
+)
+from tests.conftest import resized
 from tests.support import MAIN, shows
 from tfviz.ui.i18n import translate
 
@@ -37,10 +45,13 @@ def before(lang: str, key: str, **values) -> str:
     return translate(lang, key, **dict.fromkeys(values, "§")).split("§")[0]
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("name", list(MODELS))
+# Models without a vocabulary head: the logit lens says why it has none.
+NO_VOCABULARY = ("toy", "minilm")
+
+
+@pytest.mark.parametrize(("name", "lang"), CASES)
 def test_w_o_s_freedom_draws_on_a_phone_and_a_desktop(browser, server, name, lang):
-    with opened_app(browser, query(server, MODELS[name], lang, "parts"), DESKTOP) as page:
+    with opened_model(browser, server, name, lang, "parts") as page:
         picked(page, lang, "parts.section.freedom", translate(lang, "parts.freedom.rank"))
         at = dict(layer=0, head=0, kv=0)
         titles = [
@@ -57,12 +68,11 @@ def test_w_o_s_freedom_draws_on_a_phone_and_a_desktop(browser, server, name, lan
             screenshot(page, f"browser_freedom_{name}_{lang}_{screen}.png")
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize(("name", "lang"), CASES)
 def test_the_logit_lens_draws_or_says_why_not_on_a_phone_and_a_desktop(browser, server, name, lang):
     refusal = translate(lang, "refusal.lens.no_vocabulary")
-    with opened_app(browser, query(server, MODELS[name], lang, "analysis"), DESKTOP) as page:
-        if MODELS[name] is None:  # a toy model: no vocabulary head, one line says so
+    with opened_model(browser, server, name, lang, "analysis") as page:
+        if name in NO_VOCABULARY:  # no vocabulary head: one line says so
             picked(page, lang, "analysis.section.lens", refusal)
         else:
             contributions = before(lang, "analysis.lens.contrib_title", token=None, position=None)
@@ -74,7 +84,7 @@ def test_the_logit_lens_draws_or_says_why_not_on_a_phone_and_a_desktop(browser, 
         for screen, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
             resized(page, viewport)
             assert_no_exception(page)
-            if MODELS[name] is None:
+            if name in NO_VOCABULARY:
                 assert refusal in page.locator(MAIN).inner_text()
                 for title in titles:
                     charts = page.locator(".js-plotly-plot", has_text=neuron.title_pattern(title))
