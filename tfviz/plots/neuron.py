@@ -167,11 +167,13 @@ def score_bars(
             domain=[start, start + width], anchor="y", side="top", automargin=True,
             title=dict(text=heading, font=dict(size=12)),
             range=[0.0, 1.0] if name == "softmax" else None,
+            nticks=4,  # a phone's third of the width: more ticks were turned on their side
         )  # fmt: skip
     layout.update(
-        title=dict(text=title),
-        height=T * row_px(T) + 170,
-        margin=dict(MARGIN, t=110),
+        # The title pinned to the top of the figure, clear of the panels' headings below it.
+        title=dict(text=title, yref="container", y=1.0, yanchor="top", pad=dict(t=12)),
+        height=T * row_px(T) + 180,
+        margin=dict(MARGIN, t=120),
         yaxis=dict(type="category", autorange="reversed", automargin=True),
         bargap=0.25,
     )
