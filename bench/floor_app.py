@@ -13,6 +13,13 @@ shows it (a code block), and ONE plain go.Heatmap of the attention the app's Att
 draws for it (every head and mean of every layer for a toy model; MiniLM's layer 0), one block
 under the other, with plotly's defaults: issue 18's floor for a keystroke and for opening the page,
 for bench/ui_latency.py --floor. The model runs on every edit, as in the app.
+TFVIZ_FLOOR_VIEW=neuron, freedom, lens, shares: issue 46's four parts, for bench/ui_latency.py
+--floor --parts: the same box and input, then plain plotly charts (go.Heatmap, go.Bar, plotly's
+defaults) of the numbers the app's part shows for the typed text: the attention and one head's q,
+k, q x k, scores and softmax (the Attention tab with "Inside one head" on); W_o's freedom (OV
+spectra, a change of basis, write-space angles, composition, linear undo); the logit lens and the
+direct contributions; Before/after W_o with the heads' shares. Computed on every edit with the
+tfviz.analysis functions the app calls; what the weights alone decide, once per model.
 
 Both draw with the app's own tfviz.ui.widgets.chart and tfviz.plots, and have no header, sequence
 box, prediction, tabs, link, or other widgets. The time from a click to these charts painted is
@@ -180,7 +187,9 @@ def folder_model(path: str):
 NEXT_ROWS = 16  # the app's next-token table lists the last 16 positions (tfviz.ui.next_token)
 
 
-def attention(name: str) -> None:
+def typed(name: str):
+    """The box the app's text is typed in and the typed input as the app shows it; returns
+    (model, task, the trace of the typed text), the model run on every edit, as in the app."""
     decoder = False
     if name == "minilm" or name.startswith("folder:"):
         if name == "minilm":
@@ -203,9 +212,157 @@ def attention(name: str) -> None:
         st.container(key="pieces").code(" ".join(task.pieces(text).pieces), language=None)
     else:
         st.container(key="prediction").code(f"input   {text}", language=None)
+    return model, task, tr
+
+
+def attention_heatmap(tr) -> None:
     z = attention_cells(tr)
     height = min(2000, max(400, 4 * len(z)))  # about the app's: its blocks are 3 to 8 px a row
     st.plotly_chart(go.Figure(go.Heatmap(z=z), layout=dict(height=height)), key="floor")
+
+
+def attention(name: str) -> None:
+    attention_heatmap(typed(name)[2])
+
+
+# ---- the four parts of issue 46, each beside its floor (bench/ui_latency.py --parts) -----------
+# Each draws what the app's part draws, as plain plotly charts with plotly's defaults, under the
+# box and the input shown. What depends on the typed text is computed on every edit with the
+# library functions the app calls; what the weights alone decide is computed once per model, as
+# the app caches it, so the floor is a page that does no more work than it must.
+
+HEAD = 0  # the app's default head (its pickers start at L0, H0)
+
+
+def plain(trace, key: str) -> None:
+    st.plotly_chart(go.Figure(trace), key=key)
+
+
+def bundled(name: str) -> bool:
+    return not (name == "minilm" or name.startswith("folder:"))
+
+
+def neuron(name: str) -> None:
+    """The Attention tab with "Inside one head" on: its attention, then one head's q over every
+    k, q x k, and the dot products, scores and softmax for the last query (the app's default)."""
+    from tfviz.analysis import neuron_view_of_trace
+
+    model, task, tr = typed(name)
+    attention_heatmap(tr)
+    nv = neuron_view_of_trace(model, task, tr, LAYER, HEAD, len(tr.labels) - 1)
+    plain(go.Heatmap(z=np.vstack([nv.q[None], nv.k])), "floor_qk")
+    plain(go.Heatmap(z=nv.product), "floor_product")
+    scores = np.where(nv.masked, np.nan, nv.scores)  # -inf has no JSON; the app leaves it out too
+    figure = go.Figure([go.Bar(y=nv.dots), go.Bar(y=scores), go.Bar(y=nv.weights)])
+    st.plotly_chart(figure, key="floor_scores")
+
+
+@st.cache_resource(show_spinner=False)
+def weight_numbers(name: str, _model, _task) -> dict:
+    """What "W_o's freedom" draws from the weights alone: every head's OV spectrum, a change of
+    basis of (L0, H0) (where the app allows one), the write spaces' angles, composition scores,
+    and, for a toy task, the linear undo on its fresh examples."""
+    from tfviz import analysis
+    from tfviz.ui.compute import UNDO_EXAMPLES, sandbox_allowed
+
+    numbers = {"spectra": analysis.ov_spectra(_model, "learned").singular_values}
+    numbers["change"] = None
+    if sandbox_allowed(_model):
+        numbers["change"] = analysis.change_basis(_model, LAYER, HEAD, "random", 0)
+    for mode in ("learned", "identity"):
+        numbers[f"angles_{mode}"] = analysis.write_spaces(_model, mode).smallest[LAYER]
+        numbers[f"composition_{mode}"] = analysis.composition_scores(_model, mode)
+    if bundled(name):
+        rng = np.random.default_rng(analysis.ANALYSIS_SEED)
+        batch = _task.sample(UNDO_EXAMPLES, rng, None, None)
+        numbers["undo"] = analysis.undo_by_linear_map(_model, batch.ids, LAYER, batch.pad_mask)
+    return numbers
+
+
+def freedom(name: str) -> None:
+    """Take W_o apart, "W_o's freedom", at L0 H0 with the app's default change of basis."""
+    from tfviz import analysis
+
+    model, task, tr = typed(name)
+    numbers = weight_numbers(name, model, task)
+    spectra = numbers["spectra"]
+    plain(go.Heatmap(z=spectra.reshape(-1, spectra.shape[-1])), "floor_spectrum")
+    change = numbers["change"]
+    if change is not None:
+        ids, pad_mask = task.encode_batch([tr.text], device=model.device)
+        for mode in ("learned", "identity"):
+            gap = analysis.output_difference(model, change.model, ids, pad_mask, w_o=mode)
+            st.metric(mode, f"{gap:.1e}")
+        both = (model, change.model)
+        pairs = {
+            "w_v": [analysis.value_block(m, LAYER, change.kv_head)[0].T for m in both],
+            "w_o": [analysis.output_block(m, LAYER, HEAD) for m in both],
+        }
+        for what, (before, after) in pairs.items():
+            plain(go.Heatmap(z=np.hstack([before, after])), f"floor_{what}")
+    for mode in ("learned", "identity"):
+        plain(go.Heatmap(z=numbers[f"angles_{mode}"]), f"floor_angles_{mode}")
+    if model.config.n_layers > 1:
+        rows = [
+            {x: float(getattr(numbers[f"composition_{mode}"], x).mean()) for x in "qkv"}
+            for mode in ("learned", "identity")
+        ]
+        st.table(rows)
+    undo = numbers.get("undo")
+    if undo is None:  # a text's own tokens, as the app fits them for a model without examples
+        ids, pad_mask = task.encode_batch([tr.text])
+        undo = analysis.undo_by_linear_map(model, ids, LAYER, pad_mask)
+    for site in ("attn_out", "resid_mid", "resid_out"):
+        st.metric(site, f"{getattr(undo, site):.1e}")
+
+
+def lens(name: str) -> None:
+    """Analysis, "Logit lens": the top token and its probability per layer at the text's last
+    positions, then each head's direct contribution to the likeliest next token's logit and the
+    largest components."""
+    from tfviz import analysis
+    from tfviz.analysis.lens import compare_contributions
+    from tfviz.ui.compute import LENS_MAX_POSITIONS
+
+    model, task, tr = typed(name)
+    T = len(tr.labels)
+    positions = tuple(range(max(0, T - LENS_MAX_POSITIONS), T))
+    try:
+        one = analysis.compare_lens(model, task, tr.text, positions=positions).learned
+    except analysis.LensRefused as refused:
+        st.info(str(refused))
+        return
+    x = [one.labels[p] for p in one.positions]
+    text = one.tokens[:, :, 0]
+    heatmap = go.Heatmap(z=one.probs[:, :, 0], x=x, y=one.rows, text=text, texttemplate="%{text}")
+    plain(heatmap, "floor_lens")
+    c = compare_contributions(model, task, tr.text).learned
+    plain(go.Heatmap(z=np.nan_to_num(c.heads)), "floor_contributions")
+    st.table([{"component": part, "contribution": value} for part, value in c.ranked[:12]])
+
+
+@st.cache_resource(show_spinner=False)
+def learned_w_o(name: str, _model) -> np.ndarray:
+    """W_o as the learned model applies it, (L, D, D): the weights alone decide it."""
+    return w_o_used(_model, ["learned"] * _model.config.n_layers)
+
+
+def shares(name: str) -> None:
+    """Before/after W_o at L0 and the first token (the app's defaults), then each head's share of
+    attn_out: averaged over the tokens in every layer, and per token in L0."""
+    from tfviz.analysis import output_shares_of_trace
+
+    model, _, tr = typed(name)
+    W_o = learned_w_o(name, model)[LAYER]
+    plain(go.Heatmap(z=tr.concat[LAYER]), "floor_concat")
+    plain(go.Heatmap(z=tr.attn_out[LAYER]), "floor_attn_out")
+    plain(go.Bar(y=cosine_per_token(tr.concat[LAYER], tr.attn_out[LAYER])), "floor_cosine")
+    plain(go.Heatmap(z=W_o), "floor_w_o")
+    terms = wo.head_contributions(tr.z[LAYER], W_o)[:, TOKEN]
+    plain(go.Heatmap(z=terms), "floor_terms")
+    share = output_shares_of_trace(model, tr).norm_share
+    plain(go.Heatmap(z=share.mean(axis=-1)), "floor_share_flow")
+    plain(go.Heatmap(z=share[LAYER]), "floor_share_tokens")
 
 
 @st.cache_resource(show_spinner=False)
@@ -218,7 +375,16 @@ def one_thread() -> None:
 
 
 one_thread()
-VIEWS = {"before_after": before_after, "parts": parts, "timeline": timeline, "attention": attention}
+VIEWS = {
+    "before_after": before_after,
+    "parts": parts,
+    "timeline": timeline,
+    "attention": attention,
+    "neuron": neuron,
+    "freedom": freedom,
+    "lens": lens,
+    "shares": shares,
+}
 VIEWS[os.environ.get("TFVIZ_FLOOR_VIEW", "before_after")](
     os.environ.get("TFVIZ_FLOOR_MODEL", "max_position")
 )

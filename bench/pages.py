@@ -118,8 +118,13 @@ HARNESS_JS = """
   // codeKey: the container whose code block shows the typed input: "prediction" (a toy
   // model's input row), "pieces" (a sentence model's word-pieces, all of the block) or "next"
   // (a decoder's next-token table, in the prediction container: its token column).
-  tf.waitEdit = (expected, quietMs, timeoutMs, codeKey) => new Promise((resolve, reject) => {
+  // changedOnly: wait only for the charts the edit redraws (a view whose other charts show the
+  // weights alone, which Streamlit leaves as they are); the edit then ends at the last of them
+  // painted, the run finished, or the input shown.
+  tf.waitEdit = (expected, quietMs, timeoutMs, codeKey, changedOnly = false) =>
+      new Promise((resolve, reject) => {
     const began = performance.now();
+    let shownAt = null;
     const app = () => document.querySelector('[data-testid="stApp"]');
     const inputShown = () => {
       const box = codeKey === 'next' ? 'prediction' : codeKey;
@@ -139,16 +144,20 @@ HARNESS_JS = """
       // the page and every chart redrawn after the keydown say that this run's output is in.
       const running = tf.states.find(([t, v]) => t >= t0 && v === 'running');
       const finished = running && tf.states.find(([t, v]) => t >= running[0] && v === 'notRunning');
-      const plots = Array.from(document.querySelectorAll('.js-plotly-plot, .tfviz-chart'));
-      const drawn = plots.length > 0 && plots.every((gd) => (gd.__tfLast || -1) > t0
-          && (gd.__tfPainted || -1) > gd.__tfLast);
+      const all = Array.from(document.querySelectorAll('.js-plotly-plot, .tfviz-chart'));
+      const plots = changedOnly ? all.filter((gd) => (gd.__tfLast || -1) > t0) : all;
+      const drawn = (changedOnly || plots.length > 0) && plots.every((gd) =>
+          (gd.__tfLast || -1) > t0 && (gd.__tfPainted || -1) > gd.__tfLast);
       const idle = app() && app().getAttribute('data-test-script-state') === 'notRunning';
       const now = performance.now();
-      if (t0 >= 0 && (finished || !running) && idle && drawn && inputShown()) {
-        const lastDraw = Math.max(...plots.map((gd) => gd.__tfLast));
+      const shown = t0 >= 0 && inputShown();
+      if (shown && shownAt === null) shownAt = now;
+      if (t0 >= 0 && (finished || !running) && idle && drawn && shown) {
+        const lastDraw = Math.max(0, ...plots.map((gd) => gd.__tfLast));
         const finishedAt = finished ? finished[0] : null;
-        if (now - Math.max(lastDraw, finishedAt ?? 0) >= quietMs) {
-          const end = Math.max(finishedAt ?? 0, ...plots.map((gd) => gd.__tfPainted));
+        if (now - Math.max(lastDraw, finishedAt ?? 0, changedOnly ? shownAt : 0) >= quietMs) {
+          const end = Math.max(finishedAt ?? 0, changedOnly ? shownAt : 0,
+              ...plots.map((gd) => gd.__tfPainted));
           const msgs = tf.ws.filter(([t]) => t >= t0 && t <= end);
           const sent = tf.sent.find((t) => t >= t0);
           const reply = sent === undefined ? undefined : tf.ws.find(([t]) => t >= sent);
@@ -165,7 +174,7 @@ HARNESS_JS = """
             after_run: finished ? end - finished[0] : null,
             ws_bytes: msgs.reduce((s, [, b]) => s + b, 0),
             ws_last: msgs.length ? msgs[msgs.length - 1][0] - t0 : null,
-            plots: plots.length,
+            plots: all.length,
             draws: draws.length,
             draw_ms: draws.reduce((a, [b, e]) => a + e - b, 0),
             long_ms: long.reduce((a, [, d]) => a + d, 0),
@@ -287,7 +296,7 @@ WATCH = """
 # ---- the app's pages ------------------------------------------------------------------------
 
 
-def wait_quiet(page, quiet_ms: int = QUIET_MS) -> None:
+def wait_quiet(page, quiet_ms: int = QUIET_MS, timeout_ms: int = EDIT_TIMEOUT_MS) -> None:
     """Wait until the app is idle and nothing on the page has changed for quiet_ms."""
     page.wait_for_function(
         """q => document.querySelector('[data-testid="stApp"]')
@@ -295,7 +304,7 @@ def wait_quiet(page, quiet_ms: int = QUIET_MS) -> None:
                && performance.now() - window.__tfviz.changed > q""",
         arg=quiet_ms,
         polling=50,
-        timeout=EDIT_TIMEOUT_MS,
+        timeout=timeout_ms,
     )
 
 

@@ -57,6 +57,15 @@ turns, bertviz's head_view page of the same attention opened from file:// (bench
 page and timing), and prints the app's median / bertviz's (issue 31's target: <= 3); --compare-app
 OTHER/app.py adds that app's page, served beside this one (a before/after figure from one run).
 
+With --floor --parts neuron,freedom,lens,shares the edits are typed with each part of the app
+open (issue 46), by turns against bench/floor_app.py's page of the same part (the same box, the
+input shown, plain plotly charts of the numbers the part shows, computed with the same
+tfviz.analysis calls): the Attention tab with "Inside one head" switched on; "Take W_o apart" on
+"W_o's freedom"; Analysis on "Logit lens" (folder models only: a toy model has no vocabulary);
+"Before/after W_o" with its head shares. The bench clicks the tab and the section or toggle once
+before the edits. A part's charts of the weights alone are not redrawn by an edit, in either page,
+so there an edit ends when the charts it redraws are painted, the run finished and the input shown.
+
 Targets (2 CPU cores): p95 under 300 ms at T=16; first render under 5 s. Met / not met is printed;
 the exit status is 0 either way (a benchmark, not a test) unless nothing could be measured.
 
@@ -71,6 +80,8 @@ Usage: python -m bench.ui_latency [--edits 30] [--warmup 3] [--starts 3] [--json
            [--pieces 32] --starts 0 --edits 15 --no-server-only
        python -m bench.ui_latency --floor --models reverse,minilm --families gpt2 --starts 0
            --edits 15 --no-server-only   (issue 44: the three kinds of model against the floor)
+       python -m bench.ui_latency --floor --parts neuron,freedom,lens,shares --models reverse
+           --families gpt2 --starts 0 --edits 12 --warmup 3 --no-server-only   (issue 46)
 """
 
 from __future__ import annotations
@@ -116,6 +127,7 @@ from bench.pages import (
     harnessed_page,
     open_file_page,
     pick_model,
+    wait_quiet,
 )
 
 DEFAULT_MODEL = "reverse"
@@ -163,10 +175,11 @@ class Config:
     navigations: list[float] = field(default_factory=list)  # with --navigations: ms each
     bertviz: list[float] = field(default_factory=list)  # with --bertviz: its page's opens, ms
     other: Config | None = None  # with --navigations and --compare-app: the other app's opens
+    part: str = ""  # with --parts: the part of PARTS open while the edits are typed
 
     @property
     def name(self) -> str:
-        return f"{self.model} T={self.T}"
+        return f"{self.part + ': ' if self.part else ''}{self.model} T={self.T}"
 
     @property
     def label(self) -> str:
@@ -310,9 +323,10 @@ def one_edit(page, cfg: Config, text: str, shown: str) -> dict:
     page.evaluate("window.__tfviz.t0 = -1")
     box.press("Enter")
     key = "next" if cfg.decoder else "pieces" if cfg.sentence else "prediction"
+    # A part's page keeps charts of the weights alone, which an edit does not redraw.
     return page.evaluate(
-        "([s, q, t, k]) => window.__tfviz.waitEdit(s, q, t, k)",
-        [shown, QUIET_MS, EDIT_TIMEOUT_MS, key],
+        "([s, q, t, k, c]) => window.__tfviz.waitEdit(s, q, t, k, c)",
+        [shown, QUIET_MS, EDIT_TIMEOUT_MS, key, bool(cfg.part)],
     )
 
 
@@ -357,9 +371,76 @@ TARGET_FLOOR_RATIO = 1.0
 TARGET_BERTVIZ_RATIO = 3.0
 
 
+@dataclass(frozen=True)
+class Part:
+    """A part of the app (issue 46) and how the bench opens it: its tab, then a section picked
+    in the tab's segmented control (its widget key and the section's catalogue key) or a toggle
+    switched on (its widget key). Its floor page is bench/floor_app.py's view of the same name."""
+
+    tab: str  # the view's id (tfviz.ui.router.VIEWS)
+    picker: str = ""  # the section picker's widget key
+    section: str = ""  # the section's catalogue key
+    toggle: str = ""  # a toggle's widget key
+    vocabulary: bool = False  # needs a model with a vocabulary head: a folder model's
+
+
+PARTS = {
+    "neuron": Part("attention", toggle="attn_neuron"),
+    "freedom": Part("parts", picker="parts_section", section="parts.section.freedom"),
+    "lens": Part(
+        "analysis", picker="analysis_section", section="analysis.section.lens", vocabulary=True
+    ),
+    "shares": Part("w_o"),
+}
+OPEN_PART_TIMEOUT_MS = 180_000  # a tab's first look at a GPT-2-sized model computes its weights'
+
+
+def part_configs(configs: list[Config], spec: str) -> list[Config]:
+    """--parts: one configuration per part and model where the part applies, parts outermost."""
+    from dataclasses import replace
+
+    parts = [name.strip() for name in spec.split(",")]
+    unknown = [name for name in parts if name not in PARTS]
+    if unknown:
+        raise SystemExit(f"--parts: {', '.join(unknown)} not among {', '.join(PARTS)}")
+    return [
+        replace(cfg, part=name, edits=[], failures=[])
+        for name in parts
+        for cfg in configs
+        if cfg.folder or not PARTS[name].vocabulary
+    ]
+
+
+def open_tab(page, view: str) -> None:
+    """Click the tab of the view (its id) and wait until the page is drawn and quiet."""
+    from tfviz.ui.i18n import translate
+
+    page.get_by_role("tab", name=translate("en", f"app.view.{view}"), exact=True).click()
+    wait_quiet(page, timeout_ms=OPEN_PART_TIMEOUT_MS)
+
+
+def open_part(page, part: str) -> None:
+    """Open the part in the app's page: its tab, then its section or toggle, and wait until
+    the page is drawn and quiet."""
+    from tfviz.ui.i18n import translate
+
+    spec = PARTS[part]
+    open_tab(page, spec.tab)
+    if spec.picker:
+        # By its words as drawn: a picker's help icon is a button too, so no position is safe.
+        label = translate("en", spec.section)
+        page.locator(f".st-key-{spec.picker}").get_by_text(label, exact=True).click()
+    if spec.toggle:
+        toggle = page.locator(f".st-key-{spec.toggle} input")
+        if not toggle.is_checked():
+            page.locator(f".st-key-{spec.toggle} label").click()
+    wait_quiet(page, timeout_ms=OPEN_PART_TIMEOUT_MS)
+
+
 def floor_server(workdir: Path, cfg: Config, server_args: list[str]) -> Server:
-    """bench/floor_app.py's attention page for the configuration's model."""
-    environ = {"TFVIZ_FLOOR_VIEW": "attention"}
+    """bench/floor_app.py's page for the configuration's model: its part's (with --parts), else
+    the attention page."""
+    environ = {"TFVIZ_FLOOR_VIEW": cfg.part or "attention"}
     model = f"folder:{cfg.folder}" if cfg.folder else MINILM if cfg.minilm else cfg.model
     environ["TFVIZ_FLOOR_MODEL"] = model
     return Server(workdir, server_args, FLOOR_APP, environ)
@@ -386,13 +467,19 @@ def measure_against_floor(browser, workdir: Path, configs: list[Config], args) -
                 source=cfg.source,
                 folder=cfg.folder,
                 decoder=cfg.decoder,
+                part=cfg.part,
             )
             floor = floor_server(workdir, cfg, args.server_arg)
             floor_context = None
             try:
                 floor.wait_healthy()
                 floor_context, floor_page = harnessed_page(floor_browser, floor.url)
+                if cfg.part:  # the model is picked on the Attention tab: a part's first look at
+                    # a GPT-2-sized model (its weights' numbers) outlasts the pick's wait
+                    open_tab(page, "attention")
                 typed = plan_edits(page, cfg, args.warmup + args.edits, args.seed + i)
+                if cfg.part:
+                    open_part(page, cfg.part)
                 for j, (text, shown) in enumerate(typed):
                     pair = [(page, cfg), (floor_page, cfg.floor)]
                     for tab, c in pair if j % 2 == 0 else pair[::-1]:
@@ -497,9 +584,12 @@ def report_floor(configs: list[Config]) -> None:
     pairs = [(c, c.floor) for c in configs if c.floor is not None]
     if not pairs:
         return
+    parts = any(c.part for c, _ in pairs)
+    what = "plain plotly charts" if parts else "one plain heatmap"
+    what += " of the same cells"
     print(
-        "\nAgainst the floor (bench/floor_app.py: the same box, the input shown, one plain "
-        "heatmap of the same cells),\nthe same texts typed into both by turns (ms)"
+        f"\nAgainst the floor (bench/floor_app.py: the same box, the input shown, {what}),"
+        "\nthe same texts typed into both by turns (ms)"
     )
     head = f"{'measure':<34} {'app med':>7} {'p95':>6} {'floor med':>9} {'p95':>6} {'p95 ratio':>9}"
     print(head + "  target")
@@ -814,6 +904,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "the ratios (issue 18)",
     )
     p.add_argument(
+        "--parts",
+        help=f"with --floor: the edits typed with each of these parts of the app open "
+        f"({', '.join(PARTS)}; lens on folder models only), each against bench/floor_app.py's "
+        f"page of the same part (issue 46)",
+    )
+    p.add_argument(
         "--navigations",
         type=int,
         default=0,
@@ -853,6 +949,8 @@ def main(argv: list[str] | None = None) -> int:
         configs = []
     if args.families and (args.lesson_steps or args.first_render_only):
         raise SystemExit("--families goes with neither --lesson-steps nor --first-render-only")
+    if args.parts and not args.floor:
+        raise SystemExit("--parts goes with --floor")
     print(f"largest bundled model: {largest}; {os.cpu_count()} CPUs seen; chromium {CHROMIUM}")
     if args.server_arg:
         print(f"server options: {' '.join(args.server_arg)}")
@@ -862,6 +960,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.families:
             configs += family_configs(args.families, args.pieces, workdir / FAMILIES_DIR)
             print(f"built {args.families} in {workdir / FAMILIES_DIR}", flush=True)
+        if args.parts:
+            configs = part_configs(configs, args.parts)
         browser = launch_chromium(pw.chromium)
         try:
             starts = first_renders(browser, workdir, args.starts, args.server_arg, apps)
