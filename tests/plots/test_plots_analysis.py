@@ -206,3 +206,16 @@ def test_experiment_curves_go_linear_when_the_band_reaches_zero_and_check_shapes
         plots.experiment_curves(step[:2], mean, mean, mean)
     with pytest.raises(ValueError, match="2 curves need 2 conditions"):
         plots.experiment_curves(step, mean, mean, mean, names=("one",))
+
+
+def test_lens_map_writes_whitespace_guesses_as_marks_and_escapes_the_rest():
+    """A character model's likeliest next token is often a space or a line break: its cell shows
+    the mark, not a blank; other tokens are escaped and cut to 8 characters."""
+    tokens = np.array([[" ", "\n", "<b>", "abcdefghijk"], ["e", "  ", "\t", " the"]])
+    probs = np.full(tokens.shape, 0.5, dtype=np.float32)
+    fig = plots.lens_map(tokens, probs, ["embed", "L0"], ["a", "b", "c", "d"], "lens")
+    (trace,) = fig.data
+    assert [list(row) for row in trace.text] == [
+        ["␣", "↵", "&lt;b&gt;", "abcdefgh"],
+        ["e", "␣␣", "⇥", " the"],
+    ]

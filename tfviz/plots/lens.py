@@ -18,6 +18,15 @@ from tfviz.plots.style import (
     english,
 )
 
+# A token of whitespace alone (a character model's space or line break) left its cell blank:
+# drawn as the marks an editor shows for them.
+WHITESPACE_MARKS = str.maketrans({" ": "␣", "\n": "↵", "\t": "⇥"})
+
+
+def visible(token: str) -> str:
+    """token as a lens cell writes it: whitespace alone as its marks, anything else as it is."""
+    return token.translate(WHITESPACE_MARKS) if token.isspace() else token
+
 
 def lens_map(
     tokens: np.ndarray,
@@ -39,7 +48,7 @@ def lens_map(
         )
     # A position's label may repeat (two "the"): numbered, so the category axis keeps both.
     x = [f"{i}·{_escape(label)}" for i, label in enumerate(columns)]
-    text = [[_escape(tok[:8]) for tok in row] for row in tokens]  # a cell holds about 8
+    text = [[_escape(visible(tok)[:8]) for tok in row] for row in tokens]  # a cell holds ~8
     hover = f"%{{y}} %{{x}}<br>{_escape(words('chart.word.token'))} %{{text}}"
     hover += f"<br>{_escape(words('chart.word.probability'))} %{{z:.3f}}"
     trace = _heatmap(probs, x, list(rows), hover)
