@@ -122,8 +122,8 @@ def test_a_phone_sees_sequence_and_prediction_first_and_never_scrolls_sideways(b
 @pytest.mark.parametrize("fmt", ["png", "svg"])
 def test_the_chart_toolbar_downloads_png_and_svg(browser, server, fmt):
     desktop = {"width": 1400, "height": 1000}
-    # Before/after W_o: its charts are plotly's (the Attention grid is a canvas chart, which
-    # saves PNG only, from a button of its own).
+    # Before/after W_o: its W_o map is plotly's (the charts a keystroke redraws, like the
+    # Attention grid, are canvas charts, which save PNG only, from a button of their own).
     link = f"{server}/?view=w_o"
     with opened_app(browser, link, desktop, accept_downloads=True) as page:
         if fmt == "svg":
@@ -145,7 +145,7 @@ def test_the_chart_toolbar_downloads_png_and_svg(browser, server, fmt):
         with page.expect_download() as download:
             camera.click()
         name = download.value.suggested_filename
-        assert name == f"tfviz_reverse_concat.{fmt}", name
+        assert name == f"tfviz_reverse_w_o.{fmt}", name
         path = download.value.path()
         head = path.read_bytes()[:200]
         if fmt == "png":

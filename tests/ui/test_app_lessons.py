@@ -9,6 +9,7 @@ import re
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
@@ -56,8 +57,8 @@ def page_text(at: AppTest) -> str:
             value = getattr(node, name, None)  # an element that fails here fails the test
             if isinstance(value, str):
                 parts.append(value)
-            elif hasattr(value, "columns"):  # a dataframe: its column names are shown
-                parts += [str(c) for c in value.columns]
+            elif isinstance(getattr(value, "columns", None), pd.Index):  # a dataframe's
+                parts += [str(c) for c in value.columns]  # column names are shown
         options = getattr(node, "options", None)
         if isinstance(options, list):
             parts += [str(o) for o in options]

@@ -169,3 +169,35 @@ def test_malloc_trim_runs_on_glibc_and_is_skipped_elsewhere():
 
     glibc = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
     assert heap.trim_malloc() is glibc
+
+
+def test_the_w_o_figure_is_built_once_for_every_session_and_drawn_the_same(
+    fresh_app, monkeypatch
+):
+    """Before/after W_o's map of W_o depends on the weights and the words alone: one figure
+    serves every session and every keystroke (at GPT-2's size building it cost ~140 ms of each),
+    a switch builds its own, and drawing it never changes it."""
+    from tests.conftest import start_app
+    from tfviz import plots
+
+    built = []
+    real = plots.w_o_matrix
+
+    def counted(*args, **kwargs):
+        built.append(kwargs.get("title"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plots, "w_o_matrix", counted)
+
+    def w_o_spec(at) -> str:
+        (spec,) = [c.proto.spec for c in at.get("plotly_chart") if '"W_o of L0' in c.proto.spec]
+        return spec
+
+    first = start_app("Before/after W_o")
+    second = start_app("Before/after W_o")
+    second.text_input(key="sequence").set_value("jjiihh").run()
+    assert len(built) == 1 and w_o_spec(first) == w_o_spec(second)
+    second.radio(key="w_o_mode").set_value("identity").run()
+    assert len(built) == 2 and w_o_spec(second) != w_o_spec(first)
+    first.run()
+    assert len(built) == 2 and w_o_spec(first) == w_o_spec(start_app("Before/after W_o"))

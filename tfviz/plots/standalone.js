@@ -464,7 +464,8 @@
           if (typeof val !== "number" || !isFinite(val)) continue;
           var cell = colourAt(stops, (val - colours.lo) / (colours.hi - colours.lo));
           var light = 0.299 * cell[0] + 0.587 * cell[1] + 0.114 * cell[2] > 140;
-          textBlock(ctx, lines(fill(trace.texttemplate, { z: val, x: xs[cc], y: ys[rr] })), toPx(x, value(x, xs[cc])), toPx(y, value(y, ys[rr])), size, "center", "middle", light ? "#222" : "#fff", true);
+          var said = { z: val, x: xs[cc], y: ys[rr], text: trace.text ? trace.text[rr][cc] : undefined };
+          textBlock(ctx, lines(fill(trace.texttemplate, said)), toPx(x, value(x, xs[cc])), toPx(y, value(y, ys[rr])), size, "center", "middle", light ? "#222" : "#fff", true);
         }
       }
     }
@@ -552,11 +553,22 @@
     if (!title) return;
     var tsize = (spec.title.font || {}).size || 14;
     if (axis.letter === "y") {
+      var cx = Math.max(tsize / 2 + 2, xEdge(L, axis) - widest - 10 - tsize / 2);
+      var cy = (axis.px0 + axis.px1) / 2;
+      var titleLines = lines(title);
+      var noted = ctx.__texts;
+      ctx.__texts = null; // put() would note the turned text's box unturned: noted below
       ctx.save();
-      ctx.translate(Math.max(tsize / 2 + 2, xEdge(L, axis) - widest - 10 - tsize / 2), (axis.px0 + axis.px1) / 2);
+      ctx.translate(cx, cy);
       ctx.rotate(-Math.PI / 2);
-      textBlock(ctx, lines(title), 0, 0, tsize, "center", "middle");
+      textBlock(ctx, titleLines, 0, 0, tsize, "center", "middle");
       ctx.restore();
+      ctx.__texts = noted;
+      if (noted) {
+        var long = Math.max.apply(null, titleLines.map(function (line) { return ctx.measureText(line).width; }));
+        var across = tsize * 1.25 * titleLines.length;
+        noted.push({ text: title, x0: cx - across / 2, x1: cx + across / 2, y0: cy - long / 2, y1: cy + long / 2 });
+      }
     } else {
       var under = (turn ? widest : size * 1.3) + 8;
       var atTop = spec.side === "top";
@@ -777,7 +789,7 @@
         if (c < 0 || r < 0) return;
         var z = trace.z[r][c];
         if (typeof z !== "number" || !isFinite(z)) return;
-        point = { x: xs[c], y: ys[r], z: z, customdata: trace.customdata ? trace.customdata[r][c] : undefined };
+        point = { x: xs[c], y: ys[r], z: z, customdata: trace.customdata ? trace.customdata[r][c] : undefined, text: trace.text ? trace.text[r][c] : undefined };
       } else if (trace.type === "bar") {
         var i = nearest(x, trace.x, fromPx(x, px));
         if (i < 0 || py < L.box.t || py > L.box.t + L.ph) return;

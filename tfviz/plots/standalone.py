@@ -98,6 +98,7 @@ LITE_TRACES = {
         "hovertemplate",
         "hoverongaps",
         "customdata",
+        "text",  # a cell's own words (the logit lens's tokens), for texttemplate and hover
         "texttemplate",
         "textfont",
         "xaxis",

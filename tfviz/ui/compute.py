@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import streamlit as st
 import torch
+from plotly.basedatatypes import BaseFigure
 from streamlit import runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
@@ -109,6 +110,9 @@ def sizeof(value: Any) -> int:
         return value.nbytes + 112
     if isinstance(value, torch.nn.Module):  # a model copy (the OV sandbox's change of basis)
         return 112 + sum(t.nbytes for t in value.state_dict().values())
+    if isinstance(value, BaseFigure):  # a plotly figure (cached_w_o_figure): its cells
+        cells = [getattr(t, "z", None) for t in value.data]
+        return 1024 + sum(np.asarray(z).nbytes for z in cells if z is not None)
     nbytes = getattr(value, "nbytes", None)
     if isinstance(nbytes, int):
         return nbytes + 112  # a TraceArrays, or a torch tensor (its nbytes)
@@ -244,6 +248,17 @@ def cached_embedding(digest: str, text: str, iv: Interventions, model, task) -> 
 def cached_w_o(digest: str, w_o_modes: tuple[str, ...], model) -> np.ndarray:
     """The W_o each layer applied, (L, D, D), per checkpoint and modes (not per sequence)."""
     return cached(("w_o", digest, w_o_modes), lambda: w_o_used(model, w_o_modes))
+
+
+def cached_w_o_figure(
+    digest: str, w_o_modes: tuple[str, ...], layer: int, title: str, lang: str, make: Callable
+):
+    """make()'s figure of one layer's W_o (plots.w_o_matrix), per checkpoint, modes, layer,
+    title and language: the weights and the words alone decide it, and at GPT-2's size (768 x
+    768) building and checking it was a large part of every keystroke (bench/README.md;
+    Streamlit takes a built figure as it is). Shared by every session: nothing that draws or
+    exports it changes it."""
+    return cached(("w_o_figure", digest, w_o_modes, layer, title, lang), make)
 
 
 def measures(name: str, digest: str, measure: Callable[[Hashable], Any]) -> MeasureCache:

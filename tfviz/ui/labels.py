@@ -3,7 +3,6 @@ a task, a task metric and its change."""
 
 from __future__ import annotations
 
-from tfviz.analysis import lens
 from tfviz.core.interventions import Interventions, head_name
 from tfviz.core.metrics import metric
 from tfviz.ui.i18n import catalogue, current, t
@@ -88,23 +87,21 @@ def size_text(c) -> str:
     return t("sidebar.size", d_model=c.d_model, heads=c.n_heads, layers=c.n_layers, d_ff=c.d_ff)
 
 
-# The direct contributions' parts that are words, by the name the library gives them
-# (tfviz.analysis.lens); a head (L3H5) and a layer's b_o read the same in every language.
-LENS_PARTS = {
-    lens.EMBED: "analysis.lens.part.embed",
-    lens.EARLIER: "analysis.lens.part.earlier",
-    lens.OUTPUT_BIAS: "analysis.lens.part.output_bias",
-    lens.NORM_BIAS: "analysis.lens.part.norm_bias",
-    lens.HEAD_NORM_BIAS: "analysis.lens.part.head_norm_bias",
-    lens.HEAD_DENSE_BIAS: "analysis.lens.part.head_dense_bias",
-}
-
-
 def component_label(name: str) -> str:
-    """A direct contribution's part (DirectContributions.ranked's name) in the session's
-    language."""
-    if name in LENS_PARTS:
-        return t(LENS_PARTS[name])
+    """A direct contribution's part (tfviz.analysis.lens's DirectContributions.ranked name) in
+    the session's language; a head (L3H5) and a layer's b_o read the same in every language."""
+    from tfviz.analysis import lens  # here: the first page imports no tfviz.analysis
+
+    parts = {
+        lens.EMBED: "analysis.lens.part.embed",
+        lens.EARLIER: "analysis.lens.part.earlier",
+        lens.OUTPUT_BIAS: "analysis.lens.part.output_bias",
+        lens.NORM_BIAS: "analysis.lens.part.norm_bias",
+        lens.HEAD_NORM_BIAS: "analysis.lens.part.head_norm_bias",
+        lens.HEAD_DENSE_BIAS: "analysis.lens.part.head_dense_bias",
+    }
+    if name in parts:
+        return t(parts[name])
     layer, _, part = name.partition(" ")
     if part == lens.MLP:
         return t("analysis.lens.part.mlp", layer=layer)

@@ -1,5 +1,10 @@
 """The neuron view's charts (tfviz.analysis.neuron, BertViz's layout), drawn where a page opens one
 head's attention for one query: the Attention view, and the decoder lesson's induction head.
+
+The two maps, which a keystroke redraws, are canvas charts (tfviz.ui.widgets.canvas_charts), as
+the Attention grid is: drawn by plotly.js the section made a keystroke cost more than a bare page
+drawing the same numbers (bench/README.md). The bars, three panels of horizontal bars that the
+canvas does not draw, stay plotly's.
 """
 
 from __future__ import annotations
@@ -9,7 +14,7 @@ import streamlit as st
 
 from tfviz import plots
 from tfviz.ui.i18n import t
-from tfviz.ui.widgets import chart, plot_words
+from tfviz.ui.widgets import canvas_charts, chart, plot_words
 
 
 def neuron_charts(nv, labels, key: str = "neuron") -> None:
@@ -20,11 +25,12 @@ def neuron_charts(nv, labels, key: str = "neuron") -> None:
     (token,) = plots.escape_labels([labels[nv.query]])  # a title is HTML to plotly
     left, right = st.columns(2)
     with left:
-        chart(plots.query_key_map(nv.q, nv.k, labels, nv.query, words=words), key=f"{key}_qk")
+        figure = plots.query_key_map(nv.q, nv.k, labels, nv.query, words=words)
+        canvas_charts([figure], f"{key}_qk", columns=1)
         st.caption(t("attention.neuron.qk_caption", d_k=len(nv.q)))
     with right:
         figure = plots.product_map(nv.product, labels, nv.masked, words=words)
-        chart(figure, key=f"{key}_product")
+        canvas_charts([figure], f"{key}_product", columns=1)
         st.caption(t("attention.neuron.product_caption"))
     title = t("attention.neuron.scores_title", token=token)
     figure = plots.score_bars(

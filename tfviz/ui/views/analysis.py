@@ -38,7 +38,14 @@ from tfviz.ui.labels import (
 )
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, toy_only
-from tfviz.ui.widgets import chart, index_picker, number_table, plot_words, what_is_this
+from tfviz.ui.widgets import (
+    canvas_charts,
+    chart,
+    index_picker,
+    number_table,
+    plot_words,
+    what_is_this,
+)
 
 # A head score -> the catalogue key of its name ({metric}: the task metric's name).
 SCORE_NAMES = {
@@ -446,17 +453,17 @@ def lens_section(view: View) -> None:
     shown = (("learned", lens.learned),) + ((("switched", lens.switched),) if switched else ())
     for name, one in shown:
         rows = [t("analysis.lens.embed") if r == EMBED else r for r in one.rows]
-        chart(
-            plots.lens_map(
-                one.tokens[:, :, 0],
-                one.probs[:, :, 0],
-                rows,
-                [one.labels[p] for p in one.positions],
-                title=t(f"analysis.lens.title_{name}"),
-                words=plot_words(),
-            ),
-            key=f"lens_{name}",
+        figure = plots.lens_map(
+            one.tokens[:, :, 0],
+            one.probs[:, :, 0],
+            rows,
+            [one.labels[p] for p in one.positions],
+            title=t(f"analysis.lens.title_{name}"),
+            words=plot_words(),
         )
+        # On a canvas, as every chart a keystroke redraws here: plotly.js's drawing made a
+        # keystroke cost more than a bare page's (bench/README.md).
+        canvas_charts([figure], f"lens_{name}", columns=1)
     if len(positions) < T:
         st.caption(t("analysis.lens.last_positions", n=len(positions), total=T))
     contributions_part(view)
@@ -480,15 +487,13 @@ def contributions_part(view: View) -> None:
             continue
         with col:
             heads = np.nan_to_num(one.heads)
-            chart(
-                plots.head_score_map(
-                    heads,
-                    title=t(f"analysis.lens.heads_{name}"),
-                    value=t("analysis.lens.contribution"),
-                    words=plot_words(),
-                ),
-                key=f"contrib_{name}",
+            figure = plots.head_score_map(
+                heads,
+                title=t(f"analysis.lens.heads_{name}"),
+                value=t("analysis.lens.contribution"),
+                words=plot_words(),
             )
+            canvas_charts([figure], f"contrib_{name}", columns=1)
             gap = abs(one.total - one.logit)
             st.markdown(
                 md_escape(

@@ -16,23 +16,39 @@ import streamlit as st
 from tfviz import plots
 from tfviz.core import wo
 from tfviz.core.trace import cosine_per_token, decomposition_error
-from tfviz.ui.compute import cached_shares, cached_w_o
+from tfviz.ui.compute import cached_shares, cached_w_o, cached_w_o_figure
 from tfviz.ui.downloads import download_before_after
 from tfviz.ui.i18n import current, t
 from tfviz.ui.standalone import download_button
 from tfviz.ui.switches import w_o_label
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, per_model
-from tfviz.ui.widgets import chart, drop_stale_index, index_picker, plot_words
+from tfviz.ui.widgets import canvas_charts, chart, drop_stale_index, index_picker, plot_words
 
 # Its widgets whose options depend on the model: forgotten when the model changes.
 PER_MODEL_KEYS = per_model("wo_layer", "wo_token", "wo_share_token")
 
 
-def shown(drawn: list, figure, key: str, caption_key: str, axes_key: str | None = None) -> None:
+def shown(
+    drawn: list,
+    figure,
+    key: str,
+    caption_key: str,
+    axes_key: str | None = None,
+    on_canvas: bool = True,
+) -> None:
     """Draw one chart with its caption below it, and keep both for the web page (drawn);
-    axes_key: a line before the caption that says which way the chart reads (W_o's rows)."""
-    chart(figure, key=key)
+    axes_key: a line before the caption that says which way the chart reads (W_o's rows).
+
+    on_canvas: a chart a keystroke redraws is a canvas chart (widgets.canvas_charts, as the
+    Attention grid): drawn by plotly.js, this view's six made a keystroke cost more than a bare
+    page drawing the same numbers (bench/README.md). W_o itself, which no keystroke changes,
+    stays plotly's, with the toolbar's SVG for slides, and so does the shares' flow (bars the
+    canvas does not draw)."""
+    if on_canvas:
+        canvas_charts([figure], key, columns=1)
+    else:
+        chart(figure, key=key)
     caption = t(caption_key)
     if axes_key is not None:
         st.caption(t(axes_key))
@@ -83,16 +99,37 @@ def render(view: View) -> None:
         "cosine",
         "w_o.cosine_caption",
     )
+    w_o_and_terms(view, drawn, W_o, layer)
+    shares_section(view, drawn, layer)
+    download_before_after(view)
+    title = t("standalone.title.w_o", model=view.entry.name, layer=layer)
+    download_button(view, title, drawn, key="w_o")  # the figures drawn above, in the page's words
+
+
+def w_o_and_terms(view: View, drawn: list, W_o: np.ndarray, layer: int) -> None:
+    """The layer's W_o as applied beside each head's term z_h W_o^h at one token, with the check
+    that the terms and b_o add up to attn_out."""
+    tr = view.trace
+    H = tr.n_heads
     left, right = st.columns(2)
     with left:
+        title = t("w_o.matrix_title", layer=layer)
+        words = plot_words()
+        figure = cached_w_o_figure(
+            view.entry.digest,
+            tuple(tr.w_o_modes),
+            layer,
+            title,
+            current(),
+            lambda: plots.w_o_matrix(W_o[layer], H, title=title, words=words),
+        )
         shown(
             drawn,
-            plots.w_o_matrix(
-                W_o[layer], H, title=t("w_o.matrix_title", layer=layer), words=plot_words()
-            ),
+            figure,
             "w_o",
             "w_o.matrix_caption",
             axes_key="w_o.matrix_axes",  # rows = concat dims, as lesson 1's table
+            on_canvas=False,
         )
     with right:
         token = st.select_slider(t("w_o.token"), options=tr.labels, key="wo_token")
@@ -114,10 +151,6 @@ def render(view: View) -> None:
             f"{decomposition_error(tr, W_o, layer):.1e}",
             help=t("w_o.check_help"),
         )
-    shares_section(view, drawn, layer)
-    download_before_after(view)
-    title = t("standalone.title.w_o", model=view.entry.name, layer=layer)
-    download_button(view, title, drawn, key="w_o")  # the figures drawn above, in the page's words
 
 
 def shares_section(view: View, drawn: list, layer: int) -> None:
@@ -153,7 +186,7 @@ def shares_section(view: View, drawn: list, layer: int) -> None:
         title=t("w_o.shares.flow_title", at=where),
         words=plot_words(),
     )
-    shown(drawn, flow, "head_share_flow", "w_o.shares.flow_caption")
+    shown(drawn, flow, "head_share_flow", "w_o.shares.flow_caption", on_canvas=False)
     if switched:
         st.caption(t("w_o.shares.pair_note"))
     tokens = plots.head_share_tokens(

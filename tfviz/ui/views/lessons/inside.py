@@ -21,7 +21,7 @@ from tfviz.ui.labels import component_label
 from tfviz.ui.neuron import neuron_charts
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View
-from tfviz.ui.widgets import chart, drop_stale_index, number_table, plot_words
+from tfviz.ui.widgets import canvas_charts, drop_stale_index, number_table, plot_words
 
 QUERY_KEY = "lesson_inside_query"
 RANKED = 8  # components in the ranked list of direct contributions
@@ -71,17 +71,15 @@ def lens_part(lm: View, n: int, query: int) -> None:
     positions = tuple(range(max(n, query - compute.LENS_MAX_POSITIONS + 1), query + 1))
     lens = compute.cached_lens(lm, positions).learned
     rows = [t("analysis.lens.embed") if r == EMBED else r for r in lens.rows]
-    chart(
-        plots.lens_map(
-            lens.tokens[:, :, 0],
-            lens.probs[:, :, 0],
-            rows,
-            [lens.labels[p] for p in lens.positions],
-            title=t("lessons.s7.lens_title"),
-            words=plot_words(),
-        ),
-        key="lesson_lens",
+    figure = plots.lens_map(
+        lens.tokens[:, :, 0],
+        lens.probs[:, :, 0],
+        rows,
+        [lens.labels[p] for p in lens.positions],
+        title=t("lessons.s7.lens_title"),
+        words=plot_words(),
     )
+    canvas_charts([figure], "lesson_lens", columns=1)  # as the Analysis view's lens
     st.caption(t("lessons.s7.lens_caption"))
 
 
