@@ -68,29 +68,22 @@ def render(view: View) -> None:
     if mode != "learned":
         note.info(md_escape(t("w_o.switched", mode=w_o_label(mode))))
     drawn = []  # (caption, figure) of every chart below, for the web page
+    concat = plots.activation_map(
+        tr.concat[layer], tr.labels, n_heads=H, title=t("w_o.concat_title"), words=plot_words()
+    )
+    attn_out = plots.activation_map(
+        tr.attn_out[layer], tr.labels, title=t("w_o.out_title"), words=plot_words()
+    )
+    # Side by side in one canvas element (one below the other on a phone): each element brings
+    # its own drawing code with every keystroke.
+    canvas_charts([concat, attn_out], "before_after", columns=2)
     before, after = st.columns(2)
-    with before:
-        shown(
-            drawn,
-            plots.activation_map(
-                tr.concat[layer],
-                tr.labels,
-                n_heads=H,
-                title=t("w_o.concat_title"),
-                words=plot_words(),
-            ),
-            "concat",
-            "w_o.concat_caption",
-        )
-    with after:
-        shown(
-            drawn,
-            plots.activation_map(
-                tr.attn_out[layer], tr.labels, title=t("w_o.out_title"), words=plot_words()
-            ),
-            "attn_out",
-            "w_o.out_caption",
-        )
+    for column, figure, caption in (
+        (before, concat, "w_o.concat_caption"),
+        (after, attn_out, "w_o.out_caption"),
+    ):
+        column.caption(t(caption))
+        drawn.append((t(caption), figure))
     cosine = cosine_per_token(tr.concat[layer], tr.attn_out[layer])  # (T,)
     W_o = cached_w_o(view.entry.digest, tuple(tr.w_o_modes), view.model)  # (L, D, D)
     shown(
