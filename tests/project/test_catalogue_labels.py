@@ -199,3 +199,24 @@ def test_lesson_step_4_shows_the_verdict_in_chinese_only():
     text = " ".join(m.value for m in at.markdown)
     english = re.findall(r"\b[A-Za-z]{2,},? [A-Za-z]{2,},? [A-Za-z]{2,}\b", text)
     assert not english, english  # experiment_report.verdict's sentences were shown here
+
+
+# Markdown a text would need drawn: code spans, bold, links.
+MARKDOWN = re.compile(r"`|\*\*|\]\(")
+
+
+def test_a_text_shown_escaped_holds_no_markdown_in_either_language():
+    """A catalogue text the page shows through md_escape (user words filled into it: a token, a
+    model's name) is drawn as typed, so markdown in it shows as its marks: the Chinese verdict of
+    W_o's freedom read `W_v` with its backticks. Every such key, in both catalogues, holds none."""
+    keys = set()
+    for path in sorted((ROOT / "tfviz" / "ui").rglob("*.py")):
+        keys |= set(re.findall(r'md_escape\(\s*t\(\s*"([^"]+)"', path.read_text()))
+    assert len(keys) > 30  # the scan finds the escaped texts (42 when written)
+    marked = [
+        (lang, key)
+        for lang in ("en", "zh")
+        for key in sorted(keys)
+        if MARKDOWN.search(i18n.catalogue(lang).get(key, ""))
+    ]
+    assert not marked, marked
