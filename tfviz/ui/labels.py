@@ -88,12 +88,13 @@ def size_text(c) -> str:
 
 
 def component_label(name: str) -> str:
-    """A direct contribution's part (tfviz.analysis.lens's DirectContributions.ranked name) in
-    the session's language; a head (L3H5) and a layer's b_o read the same in every language."""
+    """A part of the logit lens (a row of LogitLens, a name of DirectContributions.ranked) in the
+    session's language; a layer (L3), a head (L3H5) and a layer's b_o read the same in every
+    language."""
     from tfviz.analysis import lens  # here: the first page imports no tfviz.analysis
 
     parts = {
-        lens.EMBED: "analysis.lens.part.embed",
+        lens.EMBED: "analysis.lens.embed",
         lens.EARLIER: "analysis.lens.part.earlier",
         lens.OUTPUT_BIAS: "analysis.lens.part.output_bias",
         lens.NORM_BIAS: "analysis.lens.part.norm_bias",

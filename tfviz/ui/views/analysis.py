@@ -19,7 +19,7 @@ import streamlit as st
 
 import tfviz.analysis as analysis
 from tfviz import plots
-from tfviz.analysis.lens import EMBED, LAST_LAYER
+from tfviz.analysis.lens import LAST_LAYER
 from tfviz.core.interventions import head_name
 from tfviz.core.tasks import InputError
 from tfviz.ui import compute, state
@@ -452,7 +452,7 @@ def lens_section(view: View) -> None:
     switched = not view.interventions.is_default
     shown = (("learned", lens.learned),) + ((("switched", lens.switched),) if switched else ())
     for name, one in shown:
-        rows = [t("analysis.lens.embed") if r == EMBED else r for r in one.rows]
+        rows = [component_label(r) for r in one.rows]
         figure = plots.lens_map(
             one.tokens[:, :, 0],
             one.probs[:, :, 0],

@@ -12,7 +12,7 @@ import numpy as np
 import streamlit as st
 
 from tfviz import plots
-from tfviz.analysis.lens import EMBED, NEXT
+from tfviz.analysis.lens import NEXT
 from tfviz.core.interventions import head_name
 from tfviz.lessons.decoder import RepeatedSentence
 from tfviz.ui import compute
@@ -70,7 +70,7 @@ def lens_part(lm: View, n: int, query: int) -> None:
     character (the last row is the model's own guess)."""
     positions = tuple(range(max(n, query - compute.LENS_MAX_POSITIONS + 1), query + 1))
     lens = compute.cached_lens(lm, positions).learned
-    rows = [t("analysis.lens.embed") if r == EMBED else r for r in lens.rows]
+    rows = [component_label(r) for r in lens.rows]
     figure = plots.lens_map(
         lens.tokens[:, :, 0],
         lens.probs[:, :, 0],
@@ -88,7 +88,7 @@ def contributions_part(lm: View, query: int, name: str) -> None:
     where the induction head comes among them."""
     c = compute.cached_contributions(lm, query, NEXT).learned
     ranked = list(c.ranked)
-    rank = next((i + 1 for i, (what, _) in enumerate(ranked) if what == name), None)
+    rank = [what for what, _ in ranked].index(name) + 1  # a decoder's split names every head
     columns = (t("analysis.lens.component"), t("analysis.lens.contribution"))
     number_table(
         [{columns[0]: component_label(what), columns[1]: value} for what, value in ranked[:RANKED]],
