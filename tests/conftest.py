@@ -30,7 +30,6 @@ MODELS = ROOT / "models"
 SLOW_FIRST = (
     "test_language_atlas_rows.py",
     "test_browser_why.py",
-    "test_browser_neuron.py",
     "test_train_defaults.py",
     "test_browser_layout.py",
     "test_browser_lessons.py",
