@@ -319,18 +319,37 @@ def assert_charts_drawn(page: Page, at_least: int = 1, heatmaps: bool = False) -
     return plots
 
 
-def screenshots() -> Path:
-    """Where the browser tests' screenshots go: $TFVIZ_SCREENSHOTS, else artifacts/."""
+# Screenshots are for a person to look at: no check reads them. Each costs the browser a relayout
+# at the page's whole height and a large PNG, and a CI=true run took about 180 that nobody saw:
+# there they are taken only when $TFVIZ_SCREENSHOTS names a folder.
+SCREENSHOTS_WANTED = bool(os.environ.get("TFVIZ_SCREENSHOTS")) or not IN_CI
+
+
+def screenshots() -> Path | None:
+    """Where the browser tests' screenshots go: $TFVIZ_SCREENSHOTS, else artifacts/; None under
+    CI=true without $TFVIZ_SCREENSHOTS (SCREENSHOTS_WANTED)."""
+    if not SCREENSHOTS_WANTED:
+        return None
     folder = os.environ.get("TFVIZ_SCREENSHOTS")
     path = Path(folder) if folder else ARTIFACTS
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def screenshot(page: Page, name: str) -> Path:
-    """A full-page PNG in screenshots(): the main area scrolls inside itself, so grow the
-    viewport."""
+def shot_of(target, name: str) -> None:
+    """A PNG of target (a page, drawn to its viewport, or a locator: one element) in
+    screenshots(), when screenshots are wanted."""
     folder = screenshots()
+    if folder is not None:
+        target.screenshot(path=folder / name)
+
+
+def screenshot(page: Page, name: str) -> None:
+    """A full-page PNG in screenshots(), when screenshots are wanted: the main area scrolls
+    inside itself, so grow the viewport."""
+    folder = screenshots()
+    if folder is None:
+        return
     height = page.evaluate(
         """() => Math.max(...['stMain', 'stSidebarContent'].map((id) => {
               const el = document.querySelector(`[data-testid="${id}"]`);
@@ -341,11 +360,9 @@ def screenshot(page: Page, name: str) -> Path:
     page.set_viewport_size({"width": size["width"], "height": min(max(height, 600), 8000)})
     try:
         page.wait_for_timeout(300)  # plotly relayouts on resize
-        path = folder / name
-        page.screenshot(path=path, full_page=True)
+        page.screenshot(path=folder / name, full_page=True)
     finally:
         page.set_viewport_size(size)
-    return path
 
 
 def spaced(text: str) -> str:

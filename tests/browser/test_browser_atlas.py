@@ -17,7 +17,7 @@ from tests.browser.test_browser import (
     assert_charts_drawn,
     assert_no_exception,
     screenshot,
-    screenshots,
+    shot_of,
 )
 from tests.conftest import opened_app, quiet
 from tfviz.experiments import atlas_stats
@@ -126,4 +126,4 @@ def language_grid(page, panel, lang: str, width: int) -> None:
     assert squeezed(want) in squeezed(page.evaluate(TITLE_JS, "latlas_grid"))
     box = grid.bounding_box()
     assert box is not None and box["width"] <= width, box
-    grid.screenshot(path=screenshots() / f"browser_language_atlas_{lang}_{width}.png")
+    shot_of(grid, f"browser_language_atlas_{lang}_{width}.png")

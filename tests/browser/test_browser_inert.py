@@ -26,8 +26,8 @@ import pytest
 from tests.browser import test_browser as shared
 from tests.browser.test_browser import (
     ALERT,
-    ARTIFACTS,
     rerun,
+    shot_of,
 )
 from tests.conftest import opened_app, quiet
 from tfviz.hf import pretrained
@@ -88,8 +88,8 @@ def assert_inert(page, quoted: list[str]) -> None:
 def test_a_hostile_link_puts_no_link_into_its_notices(browser, server, case, lang):
     query = {**HOSTILE_LINKS[case], "lang": lang}
     with opened_app(browser, f"{server}/?{urlencode(query)}", VIEWPORT) as page:
-        ARTIFACTS.mkdir(exist_ok=True)  # for a human to look at: the quotes read as written
-        page.locator(ALERT).first.screenshot(path=ARTIFACTS / f"inert_link_{case}_{lang}.png")
+        # For a person to look at: the quotes read as written.
+        shot_of(page.locator(ALERT).first, f"inert_link_{case}_{lang}.png")
         quoted = [v if k in share.KEYS else k for k, v in query.items() if k != "lang"]
         assert_inert(page, quoted)
         assert set(parse_qs(urlparse(page.url).query)) <= set(share.KEYS)  # dropped from it

@@ -16,10 +16,10 @@ import pytest
 
 from tests.browser import test_browser as shared
 from tests.browser.test_browser import (
-    ARTIFACTS,
     CODE,
     PLOT,
     rerun,
+    shot_of,
 )
 from tests.conftest import opened_app, quiet
 from tfviz.ui.i18n import translate
@@ -98,8 +98,7 @@ def test_a_hostile_link_shows_the_default_page_and_notices(browser, server):
 
 def test_a_phone_sees_sequence_and_prediction_first_and_never_scrolls_sideways(browser, server):
     with opened_app(browser, server, PHONE, is_mobile=True, has_touch=True) as page:
-        ARTIFACTS.mkdir(exist_ok=True)
-        page.screenshot(path=ARTIFACTS / "browser_phone_390x844.png")
+        shot_of(page, "browser_phone_390x844.png")
         widths = page.evaluate("() => [document.scrollingElement.scrollWidth, window.innerWidth]")
         assert widths[0] <= widths[1], f"the page scrolls sideways: {widths}"
         box = page.locator(".st-key-sequence input").bounding_box()

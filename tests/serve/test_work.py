@@ -316,9 +316,7 @@ def test_a_training_job_saves_its_timeline_beside_the_model(manager, tmp_path):
 
 
 def test_retraining_w_o_alone_runs_as_a_job_and_leaves_the_shared_model_alone(manager):
-    shared, meta = load_checkpoint(
-        Path(__file__).resolve().parents[2] / "models/sort.safetensors"
-    )
+    shared, meta = load_checkpoint(Path(__file__).resolve().parents[2] / "models/sort.safetensors")
     before = {k: v.clone() for k, v in shared.state_dict().items()}
     spec = work.RetrainSpec(meta.task, start="identity", steps=40)
     job = manager.submit(work.RetrainWoWork(spec, shared))
@@ -340,9 +338,7 @@ def test_the_metric_curve_measures_the_model_being_retrained_on_fixed_examples()
     from tfviz.training.evaluate import evaluate
     from tfviz.training.train import retrain_w_o, with_w_o_start
 
-    shared, meta = load_checkpoint(
-        Path(__file__).resolve().parents[2] / "models/sort.safetensors"
-    )
+    shared, meta = load_checkpoint(Path(__file__).resolve().parents[2] / "models/sort.safetensors")
     curve = work.MetricCurve(meta.task, steps=7, every=3, n=64)
     copy, _ = retrain_w_o(shared, meta.task, start="zero", steps=7, recorder=curve)
     assert curve.done == [0, 3, 6, 7]  # the interval, and the last step however it falls
@@ -362,9 +358,7 @@ def test_the_metric_curve_measures_the_model_being_retrained_on_fixed_examples()
     ],
 )
 def test_a_bad_w_o_retraining_is_refused_on_submit(manager, kw, message):
-    shared, meta = load_checkpoint(
-        Path(__file__).resolve().parents[2] / "models/sort.safetensors"
-    )
+    shared, meta = load_checkpoint(Path(__file__).resolve().parents[2] / "models/sort.safetensors")
     spec = work.RetrainSpec(**{"task": meta.task, **kw})
     with pytest.raises(ValueError, match=message):
         manager.submit(work.RetrainWoWork(spec, shared))

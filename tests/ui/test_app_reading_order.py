@@ -99,13 +99,17 @@ def layer_cells(layer: int, heads: int, lang: str) -> list[str]:
 
 def shot(page, locator, name: str) -> None:
     """A screenshot of one part of the page (the main area scrolls inside itself: the viewport
-    is grown to the page's height first, as tests/browser/test_browser.py's screenshot does)."""
+    is grown to the page's height first, as tests/browser/test_browser.py's screenshot does),
+    when screenshots are wanted (shared.screenshots)."""
+    folder = screenshots()
+    if folder is None:
+        return
     size = page.viewport_size
     height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
     page.set_viewport_size({"width": size["width"], "height": min(max(height, 600), 8000)})
     try:
         quiet(page)  # the canvases redraw at the new size
-        locator.screenshot(path=screenshots() / name)
+        locator.screenshot(path=folder / name)
     finally:
         page.set_viewport_size(size)
         quiet(page)

@@ -171,9 +171,7 @@ def test_malloc_trim_runs_on_glibc_and_is_skipped_elsewhere():
     assert heap.trim_malloc() is glibc
 
 
-def test_the_w_o_figure_is_built_once_for_every_session_and_drawn_the_same(
-    fresh_app, monkeypatch
-):
+def test_the_w_o_figure_is_built_once_for_every_session_and_drawn_the_same(fresh_app, monkeypatch):
     """Before/after W_o's map of W_o depends on the weights and the words alone: one figure
     serves every session and every keystroke (at GPT-2's size building it cost ~140 ms of each),
     a switch builds its own, and drawing it never changes it."""
