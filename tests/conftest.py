@@ -89,6 +89,31 @@ def pytest_configure(config) -> None:
     # tests each (the language atlas's re-run, a browser file of one test), were dealt out last.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+    scan_components_once()
+
+
+def scan_components_once() -> None:
+    """Every AppTest scans the metadata of every installed package for Streamlit components (in
+    its first run), where a server scans once when it starts. A file of AppTests makes hundreds
+    (tests/ui/test_app_parts.py: 189), and the scans were the larger part of such a file's time.
+    The packages installed do not change while the tests run, so the test process scans once
+    and hands each AppTest what that scan found."""
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:  # a Streamlit without v2 components scans nothing
+        return
+    scan = manifest_scanner.scan_component_manifests
+    if getattr(scan, "scanned_once", False):
+        return
+    found: list = []
+
+    def scanned(max_workers: int | None = None) -> list:
+        if not found:
+            found.append(scan(max_workers))
+        return list(found[0])
+
+    scanned.scanned_once = True
+    manifest_scanner.scan_component_manifests = scanned
 
 
 def pytest_collection_modifyitems(items: list) -> None:
