@@ -7,6 +7,7 @@ difference of their means with a Welch t interval, whose quantile comes from the
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,6 +53,10 @@ def betainc(a: float, b: float, x: float) -> float:
     return 1.0 - front * _betacf(b, a, 1.0 - x) / b
 
 
+# t_cdf and t_quantile are pure functions of two floats, each call dozens of continued fractions
+# in Python, and every analysis of the same rows (the bundled atlases, read by a session, a
+# lesson, a report) asks them the same questions again: remembered, bounded.
+@functools.lru_cache(maxsize=65536)
 def t_cdf(t: float, df: float) -> float:
     """P(T <= t) for Student's t with df (> 0, not necessarily integer) degrees of freedom."""
     if df <= 0:
@@ -60,6 +65,7 @@ def t_cdf(t: float, df: float) -> float:
     return 1.0 - tail if t >= 0 else tail
 
 
+@functools.lru_cache(maxsize=65536)
 def t_quantile(p: float, df: float) -> float:
     """The t with t_cdf(t, df) = p, by bisection on the exact CDF (scipy is not a dependency)."""
     if not 0.0 < p < 1.0:
