@@ -3,9 +3,8 @@ bundled atlas, its grid and a cell's curves drawn, and a student opens another c
 atlas's grid below it is drawn within the page's width; in English and Chinese, on a desktop and a
 phone's width, with screenshots in artifacts/ (the page, and the language atlas's grid alone).
 
-The browser, server, page and waiting helpers are tests/browser/test_browser.py's (so the test is
-skipped
-without Chromium except under CI=true).
+The browser, server and waiting helpers are tests/browser/test_browser.py's (so the test is
+skipped without Chromium except under CI=true); one page a language serves both widths.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from tests.browser.test_browser import (
     screenshot,
     shot_of,
 )
-from tests.conftest import opened_app, quiet
+from tests.conftest import opened_app, quiet, resized
 from tfviz.experiments import atlas_stats
 from tfviz.experiments.atlas_cells import LANGUAGE_FORMAT
 from tfviz.experiments.atlas_store import BUNDLED, LANGUAGE, read_rows
@@ -51,21 +50,24 @@ def curves_title(page) -> str:
     return page.evaluate(TITLE_JS, "atlas_cell_curves")
 
 
-@pytest.fixture
-def page(browser, server, lang):
-    """test_browser.py's page, opened on the test's language's address (?lang=zh): one page
-    load, not the English first page and then the Chinese one."""
+@pytest.fixture(scope="module", params=["en", "zh"])
+def page_in(request, browser, server):
+    """One session a language, opened on its address (?lang=zh) at a desktop's size: (page,
+    language). Its tests take it in turn, each at its own width, each opening another cell: a
+    page load and the view's first drawing cost the browser more than a pick does."""
+    lang = request.param
     url = server if lang == "en" else f"{server}/?lang={lang}"
     desktop = {"width": 1400, "height": 1000}
     with opened_app(browser, url, desktop, settle=False, no_exception=False) as page:
-        yield page
+        yield page, lang
 
 
-@pytest.mark.parametrize("lang, width", [("en", 1400), ("zh", 1400), ("en", 390), ("zh", 390)])
-def test_the_atlas_opens_and_a_cell_opens_its_curves(page, server, lang, width):
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_atlas_opens_and_a_cell_opens_its_curves(page_in, width):
+    page, lang = page_in
     rows = read_rows(BUNDLED)
     results = atlas_stats.analyse(rows)
-    page.set_viewport_size({"width": width, "height": 900})
+    resized(page, {"width": width, "height": 900})  # the first test's width, then the next's
     shared.open_tab(page, translate(lang, "app.view.experiment"))
     assert_no_exception(page)
     panel = page.locator('[role="tabpanel"]:not([hidden])')
