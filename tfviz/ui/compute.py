@@ -103,9 +103,17 @@ def cached(key: tuple, make: Callable[[], V]) -> V:
 # ---- values: their bytes, frozen, fresh containers --------------------------------------------
 
 
+# What sizeof and freeze meet most and can answer at once: numbers (Python's and numpy's).
+SCALARS = (int, float, type(None), np.generic)
+
+
 def sizeof(value: Any) -> int:
     """The bytes a value holds: its numpy arrays' and torch tensors' bytes, containers' and
     dataclasses' contents summed, a small constant for anything else (a float, a short string)."""
+    # Numbers first: a sweep's or an atlas's rows hold tens of thousands, and each went through
+    # every test below (one a failed attribute lookup) before reaching the constant.
+    if isinstance(value, SCALARS):
+        return 32
     if isinstance(value, np.ndarray):
         return value.nbytes + 112
     if isinstance(value, torch.nn.Module):  # a model copy (the OV sandbox's change of basis)
@@ -130,6 +138,8 @@ def sizeof(value: Any) -> int:
 def freeze(value: V) -> V:
     """value with every numpy array in it (in containers and dataclasses too) made read-only, and
     returned: one value serves every session."""
+    if isinstance(value, (*SCALARS, str)):  # most of a big value's leaves: nothing to freeze
+        return value
     if isinstance(value, np.ndarray):
         value.flags.writeable = False
     elif isinstance(value, dict):
