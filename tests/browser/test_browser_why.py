@@ -114,11 +114,18 @@ def opened(request, browser, server):
 
 
 def on_tab(opened, view: str):
-    """The case's page on one tab at a desktop's size: (page, model name, language)."""
+    """The case's page on one tab, at the size the test before left it: (page, model name,
+    language)."""
     page, name, lang = opened
-    resized(page, DESKTOP)
     shared.open_tab(page, translate(lang, f"app.view.{view}"))
     return page, name, lang
+
+
+def screens(page) -> list[tuple[str, dict]]:
+    """The desktop and the phone, the page's present size first: each test checks both, and
+    starting where the test before ended saves the page a resize and its redrawing."""
+    both = [("desktop", DESKTOP), ("phone", PHONE)]
+    return both[::-1] if page.viewport_size == PHONE else both
 
 
 def picked(page, lang: str, section_key: str, outcome: str) -> None:
@@ -138,7 +145,7 @@ def test_the_neuron_view_draws_on_a_phone_and_a_desktop(opened):
     page, name, lang = on_tab(opened, "attention")
     toggle = page.locator(".st-key-attn_neuron label")
     rerun(page, toggle.click, shows(before(lang, "attention.neuron.qk_caption", d_k=None)))
-    for screen, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+    for screen, viewport in screens(page):
         resized(page, viewport)
         assert_no_exception(page)
         drawn_with_titles(
@@ -155,7 +162,7 @@ def test_the_neuron_view_draws_on_a_phone_and_a_desktop(opened):
 
 def test_the_head_shares_draw_on_a_phone_and_a_desktop(opened):
     page, name, lang = on_tab(opened, "w_o")
-    for screen, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+    for screen, viewport in screens(page):
         resized(page, viewport)
         assert_no_exception(page)
         title = before(lang, "w_o.shares.flow_title", at=None)
@@ -174,7 +181,7 @@ def test_w_o_s_freedom_draws_on_a_phone_and_a_desktop(opened):
         translate(lang, "parts.freedom.spaces_learned", layer=0),
         translate(lang, "parts.freedom.spaces_identity", layer=0),
     ]
-    for screen, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+    for screen, viewport in screens(page):
         resized(page, viewport)
         assert_no_exception(page)
         drawn_with_titles(page, titles)
@@ -193,7 +200,7 @@ def test_the_logit_lens_draws_or_says_why_not_on_a_phone_and_a_desktop(opened):
         translate(lang, "analysis.lens.title_learned"),
         translate(lang, "analysis.lens.heads_learned"),
     ]
-    for screen, viewport in (("desktop", DESKTOP), ("phone", PHONE)):
+    for screen, viewport in screens(page):
         resized(page, viewport)
         assert_no_exception(page)
         if name in NO_VOCABULARY:
