@@ -276,7 +276,7 @@ def page_figures(at) -> list[dict]:
 
 # ---- the browser tests' one way to open the app (tests/test_browser*.py) ----------------------
 
-# One action on 2 cores shared by two test workers (pytest-xdist) and a server each; a healthy run
+# One action on 2 cores shared by three test workers (pytest-xdist) and a server each; a healthy run
 # takes well under a second.
 TIMEOUT_MS = 60_000
 APP_ELEMENT = '[data-testid="stApp"]'
