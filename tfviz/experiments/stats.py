@@ -53,16 +53,22 @@ def betainc(a: float, b: float, x: float) -> float:
     return 1.0 - front * _betacf(b, a, 1.0 - x) / b
 
 
+def _t_cdf(t: float, df: float) -> float:
+    """t_cdf's value, not remembered: t_quantile's bisection asks it for points it never asks
+    again."""
+    if df <= 0:
+        raise ValueError(f"degrees of freedom must be positive, got {df}")
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
 # t_cdf and t_quantile are pure functions of two floats, each call dozens of continued fractions
 # in Python, and every analysis of the same rows (the bundled atlases, read by a session, a
 # lesson, a report) asks them the same questions again: remembered, bounded.
 @functools.lru_cache(maxsize=65536)
 def t_cdf(t: float, df: float) -> float:
     """P(T <= t) for Student's t with df (> 0, not necessarily integer) degrees of freedom."""
-    if df <= 0:
-        raise ValueError(f"degrees of freedom must be positive, got {df}")
-    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
+    return _t_cdf(t, df)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -73,11 +79,11 @@ def t_quantile(p: float, df: float) -> float:
     if p < 0.5:
         return -t_quantile(1.0 - p, df)
     lo, hi = 0.0, 1.0
-    while t_cdf(hi, df) < p:
+    while _t_cdf(hi, df) < p:
         lo, hi = hi, hi * 2.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if t_cdf(mid, df) < p:
+        if _t_cdf(mid, df) < p:
             lo = mid
         else:
             hi = mid

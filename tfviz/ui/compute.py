@@ -105,6 +105,7 @@ def cached(key: tuple, make: Callable[[], V]) -> V:
 
 # What sizeof and freeze meet most and can answer at once: numbers (Python's and numpy's).
 SCALARS = (int, float, type(None), np.generic)
+LEAVES = (*SCALARS, str)  # freeze's: nothing inside to make read-only
 
 
 def sizeof(value: Any) -> int:
@@ -138,7 +139,7 @@ def sizeof(value: Any) -> int:
 def freeze(value: V) -> V:
     """value with every numpy array in it (in containers and dataclasses too) made read-only, and
     returned: one value serves every session."""
-    if isinstance(value, (*SCALARS, str)):  # most of a big value's leaves: nothing to freeze
+    if isinstance(value, LEAVES):  # most of a big value's parts
         return value
     if isinstance(value, np.ndarray):
         value.flags.writeable = False

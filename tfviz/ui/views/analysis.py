@@ -36,6 +36,7 @@ from tfviz.ui.labels import (
     metric_name,
     metric_text,
 )
+from tfviz.ui.lens import lens_chart
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View, toy_only
 from tfviz.ui.widgets import (
@@ -452,18 +453,7 @@ def lens_section(view: View) -> None:
     switched = not view.interventions.is_default
     shown = (("learned", lens.learned),) + ((("switched", lens.switched),) if switched else ())
     for name, one in shown:
-        rows = [component_label(r) for r in one.rows]
-        figure = plots.lens_map(
-            one.tokens[:, :, 0],
-            one.probs[:, :, 0],
-            rows,
-            [one.labels[p] for p in one.positions],
-            title=t(f"analysis.lens.title_{name}"),
-            words=plot_words(),
-        )
-        # On a canvas, as every chart a keystroke redraws here: plotly.js's drawing made a
-        # keystroke cost more than a bare page's (bench/README.md).
-        canvas_charts([figure], f"lens_{name}", columns=1)
+        lens_chart(one, t(f"analysis.lens.title_{name}"), f"lens_{name}")
     if len(positions) < T:
         st.caption(t("analysis.lens.last_positions", n=len(positions), total=T))
     contributions_part(view)

@@ -11,17 +11,17 @@ import dataclasses
 import numpy as np
 import streamlit as st
 
-from tfviz import plots
 from tfviz.analysis.lens import NEXT
 from tfviz.core.interventions import head_name
 from tfviz.lessons.decoder import RepeatedSentence
 from tfviz.ui import compute
 from tfviz.ui.i18n import t
 from tfviz.ui.labels import component_label
+from tfviz.ui.lens import lens_chart
 from tfviz.ui.neuron import neuron_charts
 from tfviz.ui.text import md_escape
 from tfviz.ui.view import View
-from tfviz.ui.widgets import canvas_charts, drop_stale_index, number_table, plot_words
+from tfviz.ui.widgets import drop_stale_index, number_table
 
 QUERY_KEY = "lesson_inside_query"
 RANKED = 8  # components in the ranked list of direct contributions
@@ -70,16 +70,7 @@ def lens_part(lm: View, n: int, query: int) -> None:
     character (the last row is the model's own guess)."""
     positions = tuple(range(max(n, query - compute.LENS_MAX_POSITIONS + 1), query + 1))
     lens = compute.cached_lens(lm, positions).learned
-    rows = [component_label(r) for r in lens.rows]
-    figure = plots.lens_map(
-        lens.tokens[:, :, 0],
-        lens.probs[:, :, 0],
-        rows,
-        [lens.labels[p] for p in lens.positions],
-        title=t("lessons.s7.lens_title"),
-        words=plot_words(),
-    )
-    canvas_charts([figure], "lesson_lens", columns=1)  # as the Analysis view's lens
+    lens_chart(lens, t("lessons.s7.lens_title"), "lesson_lens")  # as the Analysis view's
     st.caption(t("lessons.s7.lens_caption"))
 
 
