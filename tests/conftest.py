@@ -360,6 +360,22 @@ def drawn(page, selector: str, timeout_ms: int | None = None) -> None:
                 raise
 
 
+# What a test process keeps for all its modules (tests/browser/test_browser.py's app server),
+# here because this module is imported once under one name (tests.conftest), where a
+# test module may be imported twice (pytest's own import, and another module's).
+WORKER: dict[str, object] = {}
+
+
+def for_the_worker(request, name: str, start):
+    """WORKER[name], made the first time: start() is a generator whose first value is kept and
+    whose rest runs when the test process ends (pytest's config cleanup)."""
+    if name not in WORKER:
+        made = start()
+        WORKER[name] = next(made)
+        request.config.add_cleanup(lambda: next(made, None))
+    return WORKER[name]
+
+
 # The browser tests' servers, by address: a first page that never draws is reported with what
 # its server was doing (every thread's stack, written by faulthandler on SIGUSR1, and its log).
 SERVERS: dict[str, tuple[subprocess.Popen, Path]] = {}
@@ -412,6 +428,48 @@ def resized(page, viewport: dict) -> None:
     quiet(page)
 
 
+# Each browser's one context for the pages opened_app opens without context options (by the
+# browser's id; checked to be that browser's, and open). Its pages share the HTTP cache and V8's
+# compiled code of Streamlit's and plotly's scripts, which a fresh context fetched and compiled
+# again for every page. Each page is still a session of its own (a WebSocket each), and what a
+# page kept in the browser (its storage, cookies) is cleared when it closes.
+CONTEXTS: dict[int, object] = {}
+
+
+def watched(context):
+    """context with the browser tests' timeout and WATCH_JS on every page it opens."""
+    context.set_default_timeout(TIMEOUT_MS)
+    context.add_init_script(WATCH_JS)
+    return context
+
+
+def new_page(browser, viewport: dict, options: dict):
+    """A page of viewport's size: in browser's shared context, or, with context options (a
+    phone's touch, downloads), alone in a fresh context made with them."""
+    if options:
+        return watched(browser.new_context(viewport=viewport, **options)).new_page()
+    context = CONTEXTS.get(id(browser))
+    if context is None or context.browser is not browser or not browser.is_connected():
+        context = CONTEXTS[id(browser)] = watched(browser.new_context(viewport=viewport))
+    page = context.new_page()
+    page.set_viewport_size(viewport)
+    return page
+
+
+def close_page(page, options: dict) -> None:
+    """Close a page new_page opened: its fresh context with it, or, in the shared one, its
+    storage and cookies cleared first, so that the next test's page starts as a fresh one."""
+    if options:
+        page.context.close()
+        return
+    try:
+        page.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
+    except Exception:  # noqa: BLE001  (a page that never loaded, or whose origin has no storage)
+        pass
+    page.context.clear_cookies()
+    page.close()
+
+
 @contextmanager
 def opened_app(
     browser,
@@ -424,7 +482,7 @@ def opened_app(
     no_exception: bool = True,
     **options,
 ):
-    """A fresh browser session (a new context) on url, drawn to the end; yields its page.
+    """A fresh browser session (a new page: new_page) on url, drawn to the end; yields its page.
 
     first: what the first run draws (the prediction block; a sentence model's word-pieces or
     similarity instead), waited for before the app's idle state, which on the very first load may
@@ -435,10 +493,7 @@ def opened_app(
     """
     failed = ""
     for attempt in (1, 2):
-        context = browser.new_context(viewport=viewport, **options)
-        context.set_default_timeout(TIMEOUT_MS)
-        context.add_init_script(WATCH_JS)
-        page = context.new_page()
+        page = new_page(browser, viewport, options)
         page.page_errors = []
         page.on("pageerror", lambda e, page=page: page.page_errors.append(str(e)))
         try:
@@ -459,7 +514,7 @@ def opened_app(
                 f"({e.__class__.__name__}: {str(e).splitlines()[0]})\n--- the page: "
                 f"{page_state(page)}\n--- the server: {server_state(url)}"
             )
-            context.close()
+            close_page(page, options)
     else:
         raise AssertionError(failed)
     if failed:
@@ -474,7 +529,7 @@ def opened_app(
             assert page.locator(EXCEPTION).count() == 0
         assert page.page_errors == [], f"uncaught errors in the page: {page.page_errors}"
     finally:
-        context.close()
+        close_page(page, options)
 
 
 def go_to(page, url: str, *, first: str = CODE) -> None:

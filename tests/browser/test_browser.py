@@ -1,11 +1,11 @@
 """Browser tests: the real app in a real Chromium, driven by Playwright.
 
-One `streamlit run app.py` on a free loopback port and one Chromium serve the whole module; every
-test gets a fresh browser context (a new Streamlit session). What is checked is what a student
-sees: the typed sequence's answer in the prediction block, heatmaps drawn with real SVG and image
-content, the W_o switch changing the prediction and switching back restoring it, a clear error for
-bad input, every tab opening without an exception element. Full-page screenshots are kept in
-artifacts/ (git-ignored) for a human to look at.
+One `streamlit run app.py` on a free loopback port serves every such module of a test process, and
+one Chromium the whole module; every test gets a fresh page (a new Streamlit session). What is
+checked is what a student sees: the typed sequence's answer in the prediction block, heatmaps
+drawn with real SVG and image content, the W_o switch changing the prediction and switching back
+restoring it, a clear error for bad input, every tab opening without an exception element.
+Full-page screenshots are kept in artifacts/ (git-ignored) for a human to look at.
 
 Needs Debian's Chromium at /usr/bin/chromium, or its headless build (chromium-headless-shell), which
 is used where installed (Playwright's own browser download is not used).
@@ -37,6 +37,7 @@ from tests.conftest import (  # noqa: F401  (re-exported: the other browser modu
     SERVERS,
     TIMEOUT_MS,
     WATCH_JS,
+    for_the_worker,
     go_to,
     opened_app,
     quiet,
@@ -144,12 +145,27 @@ def browser():
         yield chromium
         chromium.close()
     finally:
+        # Also at the module's end: while Playwright's sync API runs, its event loop counts as
+        # running in this thread, and any asyncio.run() here (the bench's sessions) is refused.
         pw.stop()
 
 
+# One plain app server per test process (an xdist worker; tests.conftest.for_the_worker), started
+# by the first module that asks: each module used to start its own, whose first sessions paid the
+# server's imports and model loads again. A module whose tests change what the server keeps for
+# later sessions (a model saved to its user models folder) takes private_server instead; one that
+# needs other settings starts its own with app_server.
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """`streamlit run app.py` on a free loopback port, with a private user models folder."""
+def server(request, tmp_path_factory):
+    """The test process's `streamlit run app.py` (for_the_worker) on a free loopback port, with a
+    user models folder of its own that no test writes to."""
+    return for_the_worker(request, "server", lambda: app_server(tmp_path_factory))
+
+
+@pytest.fixture(scope="module")
+def private_server(tmp_path_factory):
+    """`streamlit run app.py` for one module, with a private user models folder: for tests that
+    save models there."""
     yield from app_server(tmp_path_factory)
 
 

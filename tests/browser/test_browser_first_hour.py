@@ -23,7 +23,10 @@ from tests.browser.test_browser import APP_IDLE, assert_no_exception, open_tab, 
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.browser
-app_exists, browser, server, page = shared.app_exists, shared.browser, shared.server, shared.page
+# Its own server: a test here saves a trained model to the server's user models folder, which
+# the other modules' pickers would then list.
+app_exists, browser, page = shared.app_exists, shared.browser, shared.page
+server = shared.private_server
 MAIN = '[data-testid="stMain"]'
 SIDEBAR = '[data-testid="stSidebar"]'
 TRAIN_S = 120
