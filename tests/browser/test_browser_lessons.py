@@ -28,8 +28,9 @@ from tests.support import MAIN, shows
 from tfviz.ui.i18n import missing, translate
 
 pytestmark = pytest.mark.browser
-# test_browser.py's fixtures, found by pytest under these names in this module: one server and
-# one browser for this module, a fresh session per test (opened_at, on the address it starts on).
+# test_browser.py's fixtures, found by pytest under these names in this module: the test
+# process's server and this module's browser, a fresh session per test (opened_at, on the
+# address it starts on).
 app_exists, browser, server = shared.app_exists, shared.browser, shared.server
 MARKER = missing("x")[0]  # the bracket that opens a missing key's marker
 

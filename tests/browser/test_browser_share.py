@@ -25,8 +25,8 @@ from tests.conftest import opened_app, quiet
 from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.browser
-# test_browser.py's fixtures, found by pytest under these names in this module: one server and
-# one browser for this module.
+# test_browser.py's fixtures, found by pytest under these names in this module: the test
+# process's server and this module's browser.
 app_exists, browser, server = shared.app_exists, shared.browser, shared.server
 
 PHONE = {"width": 390, "height": 844}
