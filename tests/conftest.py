@@ -428,14 +428,6 @@ def resized(page, viewport: dict) -> None:
     quiet(page)
 
 
-# Each browser's one context for the pages opened_app opens without context options (by the
-# browser's id; checked to be that browser's, and open). Its pages share the HTTP cache and V8's
-# compiled code of Streamlit's and plotly's scripts, which a fresh context fetched and compiled
-# again for every page. Each page is still a session of its own (a WebSocket each), and what a
-# page kept in the browser (its storage, cookies) is cleared when it closes.
-CONTEXTS: dict[int, object] = {}
-
-
 def watched(context):
     """context with the browser tests' timeout and WATCH_JS on every page it opens."""
     context.set_default_timeout(TIMEOUT_MS)
@@ -444,13 +436,18 @@ def watched(context):
 
 
 def new_page(browser, viewport: dict, options: dict):
-    """A page of viewport's size: in browser's shared context, or, with context options (a
-    phone's touch, downloads), alone in a fresh context made with them."""
+    """A page of viewport's size: in browser's one shared context, or, with context options (a
+    phone's touch, downloads), alone in a fresh context made with them.
+
+    The shared context's pages share the HTTP cache and V8's compiled code of Streamlit's and
+    plotly's scripts, which a fresh context fetched and compiled again for every page. Each page
+    is still a session of its own (a WebSocket each), and what a page kept in the browser (its
+    storage, cookies) is cleared when it closes (close_page)."""
     if options:
         return watched(browser.new_context(viewport=viewport, **options)).new_page()
-    context = CONTEXTS.get(id(browser))
-    if context is None or context.browser is not browser or not browser.is_connected():
-        context = CONTEXTS[id(browser)] = watched(browser.new_context(viewport=viewport))
+    context = getattr(browser, "shared_context", None)
+    if context is None:
+        context = browser.shared_context = watched(browser.new_context(viewport=viewport))
     page = context.new_page()
     page.set_viewport_size(viewport)
     return page
