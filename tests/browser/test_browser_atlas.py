@@ -86,6 +86,8 @@ def test_the_atlas_opens_and_a_cell_opens_its_curves(page_in, width):
     combo.scroll_into_view_if_needed()  # the main area scrolls inside itself
     combo.click()
     options = page.get_by_role("option")
+    # The list opens a moment after the click: count() does not wait, and read none now and then.
+    options.first.wait_for()
     # Not the cell open now (picking it again would start no rerun): the one its curves' title
     # names. (The picker's own text read back empty now and then: a session can open on the
     # cell the previous test picked, and the old check then picked it again.)
