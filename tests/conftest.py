@@ -436,35 +436,51 @@ def watched(context):
 
 
 def new_page(browser, viewport: dict, options: dict):
-    """A page of viewport's size: in browser's one shared context, or, with context options (a
-    phone's touch, downloads), alone in a fresh context made with them.
+    """A page of viewport's size: the blank tab of browser's one shared context, or, with context
+    options (a phone's touch, downloads), a page alone in a fresh context made with them.
 
-    The shared context's pages share the HTTP cache and V8's compiled code of Streamlit's and
-    plotly's scripts, which a fresh context fetched and compiled again for every page. Each page
-    is still a session of its own (a WebSocket each), and what a page kept in the browser (its
-    storage, cookies) is cleared when it closes (close_page)."""
+    The shared context's pages share the HTTP cache of Streamlit's and plotly's scripts, which a
+    fresh context fetched again for every page; and its tab, kept blank between tests
+    (close_page), keeps its renderer, whose compiled code a new tab compiled again: an app page
+    opened in it costs the browser about half the CPU. Each test's page is still a session of its
+    own (a new document, with its own WebSocket), and what a page kept in the browser (its
+    storage, cookies) is cleared when it closes."""
     if options:
         return watched(browser.new_context(viewport=viewport, **options)).new_page()
     context = getattr(browser, "shared_context", None)
     if context is None:
         context = browser.shared_context = watched(browser.new_context(viewport=viewport))
-    page = context.new_page()
+        context.blank_tab = None
+    page, context.blank_tab = context.blank_tab, None
+    if page is None or page.is_closed():
+        page = context.new_page()
     page.set_viewport_size(viewport)
     return page
 
 
-def close_page(page, options: dict) -> None:
-    """Close a page new_page opened: its fresh context with it, or, in the shared one, its
-    storage and cookies cleared first, so that the next test's page starts as a fresh one."""
+def close_page(page, options: dict, keep: bool = True) -> None:
+    """End a page new_page opened: close its fresh context, or, in the shared one, clear its
+    storage and cookies, so that the next test's page starts as a fresh one, and leave the tab
+    blank for the next test (keep; the page's session ends as the app's document unloads), or
+    close it where a tab is already kept or it is not to be trusted (keep=False: a first page
+    that was not drawn)."""
     if options:
         page.context.close()
+        return
+    if page.is_closed():
         return
     try:
         page.evaluate("() => { localStorage.clear(); sessionStorage.clear(); }")
     except Exception:  # noqa: BLE001  (a page that never loaded, or whose origin has no storage)
         pass
-    page.context.clear_cookies()
-    page.close()
+    context = page.context
+    context.clear_cookies()
+    if not keep or context.blank_tab is not None:
+        page.close()
+        return
+    page.goto("about:blank")
+    page.mouse.move(-1, -1)  # no pointer left over a chart: the next page opens with no hover
+    context.blank_tab = page
 
 
 @contextmanager
@@ -479,7 +495,8 @@ def opened_app(
     no_exception: bool = True,
     **options,
 ):
-    """A fresh browser session (a new page: new_page) on url, drawn to the end; yields its page.
+    """A fresh browser session on url (new_page's page sent there), drawn to the end; yields
+    its page.
 
     first: what the first run draws (the prediction block; a sentence model's word-pieces or
     similarity instead), waited for before the app's idle state, which on the very first load may
@@ -492,7 +509,11 @@ def opened_app(
     for attempt in (1, 2):
         page = new_page(browser, viewport, options)
         page.page_errors = []
-        page.on("pageerror", lambda e, page=page: page.page_errors.append(str(e)))
+
+        def caught(error, page=page):
+            page.page_errors.append(str(error))
+
+        page.on("pageerror", caught)
         try:
             page.goto(url)
             # A page whose own code never ran stays blank: no app element, no text (seen in two
@@ -511,7 +532,8 @@ def opened_app(
                 f"({e.__class__.__name__}: {str(e).splitlines()[0]})\n--- the page: "
                 f"{page_state(page)}\n--- the server: {server_state(url)}"
             )
-            close_page(page, options)
+            page.remove_listener("pageerror", caught)
+            close_page(page, options, keep=False)
     else:
         raise AssertionError(failed)
     if failed:
@@ -526,6 +548,7 @@ def opened_app(
             assert page.locator(EXCEPTION).count() == 0
         assert page.page_errors == [], f"uncaught errors in the page: {page.page_errors}"
     finally:
+        page.remove_listener("pageerror", caught)
         close_page(page, options)
 
 
