@@ -119,6 +119,7 @@ def scan_components_once() -> None:
 def pytest_collection_modifyitems(items: list) -> None:
     rank = {name: i for i, name in enumerate(SLOW_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # sort() is stable
+    BROWSER_FILES.update(item.path for item in items if "browser" in item.fixturenames)
 
 
 def make_model(seed: int = 0, **sizes) -> Encoder:
@@ -360,20 +361,49 @@ def drawn(page, selector: str, timeout_ms: int | None = None) -> None:
                 raise
 
 
-# What a test process keeps for all its modules (tests/browser/test_browser.py's app server),
-# here because this module is imported once under one name (tests.conftest), where a
-# test module may be imported twice (pytest's own import, and another module's).
+# What a test process keeps for all its modules (tests/browser/test_browser.py's app server and
+# Chromium), here because the test modules all import this file under one name (tests.conftest),
+# where a test module may be imported twice (pytest's own import, and another module's). pytest
+# imports this file once more, as `conftest`, for its hooks: a hook reaches this state through
+# tests.conftest too.
 WORKER: dict[str, object] = {}
+WORKER_ENDS: dict[str, object] = {}  # name -> the rest of its start() generator
 
 
 def for_the_worker(request, name: str, start):
-    """WORKER[name], made the first time: start() is a generator whose first value is kept and
-    whose rest runs when the test process ends (pytest's config cleanup)."""
+    """WORKER[name], made the first time (or the first time since end_for_the_worker): start() is
+    a generator whose first value is kept and whose rest runs when the test process ends
+    (pytest's config cleanup) or end_for_the_worker(name) is called."""
     if name not in WORKER:
         made = start()
         WORKER[name] = next(made)
-        request.config.add_cleanup(lambda: next(made, None))
+        WORKER_ENDS[name] = made
+        request.config.add_cleanup(lambda: end_for_the_worker(name))
     return WORKER[name]
+
+
+def end_for_the_worker(name: str) -> None:
+    """Run the rest of WORKER[name]'s start() now, where it is still kept."""
+    WORKER.pop(name, None)
+    made = WORKER_ENDS.pop(name, None)
+    if made is not None:
+        next(made, None)
+
+
+# The test files with a test that takes the `browser` fixture (found at collection). While
+# Playwright's sync API runs, its event loop counts as running in the test process's thread, and
+# asyncio.run() there is refused (the bench's sessions in the deploy tests, test_container's own
+# Playwright); so the process's Chromium, kept from one browser file to the next, is stopped
+# before the first test of any other file.
+BROWSER_FILES: set[Path] = set()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item) -> None:
+    if item.path not in BROWSER_FILES:
+        from tests.conftest import end_for_the_worker as end  # the test modules' WORKER
+
+        end("browser")
 
 
 # The browser tests' servers, by address: a first page that never draws is reported with what

@@ -37,6 +37,8 @@ from tests.conftest import (  # noqa: F401  (re-exported: the other browser modu
     SERVERS,
     TIMEOUT_MS,
     WATCH_JS,
+    WORKER,
+    end_for_the_worker,
     for_the_worker,
     go_to,
     opened_app,
@@ -131,7 +133,19 @@ def app_exists():
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(request):
+    """The test process's headless Chromium (for_the_worker), kept from one browser file to the
+    next with its shared context's tab (tests.conftest.new_page): a new Chromium's first app page
+    cost about three times a later one. Stopped before any other file's tests, which may call
+    asyncio.run() (tests.conftest.BROWSER_FILES), and launched again where one is gone."""
+    kept = WORKER.get("browser")
+    if kept is not None and not kept.is_connected():
+        end_for_the_worker("browser")
+    return for_the_worker(request, "browser", launched)
+
+
+def launched():
+    """Playwright and Chromium, started; yields the browser, stops both after."""
     if sync_playwright is None:
         unavailable("the playwright package is not installed")
     if not CHROMIUM.exists():
@@ -145,8 +159,6 @@ def browser():
         yield chromium
         chromium.close()
     finally:
-        # Also at the module's end: while Playwright's sync API runs, its event loop counts as
-        # running in this thread, and any asyncio.run() here (the bench's sessions) is refused.
         pw.stop()
 
 

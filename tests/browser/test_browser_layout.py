@@ -35,7 +35,7 @@ from tfviz.ui.i18n import translate
 
 pytestmark = pytest.mark.browser
 # test_browser.py's fixtures, found by pytest under these names in this module: the test
-# process's server and this module's browser.
+# process's server and browser.
 app_exists, browser, server = shared.app_exists, shared.browser, shared.server
 
 DESKTOP = {"width": 1400, "height": 1000}

@@ -27,7 +27,7 @@ from tfviz.hf import pretrained
 
 pytestmark = pytest.mark.browser
 # test_browser.py's fixtures, found by pytest under these names in this module: the test
-# process's server and this module's browser, a fresh session (page) per test.
+# process's server and browser, a fresh session (page) per test.
 app_exists, browser, server, page = shared.app_exists, shared.browser, shared.server, shared.page
 
 SIMILARITY = ".st-key-similarity"  # st.container(key="similarity") above the tabs
