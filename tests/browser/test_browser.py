@@ -1,7 +1,7 @@
 """Browser tests: the real app in a real Chromium, driven by Playwright.
 
-One `streamlit run app.py` on a free loopback port serves every such module of a test process, and
-one Chromium the whole module; every test gets a fresh page (a new Streamlit session). What is
+One `streamlit run app.py` on a free loopback port and one Chromium serve every such module of a
+test process; every test gets a fresh page (a new Streamlit session). What is
 checked is what a student sees: the typed sequence's answer in the prediction block, heatmaps
 drawn with real SVG and image content, the W_o switch changing the prediction and switching back
 restoring it, a clear error for bad input, every tab opening without an exception element.

@@ -29,8 +29,7 @@ from tfviz.ui.i18n import missing, translate
 
 pytestmark = pytest.mark.browser
 # test_browser.py's fixtures, found by pytest under these names in this module: the test
-# process's server and browser, a fresh session per test (opened_at, on the
-# address it starts on).
+# process's server and browser, a fresh session per test (opened_at, on the address it starts on).
 app_exists, browser, server = shared.app_exists, shared.browser, shared.server
 MARKER = missing("x")[0]  # the bracket that opens a missing key's marker
 
