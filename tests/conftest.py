@@ -89,6 +89,11 @@ def pytest_configure(config) -> None:
     # tests each (the language atlas's re-run, a browser file of one test), were dealt out last.
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+    # One torch thread in every test process, as the app runs (tfviz.serve.jobs.
+    # limit_torch_threads): three of them share two cores, and the models are tiny, so a second
+    # thread only waits on the other processes. Set here once, so that every test computes the same
+    # way whichever tests ran before it in its process.
+    torch.set_num_threads(1)
     scan_components_once()
 
 
@@ -143,17 +148,6 @@ def model() -> Encoder:
     return make_model()
 
 
-@pytest.fixture(scope="module")
-def one_thread():
-    """One torch thread for a module (pytestmark = pytest.mark.usefixtures("one_thread")): tiny
-    models on a shared 2-core machine run fastest that way, as the app's jobs and the bench run.
-    Put back for the modules after it."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.fixture
 def manager():
     """A JobManager with one slot and one queue place; whatever a test left running is stopped."""
@@ -178,7 +172,7 @@ APP = str(ROOT / "app.py")
 def fresh_app(monkeypatch, tmp_path):
     """For AppTest: empty Streamlit caches (they outlive AppTest instances), a private user
     models folder, no upload-limit override, and torch's thread count put back afterwards (the
-    app sets it for the whole process, and later tests must compute as they would alone)."""
+    app sets it for the whole process; every test computes on pytest_configure's one thread)."""
     import streamlit as st
 
     st.cache_data.clear()

@@ -22,8 +22,6 @@ from tfviz.core.config import ModelConfig
 from tfviz.core.interventions import Interventions
 from tfviz.core.model import Encoder
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 V = 20  # the tiny language model's vocabulary
 LM = dict(
     vocab_size=V,

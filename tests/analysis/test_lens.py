@@ -27,8 +27,6 @@ from tfviz.core.trace import run_trace
 from tfviz.hf.pretrained import SentenceTask
 from tfviz.words import catalogue
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 TEXT = "the quick brown fox jumps over the lazy dog"
 CHAR_TEXT = "To be, or not to be, that is the question"
 SWITCHED = Interventions(w_o="identity", ablate_heads=[(0, 1)])

@@ -27,8 +27,6 @@ from tfviz.core.model import Encoder
 from tfviz.core.trace import run_trace
 from tfviz.hf.pretrained import SentenceTask
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 transformers = pytest.importorskip("transformers")  # builds the tiny Hugging Face folders
 
 SWITCHED = Interventions(w_o="identity", ablate_heads=((0, 1),))

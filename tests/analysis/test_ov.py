@@ -39,8 +39,6 @@ from tfviz.analysis.ov import (
     write_spaces,
 )
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 IN_CI = os.environ.get("CI", "").lower() == "true"
 FAMILIES = ("toy", "reverse", "bert", "gpt2", "llama")
 TEXTS = ["the cat sat on the mat", "a dog ran over the lazy fox and the cat"]

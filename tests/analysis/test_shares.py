@@ -22,8 +22,6 @@ from tfviz.core.interventions import Interventions
 from tfviz.core.trace import run_trace
 from tfviz.training.checkpoint import load_checkpoint
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 LM_FOLDER = MODELS / "language" / "shakespeare-2l-attn"
 
 

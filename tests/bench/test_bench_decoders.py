@@ -17,8 +17,6 @@ import torch
 from tfviz import hf
 from tfviz.core import buffers
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 IN_CI = os.environ.get("CI", "").lower() == "true"
 try:
     import transformers  # noqa: F401 - the builder's dependency

@@ -21,8 +21,6 @@ from tfviz.training.language import (
 )
 from tfviz.training.train import learning_rate
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 NUMBER = r"(\d+\.\d+)"
 
 

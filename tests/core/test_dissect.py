@@ -22,7 +22,6 @@ DIAG = np.diag([4.0, 3.0, 2.0, 1.0])
 
 @pytest.fixture(scope="module")
 def bundled():
-    torch.set_num_threads(1)
     model, meta = load_checkpoint(MODELS / "reverse.safetensors")
     return model, get_task(meta.task)
 

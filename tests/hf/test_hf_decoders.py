@@ -27,8 +27,6 @@ from tfviz.core.interventions import Interventions
 from tfviz.hf import decoder_weights
 from tfviz.hf.errors import PretrainedError
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 IN_CI = os.environ.get("CI", "").lower() == "true"
 try:
     import transformers

@@ -30,8 +30,6 @@ from tfviz.hf import files as hf_files
 from tfviz.hf import tokenizer as tokenizer_mod
 from tfviz.hf import zipped
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 IN_CI = os.environ.get("CI", "").lower() == "true"
 try:
     import transformers

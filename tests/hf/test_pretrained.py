@@ -33,10 +33,7 @@ UNRELATED = "The stock market fell sharply on Monday."
 
 @pytest.fixture(scope="module")
 def minilm():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # the CPUs are shared; put back for the tests after this module
-    yield P.load_minilm("cpu")
-    torch.set_num_threads(threads)
+    return P.load_minilm("cpu")
 
 
 @pytest.fixture(scope="module")

@@ -354,7 +354,6 @@ def lm():
     better-trained model of the same shape: nothing here depends on them."""
     from tfviz import hf
 
-    torch.set_num_threads(1)
     loaded = hf.open_folder(str(LESSON_LM), device="cpu")
     return loaded.model, hf.NextTokenTask(loaded.tokenizer)
 

@@ -25,8 +25,6 @@ import torch
 
 from tfviz.training import corpus, language
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 ROOT = Path(__file__).resolve().parents[2]
 LANGS = ("en", "zh")
 RECIPES = language.LANGUAGE_RECIPES

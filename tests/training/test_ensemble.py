@@ -18,8 +18,6 @@ from tfviz.core.tasks import IGNORE, get_task
 from tfviz.training import ensemble as En
 from tfviz.training.train import train
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 TINY = dict(d_model=8, n_heads=2, d_ff=16, n_layers=2)
 ATOL = 1e-5
 

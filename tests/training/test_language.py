@@ -17,8 +17,6 @@ from tfviz.training import language
 from tfviz.training.language import CharVocabulary, LanguageTask, language_config
 from tfviz.words import translate
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 TEXT = (
     "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer\n"
     "The slings and arrows of outrageous fortune,\nOr to take arms against a sea of troubles\n"

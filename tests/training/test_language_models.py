@@ -17,8 +17,6 @@ from tfviz.core.interventions import Interventions
 from tfviz.training import corpus, language
 from tfviz.ui.folders import LANGUAGE_DIR
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 ROOT = LANGUAGE_DIR.parents[1]
 NAMES = list(language.LANGUAGE_RECIPES)
 NANOGPT_LOSS = 1.88  # nanoGPT's README: shakespeare_char at its CPU setting, validation loss

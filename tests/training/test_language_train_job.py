@@ -20,8 +20,6 @@ from tfviz.serve import jobs, work
 from tfviz.training import language
 from tfviz.training.language import FOLDER_FILES, validation_loss
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 # A small model that trains in a few milliseconds a step.
 TINY = dict(n_layers=1, n_heads=2, d_model=32, context=64, batch_size=8)
 

@@ -17,8 +17,6 @@ from tfviz.serve import jobs, work
 from tfviz.training.checkpoint import load_checkpoint
 from tfviz.training.recipes import CLASS_RECIPES, LEARNED, class_recipe, learned
 
-pytestmark = pytest.mark.usefixtures("one_thread")
-
 
 def test_every_task_has_a_first_run_recipe_and_a_level():
     assert set(CLASS_RECIPES) == set(LEARNED) == set(list_tasks())

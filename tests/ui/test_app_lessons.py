@@ -11,7 +11,6 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import ROOT, page_figures, start_app
@@ -355,7 +354,6 @@ QUESTIONS = {
 def lm():
     """(model, task) of the bundled decoder, opened here as the lessons open it; the numbers
     the pages show are checked against it, whatever its weights."""
-    torch.set_num_threads(1)
     loaded = hf.open_folder(str(LM_FOLDER), device="cpu")
     return loaded.model, hf.NextTokenTask(loaded.tokenizer)
 

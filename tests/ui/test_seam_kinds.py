@@ -14,7 +14,6 @@ import ast
 from pathlib import Path
 
 import pytest
-import torch
 from streamlit.testing.v1 import AppTest
 
 from tests.conftest import MODELS, ROOT
@@ -123,7 +122,6 @@ def minilm_task() -> pretrained.SentenceTask:
 
 @pytest.fixture(scope="module")
 def decoder_task() -> hf.NextTokenTask:
-    torch.set_num_threads(1)
     return hf.NextTokenTask(hf.open_folder(str(DECODER_FOLDER), device="cpu").tokenizer)
 
 
